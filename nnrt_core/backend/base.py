@@ -1,0 +1,256 @@
+"""The base classes every backend builds on.
+
+Template-method style: public methods (``capability``, ``compile``,
+``availability``...) validate and wrap errors; the private ``_method`` is the
+backend's job.  A backend that keeps tensors in host memory (numpy arrays)
+only needs ``_supports`` and ``_compile``.
+
+Lifecycle of a partition::
+
+    backend.capability(graph, options)   -> Capability  (which nodes it takes)
+    backend.compile(subgraph, options)   -> CompiledPartition
+    compiled.run({name: tensor})         -> {name: tensor}
+    compiled.serialize() / backend.load_compiled(blob, options)   (model cache,
+                                                                   offline models)
+"""
+from __future__ import annotations
+
+import abc
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.errors import CompileError, ExecutionError, NnrtError
+from nnrt_core.ir import Graph, Node
+
+__all__ = [
+    "DeviceInfo",
+    "CompileOptions",
+    "Capability",
+    "CompiledPartition",
+    "Backend",
+]
+
+log = logging.getLogger("nnrt.backend")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device a backend can run on."""
+
+    id: str  #: stable id within the backend, e.g. "cpu:0", "npu:0"
+    name: str
+    type: str  #: "cpu", "gpu", "npu", ...
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    precisions: tuple[str, ...] = ("fp32",)
+    available: bool = True
+    reason: str | None = None  #: why the device is unavailable
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "type": self.type,
+            "precisions": list(self.precisions),
+            "available": self.available,
+            "reason": self.reason,
+            "properties": dict(self.properties),
+        }
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What a backend is asked to honour when compiling (from ScheduleConfig)."""
+
+    precision: str = "fp32"
+    num_threads: int = 0  #: 0 = backend default
+    performance_mode: str = "none"
+    priority: str = "medium"
+    device: str | None = None  #: device id or name; None = backend default
+    extra: Mapping[str, Any] = field(default_factory=dict)  #: per-backend extension attributes
+
+
+@dataclass
+class Capability:
+    """A backend's answer to "which of these nodes can you run?"."""
+
+    backend: str
+    supported: set[str] = field(default_factory=set)
+    rejected: dict[str, str] = field(default_factory=dict)  #: node name -> reason
+
+    def supports(self, node_name: str) -> bool:
+        return node_name in self.supported
+
+    def reason(self, node_name: str) -> str | None:
+        return self.rejected.get(node_name)
+
+
+class CompiledPartition(abc.ABC):
+    """A partition compiled by one backend, ready to run many times.
+
+    ``run`` must be safe to call from several threads at once.
+    """
+
+    def __init__(self, backend: "Backend", graph: Graph) -> None:
+        self.backend = backend
+        self.name = graph.name
+        self.input_names = [v.name for v in graph.inputs]
+        self.output_names = [v.name for v in graph.outputs]
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Run on ``inputs`` (host arrays or this backend's device tensors)."""
+        try:
+            return self._run(inputs)
+        except NnrtError:
+            raise
+        except Exception as e:
+            raise ExecutionError(
+                f"partition {self.name!r} on backend {self.backend.name!r} failed: "
+                f"{type(e).__name__}: {e}"
+            ) from e
+
+    @abc.abstractmethod
+    def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def run_async(self, inputs: Mapping[str, Any]) -> "Future[dict[str, Any]]":
+        """Submit a run; backends with device queues override this."""
+        fut: Future[dict[str, Any]] = Future()
+        try:
+            fut.set_result(self.run(inputs))
+        except BaseException as e:  # delivered through the future
+            fut.set_exception(e)
+        return fut
+
+    def serialize(self) -> bytes | None:
+        """Bytes ``Backend.load_compiled`` can turn back into this partition,
+        or ``None`` when the backend cannot cache compiled partitions."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """Backend-specific facts for reports (estimated cost, device...)."""
+        return {}
+
+
+class Backend(abc.ABC):
+    """Base class of every backend.
+
+    Subclasses set the class attributes and implement ``_supports`` (or
+    ``_capability`` for whole-graph decisions) and ``_compile``.
+    """
+
+    #: unique backend name used in configs ("numpy", "onnxruntime", ...)
+    name: ClassVar[str]
+    version: ClassVar[str] = "0"
+    #: kind of device this backend targets ("cpu", "gpu", "npu", ...)
+    device_type: ClassVar[str] = "cpu"
+    #: higher runs first when ``backends="auto"``
+    default_priority: ClassVar[int] = 0
+    #: ScheduleConfig options this backend honours (others trigger a warning)
+    supported_options: ClassVar[frozenset[str]] = frozenset({"num_threads"})
+    #: True when tensors live in host memory as numpy arrays (no copies needed
+    #: between two such backends)
+    host_memory: ClassVar[bool] = True
+
+    # -- availability and devices -------------------------------------------
+    def availability(self) -> str | None:
+        """``None`` when usable here, else a human-readable reason."""
+        try:
+            return self._availability()
+        except Exception as e:
+            return f"availability check failed: {type(e).__name__}: {e}"
+
+    def _availability(self) -> str | None:
+        return None
+
+    def devices(self) -> list[DeviceInfo]:
+        return [DeviceInfo(id="cpu:0", name="host CPU", type=self.device_type)]
+
+    def find_device(self, selector: str | None) -> DeviceInfo:
+        """The device matching ``selector`` (id or name); first one when None."""
+        devs = self.devices()
+        if selector is None:
+            return devs[0]
+        for d in devs:
+            if selector in (d.id, d.name):
+                return d
+        from nnrt_core.errors import ConfigError
+
+        raise ConfigError(
+            f"backend {self.name!r} has no device {selector!r}; devices: "
+            + ", ".join(f"{d.id} ({d.name})" for d in devs)
+        )
+
+    # -- capability ---------------------------------------------------------
+    def capability(self, graph: Graph, options: CompileOptions) -> Capability:
+        """Which nodes of ``graph`` this backend can run, with a reason for
+        each rejected node."""
+        cap = self._capability(graph, options)
+        unknown = (cap.supported | set(cap.rejected)) - {n.name for n in graph.nodes}
+        if unknown:
+            raise CompileError(f"backend {self.name!r} answered for unknown nodes {sorted(unknown)[:5]}")
+        for n in graph.nodes:
+            if n.name not in cap.supported and n.name not in cap.rejected:
+                cap.rejected[n.name] = "not claimed by the backend"
+        return cap
+
+    def _capability(self, graph: Graph, options: CompileOptions) -> Capability:
+        cap = Capability(self.name)
+        for node in graph.nodes:
+            try:
+                reason = self._supports(node, options)
+            except Exception as e:  # a buggy check must not break placement
+                reason = f"capability check failed: {type(e).__name__}: {e}"
+            if reason is None:
+                cap.supported.add(node.name)
+            else:
+                cap.rejected[node.name] = reason
+        return cap
+
+    def _supports(self, node: Node, options: CompileOptions) -> str | None:
+        """``None`` if ``node`` can run here, else the reason it cannot."""
+        return "backend implements no capability check"
+
+    # -- compile --------------------------------------------------------------
+    def compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition:
+        """Compile a partition (a self-contained graph)."""
+        try:
+            return self._compile(graph, options)
+        except NnrtError as e:
+            if isinstance(e, CompileError):
+                raise
+            raise CompileError(f"backend {self.name!r} could not compile partition {graph.name!r}: {e}") from e
+        except Exception as e:
+            raise CompileError(
+                f"backend {self.name!r} could not compile partition {graph.name!r}: "
+                f"{type(e).__name__}: {e}"
+            ) from e
+
+    @abc.abstractmethod
+    def _compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition: ...
+
+    def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
+        """Rebuild a partition from ``CompiledPartition.serialize()`` output."""
+        raise CompileError(f"backend {self.name!r} cannot load compiled partitions")
+
+    # -- tensors --------------------------------------------------------------
+    def allocate(self, shape: Sequence[int], dtype: Any, device: str | None = None) -> Any:
+        """A tensor of ``shape``/``dtype`` in this backend's memory."""
+        return np.empty(tuple(shape), dtype=np.dtype(dtype))
+
+    def to_device(self, array: np.ndarray, device: str | None = None) -> Any:
+        """Copy a host array into this backend's memory (identity for host backends)."""
+        return array
+
+    def to_host(self, tensor: Any) -> np.ndarray:
+        """Copy a tensor of this backend back to a host numpy array."""
+        return tensor
+
+    def owns(self, tensor: Any) -> bool:
+        """True when ``tensor`` already lives in this backend's memory."""
+        return isinstance(tensor, np.ndarray) if self.host_memory else False
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} v{self.version}>"

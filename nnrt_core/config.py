@@ -1,0 +1,163 @@
+"""``ScheduleConfig``: how a session picks backends and what it asks of them.
+
+Modelled on MNN's ScheduleConfig/BackendConfig and NNRt's compilation options.
+Values are validated on construction; backend and scheduler *names* are
+checked against the installed plugins when a session is built.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from nnrt_core.backend.base import CompileOptions
+from nnrt_core.errors import ConfigError
+
+__all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "OPTIMIZATION_LEVELS"]
+
+PRECISIONS = ("fp32", "fp16", "int8")
+PERFORMANCE_MODES = ("none", "low", "medium", "high", "extreme")
+PRIORITIES = ("low", "medium", "high")
+OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Session configuration.
+
+    backends
+        ordered list of backend names to try, or ``"auto"`` for every
+        available backend by default priority.
+    backup
+        backend for nodes no selected backend supports (``None`` = none; then
+        such nodes are an error).
+    scheduler
+        name of the placement strategy (an installed scheduler plugin).
+    pins
+        node name -> backend name, forcing placement of those nodes.
+    backend_options
+        backend name -> free-form extension attributes for that backend.
+    devices
+        backend name -> device id or name to use on that backend.
+    strict
+        refuse (instead of warn about) options a selected backend ignores.
+    """
+
+    backends: tuple[str, ...] | str = "auto"
+    backup: str | None = "numpy"
+    scheduler: str = "priority"
+    num_threads: int = 0
+    precision: str = "fp32"
+    performance_mode: str = "none"
+    priority: str = "medium"
+    optimization_level: str = "basic"
+    cache_dir: str | None = None
+    cache_version: int = 1
+    pins: Mapping[str, str] = field(default_factory=dict)
+    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    devices: Mapping[str, str] = field(default_factory=dict)
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        b = self.backends
+        if isinstance(b, str):
+            if b != "auto":
+                b = tuple(x.strip() for x in b.split(",") if x.strip())
+        elif isinstance(b, (list, tuple)):
+            if not all(isinstance(x, str) and x for x in b):
+                raise ConfigError(f"backends must be a list of backend names or 'auto', got {b!r}")
+            b = tuple(b)
+        else:
+            raise ConfigError(f"backends must be a list of backend names or 'auto', got {b!r}")
+        if b != "auto" and len(set(b)) != len(b):
+            raise ConfigError(f"backends lists a backend twice: {list(b)}")
+        object.__setattr__(self, "backends", b)
+        if self.backup is not None and (not isinstance(self.backup, str) or not self.backup):
+            raise ConfigError(f"backup must be a backend name or None, got {self.backup!r}")
+        if not isinstance(self.scheduler, str) or not self.scheduler:
+            raise ConfigError(f"scheduler must be a scheduler name, got {self.scheduler!r}")
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("performance_mode", self.performance_mode, PERFORMANCE_MODES)
+        _choice("priority", self.priority, PRIORITIES)
+        _choice("optimization_level", self.optimization_level, OPTIMIZATION_LEVELS)
+        if not isinstance(self.num_threads, int) or isinstance(self.num_threads, bool) or not 0 <= self.num_threads <= 1024:
+            raise ConfigError(f"num_threads must be an integer in 0..1024 (0 = backend default), got {self.num_threads!r}")
+        if not isinstance(self.cache_version, int) or self.cache_version < 0:
+            raise ConfigError(f"cache_version must be a non-negative integer, got {self.cache_version!r}")
+        if self.cache_dir is not None:
+            object.__setattr__(self, "cache_dir", os.fspath(self.cache_dir))
+        for name, mapping in (("pins", self.pins), ("devices", self.devices)):
+            if not isinstance(mapping, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
+            ):
+                raise ConfigError(f"{name} must map names to backend/device names, got {mapping!r}")
+            object.__setattr__(self, name, dict(mapping))
+        if not isinstance(self.backend_options, Mapping) or not all(
+            isinstance(v, Mapping) for v in self.backend_options.values()
+        ):
+            raise ConfigError(f"backend_options must map backend names to option tables, got {self.backend_options!r}")
+        object.__setattr__(self, "backend_options", {k: dict(v) for k, v in self.backend_options.items()})
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ScheduleConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown config keys {unknown}; valid keys: {', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> "ScheduleConfig":
+        """Load from a ``.toml`` or ``.json`` file (a ``[nnrt]`` table in TOML is
+        accepted too)."""
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            if p.suffix == ".json":
+                data = json.loads(p.read_text())
+            elif p.suffix == ".toml":
+                data = tomllib.loads(p.read_text())
+                data = data.get("nnrt", data)
+            else:
+                raise ConfigError(f"config file {str(p)!r} must end in .toml or .json")
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"config file {str(p)!r} is not valid: {e}") from e
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {str(p)!r} must hold a table/object")
+        return cls.from_dict(data)
+
+    def replace(self, **changes: Any) -> "ScheduleConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["backends"] = self.backends if self.backends == "auto" else list(self.backends)
+        return d
+
+    def compile_options(self, backend: str) -> CompileOptions:
+        """The options handed to ``backend`` when compiling."""
+        return CompileOptions(
+            precision=self.precision,
+            num_threads=self.num_threads,
+            performance_mode=self.performance_mode,
+            priority=self.priority,
+            device=self.devices.get(backend),
+            extra=dict(self.backend_options.get(backend, {})),
+        )
+
+    def requested_options(self) -> set[str]:
+        """Options set away from their defaults (to warn about unsupported ones)."""
+        defaults = ScheduleConfig()
+        names = ("num_threads", "precision", "performance_mode", "priority")
+        return {n for n in names if getattr(self, n) != getattr(defaults, n)}
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")

@@ -1,0 +1,69 @@
+"""Exception types raised by nnrt.
+
+Every error the runtime raises on bad input derives from :class:`NnrtError`, so a
+caller can catch one type.  Each subclass names a layer of the runtime.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "NnrtError",
+    "ModelLoadError",
+    "GraphError",
+    "ConfigError",
+    "PluginError",
+    "BackendUnavailableError",
+    "UnsupportedNodeError",
+    "PlacementError",
+    "CompileError",
+    "ExecutionError",
+    "OpError",
+    "InputError",
+]
+
+
+class NnrtError(Exception):
+    """Base class of every error nnrt raises on purpose."""
+
+
+class ModelLoadError(NnrtError):
+    """A model file, byte string or proto could not be turned into a graph."""
+
+
+class GraphError(NnrtError):
+    """The IR graph is malformed (dangling value, cycle, duplicate name...)."""
+
+
+class ConfigError(NnrtError, ValueError):
+    """A configuration value is unknown or out of range."""
+
+
+class PluginError(NnrtError):
+    """A plugin is broken, duplicated or misconfigured."""
+
+
+class BackendUnavailableError(NnrtError):
+    """A backend is installed but cannot be used on this machine."""
+
+
+class UnsupportedNodeError(NnrtError):
+    """No selected backend (nor the backup) can run some nodes."""
+
+
+class PlacementError(NnrtError):
+    """The scheduler could not produce a valid placement."""
+
+
+class CompileError(NnrtError):
+    """A backend failed to compile a partition."""
+
+
+class ExecutionError(NnrtError):
+    """A compiled partition failed while running."""
+
+
+class OpError(NnrtError, ValueError):
+    """An operator got attributes or inputs that violate its specification."""
+
+
+class InputError(NnrtError, ValueError):
+    """Feeds given to ``Session.run`` do not match the model's inputs."""

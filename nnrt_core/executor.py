@@ -1,0 +1,88 @@
+"""Running compiled partitions in dependency order.
+
+Tensors cross a partition boundary without a copy when producer and consumer
+both keep tensors in host memory; otherwise the producer's backend copies to
+the host and the consumer's backend copies to its device.  Copies are counted.
+Values are released right after their last reader.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.backend.base import Backend, CompiledPartition
+
+__all__ = ["ExecutionStep", "Executor"]
+
+
+@dataclass
+class ExecutionStep:
+    compiled: CompiledPartition
+    backend: Backend
+    inputs: list[str]
+    outputs: list[str]
+    release: list[str] = field(default_factory=list)  #: values dead after this step
+
+
+class Executor:
+    """Runs ``steps`` in order; thread-safe (no state shared between runs
+    except the copy counters)."""
+
+    def __init__(self, steps: Sequence[ExecutionStep], graph_outputs: Sequence[str],
+                 constants: Mapping[str, np.ndarray]) -> None:
+        self.steps = list(steps)
+        self.graph_outputs = list(graph_outputs)
+        self.constants = dict(constants)  # graph outputs that are initializers
+        self._lock = threading.Lock()
+        self.host_device_copies = 0
+        keep = set(graph_outputs)
+        last: dict[str, int] = {}
+        for i, st in enumerate(self.steps):
+            for name in st.inputs:
+                last[name] = i
+        for name, i in last.items():
+            if name not in keep:
+                self.steps[i].release.append(name)
+
+    def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        env: dict[str, Any] = dict(feeds)
+        owner: dict[str, Backend | None] = {}  # None = host array
+        copies = 0
+        for st in self.steps:
+            b = st.backend
+            args = {}
+            for name in st.inputs:
+                x = env[name]
+                src = owner.get(name)
+                if src is not None and src is not b and not (src.host_memory and b.host_memory):
+                    x = src.to_host(x)
+                    copies += 1
+                    src = None
+                if src is None and not b.host_memory:
+                    x = b.to_device(x)
+                    copies += 1
+                args[name] = x
+            outs = st.compiled.run(args)
+            for name in st.outputs:
+                env[name] = outs[name]
+                owner[name] = b
+            for name in st.release:
+                env.pop(name, None)
+        results = []
+        for name in self.graph_outputs:
+            if name in self.constants and name not in env:
+                results.append(self.constants[name])
+                continue
+            x = env[name]
+            src = owner.get(name)
+            if src is not None and not src.host_memory:
+                x = src.to_host(x)
+                copies += 1
+            results.append(x)
+        if copies:
+            with self._lock:
+                self.host_device_copies += copies
+        return results

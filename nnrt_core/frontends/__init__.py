@@ -1,0 +1,7 @@
+"""Model importers and exporters (the only part of nnrt that knows ONNX protos)."""
+from __future__ import annotations
+
+from nnrt_core.frontends.onnx_export import to_onnx
+from nnrt_core.frontends.onnx_import import load_onnx
+
+__all__ = ["load_onnx", "to_onnx"]

@@ -1,0 +1,133 @@
+"""nnrt IR -> ``onnx.ModelProto`` (used by the ONNX Runtime delegate and by
+``nnrt`` commands that write models)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from nnrt_core.errors import GraphError
+from nnrt_core.ir import (
+    Attribute,
+    AttrKind,
+    Graph,
+    Model,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    Value,
+    ValueType,
+)
+
+__all__ = ["to_onnx", "graph_to_onnx", "array_to_tensor"]
+
+
+def to_onnx(model: Model | Graph, *, ir_version: int | None = None) -> onnx.ModelProto:
+    """Export a model (or a bare graph with its ``opset_imports``) to ONNX.
+
+    ``ir_version`` caps the written IR version (e.g. the highest one the
+    installed onnxruntime accepts)."""
+    graph = model.graph if isinstance(model, Model) else model
+    opsets = dict(graph.opset_imports) or {"": 13}
+    if "" not in opsets and "ai.onnx" in opsets:
+        opsets[""] = opsets.pop("ai.onnx")
+    # a partition may use domains its parent declared: make sure every node's domain is imported
+    for node in graph.walk():
+        if node.domain not in opsets:
+            opsets[node.domain] = node.opset or 1
+    proto = helper.make_model(
+        graph_to_onnx(graph),
+        opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
+    )
+    if isinstance(model, Model):
+        proto.producer_name = model.producer_name
+        proto.producer_version = model.producer_version
+        proto.domain = model.domain
+        proto.model_version = model.model_version
+        proto.doc_string = model.doc
+        for k, v in model.metadata.items():
+            proto.metadata_props.add(key=k, value=v)
+    if ir_version is not None:
+        proto.ir_version = min(proto.ir_version, ir_version)
+    return proto
+
+
+def graph_to_onnx(graph: Graph) -> onnx.GraphProto:
+    nodes = []
+    for n in graph.nodes:
+        nodes.append(
+            helper.make_node(
+                n.op_type,
+                [v.name if v is not None else "" for v in n.inputs],
+                [v.name for v in n.outputs],
+                name=n.name,
+                domain=n.domain or None,
+                doc_string=n.doc or None,
+            )
+        )
+        nodes[-1].attribute.extend(_attribute(a) for a in n.attributes.values())
+    inputs = [_value_info(v) for v in graph.inputs]
+    outputs = [_value_info(v) for v in graph.outputs]
+    inits = [array_to_tensor(v.const, v.name) for v in graph.initializers.values()]
+    value_info = [
+        _value_info(v)
+        for n in graph.nodes
+        for v in n.outputs
+        if v.name and v.type is not None and v not in graph.outputs
+    ]
+    return helper.make_graph(nodes, graph.name, inputs, outputs, inits, doc_string=graph.doc or None,
+                             value_info=value_info)
+
+
+def array_to_tensor(arr: np.ndarray, name: str) -> onnx.TensorProto:
+    if arr.dtype == object:
+        t = onnx.TensorProto(name=name, data_type=onnx.TensorProto.STRING, dims=arr.shape)
+        t.string_data.extend(x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in arr.flat)
+        return t
+    return numpy_helper.from_array(arr, name)
+
+
+def _type_proto(t: ValueType | None) -> onnx.TypeProto:
+    if isinstance(t, TensorType):
+        shape = None if t.shape is None else [d if d is not None else None for d in t.shape]
+        return helper.make_tensor_type_proto(int(t.dtype), shape)
+    if isinstance(t, SequenceType):
+        return helper.make_sequence_type_proto(_type_proto(t.elem))
+    if isinstance(t, OptionalType):
+        return helper.make_optional_type_proto(_type_proto(t.elem))
+    return onnx.TypeProto()
+
+
+def _value_info(v: Value) -> onnx.ValueInfoProto:
+    vi = onnx.ValueInfoProto(name=v.name)
+    if v.type is not None:
+        vi.type.CopyFrom(_type_proto(v.type))
+    return vi
+
+
+def _attribute(a: Attribute) -> onnx.AttributeProto:
+    value: Any = a.value
+    k = a.kind
+    if a.ref_attr_name:
+        p = onnx.AttributeProto(name=a.name, type=int(k), ref_attr_name=a.ref_attr_name)
+        return p
+    if k == AttrKind.TENSOR:
+        value = array_to_tensor(np.asarray(value), "")
+    elif k == AttrKind.TENSORS:
+        value = [array_to_tensor(np.asarray(x), "") for x in value]
+    elif k == AttrKind.GRAPH:
+        value = graph_to_onnx(value)
+    elif k == AttrKind.GRAPHS:
+        value = [graph_to_onnx(g) for g in value]
+    elif k == AttrKind.TYPE_PROTO:
+        value = _type_proto(value)
+    elif k == AttrKind.TYPE_PROTOS:
+        value = [_type_proto(x) for x in value]
+    try:
+        return helper.make_attribute(a.name, value, attr_type=int(k))
+    except (TypeError, ValueError) as e:
+        raise GraphError(f"attribute {a.name!r} ({k.name}) cannot be exported: {e}") from e
+
+

@@ -1,0 +1,32 @@
+"""nnrt's intermediate representation: protobuf-free graphs of typed values."""
+from __future__ import annotations
+
+from nnrt_core.ir.dtypes import DataType
+from nnrt_core.ir.graph import (
+    Attribute,
+    AttrKind,
+    Dim,
+    Graph,
+    Model,
+    Node,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    Value,
+    ValueType,
+)
+
+__all__ = [
+    "Attribute",
+    "AttrKind",
+    "DataType",
+    "Dim",
+    "Graph",
+    "Model",
+    "Node",
+    "OptionalType",
+    "SequenceType",
+    "TensorType",
+    "Value",
+    "ValueType",
+]

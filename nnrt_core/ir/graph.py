@@ -1,0 +1,472 @@
+"""The in-memory graph: values, nodes, graphs and models.
+
+Use-def links are kept up to date by the mutating methods of :class:`Graph`
+(``add_node``, ``remove_node``, ``replace_all_uses``) so passes can walk
+producers and consumers without rebuilding indexes.  Sub-graphs (If/Loop/Scan
+bodies) are ordinary :class:`Graph` objects stored as attribute values; they
+may read values of enclosing graphs by reference ("outer scope").
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from nnrt_core.errors import GraphError
+from nnrt_core.ir.dtypes import DataType
+
+__all__ = [
+    "Dim",
+    "TensorType",
+    "SequenceType",
+    "OptionalType",
+    "ValueType",
+    "AttrKind",
+    "Attribute",
+    "Value",
+    "Node",
+    "Graph",
+    "Model",
+]
+
+Dim = int | str | None  # static size, symbolic name, or unknown
+
+
+# --------------------------------------------------------------------- types
+@dataclass(frozen=True)
+class TensorType:
+    """Element type plus shape; ``shape is None`` means unknown rank."""
+
+    dtype: DataType
+    shape: tuple[Dim, ...] | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def __str__(self) -> str:
+        if self.shape is None:
+            return f"{self.dtype.name.lower()}[?]"
+        dims = ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype.name.lower()}[{dims}]"
+
+
+@dataclass(frozen=True)
+class SequenceType:
+    elem: "ValueType | None"
+
+    def __str__(self) -> str:
+        return f"seq({self.elem})"
+
+
+@dataclass(frozen=True)
+class OptionalType:
+    elem: "ValueType | None"
+
+    def __str__(self) -> str:
+        return f"optional({self.elem})"
+
+
+ValueType = TensorType | SequenceType | OptionalType
+
+
+# ---------------------------------------------------------------- attributes
+class AttrKind(enum.IntEnum):
+    """Attribute kinds, numbered like ONNX's ``AttributeProto.AttributeType``."""
+
+    UNDEFINED = 0
+    FLOAT = 1
+    INT = 2
+    STRING = 3
+    TENSOR = 4
+    GRAPH = 5
+    FLOATS = 6
+    INTS = 7
+    STRINGS = 8
+    TENSORS = 9
+    GRAPHS = 10
+    SPARSE_TENSOR = 11
+    SPARSE_TENSORS = 12
+    TYPE_PROTO = 13
+    TYPE_PROTOS = 14
+
+
+@dataclass
+class Attribute:
+    """A node attribute.  ``value`` is a Python int/float/str, a numpy array
+    (TENSOR), a :class:`Graph` (GRAPH), a :class:`ValueType` (TYPE_PROTO) or a
+    list of those."""
+
+    name: str
+    kind: AttrKind
+    value: Any
+    ref_attr_name: str | None = None  # attribute reference inside functions
+
+    def graphs(self) -> list["Graph"]:
+        if self.kind == AttrKind.GRAPH:
+            return [self.value]
+        if self.kind == AttrKind.GRAPHS:
+            return list(self.value)
+        return []
+
+
+# --------------------------------------------------------------------- values
+class Value:
+    """A named edge of the graph: a graph input, an initializer (``const``
+    holds its data), or a node output.  ``producer`` is the node that writes
+    it (``None`` for inputs/initializers) and ``uses`` lists ``(node, index)``
+    pairs of the nodes that read it."""
+
+    __slots__ = ("name", "type", "producer", "output_index", "uses", "const", "doc")
+
+    def __init__(
+        self,
+        name: str,
+        type: ValueType | None = None,
+        *,
+        const: np.ndarray | None = None,
+        doc: str = "",
+    ) -> None:
+        self.name = name
+        self.type = type
+        self.producer: Node | None = None
+        self.output_index: int = -1
+        self.uses: list[tuple[Node, int]] = []
+        self.const = const
+        self.doc = doc
+        if const is not None and type is None:
+            self.type = TensorType(DataType.from_numpy(const.dtype), tuple(const.shape))
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+    @property
+    def dtype(self) -> DataType | None:
+        return self.type.dtype if isinstance(self.type, TensorType) else None
+
+    @property
+    def shape(self) -> tuple[Dim, ...] | None:
+        return self.type.shape if isinstance(self.type, TensorType) else None
+
+    def consumers(self) -> list["Node"]:
+        seen: dict[int, Node] = {}
+        for node, _ in self.uses:
+            seen.setdefault(id(node), node)
+        return list(seen.values())
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, {self.type})"
+
+
+# ---------------------------------------------------------------------- nodes
+class Node:
+    """One operator application.  ``inputs`` may contain ``None`` for omitted
+    optional inputs; ``outputs`` may contain values with empty names for
+    omitted optional outputs."""
+
+    def __init__(
+        self,
+        op_type: str,
+        inputs: Sequence[Value | None],
+        outputs: Sequence[Value],
+        *,
+        name: str = "",
+        domain: str = "",
+        opset: int | None = None,
+        attributes: Iterable[Attribute] = (),
+        doc: str = "",
+    ) -> None:
+        self.op_type = op_type
+        self.domain = "" if domain == "ai.onnx" else domain
+        self.name = name
+        self.opset = opset  # version of `domain` this node was written against
+        self.attributes: dict[str, Attribute] = {a.name: a for a in attributes}
+        self.doc = doc
+        self.graph: Graph | None = None
+        self.inputs: list[Value | None] = list(inputs)
+        self.outputs: list[Value] = list(outputs)
+
+    # -- attributes -----------------------------------------------------------
+    def attr(self, name: str, default: Any = None) -> Any:
+        a = self.attributes.get(name)
+        return default if a is None else a.value
+
+    def subgraphs(self) -> list["Graph"]:
+        return [g for a in self.attributes.values() for g in a.graphs()]
+
+    def outer_inputs(self) -> list[Value]:
+        """Values of enclosing graphs that this node's sub-graphs read
+        implicitly (the node depends on them just like on its inputs)."""
+        found: dict[int, Value] = {}
+        for sub in self.subgraphs():
+            for v in sub.outer_references():
+                found.setdefault(id(v), v)
+        return list(found.values())
+
+    def all_inputs(self) -> list[Value]:
+        """Explicit inputs (present ones) followed by outer-scope reads."""
+        vals = [v for v in self.inputs if v is not None]
+        return vals + [v for v in self.outer_inputs() if all(v is not x for x in vals)]
+
+    @property
+    def qualified_op(self) -> str:
+        return f"{self.domain}::{self.op_type}" if self.domain else self.op_type
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, {self.qualified_op})"
+
+
+# --------------------------------------------------------------------- graphs
+class Graph:
+    """A list of nodes with named inputs, outputs and initializers.
+
+    ``parent`` is the enclosing graph for sub-graphs (used to resolve outer
+    scope references), ``None`` for a top-level graph.
+    """
+
+    def __init__(
+        self,
+        name: str = "graph",
+        *,
+        inputs: Sequence[Value] = (),
+        outputs: Sequence[Value] = (),
+        nodes: Sequence[Node] = (),
+        initializers: Sequence[Value] = (),
+        opset_imports: dict[str, int] | None = None,
+        parent: "Graph | None" = None,
+        doc: str = "",
+    ) -> None:
+        self.name = name
+        self.inputs: list[Value] = list(inputs)
+        self.outputs: list[Value] = list(outputs)
+        self.initializers: dict[str, Value] = {}
+        self.nodes: list[Node] = []
+        self.opset_imports: dict[str, int] = dict(opset_imports or {})
+        self.parent = parent
+        self.doc = doc
+        self.value_info: dict[str, Value] = {}
+        for v in initializers:
+            self.add_initializer(v)
+        for n in nodes:
+            self.add_node(n)
+
+    # -- building -------------------------------------------------------------
+    def add_initializer(self, value: Value) -> Value:
+        if value.const is None:
+            raise GraphError(f"initializer {value.name!r} has no data")
+        if value.name in self.initializers:
+            raise GraphError(f"initializer {value.name!r} defined twice in graph {self.name!r}")
+        self.initializers[value.name] = value
+        return value
+
+    def add_node(self, node: Node, *, index: int | None = None) -> Node:
+        """Append (or insert) ``node`` and link its inputs and outputs."""
+        if node.graph is not None and node.graph is not self:
+            raise GraphError(f"node {node.name!r} already belongs to graph {node.graph.name!r}")
+        node.graph = self
+        for i, v in enumerate(node.inputs):
+            if v is not None:
+                v.uses.append((node, i))
+        for i, v in enumerate(node.outputs):
+            if v.producer is not None and v.producer is not node:
+                raise GraphError(
+                    f"value {v.name!r} is produced by both {v.producer.name!r} and {node.name!r}"
+                )
+            v.producer, v.output_index = node, i
+        if node.opset is None:
+            node.opset = self.opset_for(node.domain)
+        if index is None:
+            self.nodes.append(node)
+        else:
+            self.nodes.insert(index, node)
+        return node
+
+    def remove_node(self, node: Node) -> None:
+        """Unlink and remove ``node``; its outputs must be unused."""
+        for v in node.outputs:
+            if v.uses:
+                users = ", ".join(repr(n.name) for n, _ in v.uses)
+                raise GraphError(f"cannot remove {node.name!r}: output {v.name!r} is used by {users}")
+        for i, v in enumerate(node.inputs):
+            if v is not None:
+                v.uses = [(n, j) for n, j in v.uses if not (n is node and j == i)]
+        for v in node.outputs:
+            v.producer, v.output_index = None, -1
+        self.nodes.remove(node)
+        node.graph = None
+
+    def set_input(self, node: Node, index: int, value: Value | None) -> None:
+        """Rewire input ``index`` of ``node`` to ``value``."""
+        old = node.inputs[index]
+        if old is not None:
+            old.uses = [(n, j) for n, j in old.uses if not (n is node and j == index)]
+        node.inputs[index] = value
+        if value is not None:
+            value.uses.append((node, index))
+
+    def replace_all_uses(self, old: Value, new: Value) -> None:
+        """Make every reader of ``old`` (nodes and graph outputs) read ``new``."""
+        for node, i in list(old.uses):
+            self.set_input(node, i, new)
+        self.outputs = [new if v is old else v for v in self.outputs]
+
+    def opset_for(self, domain: str) -> int:
+        g: Graph | None = self
+        while g is not None:
+            for key in (domain, "ai.onnx" if domain == "" else None):
+                if key is not None and key in g.opset_imports:
+                    return g.opset_imports[key]
+            g = g.parent
+        return 1
+
+    # -- queries ---------------------------------------------------------------
+    def values(self) -> Iterator[Value]:
+        """Every value defined in this graph (inputs, initializers, node outputs)."""
+        yield from self.inputs
+        yield from self.initializers.values()
+        for n in self.nodes:
+            yield from (v for v in n.outputs if v.name)
+
+    def value_map(self) -> dict[str, Value]:
+        return {v.name: v for v in self.values()}
+
+    def node_by_name(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise GraphError(f"no node named {name!r} in graph {self.name!r}")
+
+    def outer_references(self) -> list[Value]:
+        """Values read by this graph (or its nested sub-graphs) that are
+        defined in an enclosing graph."""
+        own = {id(v) for v in self.values()}
+        found: dict[int, Value] = {}
+        for n in self.nodes:
+            for v in n.all_inputs():
+                if id(v) not in own:
+                    found.setdefault(id(v), v)
+        for v in self.outputs:
+            if id(v) not in own:
+                found.setdefault(id(v), v)
+        return list(found.values())
+
+    def topological_sort(self) -> None:
+        """Reorder ``nodes`` so every node follows the producers of its inputs
+        (outer-scope reads of sub-graphs included).  Stable: keeps the current
+        order where it is already valid.  Raises :class:`GraphError` on a cycle."""
+        index = {id(n): i for i, n in enumerate(self.nodes)}
+        deps: dict[int, set[int]] = {}
+        users: dict[int, list[Node]] = {id(n): [] for n in self.nodes}
+        for n in self.nodes:
+            d = set()
+            for v in n.all_inputs():
+                p = v.producer
+                if p is not None and id(p) in index and p is not n:
+                    d.add(id(p))
+            deps[id(n)] = d
+            for p in d:
+                users[p].append(n)
+        import heapq
+
+        ready = [(index[id(n)], id(n), n) for n in self.nodes if not deps[id(n)]]
+        heapq.heapify(ready)
+        pending = {k: len(v) for k, v in deps.items()}
+        order: list[Node] = []
+        while ready:
+            _, _, n = heapq.heappop(ready)
+            order.append(n)
+            for u in users[id(n)]:
+                pending[id(u)] -= 1
+                if pending[id(u)] == 0:
+                    heapq.heappush(ready, (index[id(u)], id(u), u))
+        if len(order) != len(self.nodes):
+            stuck = [n.name or n.op_type for n in self.nodes if pending[id(n)] > 0][:5]
+            raise GraphError(f"graph {self.name!r} has a cycle through nodes {stuck}")
+        self.nodes = order
+
+    def validate(self) -> None:
+        """Check structural invariants; raise :class:`GraphError` naming the
+        first problem (undefined value, duplicate definition, bad order)."""
+        defined: dict[str, str] = {}
+
+        def define(name: str, what: str) -> None:
+            if not name:
+                return
+            if name in defined:
+                raise GraphError(
+                    f"graph {self.name!r}: value {name!r} defined twice ({defined[name]} and {what})"
+                )
+            defined[name] = what
+
+        for v in self.inputs:
+            define(v.name, "graph input")
+        for name in self.initializers:
+            if name not in {v.name for v in self.inputs}:
+                define(name, "initializer")
+        outer = {id(v) for v in self._enclosing_values()}
+        available = {id(v) for v in self.inputs} | {id(v) for v in self.initializers.values()}
+        for n in self.nodes:
+            for i, v in enumerate(n.inputs):
+                if v is None:
+                    continue
+                if id(v) not in available and id(v) not in outer:
+                    where = "produced later" if v.producer is not None and v.producer.graph is self else "never defined"
+                    raise GraphError(
+                        f"graph {self.name!r}: node {n.name!r} ({n.op_type}) input {i} "
+                        f"{v.name!r} is {where}"
+                    )
+            for sub in n.subgraphs():
+                if sub.parent is not self:
+                    raise GraphError(f"sub-graph {sub.name!r} of node {n.name!r} has the wrong parent")
+                sub.validate()
+            for v in n.outputs:
+                define(v.name, f"output of node {n.name!r}")
+                available.add(id(v))
+        for v in self.outputs:
+            if id(v) not in available and id(v) not in outer:
+                raise GraphError(f"graph {self.name!r}: output {v.name!r} is never defined")
+
+    def _enclosing_values(self) -> list[Value]:
+        out: list[Value] = []
+        g = self.parent
+        while g is not None:
+            out.extend(g.values())
+            g = g.parent
+        return out
+
+    def walk(self) -> Iterator[Node]:
+        """Every node of this graph and of its sub-graphs, depth first."""
+        for n in self.nodes:
+            yield n
+            for sub in n.subgraphs():
+                yield from sub.walk()
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self.nodes)} nodes)"
+
+
+@dataclass
+class Model:
+    """A top-level graph plus model-level metadata."""
+
+    graph: Graph
+    ir_version: int = 8
+    producer_name: str = ""
+    producer_version: str = ""
+    domain: str = ""
+    model_version: int = 0
+    doc: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    #: folder the model was loaded from (external data is resolved inside it)
+    base_dir: str | None = None
+
+    @property
+    def opset_imports(self) -> dict[str, int]:
+        return self.graph.opset_imports

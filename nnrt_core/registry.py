@@ -1,0 +1,280 @@
+"""Plugin discovery: a pluggy ``PluginManager`` fed from entry points.
+
+Backends come from the ``nnrt.backends`` entry-point group and schedulers from
+``nnrt.schedulers``.  The built-in ones (the NumPy backend, the priority
+scheduler) are ordinary distributions registered through the same groups.
+
+A plugin that fails to import or whose backend fails to initialize is recorded
+as unavailable with the reason; it never breaks the runtime.
+
+Environment variables:
+
+``NNRT_DISABLE_PLUGIN_AUTOLOAD=1``
+    load only the embedded plugins (``numpy``, ``priority``) and those named in
+    ``NNRT_PLUGINS``.
+``NNRT_PLUGINS=a,b``
+    entry-point names to load even when autoloading is disabled.
+``NNRT_BLOCK_PLUGINS=a,b``
+    entry-point names never to load (shown as "blocked").
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Callable, Iterable, Mapping
+
+import pluggy
+
+from nnrt_core.backend.base import Backend
+from nnrt_core.errors import ConfigError, PluginError
+from nnrt_core.hookspec import PROJECT, BackendSpec, SchedulerSpec
+
+__all__ = [
+    "BACKEND_GROUP",
+    "SCHEDULER_GROUP",
+    "EMBEDDED_PLUGINS",
+    "PluginRecord",
+    "BackendRecord",
+    "SchedulerRecord",
+    "Registry",
+    "default_registry",
+]
+
+log = logging.getLogger("nnrt.registry")
+
+BACKEND_GROUP = "nnrt.backends"
+SCHEDULER_GROUP = "nnrt.schedulers"
+#: entry-point names loaded even when autoloading is disabled
+EMBEDDED_PLUGINS = frozenset({"numpy", "priority"})
+ENV_DISABLE_AUTOLOAD = "NNRT_DISABLE_PLUGIN_AUTOLOAD"
+ENV_PLUGINS = "NNRT_PLUGINS"
+ENV_BLOCK = "NNRT_BLOCK_PLUGINS"
+
+EntryPointSource = Callable[[str], Iterable[metadata.EntryPoint]]
+
+
+@dataclass
+class PluginRecord:
+    """One entry point (or programmatically registered plugin object)."""
+
+    name: str
+    group: str
+    distribution: str = ""
+    version: str = ""
+    status: str = "loaded"  #: loaded | failed | blocked | disabled
+    reason: str | None = None
+
+
+@dataclass
+class BackendRecord:
+    """One backend offered by a plugin."""
+
+    name: str
+    plugin: str
+    backend: Backend | None = None
+    reason: str | None = None  #: why it is unavailable (None = available)
+    priority: int = 0
+    version: str = ""
+    device_type: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.backend is not None and self.reason is None
+
+    def to_dict(self) -> dict[str, Any]:
+        devices = []
+        if self.backend is not None:
+            try:
+                devices = [d.to_dict() for d in self.backend.devices()]
+            except Exception as e:  # listing must not break on a buggy plugin
+                devices = [{"error": f"{type(e).__name__}: {e}"}]
+        return {
+            "name": self.name,
+            "plugin": self.plugin,
+            "version": self.version,
+            "device_type": self.device_type,
+            "priority": self.priority,
+            "available": self.available,
+            "reason": self.reason,
+            "devices": devices,
+        }
+
+
+@dataclass
+class SchedulerRecord:
+    name: str
+    plugin: str
+    cls: type | None = None
+    description: str = ""
+
+
+@dataclass
+class Registry:
+    """Loaded plugins, backends and schedulers.
+
+    ``entry_points`` and ``env`` are injectable for tests; ``plugins`` are
+    extra plugin objects registered as if found by entry point (name, object).
+    """
+
+    entry_points: EntryPointSource | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    plugins: list[tuple[str, object]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(BackendSpec)
+        self.pm.add_hookspecs(SchedulerSpec)
+        self.plugin_records: list[PluginRecord] = []
+        self.backends: dict[str, BackendRecord] = {}
+        self.schedulers: dict[str, SchedulerRecord] = {}
+        self._load()
+
+    # ------------------------------------------------------------- loading
+    def _load(self) -> None:
+        source = self.entry_points or (lambda group: metadata.entry_points(group=group))
+        blocked = _split(self.env.get(ENV_BLOCK, ""))
+        autoload = self.env.get(ENV_DISABLE_AUTOLOAD, "") in ("", "0", "false", "False")
+        wanted = _split(self.env.get(ENV_PLUGINS, "")) | EMBEDDED_PLUGINS
+        for name in blocked:
+            self.pm.set_blocked(name)
+        for group in (BACKEND_GROUP, SCHEDULER_GROUP):
+            for ep in _sorted_unique(source(group)):
+                dist = getattr(ep, "dist", None)
+                rec = PluginRecord(ep.name, group, getattr(dist, "name", "") or "", getattr(dist, "version", "") or "")
+                self.plugin_records.append(rec)
+                if ep.name in blocked:
+                    rec.status, rec.reason = "blocked", f"blocked by {ENV_BLOCK}"
+                    log.info("plugin %s blocked by %s", ep.name, ENV_BLOCK)
+                    continue
+                if not autoload and ep.name not in wanted:
+                    rec.status, rec.reason = "disabled", f"autoload disabled by {ENV_DISABLE_AUTOLOAD}"
+                    continue
+                try:
+                    obj = ep.load()
+                except Exception as e:
+                    rec.status, rec.reason = "failed", f"import failed: {type(e).__name__}: {e}"
+                    log.warning("plugin %s (%s) failed to import: %s", ep.name, group, e)
+                    continue
+                self._register(rec, obj)
+        for name, obj in self.plugins:
+            rec = PluginRecord(name, "<programmatic>")
+            self.plugin_records.append(rec)
+            if name in blocked:
+                rec.status, rec.reason = "blocked", f"blocked by {ENV_BLOCK}"
+                continue
+            self._register(rec, obj)
+
+    def _register(self, rec: PluginRecord, obj: object) -> None:
+        try:
+            if self.pm.is_registered(obj):
+                rec.status, rec.reason = "failed", "same plugin object registered under another name"
+                return
+            self.pm.register(obj, name=rec.name)
+        except ValueError as e:
+            raise PluginError(f"plugin name {rec.name!r} is registered twice: {e}") from e
+        except Exception as e:  # pluggy validation error (bad hook signature...)
+            rec.status, rec.reason = "failed", f"registration failed: {e}"
+            return
+        self._collect(rec, obj, "nnrt_backends", self._add_backend)
+        self._collect(rec, obj, "nnrt_schedulers", self._add_scheduler)
+
+    def _collect(self, rec: PluginRecord, obj: object, hook: str, add: Callable[[PluginRecord, Any], None]) -> None:
+        impls = [i for i in getattr(self.pm.hook, hook).get_hookimpls() if i.plugin is obj]
+        for impl in impls:
+            try:
+                items = list(impl.function() or [])
+            except Exception as e:
+                rec.status, rec.reason = "failed", f"{hook}() raised {type(e).__name__}: {e}"
+                log.warning("plugin %s: %s", rec.name, rec.reason)
+                continue
+            for item in items:
+                add(rec, item)
+
+    def _add_backend(self, rec: PluginRecord, cls: Any) -> None:
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            rec.status, rec.reason = "failed", f"backend {cls!r} has no name"
+            return
+        if name in self.backends:
+            other = self.backends[name].plugin
+            raise PluginError(
+                f"backend name {name!r} is provided by two plugins: {other!r} and {rec.name!r}; "
+                f"uninstall one or block it with {ENV_BLOCK}={rec.name}"
+            )
+        br = BackendRecord(name, rec.name, priority=int(getattr(cls, "default_priority", 0)),
+                           version=str(getattr(cls, "version", "")),
+                           device_type=str(getattr(cls, "device_type", "")))
+        self.backends[name] = br
+        try:
+            backend = cls() if isinstance(cls, type) else cls
+            if not isinstance(backend, Backend):
+                raise TypeError(f"{type(backend).__name__} is not a nnrt_core.backend.Backend")
+        except Exception as e:
+            br.reason = f"failed to initialize: {type(e).__name__}: {e}"
+            log.warning("backend %s (plugin %s) %s", name, rec.name, br.reason)
+            return
+        br.backend = backend
+        br.reason = backend.availability()
+        if br.reason:
+            log.info("backend %s is unavailable: %s", name, br.reason)
+
+    def _add_scheduler(self, rec: PluginRecord, cls: Any) -> None:
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            rec.status, rec.reason = "failed", f"scheduler {cls!r} has no name"
+            return
+        if name in self.schedulers:
+            raise PluginError(
+                f"scheduler name {name!r} is provided by two plugins: "
+                f"{self.schedulers[name].plugin!r} and {rec.name!r}"
+            )
+        self.schedulers[name] = SchedulerRecord(name, rec.name, cls, getattr(cls, "description", ""))
+
+    # -------------------------------------------------------------- queries
+    def backend(self, name: str) -> BackendRecord:
+        """The record of an installed backend; :class:`ConfigError` listing the
+        installed ones when ``name`` is unknown."""
+        try:
+            return self.backends[name]
+        except KeyError:
+            installed = ", ".join(sorted(self.backends)) or "none"
+            raise ConfigError(f"unknown backend {name!r}; installed backends: {installed}") from None
+
+    def available_backends(self) -> list[BackendRecord]:
+        """Available backends, highest default priority first."""
+        recs = [r for r in self.backends.values() if r.available]
+        return sorted(recs, key=lambda r: (-r.priority, r.name))
+
+    def scheduler(self, name: str) -> SchedulerRecord:
+        try:
+            return self.schedulers[name]
+        except KeyError:
+            installed = ", ".join(sorted(self.schedulers)) or "none"
+            raise ConfigError(f"unknown scheduler {name!r}; installed schedulers: {installed}") from None
+
+
+def _split(text: str) -> set[str]:
+    return {p.strip() for p in text.split(",") if p.strip()}
+
+
+def _sorted_unique(eps: Iterable[metadata.EntryPoint]) -> list[metadata.EntryPoint]:
+    seen: dict[tuple[str, str], metadata.EntryPoint] = {}
+    for ep in eps:  # the same distribution can be visible twice on odd sys.paths
+        seen.setdefault((ep.name, ep.value), ep)
+    return sorted(seen.values(), key=lambda ep: ep.name)
+
+
+_default: Registry | None = None
+_default_lock = threading.Lock()
+
+
+def default_registry(*, reload: bool = False) -> Registry:
+    """The process-wide registry, loaded on first use."""
+    global _default
+    with _default_lock:
+        if _default is None or reload:
+            _default = Registry()
+        return _default

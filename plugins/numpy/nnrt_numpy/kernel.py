@@ -1,0 +1,166 @@
+"""Kernel base class and the explicit operator registry of the NumPy backend.
+
+A kernel is built once per node at compile time from a :class:`NodeInfo` (the
+node's op type, opset, decoded attributes and whatever is known statically
+about its inputs) and then called once per run with numpy arrays.  All
+attribute parsing and validation happens in ``__init__`` so that ``__call__``
+does only arithmetic.
+
+Adding an operator: write one small module under ``nnrt_numpy/ops/`` with a
+``Kernel`` subclass per op version whose semantics changed, decorate each with
+``@register``, and import the module in ``nnrt_numpy/ops/__init__.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.errors import OpError
+
+__all__ = ["NodeInfo", "Kernel", "KernelRegistry", "REGISTRY", "register"]
+
+Shape = tuple  # tuple of int | str | None (symbolic or unknown dims)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What a kernel may know about its node at compile time.
+
+    ``attrs`` holds decoded attribute values: ``int``, ``float``, ``str``,
+    ``np.ndarray`` (TENSOR), lists of those, or an IR ``Graph`` for GRAPH
+    attributes.  Per-input tuples have one entry per declared input; an
+    omitted optional input has ``input_present[i] == False``.
+    """
+
+    name: str
+    op_type: str
+    domain: str = ""
+    opset: int = 1
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    num_inputs: int = 0
+    num_outputs: int = 1
+    input_present: tuple[bool, ...] = ()
+    input_dtypes: tuple[np.dtype | None, ...] = ()
+    input_shapes: tuple[Shape | None, ...] = ()
+    const_inputs: tuple[np.ndarray | None, ...] = ()
+    output_dtypes: tuple[np.dtype | None, ...] = ()
+    output_shapes: tuple[Shape | None, ...] = ()
+    # Builds a callable for a GRAPH attribute: runner(inputs: list, scope: Mapping) -> list
+    compile_subgraph: Callable[[Any], Callable[..., list]] | None = None
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def present(self, index: int) -> bool:
+        return index < len(self.input_present) and self.input_present[index]
+
+    def const(self, index: int) -> np.ndarray | None:
+        return self.const_inputs[index] if index < len(self.const_inputs) else None
+
+    def dtype(self, index: int) -> np.dtype | None:
+        return self.input_dtypes[index] if index < len(self.input_dtypes) else None
+
+    def shape(self, index: int) -> Shape | None:
+        return self.input_shapes[index] if index < len(self.input_shapes) else None
+
+
+class Kernel:
+    """One operator version.  Subclasses set the class variables and override
+    ``_setup`` (compile time) and ``__call__`` (run time)."""
+
+    op_type: ClassVar[str]
+    domain: ClassVar[str] = ""
+    since_version: ClassVar[int] = 1
+    #: dtypes accepted for the first input; ``None`` accepts any.
+    input_dtypes: ClassVar[frozenset[np.dtype] | None] = None
+    #: True when the kernel wants the outer-scope values (control flow ops).
+    needs_scope: ClassVar[bool] = False
+
+    def __init__(self, node: NodeInfo) -> None:
+        self.node = node
+        self._setup(node)
+
+    # -- capability ---------------------------------------------------------
+    @classmethod
+    def check(cls, node: NodeInfo) -> str | None:
+        """Return why this kernel cannot run ``node`` statically, or ``None``."""
+        if cls.input_dtypes is not None and node.input_dtypes:
+            dt = node.input_dtypes[0]
+            if dt is not None and np.dtype(dt) not in cls.input_dtypes:
+                allowed = ", ".join(sorted(str(d) for d in cls.input_dtypes))
+                return f"{cls.op_type} does not support input dtype {np.dtype(dt)} (supported: {allowed})"
+        return cls._check(node)
+
+    @classmethod
+    def _check(cls, node: NodeInfo) -> str | None:
+        return None
+
+    # -- compile / run ------------------------------------------------------
+    def _setup(self, node: NodeInfo) -> None:
+        """Parse and validate attributes; raise ``self.fail(...)`` on bad ones."""
+
+    def __call__(self, *inputs: Any) -> Sequence[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def fail(self, rule: str) -> OpError:
+        """An :class:`OpError` naming this node, its op and the violated rule."""
+        return OpError(f"node {self.node.name!r} ({self.node.op_type}): {rule}")
+
+
+def dtypes(*names: Any) -> frozenset[np.dtype]:
+    """Helper to spell ``input_dtypes`` sets: ``dtypes(np.float32, np.float64)``."""
+    return frozenset(np.dtype(n) for n in names)
+
+
+class KernelRegistry:
+    """Explicit map (domain, op_type) -> kernel classes sorted by since_version."""
+
+    def __init__(self) -> None:
+        self._kernels: dict[tuple[str, str], list[type[Kernel]]] = {}
+
+    def register(self, cls: type[Kernel]) -> type[Kernel]:
+        key = (_norm_domain(cls.domain), cls.op_type)
+        versions = self._kernels.setdefault(key, [])
+        if any(k.since_version == cls.since_version for k in versions):
+            raise ValueError(f"kernel {key} version {cls.since_version} registered twice")
+        versions.append(cls)
+        versions.sort(key=lambda k: k.since_version)
+        return cls
+
+    def lookup(self, domain: str, op_type: str, opset: int) -> type[Kernel] | None:
+        """The newest kernel whose ``since_version`` is <= ``opset``."""
+        best = None
+        for cls in self._kernels.get((_norm_domain(domain), op_type), ()):
+            if cls.since_version <= opset:
+                best = cls
+        return best
+
+    def why_unsupported(self, node: NodeInfo) -> str | None:
+        """``None`` when a kernel can run ``node``; otherwise the reason."""
+        key = (_norm_domain(node.domain), node.op_type)
+        versions = self._kernels.get(key)
+        if not versions:
+            return f"no kernel for op {node.op_type!r} in domain {node.domain or 'ai.onnx'!r}"
+        cls = self.lookup(node.domain, node.op_type, node.opset)
+        if cls is None:
+            have = ", ".join(str(k.since_version) for k in versions)
+            return f"{node.op_type} has kernels for opset >= {have}, model uses opset {node.opset}"
+        return cls.check(node)
+
+    def ops(self) -> Iterable[tuple[str, str, int]]:
+        for (domain, op), versions in sorted(self._kernels.items()):
+            for cls in versions:
+                yield domain, op, cls.since_version
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        return (_norm_domain(key[0]), key[1]) in self._kernels
+
+
+def _norm_domain(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+REGISTRY = KernelRegistry()
+register = REGISTRY.register

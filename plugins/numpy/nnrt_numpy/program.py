@@ -1,0 +1,188 @@
+"""Compiling an IR graph into a flat program of kernel calls.
+
+Everything is resolved at compile time: kernels (with parsed attributes),
+register slots for every value, constants preloaded, and for each step the
+slots that die after it (so intermediates are released as early as possible).
+A run is then one tight loop over ``(kernel, input slots, output slots)``.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.errors import ExecutionError, NnrtError, OpError
+from nnrt_core.ir import Graph, Node, TensorType, Value
+
+from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
+
+__all__ = ["GraphProgram", "node_info"]
+
+
+def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
+    """What kernels may know about ``node`` at compile time."""
+
+    def np_dtype(v: Value | None) -> np.dtype | None:
+        if v is None or not isinstance(v.type, TensorType):
+            return None
+        try:
+            return v.type.dtype.numpy
+        except TypeError:
+            return None
+
+    def shape(v: Value | None):
+        return v.shape if v is not None else None
+
+    return NodeInfo(
+        name=node.name,
+        op_type=node.op_type,
+        domain=node.domain,
+        opset=node.opset or 1,
+        attrs={k: a.value for k, a in node.attributes.items()},
+        num_inputs=len(node.inputs),
+        num_outputs=len(node.outputs),
+        input_present=tuple(v is not None for v in node.inputs),
+        input_dtypes=tuple(np_dtype(v) for v in node.inputs),
+        input_shapes=tuple(shape(v) for v in node.inputs),
+        const_inputs=tuple(v.const if v is not None else None for v in node.inputs),
+        output_dtypes=tuple(np_dtype(v) for v in node.outputs),
+        output_shapes=tuple(shape(v) for v in node.outputs),
+        compile_subgraph=compile_subgraph,
+    )
+
+
+def why_unsupported(node: Node) -> str | None:
+    """``None`` when the NumPy backend can run ``node`` (and its sub-graphs)."""
+    reason = REGISTRY.why_unsupported(node_info(node))
+    if reason is not None:
+        return reason
+    for sub in node.subgraphs():
+        for inner in sub.nodes:
+            r = why_unsupported(inner)
+            if r is not None:
+                return f"sub-graph {sub.name!r} node {inner.name!r}: {r}"
+    return None
+
+
+class _Step:
+    __slots__ = ("kernel", "ins", "outs", "scope_names", "scope_slots", "dead", "node")
+
+    def __init__(self, kernel: Kernel, ins: list[int], outs: list[int], node: Node) -> None:
+        self.kernel = kernel
+        self.ins = ins
+        self.outs = outs
+        self.node = node
+        self.scope_names: list[str] = []
+        self.scope_slots: list[int] = []
+        self.dead: list[int] = []
+
+
+class GraphProgram:
+    """A compiled graph.  ``run(inputs, scope)`` returns the graph outputs.
+
+    ``scope`` supplies values of enclosing graphs read by a sub-graph body.
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        slots: dict[int, int] = {}
+        self.consts: list[tuple[int, Any]] = []
+        self.scope_in: list[tuple[str, int]] = []  # outer values read by this graph
+
+        def slot(v: Value) -> int:
+            s = slots.get(id(v))
+            if s is None:
+                s = slots[id(v)] = len(slots)
+            return s
+
+        self.input_slots = [slot(v) for v in graph.inputs]
+        for v in graph.initializers.values():
+            self.consts.append((slot(v), v.const))
+        own = {id(v) for v in graph.values()}
+        for v in graph.outer_references():
+            if v.const is not None and id(v) not in own:
+                self.consts.append((slot(v), v.const))
+            else:
+                self.scope_in.append((v.name, slot(v)))
+        self.steps: list[_Step] = []
+        for node in graph.nodes:
+            for v in node.inputs:
+                if v is not None and id(v) not in slots and v.const is not None:
+                    self.consts.append((slot(v), v.const))
+            info = node_info(node, compile_subgraph=GraphProgram.for_subgraph)
+            reason = REGISTRY.why_unsupported(info)
+            if reason is not None:
+                raise OpError(f"node {node.name!r} ({node.op_type}): {reason}")
+            cls = REGISTRY.lookup(node.domain, node.op_type, info.opset)
+            assert cls is not None
+            kernel = cls(info)
+            step = _Step(kernel, [slot(v) if v is not None else -1 for v in node.inputs],
+                         [slot(v) for v in node.outputs], node)
+            if cls.needs_scope:
+                for v in node.outer_inputs():
+                    step.scope_names.append(v.name)
+                    step.scope_slots.append(slot(v))
+            self.steps.append(step)
+        self.output_slots = [slot(v) for v in graph.outputs]
+        self.nslots = len(slots)
+        self._plan_lifetimes()
+
+    @staticmethod
+    def for_subgraph(graph: Graph) -> "SubgraphRunner":
+        return SubgraphRunner(GraphProgram(graph))
+
+    def _plan_lifetimes(self) -> None:
+        keep = set(self.output_slots) | {s for s, _ in self.consts}
+        last: dict[int, int] = {}
+        for i, st in enumerate(self.steps):
+            for s in st.ins + st.scope_slots + st.outs:
+                if s >= 0:
+                    last[s] = i
+        for s, i in last.items():
+            if s not in keep:
+                self.steps[i].dead.append(s)
+
+    def run(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
+        regs: list[Any] = [None] * self.nslots
+        for s, c in self.consts:
+            regs[s] = c
+        for s, x in zip(self.input_slots, inputs):
+            regs[s] = x
+        if self.scope_in:
+            if scope is None:
+                raise ExecutionError(f"graph {self.graph.name!r} reads outer values but got no scope")
+            for name, s in self.scope_in:
+                regs[s] = scope[name]
+        step = None
+        try:
+            for step in self.steps:
+                args = [regs[i] if i >= 0 else None for i in step.ins]
+                if step.scope_slots:
+                    inner_scope = dict(scope or {})
+                    inner_scope.update(zip(step.scope_names, (regs[i] for i in step.scope_slots)))
+                    outs = step.kernel(*args, scope=inner_scope)
+                else:
+                    outs = step.kernel(*args)
+                for s, o in zip(step.outs, outs):
+                    regs[s] = o
+                for s in step.dead:
+                    regs[s] = None
+        except NnrtError:
+            raise
+        except Exception as e:
+            n = step.node if step is not None else None
+            where = f"node {n.name!r} ({n.op_type})" if n is not None else f"graph {self.graph.name!r}"
+            raise ExecutionError(f"{where} failed: {type(e).__name__}: {e}") from e
+        return [regs[s] for s in self.output_slots]
+
+
+class SubgraphRunner:
+    """Callable handed to control-flow kernels: ``runner(inputs, scope)``."""
+
+    def __init__(self, program: GraphProgram) -> None:
+        self.program = program
+        self.input_names = [v.name for v in program.graph.inputs]
+        self.output_names = [v.name for v in program.graph.outputs]
+
+    def __call__(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
+        return self.program.run(inputs, scope)
