@@ -50,20 +50,24 @@ class Executor:
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         env: dict[str, Any] = dict(feeds)
         owner: dict[str, Backend | None] = {}  # None = host array
+        on_host: dict[str, Any] = {}  # host copies of device tensors, made once
         copies = 0
         for st in self.steps:
             b = st.backend
             args = {}
             for name in st.inputs:
                 x = env[name]
-                src = owner.get(name)
-                if src is not None and src is not b and not (src.host_memory and b.host_memory):
-                    x = src.to_host(x)
-                    copies += 1
-                    src = None
-                if src is None and not b.host_memory:
-                    x = b.to_device(x)
-                    copies += 1
+                src = owner.get(name)  # None: host array (feed)
+                if src is not b:
+                    if src is not None and not src.host_memory:
+                        if name in on_host:
+                            x = on_host[name]
+                        else:
+                            x = on_host[name] = src.to_host(x)
+                            copies += 1
+                    if not b.host_memory:
+                        x = b.to_device(x)
+                        copies += 1
                 args[name] = x
             outs = st.compiled.run(args)
             for name in st.outputs:
@@ -71,6 +75,7 @@ class Executor:
                 owner[name] = b
             for name in st.release:
                 env.pop(name, None)
+                on_host.pop(name, None)
         results = []
         for name in self.graph_outputs:
             if name in self.constants and name not in env:
@@ -79,8 +84,11 @@ class Executor:
             x = env[name]
             src = owner.get(name)
             if src is not None and not src.host_memory:
-                x = src.to_host(x)
-                copies += 1
+                if name in on_host:
+                    x = on_host[name]
+                else:
+                    x = src.to_host(x)
+                    copies += 1
             results.append(x)
         if copies:
             with self._lock:

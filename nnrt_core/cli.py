@@ -1,0 +1,245 @@
+"""The ``nnrt`` command line: ``devices``, ``run``, ``partition``."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from nnrt_core.config import PERFORMANCE_MODES, PRECISIONS, PRIORITIES, ScheduleConfig
+from nnrt_core.errors import InputError, NnrtError
+from nnrt_core.registry import default_registry
+from nnrt_core.session import Session, TensorInfo
+
+__all__ = ["main", "build_parser"]
+
+
+# ----------------------------------------------------------------- config
+def _add_config_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="ScheduleConfig from a .toml or .json file")
+    p.add_argument("--backends", help="comma-separated backend names in priority order, or 'auto'")
+    p.add_argument("--backup", help="backup backend for unsupported nodes ('none' to disable)")
+    p.add_argument("--scheduler", help="placement strategy (an installed scheduler)")
+    p.add_argument("--precision", choices=PRECISIONS)
+    p.add_argument("--performance-mode", choices=PERFORMANCE_MODES)
+    p.add_argument("--priority", choices=PRIORITIES)
+    p.add_argument("--num-threads", type=int)
+    p.add_argument("--pin", action="append", default=[], metavar="NODE=BACKEND",
+                   help="force a node onto a backend (repeatable)")
+    p.add_argument("--strict", action="store_true", help="refuse options a backend does not support")
+
+
+def config_from_args(args: argparse.Namespace) -> ScheduleConfig:
+    cfg = ScheduleConfig.from_file(args.config) if args.config else ScheduleConfig()
+    changes: dict[str, Any] = {}
+    if args.backends:
+        changes["backends"] = args.backends
+    if args.backup:
+        changes["backup"] = None if args.backup.lower() == "none" else args.backup
+    for flag in ("scheduler", "precision", "performance_mode", "priority", "num_threads"):
+        value = getattr(args, flag)
+        if value is not None:
+            changes[flag] = value
+    if args.pin:
+        pins = dict(cfg.pins)
+        for item in args.pin:
+            node, sep, backend = item.partition("=")
+            if not sep or not node or not backend:
+                raise InputError(f"--pin expects NODE=BACKEND, got {item!r}")
+            pins[node] = backend
+        changes["pins"] = pins
+    if args.strict:
+        changes["strict"] = True
+    return cfg.replace(**changes) if changes else cfg
+
+
+# ------------------------------------------------------------------ inputs
+def make_inputs(infos: Sequence[TensorInfo], given: Sequence[str], seed: int) -> dict[str, np.ndarray]:
+    """Feeds from ``NAME=FILE.npy`` arguments; random data for the rest
+    (symbolic dims become 1)."""
+    feeds: dict[str, np.ndarray] = {}
+    by_name = {i.name: i for i in infos}
+    for item in given:
+        name, sep, path = item.partition("=")
+        if not sep:
+            if len(infos) != 1:
+                raise InputError(f"--input {item!r}: the model has {len(infos)} inputs, use NAME=FILE.npy")
+            name, path = infos[0].name, item
+        if name not in by_name:
+            raise InputError(f"--input names unknown input {name!r}; inputs: {list(by_name)}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise InputError(f"--input {name}: cannot read {path!r} as a .npy file: {e}") from e
+    rng = np.random.default_rng(seed)
+    for info in infos:
+        if info.name in feeds:
+            continue
+        if info.kind != "tensor" or info.dtype is None:
+            raise InputError(f"input {info.name!r} is a {info.kind}; give it with --input")
+        shape = tuple(d if isinstance(d, int) else 1 for d in (info.shape or ()))
+        dt = np.dtype(info.dtype)
+        if dt.kind == "f":
+            feeds[info.name] = rng.standard_normal(shape).astype(dt)
+        elif dt.kind in "iu":
+            feeds[info.name] = rng.integers(0, 10, size=shape).astype(dt)
+        elif dt.kind == "b":
+            feeds[info.name] = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            raise InputError(f"input {info.name!r} has dtype {dt}; give it with --input")
+    return feeds
+
+
+# ---------------------------------------------------------------- commands
+def cmd_devices(args: argparse.Namespace) -> int:
+    reg = default_registry()
+    data = {
+        "backends": [r.to_dict() for r in sorted(reg.backends.values(), key=lambda r: (-r.priority, r.name))],
+        "schedulers": [{"name": s.name, "plugin": s.plugin, "description": s.description}
+                       for s in reg.schedulers.values()],
+        "plugins": [dict(p.__dict__) for p in reg.plugin_records],
+    }
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    print(f"{'backend':<14}{'version':<10}{'type':<6}{'priority':>9}  status")
+    for b in data["backends"]:
+        status = "available" if b["available"] else f"unavailable: {b['reason']}"
+        print(f"{b['name']:<14}{b['version']:<10}{b['device_type']:<6}{b['priority']:>9}  {status}")
+        for d in b["devices"]:
+            props = ", ".join(f"{k}={v}" for k, v in d.get("properties", {}).items())
+            print(f"    {d.get('id', '?'):<10} {d.get('name', '')}  [{', '.join(d.get('precisions', []))}]  {props}")
+    print("schedulers: " + ", ".join(s["name"] for s in data["schedulers"]))
+    broken = [p for p in data["plugins"] if p["status"] != "loaded"]
+    for p in broken:
+        print(f"plugin {p['name']} ({p['group']}): {p['status']}: {p['reason']}")
+    return 0
+
+
+def _partition_rows(sess: Session) -> list[dict[str, Any]]:
+    rows = []
+    op_of = {r.node: r.op_type for r in sess.placement_report}
+    for p in sess.partitions:
+        ops = Counter(op_of[n] for n in p.nodes)
+        rows.append({**p.to_dict(), "node_count": len(p.nodes), "op_counts": dict(ops)})
+    return rows
+
+
+def _print_partitions(sess: Session) -> None:
+    print(f"{'#':>3}  {'backend':<12}{'nodes':>6}  {'inputs':>6}  {'outputs':>7}  op types")
+    for row in _partition_rows(sess):
+        ops = ", ".join(f"{k}x{v}" for k, v in sorted(row["op_counts"].items(), key=lambda kv: -kv[1]))
+        print(f"{row['index']:>3}  {row['backend']:<12}{row['node_count']:>6}  {len(row['inputs']):>6}  "
+              f"{len(row['outputs']):>7}  {ops}")
+    for e in sess.events:
+        print(f"  ! {e.kind}: {e.message}")
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    sess = Session(args.model, config_from_args(args))
+    data = {
+        "model": str(args.model),
+        "config": sess.config.to_dict(),
+        "partitions": _partition_rows(sess),
+        "placement": [p.to_dict() for p in sess.placement_report],
+        "events": [e.to_dict() for e in sess.events],
+    }
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        _print_partitions(sess)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    sess = Session(args.model, config_from_args(args))
+    feeds = make_inputs(sess.inputs, args.input, args.seed)
+    times = []
+    outputs: dict[str, Any] = {}
+    for _ in range(max(1, args.repeat)):
+        t0 = time.perf_counter()
+        outputs = sess.run(feeds)
+        times.append(time.perf_counter() - t0)
+    if args.save:
+        Path(args.save).mkdir(parents=True, exist_ok=True)
+        for name, value in outputs.items():
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+            np.save(Path(args.save) / f"{safe}.npy", np.asarray(value), allow_pickle=False)
+    summary = {
+        name: {"shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype),
+               **({"min": float(np.min(v)), "max": float(np.max(v)), "mean": float(np.mean(v))}
+                  if np.asarray(v).dtype.kind in "fiu" and np.size(v) else {})}
+        for name, v in outputs.items()
+    }
+    placement = Counter(sess.placement.values())
+    data = {
+        "model": str(args.model),
+        "outputs": summary,
+        "latency_ms": {"median": float(np.median(times) * 1e3), "min": float(np.min(times) * 1e3),
+                       "runs": len(times)},
+        "build_ms": sess.build_seconds * 1e3,
+        "placement": dict(placement),
+        "partitions": [{"index": p.index, "backend": p.backend, "nodes": len(p.nodes)} for p in sess.partitions],
+        "events": [e.to_dict() for e in sess.events],
+    }
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    for name, s in summary.items():
+        stats = " ".join(f"{k}={s[k]:.4g}" for k in ("min", "max", "mean") if k in s)
+        print(f"output {name}: shape={tuple(s['shape'])} dtype={s['dtype']} {stats}")
+    print(f"latency: median {data['latency_ms']['median']:.2f} ms over {len(times)} run(s); "
+          f"build {data['build_ms']:.0f} ms")
+    print("placement: " + ", ".join(f"{b}={n} nodes" for b, n in placement.most_common()))
+    _print_partitions(sess)
+    return 0
+
+
+# ------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nnrt", description="nnrt neural-network inference runtime")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log fallbacks and plugin loading")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("devices", help="list backends, devices and schedulers")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("run", help="run a model on random or .npy inputs")
+    p.add_argument("model")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1, help="runs to time (median is reported)")
+    p.add_argument("--save", metavar="DIR", help="write each output as DIR/NAME.npy")
+    p.add_argument("--json", action="store_true")
+    _add_config_flags(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("partition", help="show where every node of a model would run")
+    p.add_argument("model")
+    p.add_argument("--json", action="store_true")
+    _add_config_flags(p)
+    p.set_defaults(func=cmd_partition)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR,
+                        format="nnrt: %(levelname)s: %(message)s")
+    try:
+        return args.func(args)
+    except NnrtError as e:
+        print(f"nnrt: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""Helpers to run onnx's BackendTest suites through nnrt (only the selected
+tests are generated, so pytest does not list thousands of skips)."""
+from __future__ import annotations
+
+import re
+
+import onnx.backend.test
+
+from nnrt_core import ScheduleConfig
+from nnrt_core.onnx_backend import nnrt_backend
+
+
+def backend_test_cases(config: ScheduleConfig, module: str, pattern: str,
+                       xfail: dict[str, str] | None = None) -> dict[str, type]:
+    """unittest TestCase classes for the onnx backend tests matching ``pattern``.
+
+    ``xfail`` maps test names to the reason they are expected to fail.
+    """
+    suite = onnx.backend.test.BackendTest(nnrt_backend(config), module)
+    rx = re.compile(pattern)
+    for items in suite._test_items.values():  # prune instead of skip: keeps the report readable
+        for name in [n for n in items if not rx.search(n)]:
+            del items[name]
+    for name, reason in (xfail or {}).items():
+        suite.xfail(f"^{re.escape(name)}$")
+    return suite.test_cases
