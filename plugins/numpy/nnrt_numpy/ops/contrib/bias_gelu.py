@@ -1,0 +1,24 @@
+"""BiasGelu (com.microsoft): exact GELU of ``A + B`` (uses scipy's erf)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from nnrt_numpy.kernel import Kernel, register
+
+from ._util import MS, gelu_erf
+
+
+@register
+class BiasGelu(Kernel):
+    op_type = "BiasGelu"
+    domain = MS
+    since_version = 1
+
+    def __call__(self, a, b) -> Sequence[Any]:
+        a = np.asarray(a)
+        b = np.asarray(b)
+        if b.ndim != 1 or (a.ndim and b.shape[0] != a.shape[-1]):
+            raise self.fail(f"bias must be 1-D matching the last axis of A {a.shape}, got {b.shape}")
+        return (gelu_erf(a + b),)

@@ -1,0 +1,65 @@
+"""FusedGemm (com.microsoft): ``act(alpha * A' @ B' + beta * C)`` with the
+activation named by ``activation`` and parameters ``activation_alpha`` /
+``activation_beta`` / ``activation_gamma``."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from nnrt_numpy.kernel import Kernel, NodeInfo, register
+
+from ._util import MS, make_activation
+
+
+def activation_params(node: NodeInfo) -> list[float]:
+    """Positional parameters from the ``activation_alpha/beta/gamma`` attributes."""
+    name = node.attr("activation")
+    name = name.decode() if isinstance(name, bytes) else name
+    params: list[float] = []
+    for key in ("activation_alpha", "activation_beta", "activation_gamma"):
+        v = node.attr(key)
+        if v is None:
+            break
+        params.append(float(v))
+    if name == "Selu" and node.attr("activation_gamma") is not None:
+        # Selu takes (alpha, gamma); beta is unused.
+        params = [float(node.attr("activation_alpha", 1.67326319217681884765625)), float(node.attr("activation_gamma"))]
+    return params
+
+
+@register
+class FusedGemm(Kernel):
+    op_type = "FusedGemm"
+    domain = MS
+    since_version = 1
+
+    def _setup(self, node: NodeInfo) -> None:
+        self.alpha = float(node.attr("alpha", 1.0))
+        self.beta = float(node.attr("beta", 1.0))
+        self.trans_a = bool(node.attr("transA", 0))
+        self.trans_b = bool(node.attr("transB", 0))
+        self.act = make_activation(node.attr("activation"), activation_params(node), self.fail)
+
+    def __call__(self, a, b, c=None) -> Sequence[Any]:
+        a = np.asarray(a)
+        b = np.asarray(b)
+        if a.ndim != 2 or b.ndim != 2:
+            raise self.fail(f"A and B must be 2-D, got {a.shape} and {b.shape}")
+        a2 = a.T if self.trans_a else a
+        b2 = b.T if self.trans_b else b
+        if a2.shape[1] != b2.shape[0]:
+            raise self.fail(f"inner dimensions differ: {a2.shape} @ {b2.shape}")
+        y = a2 @ b2
+        if self.alpha != 1.0:
+            y = y * np.asarray(self.alpha, dtype=y.dtype)
+        if c is not None and self.beta != 0.0:
+            c = np.asarray(c)
+            try:
+                np.broadcast_shapes(c.shape, y.shape)
+            except ValueError:
+                raise self.fail(f"C of shape {c.shape} does not broadcast to {y.shape}") from None
+            y = y + np.asarray(self.beta, dtype=y.dtype) * c
+        if self.act is not None:
+            y = self.act(y)
+        return (y.astype(a.dtype, copy=False),)

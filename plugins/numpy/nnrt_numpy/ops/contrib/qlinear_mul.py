@@ -1,0 +1,28 @@
+"""QLinearMul (com.microsoft): quantized broadcast multiplication,
+``C = quantize(dequantize(A) * dequantize(B))``."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from nnrt_numpy.kernel import Kernel, register
+
+from ._qelementwise import dequant, quant
+from ._util import MS
+
+
+@register
+class QLinearMul(Kernel):
+    op_type = "QLinearMul"
+    domain = MS
+    since_version = 1
+
+    def __call__(self, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp=None) -> Sequence[Any]:
+        fa = dequant(a, a_scale, a_zp, self.fail, "A")
+        fb = dequant(b, b_scale, b_zp, self.fail, "B")
+        if a.dtype != b.dtype:
+            raise self.fail("A and B must have the same type")
+        try:
+            p = fa * fb
+        except ValueError:
+            raise self.fail(f"shapes {a.shape} and {b.shape} do not broadcast") from None
+        return (quant(p, c_scale, c_zp, a.dtype, self.fail, "C"),)

@@ -1,0 +1,65 @@
+"""Common attribute handling for the sliding-window pooling kernels."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...kernel import Kernel, NodeInfo
+from ._spatial import resolve_pads
+
+
+class PoolBase(Kernel):
+    """Parses kernel_shape/strides/pads/dilations/auto_pad/ceil_mode and caches
+    the per-input-shape geometry."""
+
+    has_ceil_mode = True
+
+    def _setup(self, node: NodeInfo) -> None:
+        self.kernel = node.attr("kernel_shape")
+        if self.kernel is None:
+            raise self.fail("attribute kernel_shape is required")
+        self.kernel = [int(k) for k in self.kernel]
+        if any(k < 1 for k in self.kernel):
+            raise self.fail("kernel_shape entries must be >= 1")
+        nd = len(self.kernel)
+        self.strides = [int(s) for s in node.attr("strides", [1] * nd)] or [1] * nd
+        self.dilations = [int(d) for d in node.attr("dilations", [1] * nd)] or [1] * nd
+        self.pads = node.attr("pads")
+        self.auto_pad = node.attr("auto_pad", "NOTSET")
+        self.ceil_mode = bool(node.attr("ceil_mode", 0))
+        if len(self.strides) != nd or len(self.dilations) != nd:
+            raise self.fail("strides and dilations need one entry per spatial axis")
+        if self.pads is not None and len(self.pads) != 2 * nd:
+            raise self.fail("pads needs two entries per spatial axis")
+        if self.auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+            raise self.fail(f"unknown auto_pad {self.auto_pad!r}")
+        if self.pads is not None and any(p < 0 for p in self.pads):
+            raise self.fail("pads must be non-negative")
+        if self.pads is not None and any(p >= (k - 1) * d + 1 for p, k, d in zip(self.pads, self.kernel * 2, self.dilations * 2)):
+            raise self.fail("pads must be smaller than the kernel")
+        self._geo: dict[tuple, Any] = {}
+        self._setup_pool(node)
+
+    def _setup_pool(self, node: NodeInfo) -> None:
+        """Hook for op-specific attributes."""
+
+    def geometry(self, shape: tuple) -> tuple[list[int], list[int], list[int], list[int]]:
+        """``(begin, end, out, extra)`` pads/output size for an input of ``shape``."""
+        geo = self._geo.get(shape)
+        if geo is None:
+            nd = len(self.kernel)
+            if len(shape) != nd + 2:
+                raise self.fail(f"input rank {len(shape)} does not match kernel_shape of rank {nd}")
+            geo = resolve_pads(self.auto_pad, shape[2:], self.kernel, self.strides, self.dilations,
+                               self.pads, self.ceil_mode)
+            self._geo[shape] = geo
+        return geo
+
+
+def lowest(dtype: np.dtype) -> Any:
+    """The identity of max over ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return -np.inf
+    return np.iinfo(dtype).min

@@ -1,0 +1,125 @@
+"""Conv: N-d convolution with groups, strides, dilations and (auto) padding.
+
+Three strategies, chosen per call from static attributes:
+
+* 1x1 kernels without padding: a plain (grouped) matmul,
+* depthwise (one input channel per group): a multiply-add per kernel tap over
+  all channels at once,
+* everything else: im2col through a strided window view, then one batched
+  BLAS matmul over (batch, group).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...kernel import Kernel, NodeInfo, register
+from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
+
+
+@register
+class Conv(Kernel):
+    """Conv-1 / Conv-11 (the versions only differ in type constraints)."""
+
+    op_type = "Conv"
+    since_version = 1
+
+    def _setup(self, node: NodeInfo) -> None:
+        self.auto_pad = node.attr("auto_pad", "NOTSET")
+        if isinstance(self.auto_pad, bytes):
+            self.auto_pad = self.auto_pad.decode()
+        if self.auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+            raise self.fail(f"unknown auto_pad {self.auto_pad!r}")
+        self.group = int(node.attr("group", 1))
+        if self.group < 1:
+            raise self.fail("group must be >= 1")
+        self.kernel_shape = node.attr("kernel_shape")
+        self.strides = node.attr("strides")
+        self.dilations = node.attr("dilations")
+        self.pads = node.attr("pads")
+        self._plans: dict[tuple, Any] = {}
+        w = node.const(1)
+        self._w_const = w
+        self._wmat = self._weight_matrix(w) if w is not None else None
+        b = node.const(2) if node.present(2) else None
+        self._bias = None if b is None else b.reshape(-1, 1)
+
+    def _weight_matrix(self, w: np.ndarray) -> np.ndarray:
+        m = w.shape[0]
+        if m % self.group:
+            raise self.fail(f"output channels {m} not divisible by group {self.group}")
+        return np.ascontiguousarray(w.reshape(self.group, m // self.group, -1))
+
+    def _plan(self, xshape: tuple, wshape: tuple) -> tuple:
+        key = (xshape, wshape)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        nd = len(xshape) - 2
+        if len(wshape) != nd + 2:
+            raise self.fail(f"weight rank {len(wshape)} does not match input rank {len(xshape)}")
+        kernel = list(self.kernel_shape) if self.kernel_shape is not None else list(wshape[2:])
+        if list(kernel) != list(wshape[2:]):
+            raise self.fail(f"kernel_shape {kernel} does not match weight shape {list(wshape)}")
+        strides = list(self.strides) if self.strides else [1] * nd
+        dil = list(self.dilations) if self.dilations else [1] * nd
+        if len(strides) != nd or len(dil) != nd:
+            raise self.fail("strides/dilations must have one entry per spatial axis")
+        if self.pads is not None and len(self.pads) != 2 * nd:
+            raise self.fail("pads must have two entries per spatial axis")
+        if xshape[1] != wshape[1] * self.group:
+            raise self.fail(
+                f"input channels {xshape[1]} != weight channels {wshape[1]} * group {self.group}"
+            )
+        begin, end, out, _ = resolve_pads(self.auto_pad, xshape[2:], kernel, strides, dil, self.pads)
+        pointwise = all(k == 1 for k in kernel) and not any(begin) and not any(end)
+        depthwise = wshape[1] == 1 and self.group == xshape[1] and self.group > 1
+        plan = (nd, kernel, strides, dil, begin, end, out, pointwise, depthwise)
+        self._plans[key] = plan
+        return plan
+
+    def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+        nd, kernel, strides, dil, begin, end, out, pointwise, depthwise = self._plan(x.shape, w.shape)
+        n, c = x.shape[:2]
+        m = w.shape[0]
+        g = self.group
+        dtype = np.result_type(x.dtype, w.dtype)
+        npix = int(np.prod(out))
+        if depthwise:
+            y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
+        elif pointwise:
+            xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
+            cols = xs.reshape(n, g, c // g, npix)
+            y = np.matmul(self._wmat if w is self._w_const else self._weight_matrix(w), cols)
+        else:
+            xp = pad_spatial(x, begin, end)
+            win = window_view(xp, kernel, strides, dil, out)  # (N, C, *out, *k)
+            perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
+            cols = np.ascontiguousarray(win.transpose(perm)).reshape(n, g, (c // g) * int(np.prod(kernel)), npix)
+            y = np.matmul(self._wmat if w is self._w_const else self._weight_matrix(w), cols)
+        y = y.reshape(n, m, npix)
+        if b is not None:
+            bias = self._bias if b is self.node.const(2) and self._bias is not None else b.reshape(-1, 1)
+            y += bias
+        return (y.reshape((n, m) + tuple(out)).astype(dtype, copy=False),)
+
+    def _depthwise(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:
+        n, c = x.shape[:2]
+        m = w.shape[0]
+        mult = m // c
+        xp = pad_spatial(x, begin, end)
+        if mult > 1:
+            xp = xp[:, :, None]
+            wk = w.reshape((1, c, mult) + (1,) * len(out) + tuple(kernel))
+            y = np.zeros((n, c, mult) + tuple(out), dtype=np.result_type(x, w))
+            lead = 3
+        else:
+            wk = w.reshape((1, c) + (1,) * len(out) + tuple(kernel))
+            y = np.zeros((n, c) + tuple(out), dtype=np.result_type(x, w))
+            lead = 2
+        tmp = np.empty_like(y)
+        for taps, sl in tap_slices(kernel, strides, dil, out, lead=lead):
+            np.multiply(xp[sl], wk[(Ellipsis,) + taps], out=tmp)
+            y += tmp
+        return y.reshape(n, m, -1)

@@ -1,0 +1,48 @@
+"""GlobalAveragePool, GlobalMaxPool and GlobalLpPool: reduce all spatial axes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...kernel import Kernel, NodeInfo, register
+
+
+def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
+    return tuple(range(2, x.ndim))
+
+
+@register
+class GlobalAveragePool(Kernel):
+    op_type = "GlobalAveragePool"
+    since_version = 1
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
+        if x.ndim <= 2:
+            return (x.copy(),)
+        n, c = x.shape[:2]
+        y = x.reshape(n, c, -1).mean(axis=-1, dtype=x.dtype)
+        return (y.reshape((n, c) + (1,) * (x.ndim - 2)),)
+
+
+@register
+class GlobalMaxPool(Kernel):
+    op_type = "GlobalMaxPool"
+    since_version = 1
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
+        if x.ndim <= 2:
+            return (x.copy(),)
+        return (x.max(axis=_spatial_axes(x), keepdims=True),)
+
+
+@register
+class GlobalLpPool(Kernel):
+    op_type = "GlobalLpPool"
+    since_version = 1
+
+    def _setup(self, node: NodeInfo) -> None:
+        self.p = float(node.attr("p", 2))
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
+        p = x.dtype.type(self.p)
+        s = (np.abs(x) ** p).sum(axis=_spatial_axes(x), keepdims=True)
+        return ((s ** x.dtype.type(1.0 / self.p)).astype(x.dtype, copy=False),)

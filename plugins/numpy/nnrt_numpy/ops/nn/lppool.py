@@ -1,0 +1,28 @@
+"""LpPool (all versions): ``(sum |x|^p over the window) ^ (1/p)``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...kernel import NodeInfo, register
+from ._pool import PoolBase
+from ._spatial import pad_spatial, tap_slices
+
+
+@register
+class LpPool(PoolBase):
+    op_type = "LpPool"
+    since_version = 1
+
+    def _setup_pool(self, node: NodeInfo) -> None:
+        self.p = float(node.attr("p", 2))
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
+        begin, end, out, extra = self.geometry(x.shape)
+        xp = pad_spatial(np.abs(x) ** x.dtype.type(self.p), begin, [e + x_ for e, x_ in zip(end, extra)], 0)
+        y = None
+        for _, sl in tap_slices(self.kernel, self.strides, self.dilations, out):
+            if y is None:
+                y = xp[sl].copy()
+            else:
+                y += xp[sl]
+        return (y ** x.dtype.type(1.0 / self.p),)

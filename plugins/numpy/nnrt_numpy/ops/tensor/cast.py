@@ -1,0 +1,129 @@
+"""Cast and CastLike, every dtype pair.
+
+* float -> 8-bit float types saturate to the largest finite value when
+  ``saturate=1`` (the default, opset 19+); otherwise they convert the
+  ml_dtypes way (overflow becomes inf or NaN),
+* float -> FLOAT8E8M0 honours ``round_mode`` ("up" default, "down", "nearest"),
+* strings parse as numbers ("NaN", "INF", "-inf" included) and numbers format
+  with ``str``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nnrt_core.ir.dtypes import DataType
+
+from ...kernel import Kernel, NodeInfo, register
+
+try:
+    import ml_dtypes
+except ImportError:  # pragma: no cover
+    ml_dtypes = None
+
+_FLOAT8 = tuple(
+    np.dtype(getattr(ml_dtypes, n))
+    for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+              "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn")
+    if ml_dtypes is not None and hasattr(ml_dtypes, n)
+)
+_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if ml_dtypes is not None and hasattr(ml_dtypes, "float8_e8m0fnu") else None
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """Power-of-two exponent encoding: keep the float32 exponent, rounded per mode."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    exp = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exp == 0xFF
+    if round_mode == "up":
+        up = (bits & 0x7FFFFF) > 0
+    elif round_mode == "nearest":
+        g = (bits & 0x400000) > 0
+        rest = (bits & 0x3FFFFF) > 0
+        up = g & (rest | (exp > 0))
+    else:
+        up = np.zeros(bits.shape, dtype=bool)
+    up &= ~special
+    if saturate:
+        up &= exp != 0xFE
+    exp = exp + up.astype(np.uint16)
+    exp[special] = 0xFF
+    return np.minimum(exp, 0xFF).astype(np.uint8).view(_E8M0)
+
+
+def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
+    """Convert ``x`` to ``to`` following ONNX Cast rules."""
+    src = x.dtype
+    if src == to:
+        return x
+    if to.kind == "O" or to.kind in "US":
+        if src.kind in "OUS":
+            return x.astype(object)
+        if src.kind == "b":
+            return np.array([str(v).lower() for v in x.reshape(-1).tolist()], dtype=object).reshape(x.shape)
+        return x.astype(str).astype(object) if src.kind in "iub" else np.array(
+            [_fmt(v) for v in x.astype(np.float64).reshape(-1).tolist()], dtype=object).reshape(x.shape)
+    if src.kind in "OUS":
+        strs = np.char.strip(x.astype(str))
+        if to.kind == "b":
+            return np.char.lower(strs) == "true" if strs.size else np.zeros(x.shape, dtype=bool)
+        if to.kind in "iu":
+            return strs.astype(np.float64).astype(to) if strs.size else np.zeros(x.shape, dtype=to)
+        return cast(strs.astype(np.float64) if strs.size else np.zeros(x.shape), to, saturate, round_mode)
+    if _E8M0 is not None and to == _E8M0:
+        return _to_e8m0(x, saturate, round_mode)
+    if to in _FLOAT8 and saturate and src.kind == "f" or (to in _FLOAT8 and saturate and src in _FLOAT8):
+        hi = float(ml_dtypes.finfo(to).max)
+        x32 = x.astype(np.float32)
+        return np.clip(x32, -hi, hi).astype(to)
+    with np.errstate(all="ignore"):
+        return x.astype(to)
+
+
+def _fmt(v: float) -> str:
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "INF" if v > 0 else "-INF"
+    s = repr(float(np.float32(v))) if abs(v) < 3.5e38 else repr(v)
+    return s[:-2] if s.endswith(".0") else s
+
+
+class _CastBase(Kernel):
+    def _parse(self, node: NodeInfo) -> None:
+        self.saturate = bool(node.attr("saturate", 1))
+        self.round_mode = node.attr("round_mode", "up")
+        if self.round_mode not in ("up", "down", "nearest"):
+            raise self.fail(f"unknown round_mode {self.round_mode!r}")
+
+
+@register
+class Cast(_CastBase):
+    op_type = "Cast"
+    since_version = 1
+
+    def _setup(self, node: NodeInfo) -> None:
+        self._parse(node)
+        to = node.attr("to")
+        if to is None:
+            raise self.fail("attribute to is required")
+        if isinstance(to, str):  # opset 1 spelled the type as a string
+            to = DataType[to.upper()]
+        try:
+            self.to = DataType(int(to)).numpy
+        except (ValueError, TypeError) as e:
+            raise self.fail(f"unsupported target type {to}: {e}") from None
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
+        return (cast(x, self.to, self.saturate, self.round_mode),)
+
+
+@register
+class CastLike(_CastBase):
+    op_type = "CastLike"
+    since_version = 15
+
+    def _setup(self, node: NodeInfo) -> None:
+        self._parse(node)
+
+    def __call__(self, x: np.ndarray, like: np.ndarray) -> tuple[np.ndarray]:
+        return (cast(x, like.dtype, self.saturate, self.round_mode),)
