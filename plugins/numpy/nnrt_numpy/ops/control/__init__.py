@@ -1,4 +1,4 @@
-"""Operator kernels: control.  Import each op module explicitly (it registers itself)."""
+"""Operator kernels: control flow (sub-graphs run by our own executor)."""
 from __future__ import annotations
 
-# from . import <module>  -- one line per op module
+from . import if_, loop, scan  # noqa: F401
