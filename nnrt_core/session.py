@@ -306,6 +306,8 @@ def _check_one(name: str, v: Value, x: Any) -> Any:
         return x
     if not isinstance(t, TensorType):
         return x
+    if isinstance(x, np.generic):  # numpy scalar -> 0-d array
+        x = np.asarray(x)
     if not isinstance(x, np.ndarray):
         if np.isscalar(x) or isinstance(x, (list, tuple)):
             raise InputError(f"input {name!r} expects a numpy array of {t}, got {type(x).__name__}")

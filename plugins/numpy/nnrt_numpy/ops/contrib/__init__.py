@@ -10,6 +10,7 @@ from . import fused_conv  # noqa: F401
 from . import fused_gemm  # noqa: F401
 from . import fused_matmul  # noqa: F401
 from . import gelu  # noqa: F401
+from . import gemm_fast_gelu  # noqa: F401
 from . import inverse  # noqa: F401
 from . import matmul_integer_to_float  # noqa: F401
 from . import matmul_nbits  # noqa: F401
@@ -22,6 +23,7 @@ from . import qlinear_global_average_pool  # noqa: F401
 from . import qlinear_leaky_relu  # noqa: F401
 from . import qlinear_mul  # noqa: F401
 from . import qlinear_sigmoid  # noqa: F401
+from . import quantize_linear  # noqa: F401
 from . import quick_gelu  # noqa: F401
 from . import rotary_embedding  # noqa: F401
 from . import simplified_layer_normalization  # noqa: F401

@@ -18,6 +18,10 @@ def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     """Unpack the last axis of a uint8 array into ``count`` unsigned ``bits``-bit values."""
     if bits == 8:
         return packed[..., :count].astype(np.int32)
+    if 8 % bits == 0:  # 2 or 4 bits: whole values per byte, lowest bits first
+        shifts = np.arange(0, 8, bits, dtype=np.uint8)
+        vals = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+        return vals.reshape(packed.shape[:-1] + (-1,))[..., :count].astype(np.int32)
     flat = np.unpackbits(packed, axis=-1, bitorder="little")
     n = flat.shape[-1] // bits
     vals = flat[..., : n * bits].reshape(packed.shape[:-1] + (n, bits))

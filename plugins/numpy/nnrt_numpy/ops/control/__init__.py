@@ -1,4 +1,4 @@
 """Operator kernels: control flow (sub-graphs run by our own executor)."""
 from __future__ import annotations
 
-from . import if_, loop, scan  # noqa: F401
+from . import if_, loop, scan, sequence_map  # noqa: F401

@@ -1,4 +1,5 @@
-"""MatMul (numpy ``matmul`` semantics, including 1-D promotion)."""
+"""MatMul (numpy ``matmul`` semantics, including 1-D promotion).  float16 and
+ml_dtypes inputs (bfloat16...) are multiplied in float32 and rounded back."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +16,8 @@ class MatMul(Kernel):
         if a.ndim == 0 or b.ndim == 0:
             raise self.fail("MatMul inputs must have rank >= 1")
         try:
+            if a.dtype.kind == "V" or a.dtype == np.float16:  # no BLAS: multiply in float32
+                return (np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype),)
             return (np.matmul(a, b),)
         except ValueError as e:
             raise self.fail(f"incompatible shapes {a.shape} and {b.shape}") from None

@@ -37,8 +37,9 @@ def _sum(x, axes, keep):
 
 
 def _mean(x, axes, keep):
-    if x.dtype.kind in "iu":
-        return (np.sum(x, axis=axes, keepdims=keep) // max(1, x.size // max(1, np.sum(x, axis=axes, keepdims=keep).size))).astype(x.dtype)
+    if x.dtype.kind in "iu":  # integer mean: floor of sum / count
+        count = x.size if axes is None else int(np.prod([x.shape[a] for a in axes]))
+        return np.sum(x, axis=axes, keepdims=keep) // max(count, 1)
     return np.mean(x, axis=axes, keepdims=keep, dtype=x.dtype)
 
 

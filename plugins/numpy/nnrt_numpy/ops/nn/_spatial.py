@@ -109,6 +109,31 @@ def col2im_add(
 ) -> None:
     """Scatter-add ``cols`` of shape ``(N, C, *kernel, *in_shape)`` into the
     padded output ``out`` (``(N, C, *full)``): the adjoint of :func:`window_view`."""
-    nd = len(kernel)
     for taps, sl in tap_slices(kernel, strides, dilations, in_shape):
         out[sl] += cols[(slice(None), slice(None)) + taps]
+
+
+def window_reduce(
+    xp: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+    out_shape: Sequence[int], ufunc: np.ufunc,
+) -> np.ndarray:
+    """Reduce every window of the padded input with ``ufunc`` (max or add).
+
+    Rectangular windows are separable, so the reduction runs one spatial axis at
+    a time: ``sum(kernel)`` strided ufunc calls instead of ``prod(kernel)``."""
+    nd = len(kernel)
+    lead = xp.ndim - nd
+    y = xp
+    for ax in range(nd):
+        k, s, d, o = kernel[ax], strides[ax], dilations[ax], out_shape[ax]
+        acc = None
+        for t in range(k):
+            sl = [slice(None)] * y.ndim
+            sl[lead + ax] = slice(t * d, t * d + (o - 1) * s + 1, s)
+            v = y[tuple(sl)]
+            if acc is None:
+                acc = v.copy()
+            else:
+                ufunc(acc, v, out=acc)
+        y = acc
+    return y

@@ -3,13 +3,15 @@ layouts, 3-D or 4-D inputs, an internal KV cache (past/present), an external
 cache (``nonpad_kv_seqlen``), bool or additive masks, offset-aware causal
 masking, sliding windows, softcap and the ``qk_matmul_output`` debug output.
 
-Computation runs in float32 (float64 for float64 inputs); for narrower types
-the intermediates are rounded to the input type at the same points as the op's
-function body, and outputs are cast back to the input type.  Fully masked query rows produce zeros.
+Computation runs in the input type (like the op's function body; bfloat16-like
+ml_dtypes matmuls accumulate in float32), the softmax in ``softmax_precision``
+when given.  Fully masked query rows produce zeros.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from nnrt_core.ir.dtypes import DataType
 
 from ...kernel import Kernel, NodeInfo, register
 
@@ -29,6 +31,7 @@ class Attention(Kernel):
         self.softcap = float(a("softcap", 0.0))
         self.left = int(a("left_window_size", -1))
         self.right = int(a("right_window_size", -1))
+        self.softmax_precision = a("softmax_precision")
         self.num_outputs = node.num_outputs
         if self.mode not in (0, 1, 2, 3):
             raise self.fail(f"qk_matmul_output_mode must be 0..3, got {self.mode}")
@@ -56,21 +59,23 @@ class Attention(Kernel):
         hkv, total = k4.shape[1], k4.shape[2]
         if hq % hkv:
             raise self.fail(f"q_num_heads {hq} must be a multiple of kv_num_heads {hkv}")
-        ct = np.float64 if out_dtype == np.float64 else np.float32
+        ct = out_dtype.type
+        sm_type = ct if self.softmax_precision is None else DataType(self.softmax_precision).numpy.type
 
-        def rnd(a: np.ndarray) -> np.ndarray:
-            """Round an intermediate to the I/O type, as the op's function body does."""
-            return a if out_dtype == ct else a.astype(out_dtype).astype(ct)
+        def mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            if a.dtype.kind == "V":  # ml_dtypes: multiply in float32, round to the type
+                return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+            return np.matmul(a, b)
         qf, kf, vf = (t.astype(ct, copy=False) for t in (q4, k4, v4))
         if hq != hkv:
             kf = np.repeat(kf, hq // hkv, axis=1)
             vf = np.repeat(vf, hq // hkv, axis=1)
         scale = float(self.scale) if self.scale is not None else 1.0 / np.sqrt(d)
         s = ct(np.sqrt(scale))
-        scores = rnd(np.matmul(rnd(qf * s), np.swapaxes(rnd(kf * s), -1, -2)))  # (b, hq, sq, total)
+        scores = mm(qf * s, np.swapaxes(kf * s, -1, -2))  # (b, hq, sq, total)
         qk_raw = scores
         if self.softcap > 0:
-            scores = rnd(ct(self.softcap) * np.tanh(scores / ct(self.softcap)))
+            scores = np.tanh(scores / ct(self.softcap)) * ct(self.softcap)
         qk_capped = scores
 
         allowed = np.ones((1, 1, 1, 1), dtype=bool)
@@ -104,14 +109,15 @@ class Attention(Kernel):
         allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, scores.shape))
         with np.errstate(invalid="ignore", over="ignore"):
             biased = scores if bias is None else scores + bias
-            logits = np.where(allowed, biased, -np.inf)
+            logits = np.where(allowed, biased, ct(-np.inf)).astype(sm_type, copy=False)
             mx = logits.max(axis=-1, keepdims=True)
-            dead = ~np.isfinite(mx) & (mx < 0) if mx.size else mx
-            e = np.exp(logits - np.where(np.isfinite(mx), mx, 0))
-            e = np.where(allowed, e, 0)
+            dead = np.isneginf(mx)
+            e = np.exp(logits - np.where(dead, sm_type(0), mx))
+            e = np.where(allowed, e, sm_type(0))
             den = e.sum(axis=-1, keepdims=True)
-            probs = np.where(dead | (den == 0), 0, e / np.where(den == 0, 1, den)).astype(ct)
-        y = np.matmul(rnd(probs), vf)  # (b, hq, sq, dv)
+            probs = np.where(dead | (den == 0), sm_type(0), e / np.where(den == 0, sm_type(1), den))
+            probs = probs.astype(ct, copy=False)
+        y = mm(probs, vf)  # (b, hq, sq, dv)
         if q.ndim == 3:
             y = y.transpose(0, 2, 1, 3).reshape(b, sq, -1)
         outs = [y.astype(out_dtype), present[0], present[1]]

@@ -5,7 +5,7 @@ import numpy as np
 
 from ...kernel import NodeInfo, register
 from ._pool import PoolBase
-from ._spatial import pad_spatial, tap_slices
+from ._spatial import pad_spatial, window_reduce
 
 
 @register
@@ -27,19 +27,13 @@ class AveragePool(PoolBase):
                 mask = pad_spatial(pad_spatial(ones, begin, end, 1), [0] * len(begin), extra, 0)
             else:
                 mask = pad_spatial(ones, begin, [e + x for e, x in zip(end, extra)], 0)
-            d = self._sum_taps(mask, out, lead=0)
+            d = self._sum_taps(mask, out)
             d[d == 0] = 1
             self._div[key] = d
         return d
 
-    def _sum_taps(self, xp: np.ndarray, out, lead: int = 2) -> np.ndarray:
-        y = None
-        for _, sl in tap_slices(self.kernel, self.strides, self.dilations, out, lead=lead):
-            if y is None:
-                y = xp[sl].copy()
-            else:
-                y += xp[sl]
-        return y
+    def _sum_taps(self, xp: np.ndarray, out) -> np.ndarray:
+        return window_reduce(xp, self.kernel, self.strides, self.dilations, out, np.add)
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
         begin, end, out, extra = self.geometry(x.shape)

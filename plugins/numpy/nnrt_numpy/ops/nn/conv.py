@@ -4,9 +4,11 @@ Three strategies, chosen per call from static attributes:
 
 * 1x1 kernels without padding: a plain (grouped) matmul,
 * depthwise (one input channel per group): a multiply-add per kernel tap over
-  all channels at once,
+  all channels at once (in channels-last layout when there are many channels),
 * everything else: im2col through a strided window view, then one batched
   BLAS matmul over (batch, group).
+
+float16 and ml_dtypes (bfloat16...) inputs are computed in float32.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ class Conv(Kernel):
         self._plans: dict[tuple, Any] = {}
         w = node.const(1)
         self._w_const = w
-        self._wmat = self._weight_matrix(w) if w is not None else None
+        self._wmat = self._weight_matrix(w) if w is not None and w.dtype.kind == "f" and w.dtype != np.float16 else None
         b = node.const(2) if node.present(2) else None
         self._bias = None if b is None else b.reshape(-1, 1)
 
@@ -80,6 +82,13 @@ class Conv(Kernel):
         return plan
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+        if x.dtype == np.float16 or x.dtype.kind == "V":  # no BLAS for these: accumulate in float32
+            b32 = None if b is None else b.astype(np.float32)
+            y = self._run(x.astype(np.float32), w.astype(np.float32), b32)
+            return (y.astype(x.dtype),)
+        return (self._run(x, w, b),)
+
+    def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
         nd, kernel, strides, dil, begin, end, out, pointwise, depthwise = self._plan(x.shape, w.shape)
         n, c = x.shape[:2]
         m = w.shape[0]
@@ -91,23 +100,25 @@ class Conv(Kernel):
         elif pointwise:
             xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
             cols = xs.reshape(n, g, c // g, npix)
-            y = np.matmul(self._wmat if w is self._w_const else self._weight_matrix(w), cols)
+            y = np.matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols)
         else:
             xp = pad_spatial(x, begin, end)
             win = window_view(xp, kernel, strides, dil, out)  # (N, C, *out, *k)
             perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
             cols = np.ascontiguousarray(win.transpose(perm)).reshape(n, g, (c // g) * int(np.prod(kernel)), npix)
-            y = np.matmul(self._wmat if w is self._w_const else self._weight_matrix(w), cols)
+            y = np.matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols)
         y = y.reshape(n, m, npix)
         if b is not None:
-            bias = self._bias if b is self.node.const(2) and self._bias is not None else b.reshape(-1, 1)
+            bias = self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
             y += bias
-        return (y.reshape((n, m) + tuple(out)).astype(dtype, copy=False),)
+        return y.reshape((n, m) + tuple(out)).astype(dtype, copy=False)
 
     def _depthwise(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:
         n, c = x.shape[:2]
         m = w.shape[0]
         mult = m // c
+        if mult == 1 and c >= 64:
+            return self._depthwise_channels_last(x, w, kernel, strides, dil, begin, end, out)
         xp = pad_spatial(x, begin, end)
         if mult > 1:
             xp = xp[:, :, None]
@@ -123,3 +134,21 @@ class Conv(Kernel):
             np.multiply(xp[sl], wk[(Ellipsis,) + taps], out=tmp)
             y += tmp
         return y.reshape(n, m, -1)
+
+    def _depthwise_channels_last(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:
+        """Many channels: multiply-add per tap in (N, *spatial, C) layout, where the
+        per-channel weight broadcasts along the contiguous last axis."""
+        n, c = x.shape[:2]
+        nd = len(out)
+        spatial = x.shape[2:]
+        xp = np.zeros((n,) + tuple(spatial[i] + max(begin[i], 0) + max(end[i], 0) for i in range(nd)) + (c,),
+                      dtype=x.dtype)
+        inner = (slice(None),) + tuple(slice(max(begin[i], 0), max(begin[i], 0) + spatial[i]) for i in range(nd))
+        xp[inner] = np.moveaxis(x, 1, -1)
+        wk = np.moveaxis(w[:, 0], 0, -1)  # (*kernel, C)
+        y = np.zeros((n,) + tuple(out) + (c,), dtype=np.result_type(x, w))
+        tmp = np.empty_like(y)
+        for taps, sl in tap_slices(kernel, strides, dil, out, lead=1):
+            np.multiply(xp[sl], wk[taps], out=tmp)
+            y += tmp
+        return np.ascontiguousarray(np.moveaxis(y, -1, 1)).reshape(n, c, -1)

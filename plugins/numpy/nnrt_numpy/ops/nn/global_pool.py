@@ -19,7 +19,7 @@ class GlobalAveragePool(Kernel):
         if x.ndim <= 2:
             return (x.copy(),)
         n, c = x.shape[:2]
-        y = x.reshape(n, c, -1).mean(axis=-1, dtype=x.dtype)
+        y = x.reshape(n, c, int(np.prod(x.shape[2:]))).mean(axis=-1, dtype=x.dtype)
         return (y.reshape((n, c) + (1,) * (x.ndim - 2)),)
 
 

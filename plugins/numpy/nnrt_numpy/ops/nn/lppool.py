@@ -5,7 +5,7 @@ import numpy as np
 
 from ...kernel import NodeInfo, register
 from ._pool import PoolBase
-from ._spatial import pad_spatial, tap_slices
+from ._spatial import pad_spatial, window_reduce
 
 
 @register
@@ -19,10 +19,5 @@ class LpPool(PoolBase):
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
         begin, end, out, extra = self.geometry(x.shape)
         xp = pad_spatial(np.abs(x) ** x.dtype.type(self.p), begin, [e + x_ for e, x_ in zip(end, extra)], 0)
-        y = None
-        for _, sl in tap_slices(self.kernel, self.strides, self.dilations, out):
-            if y is None:
-                y = xp[sl].copy()
-            else:
-                y += xp[sl]
+        y = window_reduce(xp, self.kernel, self.strides, self.dilations, out, np.add)
         return (y ** x.dtype.type(1.0 / self.p),)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ...kernel import NodeInfo, register
 from ._pool import PoolBase, lowest
-from ._spatial import pad_spatial, tap_slices, window_view
+from ._spatial import pad_spatial, window_reduce, window_view
 
 
 @register
@@ -24,13 +24,7 @@ class MaxPool(PoolBase):
         begin, end, out, extra = self.geometry(x.shape)
         xp = pad_spatial(x, begin, [e + x_ for e, x_ in zip(end, extra)], lowest(x.dtype))
         if not self.want_indices:
-            y = None
-            for _, sl in tap_slices(self.kernel, self.strides, self.dilations, out):
-                if y is None:
-                    y = xp[sl].copy()
-                else:
-                    np.maximum(y, xp[sl], out=y)
-            return (y,)
+            return (window_reduce(xp, self.kernel, self.strides, self.dilations, out, np.maximum),)
         return self._with_indices(x, xp, begin, out)
 
     def _with_indices(self, x, xp, begin, out) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,10 @@ def int_matmul(a: np.ndarray, b: np.ndarray, fail: Callable[[str], Exception]) -
     k = a2.shape[-1]
     amax = float(np.abs(a2).max(initial=0))
     bmax = float(np.abs(b2).max(initial=0))
+    try:
+        np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise fail(f"matmul batch dimensions do not broadcast: {a.shape} @ {b.shape}") from None
     if amax * bmax * max(k, 1) < _EXACT:
         out = np.rint(np.matmul(a2.astype(np.float64), b2.astype(np.float64))).astype(np.int64)
     else:

@@ -4,8 +4,9 @@
   ``saturate=1`` (the default, opset 19+); otherwise they convert the
   ml_dtypes way (overflow becomes inf or NaN),
 * float -> FLOAT8E8M0 honours ``round_mode`` ("up" default, "down", "nearest"),
-* strings parse as numbers ("NaN", "INF", "-inf" included) and numbers format
-  with ``str``.
+* strings parse as numbers ("NaN", "INF", "-inf" included); numbers format as
+  their shortest round-trip repr ("NaN", "INF", "-INF" for the special values,
+  bools as "0"/"1").
 """
 from __future__ import annotations
 
@@ -58,10 +59,11 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
     if to.kind == "O" or to.kind in "US":
         if src.kind in "OUS":
             return x.astype(object)
-        if src.kind == "b":
-            return np.array([str(v).lower() for v in x.reshape(-1).tolist()], dtype=object).reshape(x.shape)
-        return x.astype(str).astype(object) if src.kind in "iub" else np.array(
-            [_fmt(v) for v in x.astype(np.float64).reshape(-1).tolist()], dtype=object).reshape(x.shape)
+        if src.kind in "iub":
+            return x.astype(np.int64 if src.kind == "b" else src).astype(str).astype(object)
+        xs = x if src.kind == "f" else x.astype(np.float32)
+        strs = xs.astype(str)  # shortest round-trip repr of each value in its own precision
+        return np.vectorize(_SPECIAL.get, otypes=[object])(strs, strs) if strs.size else strs.astype(object)
     if src.kind in "OUS":
         strs = np.char.strip(x.astype(str))
         if to.kind == "b":
@@ -71,7 +73,7 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
         return cast(strs.astype(np.float64) if strs.size else np.zeros(x.shape), to, saturate, round_mode)
     if _E8M0 is not None and to == _E8M0:
         return _to_e8m0(x, saturate, round_mode)
-    if to in _FLOAT8 and saturate and src.kind == "f" or (to in _FLOAT8 and saturate and src in _FLOAT8):
+    if saturate and to in _FLOAT8 and (src.kind == "f" or src in _FLOAT8):
         hi = float(ml_dtypes.finfo(to).max)
         x32 = x.astype(np.float32)
         return np.clip(x32, -hi, hi).astype(to)
@@ -79,13 +81,7 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
         return x.astype(to)
 
 
-def _fmt(v: float) -> str:
-    if v != v:
-        return "NaN"
-    if v in (float("inf"), float("-inf")):
-        return "INF" if v > 0 else "-INF"
-    s = repr(float(np.float32(v))) if abs(v) < 3.5e38 else repr(v)
-    return s[:-2] if s.endswith(".0") else s
+_SPECIAL = {"nan": "NaN", "inf": "INF", "-inf": "-INF"}
 
 
 class _CastBase(Kernel):

@@ -22,6 +22,22 @@ class Expand(Kernel):
 
 
 @register
+class Tile1(Kernel):
+    """Tile-1: repeat ``tiles`` times along the single ``axis`` (both scalar inputs)."""
+
+    op_type = "Tile"
+    since_version = 1
+
+    def __call__(self, x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> tuple[np.ndarray]:
+        a, t = int(axis.reshape(-1)[0]), int(tiles.reshape(-1)[0])
+        if not -x.ndim <= a < x.ndim or t < 0:
+            raise self.fail(f"invalid axis {a} or tiles {t}")
+        reps = [1] * x.ndim
+        reps[a % x.ndim] = t
+        return (np.tile(x, reps),)
+
+
+@register
 class Tile(Kernel):
     op_type = "Tile"
     since_version = 6

@@ -1,0 +1,134 @@
+"""Whole-model delegation overhead: nnrt ``Session`` on the onnxruntime backend
+vs a raw ``onnxruntime.InferenceSession`` on the same model.
+
+Both sides run in one process, interleaved call by call (the order flips
+every iteration), with the same thread settings; the script prints per-model
+medians and the nnrt/raw ratio, and exits non-zero when a target is missed
+(``--check``).
+
+    python benchmarks/bench_onnxruntime_delegate.py [--iters N] [--threads T] [--check] [--breakdown]
+
+Targets: ResNet50 (``light_resnet50.onnx`` from the onnx wheel) ratio <= 1.03;
+a one-node model (Add on 1x16 floats) ratio <= 1.3.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from nnrt_core import ScheduleConfig, Session
+
+TARGETS = {"add_1x16": 1.3, "resnet50": 1.03}
+
+
+def add_model() -> onnx.ModelProto:
+    g = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"], name="add")], "add",
+        [helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [1, 16]),
+         helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, [1, 16])],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def resnet50_path() -> str:
+    return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_resnet50.onnx")
+
+
+def feeds_for(sess: ort.InferenceSession, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    out = {}
+    for i in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        out[i.name] = rng.standard_normal(shape).astype(np.float32)
+    return out
+
+
+def interleave(a: Callable[[], object], b: Callable[[], object], iters: int, warmup: int) -> tuple[list[float], list[float]]:
+    for _ in range(warmup):
+        a()
+        b()
+    ta: list[float] = []
+    tb: list[float] = []
+    clock = time.perf_counter
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(iters):
+            first, second = ((a, ta), (b, tb)) if i % 2 == 0 else ((b, tb), (a, ta))
+            for fn, acc in (first, second):
+                t0 = clock()
+                fn()
+                acc.append(clock() - t0)
+    finally:
+        if gc_was:
+            gc.enable()
+    return ta, tb
+
+
+def bench(name: str, model: onnx.ModelProto | str, iters: int, warmup: int, threads: int,
+          breakdown: bool = False) -> float:
+    so = ort.SessionOptions()
+    if threads:
+        so.intra_op_num_threads = threads
+    src = model if isinstance(model, str) else model.SerializeToString()
+    raw = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    nn = Session(model, ScheduleConfig(backends=["onnxruntime"], backup=None, num_threads=threads))
+    assert len(nn.partitions) == 1 and nn.partitions[0].backend == "onnxruntime", nn.partitions
+    feeds = feeds_for(raw, np.random.default_rng(0))
+    ref = raw.run(None, feeds)
+    got = list(nn.run(feeds).values())
+    for r, g in zip(ref, got):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+    t_nn, t_raw = interleave(lambda: nn.run(feeds), lambda: raw.run(None, feeds), iters, warmup)
+    m_nn, m_raw = statistics.median(t_nn), statistics.median(t_raw)
+    ratio = m_nn / m_raw
+    target = TARGETS.get(name)
+    verdict = "" if target is None else ("  OK" if ratio <= target else f"  MISSED (target <= {target})")
+    print(f"{name:10s} nnrt {m_nn * 1e6:10.1f} us   raw ort {m_raw * 1e6:10.1f} us   ratio {ratio:.3f}{verdict}")
+    if breakdown:
+        # the backend's own share: its compiled partition called directly (no
+        # Session feed checks, no executor), against the same raw session
+        part = nn._compiled[0]
+        t_p, t_r = interleave(lambda: part.run(feeds), lambda: raw.run(None, feeds), iters, warmup)
+        m_p, m_r = statistics.median(t_p), statistics.median(t_r)
+        print(f"{'':10s} partition.run {m_p * 1e6:10.1f} us   raw ort {m_r * 1e6:10.1f} us   "
+              f"ratio {m_p / m_r:.3f}  (core Session.run overhead: {(m_nn - m_p) * 1e6:.1f} us)")
+    return ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=0, help="timed calls per side (default: per model)")
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads on both sides (0 = ORT default)")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--models", default="add_1x16,resnet50")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also time the compiled partition alone (the backend's own overhead)")
+    args = ap.parse_args(argv)
+    print(f"onnxruntime {ort.__version__}, threads={args.threads or 'default'}, cpus={os.cpu_count()}")
+    models = {
+        "add_1x16": (add_model(), args.iters or 20000, 2000),
+        "resnet50": (resnet50_path(), args.iters or 60, 5),
+    }
+    ok = True
+    for name in args.models.split(","):
+        model, iters, warmup = models[name]
+        ratio = bench(name, model, iters, warmup, args.threads, args.breakdown)
+        ok &= ratio <= TARGETS.get(name, float("inf"))
+    return 0 if ok or not args.check else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""nnrt backend plugin: an emulated mobile NPU.
+
+Emulates what a chip accepts (an NNRt-like op subset, static shapes, rank
+limits), its numerics (fp16 storage with fp32 accumulation; int8 with int32
+accumulation and requantization from Q/DQ models), its memory (a device
+arena with compile-time planned offsets), its compile step (versioned,
+checksummed offline models) and its timing (a per-op cycle model).
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "save_offline", "load_offline"]
+
+
+def __getattr__(name: str):
+    if name in ("save_offline", "load_offline"):
+        from nnrt_npu_emu import offline
+
+        return getattr(offline, name)
+    raise AttributeError(name)

@@ -1,0 +1,374 @@
+"""The ``npu_emu`` backend: devices, device tensors, compiled partitions."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
+from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError
+from nnrt_core.ir import Graph
+from nnrt_npu_emu import __version__
+from nnrt_npu_emu.blob import OfflineModelError, decode, encode
+from nnrt_npu_emu.cost import summarize
+from nnrt_npu_emu.lowering import Analysis, lower_graph, why_unsupported
+from nnrt_npu_emu.memory import DeviceArena, DeviceMemoryError
+from nnrt_npu_emu.ops import Unsupported
+from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, load_profiles
+from nnrt_npu_emu.program import Operand, Program
+from nnrt_npu_emu.queue import CommandQueue
+
+__all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice"]
+
+
+class NpuDevice:
+    """One emulated chip: its profile, device memory and command queue."""
+
+    def __init__(self, index: int, profile: ChipProfile, backend: "NpuEmuBackend") -> None:
+        self.index = index
+        self.id = f"npu:{index}"
+        self.profile = profile
+        self.backend_ref = weakref.ref(backend)
+        self.arena = DeviceArena(profile.device_memory_bytes, f"{self.id} ({profile.name})")
+        self.queue = CommandQueue(self.id)
+
+    def info(self) -> DeviceInfo:
+        props = self.profile.properties()
+        props["memory_in_use"] = self.arena.in_use
+        return DeviceInfo(self.id, self.profile.name, "npu", props, tuple(self.profile.dtypes))
+
+
+class NpuTensor:
+    """A tensor in emulated device memory (a handle: device + offset).
+
+    ``data`` maps it into host address space (zero copy, like the shared
+    memory of a mobile SoC); ``NpuEmuBackend.to_host`` is the counted copy."""
+
+    __slots__ = ("device", "offset", "dtype", "shape", "_fin", "__weakref__")
+
+    def __init__(self, device: NpuDevice, shape: Sequence[int], dtype: Any) -> None:
+        self.device = device
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(s) for s in shape)
+        self.offset = device.arena.alloc(self.nbytes, f"tensor {self.dtype}{list(self.shape)}")
+        self._fin = weakref.finalize(self, device.arena.free, self.offset)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def data(self) -> np.ndarray:
+        """The tensor's device memory mapped as a numpy array (no copy)."""
+        return self.device.arena.view(self.offset, self.dtype, self.shape)
+
+    def free(self) -> None:
+        self._fin()
+
+    def __repr__(self) -> str:
+        return f"NpuTensor({self.dtype}{list(self.shape)} on {self.device.id} @ {self.offset:#x})"
+
+
+@dataclass
+class TransferStats:
+    to_device: int = 0
+    to_host: int = 0
+    bytes_to_device: int = 0
+    bytes_to_host: int = 0
+    device_to_device: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("to_device", "to_host", "bytes_to_device", "bytes_to_host",
+                                               "device_to_device")}
+
+
+class NpuPartition(CompiledPartition):
+    """A device program loaded on one chip (weights and workspace resident in
+    device memory)."""
+
+    def __init__(self, backend: "NpuEmuBackend", device: NpuDevice, program: Program, weights: bytes,
+                 name: str, meta: Mapping[str, Any] | None = None) -> None:
+        self.backend = backend
+        self.name = name
+        self.input_names = [t.name for t in program.inputs]
+        self.output_names = [t.name for t in program.outputs]
+        self.device = device
+        self.program = program
+        self.weights = weights
+        self.meta = dict(meta or {})
+        self.estimate = summarize(program.instrs, device.profile)
+        self.last_profile: dict[str, Any] | None = None
+        self.runs = 0
+        arena = device.arena
+        self._const_off = arena.alloc(max(program.const_size, 1), f"weights of {name}")
+        self._fin_c = weakref.finalize(self, arena.free, self._const_off)
+        self._ws_off = arena.alloc(max(program.ws_size, 1), f"workspace of {name}")
+        self._fin_w = weakref.finalize(self, arena.free, self._ws_off)
+        if program.const_size:
+            arena.view(self._const_off, np.uint8, (program.const_size,))[:] = np.frombuffer(weights, np.uint8)
+
+    # ---------------------------------------------------------------- run
+    def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        return self.run_async(inputs).result()
+
+    def run_async(self, inputs: Mapping[str, Any]) -> "Future[dict[str, Any]]":
+        """Bind inputs (uploading host arrays), submit to the device queue."""
+        fut: Future
+        try:
+            bound = self._bind(inputs)
+            outs = [NpuTensor(self.device, t.shape, t.dtype) for t in self.program.outputs]
+        except BaseException as e:
+            fut = Future()
+            fut.set_exception(e if isinstance(e, ExecutionError) else
+                              ExecutionError(f"partition {self.name!r}: {type(e).__name__}: {e}"))
+            return fut
+
+        def job() -> dict[str, Any]:
+            try:
+                self._execute(bound, outs)
+            except Exception as e:
+                raise ExecutionError(f"partition {self.name!r} on {self.device.id} failed: "
+                                     f"{type(e).__name__}: {e}") from e
+            return dict(zip(self.output_names, outs))
+
+        return self.device.queue.submit(job)
+
+    def _bind(self, inputs: Mapping[str, Any]) -> list[NpuTensor]:
+        bound = []
+        for spec in self.program.inputs:
+            if spec.name not in inputs:
+                raise InputError(f"partition {self.name!r} misses input {spec.name!r}")
+            x = inputs[spec.name]
+            if isinstance(x, NpuTensor):
+                if x.device is not self.device:
+                    x = self.backend._migrate(x, self.device)
+            else:
+                x = self.backend.to_device(np.asarray(x), self.device.id)
+            if x.dtype != np.dtype(spec.dtype) or list(x.shape) != list(spec.shape):
+                raise InputError(f"partition {self.name!r} input {spec.name!r} expects {spec.dtype}{spec.shape}, "
+                                 f"got {x.dtype}{list(x.shape)}")
+            bound.append(x)
+        return bound
+
+    def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor]) -> None:
+        arena = self.device.arena
+        ws, cst = self._ws_off, self._const_off
+
+        def view(o: Operand) -> np.ndarray:
+            if o.space == "ws":
+                return arena.view(ws + o.offset, o.dtype, tuple(o.shape))
+            if o.space == "const":
+                return arena.view(cst + o.offset, o.dtype, tuple(o.shape))
+            t = (ins if o.space == "in" else outs)[o.offset]
+            return arena.view(t.offset, o.dtype, tuple(o.shape))
+
+        trace: list[float] = []
+        t0 = time.perf_counter()
+        with np.errstate(all="ignore"):
+            self.program.execute(view, trace)
+        wall = time.perf_counter() - t0
+        self.runs += 1
+        self.last_profile = {
+            "cycles": self.estimate["cycles"], "time_ms": self.estimate["time_ms"], "host_seconds": wall,
+            "per_op": [dict(p, host_us=h * 1e6) for p, h in zip(self.estimate["per_op"], trace)],
+        }
+        self.backend.last_profile = self.last_profile
+
+    # ------------------------------------------------------------ offline
+    def serialize(self) -> bytes:
+        meta = dict(self.meta)
+        meta.update(chip_id=self.device.profile.chip_id, chip_digest=self.device.profile.digest,
+                    producer=f"nnrt-backend-npu-emu {__version__}", name=self.name)
+        return encode(self.program, self.weights, meta)
+
+    def describe(self) -> dict[str, Any]:
+        e = self.estimate
+        return {
+            "device": self.device.id, "chip": self.device.profile.chip_id, "precision": self.program.precision,
+            "instructions": e["instructions"], "est_cycles": e["cycles"], "est_time_ms": e["time_ms"],
+            "macs": e["macs"], "weights_bytes": self.program.const_size, "workspace_bytes": self.program.ws_size,
+            "compute_bound_ops": e["compute_bound"], "memory_bound_ops": e["memory_bound"],
+            "per_op": e["per_op"],
+            "inputs": [vars(t) for t in self.program.inputs], "outputs": [vars(t) for t in self.program.outputs],
+        }
+
+
+class NpuEmuBackend(Backend):
+    """Emulated mobile NPU (see the package docstring)."""
+
+    name = "npu_emu"
+    version = __version__
+    device_type = "npu"
+    default_priority = 100
+    supported_options = frozenset({"precision"})
+    host_memory = False
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._devices: list[NpuDevice] = []
+        self.profile_errors: list[str] = []
+        for p in BUILTIN_PROFILES:
+            self._add(p)
+        for path in [p for p in os.environ.get(ENV_PROFILES, "").split(os.pathsep) if p.strip()]:
+            try:
+                for p in load_profiles(path):
+                    self._add(p)
+            except ConfigError as e:  # a broken user file must not hide the built-in chips
+                self.profile_errors.append(str(e))
+        self._current: NpuDevice = self._devices[0]
+        self.transfers = TransferStats()
+        self.last_profile: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------- devices
+    def _add(self, profile: ChipProfile) -> NpuDevice:
+        with self._lock:
+            for d in self._devices:
+                if d.profile.name == profile.name:
+                    if d.profile.chip_id != profile.chip_id or d.profile.digest != profile.digest:
+                        raise ConfigError(f"NPU chip profile {profile.name!r} is already defined differently "
+                                          f"({d.profile.source})")
+                    return d
+            dev = NpuDevice(len(self._devices), profile, self)
+            self._devices.append(dev)
+            return dev
+
+    def add_profiles(self, path: str | os.PathLike) -> list[DeviceInfo]:
+        """Load chip profiles from a TOML/JSON file as new devices."""
+        return [self._add(p).info() for p in load_profiles(path)]
+
+    def devices(self) -> list[DeviceInfo]:
+        out = [d.info() for d in self._devices]
+        for i, err in enumerate(self.profile_errors):
+            out.append(DeviceInfo(f"npu:invalid{i}", "invalid profile file", "npu", {}, (), False, err))
+        return out
+
+    def device(self, selector: str | None = None) -> NpuDevice:
+        """The device for ``selector`` (id, chip name or chip id); the first when None."""
+        if selector is None:
+            return self._devices[0]
+        for d in self._devices:
+            if selector in (d.id, d.profile.name, d.profile.chip_id):
+                return d
+        raise ConfigError(f"backend 'npu_emu' has no device or chip profile {selector!r}; devices: "
+                          + ", ".join(f"{d.id} ({d.profile.name})" for d in self._devices))
+
+    def resolve(self, options: CompileOptions) -> NpuDevice:
+        """The device ``options`` ask for (``device``, ``extra['profile']``,
+        after loading ``extra['profile_file']``)."""
+        pf = options.extra.get("profile_file")
+        if pf:
+            self.add_profiles(pf)
+        sel = options.device if options.device is not None else options.extra.get("profile")
+        return self.device(None if sel is None else str(sel))
+
+    # ---------------------------------------------------------- capability
+    def _capability(self, graph: Graph, options: CompileOptions) -> Capability:
+        dev = self.resolve(options)
+        cap = Capability(self.name)
+        an = Analysis(graph, dev.profile, options.precision)
+        for node in graph.nodes:
+            try:
+                reason = why_unsupported(node, an)
+            except Exception as e:
+                reason = f"capability check failed: {type(e).__name__}: {e}"
+            if reason is None:
+                cap.supported.add(node.name)
+            else:
+                cap.rejected[node.name] = reason
+        return cap
+
+    # ------------------------------------------------------------- compile
+    def _compile(self, graph: Graph, options: CompileOptions) -> NpuPartition:
+        dev = self.resolve(options)
+        try:
+            low = lower_graph(graph, dev.profile, options.precision)
+        except Unsupported as e:
+            raise CompileError(f"npu_emu cannot compile partition {graph.name!r} for chip "
+                               f"{dev.profile.name!r}: {e}") from None
+        try:
+            part = NpuPartition(self, dev, low.program, low.weights, graph.name)
+        except DeviceMemoryError as e:
+            raise CompileError(f"npu_emu cannot load partition {graph.name!r}: {e}") from None
+        self._current = dev
+        return part
+
+    def load_compiled(self, blob: bytes, options: CompileOptions) -> NpuPartition:
+        meta, program, weights = decode(blob)
+        chip = str(meta.get("chip_id", program.chip_id))
+        if options.extra.get("profile_file"):
+            self.add_profiles(options.extra["profile_file"])
+        if options.device is not None or options.extra.get("profile"):
+            dev = self.resolve(options)
+        else:
+            dev = next((d for d in self._devices if d.profile.chip_id == chip), None)
+            if dev is None:
+                raise OfflineModelError(
+                    f"offline model was compiled for chip {chip!r}, which no npu_emu device provides; devices: "
+                    + ", ".join(f"{d.id} ({d.profile.chip_id})" for d in self._devices))
+        if dev.profile.chip_id != chip or program.chip_id != chip:
+            raise OfflineModelError(f"offline model was compiled for chip {chip!r}; device {dev.id} is "
+                                    f"{dev.profile.chip_id!r}; recompile it for this chip")
+        if meta.get("chip_digest") not in (None, dev.profile.digest):
+            raise OfflineModelError(f"offline model was compiled for a different definition of chip {chip!r} "
+                                    "(its profile changed); recompile it")
+        try:
+            part = NpuPartition(self, dev, program, weights, str(meta.get("name", "offline")), meta)
+        except DeviceMemoryError as e:
+            raise CompileError(f"npu_emu cannot load the offline model: {e}") from None
+        self._current = dev
+        return part
+
+    # ------------------------------------------------------------- tensors
+    def _target(self, device: str | None) -> NpuDevice:
+        """Explicit device, else the current one (last compiled / loaded, like a driver context)."""
+        return self._current if device is None else self.device(device)
+
+    def allocate(self, shape: Sequence[int], dtype: Any, device: str | None = None) -> NpuTensor:
+        return NpuTensor(self._target(device), shape, dtype)
+
+    def to_device(self, array: np.ndarray, device: str | None = None) -> NpuTensor:
+        if isinstance(array, NpuTensor):
+            return array if device is None else self._migrate(array, self.device(device))
+        a = np.asarray(array)
+        if a.dtype.kind not in "fiub":
+            raise ExecutionError(f"npu_emu cannot hold {a.dtype} tensors")
+        t = NpuTensor(self._target(device), a.shape, a.dtype)
+        t.data[...] = a
+        with self.transfers.lock:
+            self.transfers.to_device += 1
+            self.transfers.bytes_to_device += a.nbytes
+        return t
+
+    def to_host(self, tensor: Any) -> np.ndarray:
+        if not isinstance(tensor, NpuTensor):
+            return np.asarray(tensor)
+        out = tensor.data.copy()
+        with self.transfers.lock:
+            self.transfers.to_host += 1
+            self.transfers.bytes_to_host += out.nbytes
+        return out
+
+    def _migrate(self, t: NpuTensor, dev: NpuDevice) -> NpuTensor:
+        new = NpuTensor(dev, t.shape, t.dtype)
+        new.data[...] = t.data
+        with self.transfers.lock:
+            self.transfers.device_to_device += 1
+        return new
+
+    def owns(self, tensor: Any) -> bool:
+        return isinstance(tensor, NpuTensor) and tensor.device.backend_ref() is self
+
+    def copy_counts(self) -> dict[str, int]:
+        """Host<->device transfers done so far."""
+        return self.transfers.as_dict()

@@ -1,0 +1,120 @@
+"""Emulated device memory: an arena with a first-fit allocator, and the
+compile-time lifetime-based offset planner for a program's workspace."""
+from __future__ import annotations
+
+import bisect
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnrt_core.errors import ExecutionError
+
+__all__ = ["ALIGN", "align", "DeviceMemoryError", "DeviceArena", "Buffer", "plan_offsets"]
+
+ALIGN = 64
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+class DeviceMemoryError(ExecutionError):
+    """The emulated device memory cannot hold a requested tensor."""
+
+
+class DeviceArena:
+    """``size`` bytes of device memory (lazily committed host pages) with a
+    thread-safe first-fit allocator over sorted free blocks."""
+
+    def __init__(self, size: int, name: str = "npu") -> None:
+        self.size = int(size)
+        self.name = name
+        self._mem: np.ndarray | None = None
+        self._lock = threading.Lock()
+        self._free: list[tuple[int, int]] = [(0, self.size)]  # (offset, size), sorted by offset
+        self._used: dict[int, int] = {}
+        self.peak = 0
+
+    @property
+    def mem(self) -> np.ndarray:
+        if self._mem is None:
+            with self._lock:
+                if self._mem is None:
+                    self._mem = np.zeros(self.size, dtype=np.uint8)  # calloc: pages committed on touch
+        return self._mem
+
+    @property
+    def in_use(self) -> int:
+        return sum(self._used.values())
+
+    def alloc(self, nbytes: int, what: str = "tensor") -> int:
+        n = align(max(int(nbytes), 1))
+        with self._lock:
+            for i, (off, sz) in enumerate(self._free):
+                if sz >= n:
+                    if sz == n:
+                        del self._free[i]
+                    else:
+                        self._free[i] = (off + n, sz - n)
+                    self._used[off] = n
+                    self.peak = max(self.peak, sum(self._used.values()))
+                    return off
+            free = sum(s for _, s in self._free)
+            largest = max((s for _, s in self._free), default=0)
+        raise DeviceMemoryError(
+            f"device memory of {self.name} exhausted: {what} needs {n} bytes, {free} bytes free "
+            f"(largest block {largest}) of {self.size}")
+
+    def free(self, off: int) -> None:
+        with self._lock:
+            n = self._used.pop(off, None)
+            if n is None:
+                return
+            i = bisect.bisect(self._free, (off, 0))
+            self._free.insert(i, (off, n))
+            # coalesce with neighbours
+            if i + 1 < len(self._free) and self._free[i][0] + self._free[i][1] == self._free[i + 1][0]:
+                self._free[i] = (off, self._free[i][1] + self._free[i + 1][1])
+                del self._free[i + 1]
+            if i > 0 and self._free[i - 1][0] + self._free[i - 1][1] == self._free[i][0]:
+                self._free[i - 1] = (self._free[i - 1][0], self._free[i - 1][1] + self._free[i][1])
+                del self._free[i]
+
+    def view(self, off: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        dt = np.dtype(dtype)
+        n = int(np.prod(shape)) * dt.itemsize
+        if off < 0 or off + n > self.size:
+            raise DeviceMemoryError(f"access [{off}, {off + n}) outside device memory of {self.name}")
+        return self.mem[off:off + n].view(dt).reshape(shape)
+
+
+@dataclass
+class Buffer:
+    """A workspace buffer to place: bytes and live range [first, last] in
+    instruction indices."""
+
+    key: int
+    size: int
+    first: int
+    last: int
+    offset: int = -1
+
+
+def plan_offsets(buffers: list[Buffer]) -> int:
+    """Greedy-by-size offset assignment: buffers whose lifetimes overlap never
+    share bytes; others reuse memory.  Returns the workspace size."""
+    placed: list[Buffer] = []
+    total = 0
+    for b in sorted(buffers, key=lambda b: (-b.size, b.first, b.key)):
+        live = sorted((p for p in placed if p.first <= b.last and b.first <= p.last), key=lambda p: p.offset)
+        off = 0
+        best = None
+        for p in live:  # smallest gap that fits (best fit), else after the last one
+            if p.offset - off >= b.size and (best is None or p.offset - off < best[1]):
+                best = (off, p.offset - off)
+            off = max(off, p.offset + align(p.size))
+        b.offset = best[0] if best is not None else off
+        placed.append(b)
+        total = max(total, b.offset + align(b.size))
+    return total

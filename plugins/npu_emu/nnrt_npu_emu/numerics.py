@@ -1,0 +1,70 @@
+"""Number formats of the chip: fp16 storage with fp32 accumulation, int8
+storage with int32 accumulation and requantization."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "STORAGE", "storage_dtype", "f32", "erf", "quantize", "dequantize", "requantize",
+    "qparams_shape", "tolerance",
+]
+
+#: compute precision -> storage dtype of float activations and weights
+STORAGE = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16), "int8": np.dtype(np.int8)}
+_FP16_MAX = float(np.finfo(np.float16).max)
+
+
+def storage_dtype(precision: str) -> np.dtype:
+    return STORAGE[precision]
+
+
+def f32(a: np.ndarray) -> np.ndarray:
+    """The fp32 view of an operand (the chip's accumulator type)."""
+    return a if a.dtype == np.float32 else a.astype(np.float32)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Vectorized erf (Abramowitz-Stegun 7.1.26, |err| < 1.5e-7)."""
+    x = np.asarray(x, dtype=np.float64)
+    s = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
+               + 0.254829592) * t * np.exp(-a * a)
+    return (s * y).astype(np.float32)
+
+
+def qparams_shape(param: np.ndarray, rank: int, axis: int) -> np.ndarray:
+    """Per-tensor (scalar) or per-channel (1-D along ``axis``) params, broadcastable."""
+    p = np.asarray(param)
+    if p.ndim == 0 or p.size == 1 and rank == 0:
+        return p.reshape(())
+    shape = [1] * rank
+    shape[axis % rank] = p.size
+    return p.reshape(shape)
+
+
+def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round-half-to-even affine quantization with saturation (ONNX QuantizeLinear)."""
+    info = np.iinfo(dtype)
+    q = np.rint(np.asarray(x, np.float32) / np.asarray(scale, np.float32)) + np.asarray(zero_point, np.int32)
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    return ((q.astype(np.int32) - np.asarray(zero_point, np.int32)).astype(np.float32)
+            * np.asarray(scale, np.float32))
+
+
+def requantize(acc: np.ndarray, multiplier: np.ndarray, zero_point: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """int32 accumulator -> int8/uint8 with a per-tensor/per-channel real
+    multiplier, rounded half to even, saturated (the chip's output stage)."""
+    info = np.iinfo(dtype)
+    q = np.rint(acc.astype(np.float64) * multiplier) + np.asarray(zero_point, np.int64)
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def tolerance(precision: str) -> tuple[float, float]:
+    """(rtol, atol relative to the output's magnitude) a result of the chip
+    in ``precision`` is expected to meet against an fp32 reference."""
+    return {"fp32": (1e-4, 1e-5), "fp16": (2e-2, 5e-3), "int8": (0.1, 0.05)}[precision]

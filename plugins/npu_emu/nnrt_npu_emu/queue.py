@@ -1,0 +1,59 @@
+"""A per-device command queue: a worker thread runs submitted jobs in order,
+the host waits on completion events (futures), like a real driver."""
+from __future__ import annotations
+
+import itertools
+import queue as _queue
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
+__all__ = ["CommandQueue"]
+
+
+class CommandQueue:
+    """FIFO of jobs executed by one daemon worker thread."""
+
+    _ids = itertools.count()
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._q: _queue.SimpleQueue = _queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.submitted = 0
+        self.completed = 0
+
+    def _ensure_worker(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._loop, name=f"npu-queue-{self.name}-{next(self._ids)}",
+                                                    daemon=True)
+                    self._thread.start()
+
+    def submit(self, job: Callable[[], Any]) -> "Future[Any]":
+        """Enqueue ``job``; its result or exception arrives through the future."""
+        fut: Future[Any] = Future()
+        self._ensure_worker()
+        with self._lock:
+            self.submitted += 1
+        self._q.put((job, fut))
+        return fut
+
+    def _loop(self) -> None:
+        while True:
+            job, fut = self._q.get()
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(job())
+            except BaseException as e:  # delivered to the waiting host thread
+                fut.set_exception(e)
+            finally:
+                with self._lock:
+                    self.completed += 1
+
+    @property
+    def on_worker(self) -> bool:
+        return threading.current_thread() is self._thread

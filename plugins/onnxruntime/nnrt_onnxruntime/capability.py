@@ -1,0 +1,303 @@
+"""Which nodes onnxruntime can run, decided by probing, never by a list.
+
+Every distinct node *signature* — domain, op type, opset, input element types
+and ranks, output arity and the attributes (tensor attributes by dtype/shape,
+sub-graphs by a hash of their ONNX bytes) — is probed once: a one-node model
+(:func:`~nnrt_onnxruntime.export.build_probe_model`) is loaded into an
+``InferenceSession`` on the CPU provider.  Success means ORT has a kernel for
+that signature; failure is recorded with the first line of ORT's message.
+
+Nodes with sub-graphs (If/Loop/Scan) are probed whole, bodies included, so a
+body op ORT lacks rejects the node.  A probe only creates a session (it does
+not run), so runtime-only failures surface as ``ExecutionError``.
+
+Answers are cached in memory and on disk, in
+``$NNRT_CACHE_DIR/ort_capability-<onnxruntime version>.json`` (default
+``~/.cache/nnrt``): plain JSON ``{signature: null | reason}``, written
+atomically, merged with what other processes wrote, and ignored (then
+rewritten) when unreadable or written by another onnxruntime version.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nnrt_core.frontends.onnx_export import graph_to_onnx
+from nnrt_core.ir import AttrKind, Node, OptionalType, SequenceType, TensorType, ValueType
+
+from nnrt_onnxruntime.export import UntypedInputError, build_probe_model, quiet_session_options
+
+__all__ = [
+    "CACHE_FORMAT",
+    "default_cache_path",
+    "node_signature",
+    "CapabilityCache",
+    "Prober",
+    "first_line",
+    "clean_ort_message",
+    "has_static_dims",
+]
+
+log = logging.getLogger("nnrt.onnxruntime")
+
+CACHE_FORMAT = 1
+ENV_CACHE_DIR = "NNRT_CACHE_DIR"
+
+
+def default_cache_path(ort_version: str) -> Path:
+    """``$NNRT_CACHE_DIR`` (or ``~/.cache/nnrt``) / ``ort_capability-<ver>.json``."""
+    base = os.environ.get(ENV_CACHE_DIR)
+    if base:
+        root = Path(base)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        root = (Path(xdg) if xdg else Path.home() / ".cache") / "nnrt"
+    safe = "".join(c if c.isalnum() or c in ".-_+" else "_" for c in ort_version)
+    return root / f"ort_capability-{safe}.json"
+
+
+def first_line(e: BaseException | str) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0].strip() if text else type(e).__name__
+
+
+_SRC_RE = re.compile(r"/onnxruntime_src/\S+:\d+ (?:[^()]*\((?:[^()]|\([^()]*\))*\)(?: const)? )?")
+
+
+def clean_ort_message(e: BaseException | str) -> str:
+    """First line of an ORT error without its C++ source location/signature."""
+    return _SRC_RE.sub("", first_line(e)).strip()
+
+
+# ------------------------------------------------------------- signatures
+def _type_sig(t: ValueType | None) -> str:
+    if isinstance(t, TensorType):
+        return f"{int(t.dtype)}r{'?' if t.shape is None else len(t.shape)}"
+    if isinstance(t, SequenceType):
+        return f"seq({_type_sig(t.elem)})"
+    if isinstance(t, OptionalType):
+        return f"opt({_type_sig(t.elem)})"
+    return "?"
+
+
+def _tensor_sig(x: Any) -> list:
+    arr = np.asarray(x)
+    return [str(arr.dtype), list(arr.shape)]
+
+
+def _attr_sig(a) -> list:
+    k = a.kind
+    if a.ref_attr_name:
+        return [a.name, int(k), "ref", a.ref_attr_name]
+    v = a.value
+    if k == AttrKind.TENSOR:
+        val: Any = _tensor_sig(v)
+    elif k == AttrKind.TENSORS:
+        val = [_tensor_sig(x) for x in v]
+    elif k == AttrKind.GRAPH:
+        val = hashlib.sha1(graph_to_onnx(v).SerializeToString()).hexdigest()
+    elif k == AttrKind.GRAPHS:
+        val = [hashlib.sha1(graph_to_onnx(g).SerializeToString()).hexdigest() for g in v]
+    elif k in (AttrKind.TYPE_PROTO, AttrKind.TYPE_PROTOS):
+        val = str(v)
+    elif k == AttrKind.FLOAT:
+        val = repr(float(v))
+    elif k == AttrKind.FLOATS:
+        val = [repr(float(x)) for x in v]
+    else:
+        val = v
+    return [a.name, int(k), val]
+
+
+def _shape_sig(t: ValueType | None) -> Any:
+    if isinstance(t, TensorType):
+        return None if t.shape is None else [d if isinstance(d, int) else None for d in t.shape]
+    if isinstance(t, (SequenceType, OptionalType)):
+        return _shape_sig(t.elem)
+    return None
+
+
+def has_static_dims(node: Node) -> bool:
+    """True when some input has a known dimension (an exact probe could differ)."""
+    return any(v is not None and isinstance(s := _shape_sig(v.type), list) and any(d is not None for d in s)
+               for v in node.all_inputs())
+
+
+def node_signature(node: Node, *, exact_shapes: bool = False) -> str:
+    """A stable key for everything that decides whether ORT accepts ``node``
+    (input ranks, or with ``exact_shapes`` the static dims too)."""
+    ins = [None if v is None else _type_sig(v.type) for v in node.inputs]
+    if exact_shapes:
+        ins = [[s, _shape_sig(v.type) if v is not None else None] for s, v in zip(ins, node.inputs)]
+    outer = [_type_sig(v.type) for v in node.outer_inputs()] if node.subgraphs() else []
+    outs = [bool(v.name) for v in node.outputs]
+    attrs = [_attr_sig(node.attributes[k]) for k in sorted(node.attributes)]
+    onnx_opset = node.graph.opset_for("") if (node.domain and node.graph is not None) else None
+    body = json.dumps([ins, outer, outs, attrs, onnx_opset], separators=(",", ":"), default=str)
+    digest = hashlib.sha1(body.encode()).hexdigest()[:24]
+    tag = "=" if exact_shapes else "#"
+    return f"{node.domain or 'ai.onnx'}::{node.op_type}@{node.opset}{tag}{digest}"
+
+
+# ------------------------------------------------------------------ cache
+class CapabilityCache:
+    """Probe answers (``None`` = supported, else the reason), in memory and in
+    a JSON file keyed by the onnxruntime version.  Thread-safe."""
+
+    def __init__(self, ort_version: str, path: Path | str | None = None, *, persist: bool = True) -> None:
+        self.ort_version = ort_version
+        self.path = Path(path) if path is not None else default_cache_path(ort_version)
+        self.persist = persist
+        self._entries: dict[str, str | None] = {}
+        self._new: dict[str, str | None] = {}
+        self._loaded = False
+        self._corrupt = False  #: the file was unreadable: rewrite it on the next save
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        self._ensure_loaded()
+        return len(self._entries)
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    if self.persist:
+                        self._entries.update(self._read())
+                    self._loaded = True
+
+    def _read(self) -> dict[str, str | None]:
+        """Entries of the file; ``{}`` when missing, unreadable or foreign."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            log.warning("cannot read capability cache %s: %s", self.path, e)
+            return {}
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+                raise ValueError("unknown format")
+            if data.get("onnxruntime") != self.ort_version:
+                raise ValueError(f"written by onnxruntime {data.get('onnxruntime')!r}")
+            entries = data.get("entries")
+            if not isinstance(entries, dict):
+                raise ValueError("no entries table")
+        except ValueError as e:  # JSONDecodeError is a ValueError
+            log.warning("ignoring capability cache %s (%s); it will be rewritten", self.path, first_line(e))
+            self._corrupt = True
+            return {}
+        return {k: v for k, v in entries.items() if isinstance(k, str) and (v is None or isinstance(v, str))}
+
+    def lookup(self, key: str) -> tuple[bool, str | None]:
+        """``(found, reason)``."""
+        self._ensure_loaded()
+        try:
+            return True, self._entries[key]
+        except KeyError:
+            return False, None
+
+    def store(self, key: str, reason: str | None) -> None:
+        self._ensure_loaded()
+        with self._lock:
+            self._entries[key] = reason
+            self._new[key] = reason
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._new) or self._corrupt
+
+    def save(self) -> None:
+        """Merge new answers into the file (atomic replace); errors are logged."""
+        if not self.persist or not self.dirty:
+            return
+        with self._lock:
+            merged = self._read()
+            merged.update(self._entries)
+            data = {"format": CACHE_FORMAT, "onnxruntime": self.ort_version, "entries": merged}
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as f:
+                        json.dump(data, f, separators=(",", ":"), sort_keys=True)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.replace(tmp, self.path)
+                except BaseException:
+                    try:
+                        os.unlink(tmp)
+                    except OSError:
+                        pass
+                    raise
+            except OSError as e:
+                log.warning("cannot write capability cache %s: %s", self.path, e)
+                return
+            self._new.clear()
+            self._corrupt = False
+
+
+# ----------------------------------------------------------------- prober
+class Prober:
+    """Answers "can ORT run this node?" through a :class:`CapabilityCache`."""
+
+    def __init__(self, cache: CapabilityCache) -> None:
+        self.cache = cache
+        self.probes = 0  #: sessions created (for tests and reports)
+        self._so = None
+        self._lock = threading.Lock()
+
+    def check(self, node: Node) -> str | None:
+        """``None`` when ORT can run ``node``, else the reason.
+
+        The rank-only probe answers for every shape; when it fails and the
+        node has static dims, a second probe with those dims decides (ORT's
+        shape inference rejects some ops on fully dynamic inputs)."""
+        reason = self._check(node, False)
+        if reason is not None and has_static_dims(node):
+            exact = self._check(node, True)
+            if exact is None:
+                return None
+        return reason
+
+    def _check(self, node: Node, exact: bool) -> str | None:
+        try:
+            key = node_signature(node, exact_shapes=exact)
+        except Exception as e:
+            return f"cannot compute the node signature: {type(e).__name__}: {first_line(e)}"
+        found, reason = self.cache.lookup(key)
+        if found:
+            return reason
+        try:
+            model = build_probe_model(node, exact_shapes=exact)
+        except UntypedInputError as e:
+            return f"cannot probe onnxruntime: {e}"  # depends on the graph, not cached
+        except Exception as e:
+            reason = f"cannot export the node for onnxruntime: {type(e).__name__}: {first_line(e)}"
+        else:
+            reason = self._probe(model.SerializeToString())
+        self.cache.store(key, reason)
+        return reason
+
+    def _probe(self, model_bytes: bytes) -> str | None:
+        import onnxruntime as ort
+
+        with self._lock:
+            if self._so is None:
+                self._so = quiet_session_options()
+            self.probes += 1
+        try:
+            ort.InferenceSession(model_bytes, self._so, providers=["CPUExecutionProvider"])
+        except Exception as e:
+            return clean_ort_message(e)
+        return None

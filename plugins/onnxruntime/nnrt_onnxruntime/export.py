@@ -1,0 +1,140 @@
+"""IR -> ONNX bytes for ONNX Runtime: partitions and one-node probe models.
+
+ONNX Runtime refuses models whose IR version is newer than it knows (onnx
+1.23 writes IR 14, onnxruntime 1.31 reads at most 13), so every exported
+model is capped at :func:`max_ir_version`, found once per process by probing.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+
+import onnx
+from onnx import helper
+
+from nnrt_core.frontends.onnx_export import to_onnx
+from nnrt_core.ir import Graph, Node, OptionalType, SequenceType, TensorType, Value, ValueType
+from nnrt_core.ir.clone import clone_node
+from nnrt_core.ir.dtypes import DataType
+
+__all__ = [
+    "UntypedInputError",
+    "max_ir_version",
+    "export_partition",
+    "probe_type",
+    "build_probe_model",
+    "quiet_session_options",
+]
+
+log = logging.getLogger("nnrt.onnxruntime")
+
+#: highest IR version known for some onnxruntime releases (used when probing fails)
+_IR_TABLE = ((1, 20, 11), (1, 23, 12), (1, 31, 13))
+
+
+class UntypedInputError(ValueError):
+    """A node input has no known type, so no probe model can be built."""
+
+
+def quiet_session_options(threads: int = 1):
+    """Session options for short-lived probe sessions: no optimization, no
+    thread pools, no logging."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 4
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = threads
+    return so
+
+
+@functools.cache
+def max_ir_version() -> int:
+    """The highest model IR version the installed onnxruntime accepts."""
+    import onnxruntime as ort
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "ir_probe",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    so = quiet_session_options()
+    for ir in range(onnx.IR_VERSION, 6, -1):
+        model.ir_version = ir
+        try:
+            ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            return ir
+        except Exception:
+            continue
+    ver = tuple(int(p) for p in ort.__version__.split(".")[:2] if p.isdigit())
+    best = 7
+    for major, minor, ir in _IR_TABLE:
+        if ver >= (major, minor):
+            best = ir
+    log.warning("could not probe the IR version onnxruntime accepts; assuming %d", best)
+    return best
+
+
+def export_partition(graph: Graph) -> onnx.ModelProto:
+    """A partition graph as an ONNX model onnxruntime accepts (boundary inputs
+    and outputs, only the initializers it reads, its opset imports)."""
+    return to_onnx(graph, ir_version=max_ir_version())
+
+
+def probe_type(t: ValueType | None, what: str, exact: bool = False) -> ValueType:
+    """``t`` with every tensor shape reduced to its rank (all dims dynamic),
+    or with only its static dims kept when ``exact``."""
+    if t is None:
+        raise UntypedInputError(f"{what} has no known type")
+    if isinstance(t, TensorType):
+        if t.dtype == DataType.UNDEFINED:
+            raise UntypedInputError(f"{what} has an undefined element type")
+        if t.shape is None:
+            return TensorType(t.dtype, None)
+        if exact:
+            return TensorType(t.dtype, tuple(d if isinstance(d, int) else None for d in t.shape))
+        return TensorType(t.dtype, (None,) * len(t.shape))
+    if isinstance(t, SequenceType):
+        return SequenceType(probe_type(t.elem, what + " (sequence element)", exact))
+    if isinstance(t, OptionalType):
+        return OptionalType(probe_type(t.elem, what + " (optional element)", exact))
+    raise UntypedInputError(f"{what} has an unsupported type {t!r}")
+
+
+def build_probe_model(node: Node, *, exact_shapes: bool = False) -> onnx.ModelProto:
+    """A one-node model running ``node`` on rank-only inputs (static shapes
+    where known when ``exact_shapes``).
+
+    Constant inputs become ordinary graph inputs (the answer must hold for any
+    value); values the node's sub-graphs read from outer scopes become graph
+    inputs too, so If/Loop/Scan are probed whole, bodies included.
+    """
+    parent = node.graph
+    opsets: dict[str, int] = {}
+    root = parent
+    while root is not None and root.parent is not None:
+        root = root.parent
+    if root is not None:
+        opsets.update(root.opset_imports)
+    if "ai.onnx" in opsets:
+        opsets.setdefault("", opsets.pop("ai.onnx"))
+    opsets[node.domain] = node.opset or opsets.get(node.domain) or 1
+    g = Graph("probe", opset_imports=opsets)
+    vmap: dict[int, Value] = {}
+    for v in node.all_inputs():
+        if id(v) in vmap:
+            continue
+        nv = Value(v.name, probe_type(v.type, f"input {v.name!r}", exact_shapes))
+        vmap[id(v)] = nv
+        g.inputs.append(nv)
+    copy = clone_node(node, vmap, g)
+    g.add_node(copy)
+    outs = []
+    for v in copy.outputs:
+        if v.name:
+            v.type = None  # let onnxruntime infer them
+            outs.append(v)
+    g.outputs = outs
+    return to_onnx(g, ir_version=max_ir_version())

@@ -1,0 +1,238 @@
+"""A partition compiled into one ``onnxruntime.InferenceSession``.
+
+Two ways to run, chosen at compile time:
+
+* **host** (``io="numpy"``, CPU provider, the default): feeds are the numpy
+  arrays the core hands over; ORT's CPU provider reads them in place and its
+  outputs come back as numpy arrays wrapping ORT's buffers, so nothing is
+  copied on either side.  The call is one ``InferenceSession.run`` with the
+  output names precomputed (the whole-model fast path is exactly this).
+* **ortvalue** (a device provider such as CUDA, or a backend with
+  ``ortvalue_io = True``): inputs that are already ``OrtValue`` s are bound as
+  they are through an ``IOBinding``, outputs are bound on the partition's
+  device and returned as ``OrtValue`` s, so consecutive ORT partitions hand
+  tensors over without touching the host.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import struct
+import warnings
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.backend.base import CompiledPartition, CompileOptions
+from nnrt_core.errors import CompileError, ExecutionError
+
+from nnrt_onnxruntime.capability import first_line
+from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
+from nnrt_onnxruntime.providers import make_session_options, normalize_providers, provider_kind
+
+if TYPE_CHECKING:
+    from nnrt_onnxruntime.backend import OnnxRuntimeBackend
+
+__all__ = ["OrtPartition", "MAGIC", "pack_blob", "unpack_blob"]
+
+log = logging.getLogger("nnrt.onnxruntime")
+
+MAGIC = b"NNRTORT\x01"
+_NODE_RE = re.compile(r"running (\S+) node\. Name:'([^']*)'")
+
+
+def pack_blob(header: Mapping[str, Any], model: bytes) -> bytes:
+    """``MAGIC | u32 header length | JSON header | ONNX model bytes``."""
+    h = json.dumps(dict(header), separators=(",", ":")).encode()
+    return MAGIC + struct.pack("<I", len(h)) + h + model
+
+
+def unpack_blob(blob: bytes) -> tuple[dict[str, Any], bytes]:
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise CompileError(f"compiled onnxruntime partition must be bytes, got {type(blob).__name__}")
+    blob = bytes(blob)
+    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 4:
+        raise CompileError("not a compiled onnxruntime partition (bad header)")
+    (n,) = struct.unpack_from("<I", blob, len(MAGIC))
+    start = len(MAGIC) + 4
+    try:
+        header = json.loads(blob[start:start + n])
+        if not isinstance(header, dict):
+            raise ValueError("header is not an object")
+        for key in ("name", "inputs", "outputs"):
+            if key not in header:
+                raise ValueError(f"header lacks {key!r}")
+    except ValueError as e:
+        raise CompileError(f"compiled onnxruntime partition has a corrupt header: {e}") from e
+    return header, blob[start + n:]
+
+
+class OrtPartition(CompiledPartition):
+    """One ORT session running a partition (see the module docstring)."""
+
+    def __init__(self, backend: "OnnxRuntimeBackend", name: str, input_names: Sequence[str],
+                 output_names: Sequence[str], model: bytes, options: CompileOptions,
+                 node_ops: Mapping[str, str] | None = None) -> None:
+        # no graph: partitions are also rebuilt from serialized bytes
+        self.backend = backend
+        self.name = name
+        self.input_names = list(input_names)
+        self.output_names = list(output_names)
+        self._model = model
+        self._node_ops = dict(node_ops or {})
+        self.session, self._info = _create_session(backend, model, options)
+        self._mem = self._info.pop("_memory")
+        # the backend's memory model decides what crosses the boundary: numpy
+        # arrays for a host-memory backend (ORT copies to its device inside),
+        # OrtValues otherwise
+        self.io = "numpy" if backend.host_memory else "ortvalue"
+        self._info["io"] = self.io
+        self._out = list(self.output_names)
+        sess = self.session
+        # the C session's run skips the Python wrapper's per-call feed check
+        # (the core already validated feeds); same semantics otherwise
+        inner = getattr(sess, "_sess", None)
+        self._sess_run = inner.run if inner is not None and hasattr(inner, "run") else sess.run
+        ins, outs = sess.get_inputs(), sess.get_outputs()
+        self._tensor_io = all(t.type.startswith("tensor(") for t in ins + outs)
+        # boundary values numpy cannot exchange with ORT (bfloat16, float8, int4...)
+        self._exotic_in = {i.name: EXOTIC_BY_ORT_TYPE[i.type] for i in ins if i.type in EXOTIC_BY_ORT_TYPE}
+        self._exotic_out = {o.name: EXOTIC_BY_ORT_TYPE[o.type] for o in outs if o.type in EXOTIC_BY_ORT_TYPE}
+        self._host = self.io == "numpy" and not self._exotic_in and not self._exotic_out
+        self._info["path"] = "fast" if self._host else ("exotic-dtypes" if self.io == "numpy" else "iobinding")
+
+    # ------------------------------------------------------------------ run
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        if self._host:
+            try:
+                outs = self._sess_run(self._out, inputs, None)
+            except Exception as e:
+                raise self._error(e) from e
+            return dict(zip(self.output_names, outs))
+        try:
+            if self.io == "numpy":
+                return self._run_exotic(inputs)
+            return self._run_bound(inputs)
+        except ExecutionError:
+            raise
+        except Exception as e:
+            raise self._error(e) from e
+
+    def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        return self.run(inputs)
+
+    def _run_exotic(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Host I/O through OrtValues, for boundaries carrying bfloat16/float8/int4..."""
+        import onnxruntime as ort
+
+        feeds = {}
+        for name in self.input_names:
+            x = inputs[name]
+            elem = self._exotic_in.get(name)
+            feeds[name] = to_ortvalue(x, elem) if elem is not None else ort.OrtValue.ortvalue_from_numpy(
+                np.ascontiguousarray(x))
+        outs = self.session.run_with_ort_values(self._out, feeds)
+        res = {}
+        for name, ov in zip(self.output_names, outs):
+            elem = self._exotic_out.get(name)
+            res[name] = from_ortvalue(ov, elem) if elem is not None else ov.numpy()
+        return res
+
+    def _run_bound(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        import onnxruntime as ort
+
+        if not self._tensor_io:  # sequences/optionals cannot be bound: go through the host
+            feeds = {k: (self.backend.to_host(v) if isinstance(v, ort.OrtValue) else v) for k, v in inputs.items()}
+            return dict(zip(self.output_names, self.session.run(self._out, feeds)))
+        io = self.session.io_binding()
+        for name in self.input_names:
+            x = inputs[name]
+            if isinstance(x, ort.OrtValue):
+                io.bind_ortvalue_input(name, x)
+            elif name in self._exotic_in:
+                io.bind_ortvalue_input(name, to_ortvalue(x, self._exotic_in[name]))
+            else:
+                io.bind_cpu_input(name, np.ascontiguousarray(x))
+        dev, idx = self._mem
+        for name in self._out:
+            io.bind_output(name, dev, idx)
+        self.session.run_with_iobinding(io)
+        return dict(zip(self.output_names, io.get_outputs()))
+
+    def _error(self, e: BaseException) -> ExecutionError:
+        text = str(e)
+        m = _NODE_RE.search(text)
+        where = ""
+        if m:
+            node = m.group(2)
+            op = self._node_ops.get(node, m.group(1))
+            where = f" in node {node!r} ({op})"
+        return ExecutionError(
+            f"partition {self.name!r} on backend {self.backend.name!r} failed{where}: "
+            f"{type(e).__name__}: {first_line(text)}"
+        )
+
+    # ------------------------------------------------------------- reports
+    def serialize(self) -> bytes:
+        header = {"format": 1, "name": self.name, "inputs": self.input_names,
+                  "outputs": self.output_names, "node_ops": self._node_ops}
+        return pack_blob(header, self._model)
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self._info, nodes=len(self._node_ops))
+
+
+def _create_session(backend: "OnnxRuntimeBackend", model: bytes,
+                    options: CompileOptions) -> tuple[Any, dict[str, Any]]:
+    """An InferenceSession on the requested provider, falling back (visibly)
+    to the CPU provider when it fails to initialize."""
+    import onnxruntime as ort
+
+    so, summary = make_session_options(options)
+    extra = options.extra or {}
+    if extra.get("providers") is not None:
+        requested = normalize_providers(extra["providers"])
+        index = 0
+        device_id = None
+    else:
+        device = backend.find_device(options.device)
+        index = backend.device_index(options.device)
+        popts = {str(k): str(v) for k, v in dict(extra.get("provider_options") or {}).items()}
+        if provider_kind(device.name).takes_device_id:
+            popts.setdefault("device_id", str(index))
+        requested = [(device.name, popts)]
+        if device.name != "CPUExecutionProvider":
+            requested.append(("CPUExecutionProvider", {}))
+        device_id = f"{device.id.split(':')[0]}:{index}"
+    names = [p for p, _ in requested]
+    fallback = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            sess = ort.InferenceSession(model, so, providers=names, provider_options=[o for _, o in requested])
+        except Exception as e:
+            if names == ["CPUExecutionProvider"]:
+                raise
+            fallback = f"{names[0]} failed to initialize ({first_line(e)}); fell back to CPUExecutionProvider"
+            sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    for w in caught:
+        log.info("onnxruntime: %s", w.message)
+    active = sess.get_providers()
+    if fallback is None and names[0] not in active:
+        fallback = f"{names[0]} is not available; fell back to {active[0]}"
+    if fallback:
+        log.warning("onnxruntime: %s", fallback)
+    kind = provider_kind(active[0])
+    mem = (kind.memory, index if kind.memory != "cpu" else 0)
+    info: dict[str, Any] = {
+        "provider": active[0],
+        "providers": active,
+        "requested_providers": names,
+        "device": device_id if not fallback else "cpu:0",
+        "fallback": fallback,
+        "onnxruntime": ort.__version__,
+        **summary,
+        "_memory": mem,
+    }
+    return sess, info
