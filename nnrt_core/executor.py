@@ -46,8 +46,14 @@ class Executor:
         for name, i in last.items():
             if name not in keep:
                 self.steps[i].release.append(name)
+        only = self.steps[0] if len(self.steps) == 1 else None
+        self._single = (only.compiled if only is not None and only.backend.host_memory
+                        and not self.constants and set(graph_outputs) <= set(only.outputs) else None)
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        if self._single is not None:  # whole model on one host-memory partition
+            outs = self._single.run(feeds)
+            return [outs[name] for name in self.graph_outputs]
         env: dict[str, Any] = dict(feeds)
         owner: dict[str, Backend | None] = {}  # None = host array
         on_host: dict[str, Any] = {}  # host copies of device tensors, made once

@@ -1,6 +1,7 @@
 """``Session``: load -> select backends -> place -> partition -> compile -> run."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -13,8 +14,10 @@ from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import CompileError, ConfigError, InputError
 from nnrt_core.executor import ExecutionStep, Executor
 from nnrt_core.frontends import load_onnx
+from nnrt_core.ir.clone import clone_graph
 from nnrt_core.ir import Dim, Graph, Model, SequenceType, OptionalType, TensorType, Value
 from nnrt_core.partitioning import PartitionPlan
+from nnrt_core.passes import fold_constants
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.scheduling import NodePlacement, PlacementContext, PlacementEvent
 
@@ -58,11 +61,12 @@ class PartitionInfo:
 
 
 def load_model(model: Any) -> Model:
-    """A path, bytes, ``onnx.ModelProto``, IR ``Model`` or IR ``Graph`` as a Model."""
+    """A path, bytes, ``onnx.ModelProto``, IR ``Model`` or IR ``Graph`` as a
+    Model the caller may transform (IR inputs are copied, weights shared)."""
     if isinstance(model, Model):
-        return model
+        return dataclasses.replace(model, graph=clone_graph(model.graph), metadata=dict(model.metadata))
     if isinstance(model, Graph):
-        return Model(graph=model)
+        return Model(graph=clone_graph(model))
     return load_onnx(model)
 
 
@@ -86,6 +90,7 @@ class Session:
         self.events: list[PlacementEvent] = []
         self._backends, self._backup = self._select_backends()
         self._scheduler = self._make_scheduler()
+        self.folded_nodes = self._optimize()
         self._build()
         self.build_seconds = time.perf_counter() - t0
 
@@ -130,6 +135,18 @@ class Session:
                 if not any(e.kind == "option_ignored" and e.backend == b.name for e in self.events):
                     self._event("option_ignored", b.name, msg + "; ignored")
         return backends, backup
+
+    def _optimize(self) -> int:
+        """Graph passes before placement (``optimization_level`` >= basic)."""
+        if self.config.optimization_level == "none":
+            return 0
+        rec = self.registry.backends.get("numpy")
+        if rec is None or not rec.available:
+            return 0
+        folded = fold_constants(self.graph, rec.backend)
+        if folded:
+            log.info("constant folding removed %d node(s)", folded)
+        return folded
 
     def _make_scheduler(self):
         rec = self.registry.scheduler(self.config.scheduler)
@@ -217,6 +234,7 @@ class Session:
                                        [v.name for v in plan.inputs], [v.name for v in plan.outputs]))
         consts = {v.name: v.const for v in self.graph.outputs if v.const is not None and v.producer is None}
         self._executor = Executor(steps, [v.name for v in self.graph.outputs], consts)
+        self._fast_feed_specs = _fast_feed_specs(self.graph.inputs)
 
     # ---------------------------------------------------------------- views
     @property
@@ -269,7 +287,22 @@ class Session:
             raise InputError(f"unknown output(s) {unknown}; outputs: {list(out)}")
         return {n: out[n] for n in output_names}
 
-    def _check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    def _check_feeds(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
+        fast = self._fast_feed_specs
+        if fast is not None and type(feeds) is dict and len(feeds) == len(fast):
+            for name, dtype, ndim, fixed in fast:  # the common case, checked cheaply
+                x = feeds.get(name)
+                if type(x) is not np.ndarray or x.dtype != dtype or x.ndim != ndim:
+                    break
+                shape = x.shape
+                if any(shape[i] != d for i, d in fixed):
+                    break
+            else:
+                return feeds
+        return self._check_feeds_slow(feeds)
+
+    def _check_feeds_slow(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        """Full validation with a precise error for whatever is wrong."""
         if not isinstance(feeds, Mapping):
             raise InputError(f"feeds must be a mapping of input name -> array, got {type(feeds).__name__}")
         expected = {v.name: v for v in self.graph.inputs}
@@ -283,6 +316,25 @@ class Session:
         for name, v in expected.items():
             out[name] = _check_one(name, v, feeds[name])
         return out
+
+
+def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tuple]] | None:
+    """(name, dtype, rank, fixed dims) per input when every input is a tensor
+    of known dtype and rank; None otherwise (then every run takes the slow check)."""
+    specs = []
+    for v in inputs:
+        t = v.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            return None
+        try:
+            dtype = t.dtype.numpy
+        except TypeError:
+            return None
+        if dtype == np.dtype(object):
+            return None
+        fixed = tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int))
+        specs.append((v.name, dtype, len(t.shape), fixed))
+    return specs
 
 
 def _info(v: Value) -> TensorInfo:

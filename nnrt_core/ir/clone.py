@@ -5,7 +5,7 @@ from typing import Iterable, Sequence
 
 from nnrt_core.ir.graph import Attribute, AttrKind, Graph, Node, Value
 
-__all__ = ["clone_value", "clone_node", "extract_subgraph"]
+__all__ = ["clone_value", "clone_node", "clone_graph", "extract_subgraph"]
 
 
 def clone_value(v: Value, *, as_const: bool = True) -> Value:
@@ -51,6 +51,11 @@ def _clone_graph(g: Graph, value_map: dict[int, Value], parent: Graph) -> Graph:
         new.add_node(clone_node(n, value_map, new))
     new.outputs = [value_map[id(v)] for v in g.outputs]
     return new
+
+
+def clone_graph(graph: Graph) -> Graph:
+    """A structural copy of a top-level graph (constant arrays are shared)."""
+    return _clone_graph(graph, {}, None)
 
 
 def extract_subgraph(
