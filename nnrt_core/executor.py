@@ -32,7 +32,7 @@ class Executor:
     except the copy counters)."""
 
     def __init__(self, steps: Sequence[ExecutionStep], graph_outputs: Sequence[str],
-                 constants: Mapping[str, np.ndarray]) -> None:
+                 constants: Mapping[str, np.ndarray], graph_inputs: Sequence[str] = ()) -> None:
         self.steps = list(steps)
         self.graph_outputs = list(graph_outputs)
         self.constants = dict(constants)  # graph outputs that are initializers
@@ -47,11 +47,13 @@ class Executor:
             if name not in keep:
                 self.steps[i].release.append(name)
         only = self.steps[0] if len(self.steps) == 1 else None
+        # whole model on one host-memory partition that reads exactly the feeds
         self._single = (only.compiled if only is not None and only.backend.host_memory
-                        and not self.constants and set(graph_outputs) <= set(only.outputs) else None)
+                        and not self.constants and set(graph_outputs) <= set(only.outputs)
+                        and set(only.inputs) == set(graph_inputs) else None)
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
-        if self._single is not None:  # whole model on one host-memory partition
+        if self._single is not None:
             outs = self._single.run(feeds)
             return [outs[name] for name in self.graph_outputs]
         env: dict[str, Any] = dict(feeds)

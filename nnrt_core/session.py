@@ -233,7 +233,8 @@ class Session:
             steps.append(ExecutionStep(compiled, self._backend_named(plan.backend),
                                        [v.name for v in plan.inputs], [v.name for v in plan.outputs]))
         consts = {v.name: v.const for v in self.graph.outputs if v.const is not None and v.producer is None}
-        self._executor = Executor(steps, [v.name for v in self.graph.outputs], consts)
+        self._executor = Executor(steps, [v.name for v in self.graph.outputs], consts,
+                                  [v.name for v in self.graph.inputs])
         self._fast_feed_specs = _fast_feed_specs(self.graph.inputs)
 
     # ---------------------------------------------------------------- views

@@ -110,3 +110,15 @@ def test_runtime_kernel_error_names_node_and_session_stays_usable():
         sess.run({"x": np.zeros(6, np.float32), "shape": np.array([4, 4], np.int64)})
     ok = sess.run({"x": np.zeros(6, np.float32), "shape": np.array([2, 3], np.int64)})
     assert ok["y"].shape == (2, 3)
+
+
+def test_unused_graph_input_is_accepted_and_not_forwarded():
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("unused", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    sess = Session(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), CFG)
+    out = sess.run({"x": np.array([-1, 1], np.float32), "unused": np.zeros(2, np.float32)})
+    np.testing.assert_array_equal(out["y"], [0, 1])
+    assert sess.partitions[0].inputs == ("x",)
