@@ -18,7 +18,14 @@ from nnrt_core.errors import ConfigError, PlacementError, UnsupportedNodeError
 from nnrt_core.ir import Graph, Node
 from nnrt_core.partitioning import PartitionPlan, partition_graph
 
-__all__ = ["PlacementContext", "Scheduler", "NodePlacement", "PlacementEvent"]
+__all__ = ["PlacementContext", "Scheduler", "NodePlacement", "PlacementEvent", "with_backup"]
+
+
+def with_backup(backends: list[Backend], backup: Backend | None) -> list[Backend]:
+    """``backends`` in priority order with the backup appended (once)."""
+    if backup is None or any(b is backup for b in backends):
+        return list(backends)
+    return [*backends, backup]
 
 
 @dataclass
@@ -34,10 +41,8 @@ class PlacementContext:
 
     def candidates(self, node: Node) -> list[Backend]:
         """Backends that can run ``node``, in priority order, backup last."""
-        order = list(self.backends)
-        if self.backup is not None and all(b is not self.backup for b in order):
-            order.append(self.backup)
-        return [b for b in order if self.capabilities[b.name].supports(node.name)]
+        return [b for b in with_backup(self.backends, self.backup)
+                if self.capabilities[b.name].supports(node.name)]
 
     def rejections(self, node: Node) -> dict[str, str]:
         """backend name -> why it rejected ``node`` (for reports and errors)."""

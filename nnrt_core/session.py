@@ -19,7 +19,7 @@ from nnrt_core.ir import Dim, Graph, Model, SequenceType, OptionalType, TensorTy
 from nnrt_core.partitioning import PartitionPlan
 from nnrt_core.passes import fold_constants
 from nnrt_core.registry import Registry, default_registry
-from nnrt_core.scheduling import NodePlacement, PlacementContext, PlacementEvent
+from nnrt_core.scheduling import NodePlacement, PlacementContext, PlacementEvent, with_backup
 
 __all__ = ["Session", "TensorInfo", "PartitionInfo", "load_model"]
 
@@ -126,14 +126,13 @@ class Session:
         backends = [r.backend for r in records if r.backend is not None]
         if not backends and backup is None:
             raise ConfigError("no usable backend: every selected backend is unavailable and no backup is set")
-        for b in backends + ([backup] if backup is not None else []):
+        for b in with_backup(backends, backup):
             ignored = sorted(cfg.requested_options() - b.supported_options)
             if ignored:
                 msg = f"backend {b.name!r} does not support option(s) {ignored}"
                 if cfg.strict:
                     raise ConfigError(msg + " (strict=True)")
-                if not any(e.kind == "option_ignored" and e.backend == b.name for e in self.events):
-                    self._event("option_ignored", b.name, msg + "; ignored")
+                self._event("option_ignored", b.name, msg + "; ignored")
         return backends, backup
 
     def _optimize(self) -> int:
@@ -153,10 +152,7 @@ class Session:
         return rec.cls()
 
     def _candidates(self) -> list[Backend]:
-        out = list(self._backends)
-        if self._backup is not None and all(b is not self._backup for b in out):
-            out.append(self._backup)
-        return out
+        return with_backup(self._backends, self._backup)
 
     def _build(self) -> None:
         cfg = self.config

@@ -319,7 +319,6 @@ class _ProtoConverter:
                 attributes=attrs,
                 doc=np_.doc_string,
             )
-            node.opset = _opset_of(node.domain, g)
             g.add_node(node)
         for vi in gp.output:
             v = local.get(vi.name)
@@ -391,10 +390,6 @@ def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
         raise ModelLoadError("sparse tensor index out of range")
     dense[idx.reshape(-1)] = values.reshape(-1)
     return dense.reshape(dims)
-
-
-def _opset_of(domain: str, g: Graph) -> int:
-    return g.opset_for(domain)
 
 
 def _make_names_unique(g: Graph) -> None:

@@ -9,6 +9,7 @@ may read values of enclosing graphs by reference ("outer scope").
 from __future__ import annotations
 
 import enum
+import heapq
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -373,8 +374,6 @@ class Graph:
             deps[id(n)] = d
             for p in d:
                 users[p].append(n)
-        import heapq
-
         ready = [(index[id(n)], id(n), n) for n in self.nodes if not deps[id(n)]]
         heapq.heapify(ready)
         pending = {k: len(v) for k, v in deps.items()}
