@@ -5,50 +5,43 @@ stays true as coverage grows.
 """
 from __future__ import annotations
 
+import importlib.util
+
+_RANDOM = ("expected output is one random draw of the generator the case was made with "
+           "(numpy's global RNG when the case was exported); a correct Bernoulli sampler "
+           "gives other draws, so no implementation can match it")
+
 EXPECTED_FAILURES: dict[str, str] = {
-    'test_adagrad_cpu': 'ai.onnx.preview.training domain: optimizer ops, out of scope for inference',
-    'test_adagrad_multiple_cpu': 'ai.onnx.preview.training domain: optimizer ops, out of scope for inference',
-    'test_adam_cpu': 'ai.onnx.preview.training domain: optimizer ops, out of scope for inference',
-    'test_adam_multiple_cpu': 'ai.onnx.preview.training domain: optimizer ops, out of scope for inference',
-    'test_ai_onnx_ml_array_feature_extractor_cpu': 'ai.onnx.ml domain (classical ML ops): outside the ONNX standard domain, not implemented',
-    'test_ai_onnx_ml_binarizer_cpu': 'ai.onnx.ml domain (classical ML ops): outside the ONNX standard domain, not implemented',
-    'test_ai_onnx_ml_label_encoder_string_int_cpu': 'ai.onnx.ml domain (classical ML ops): outside the ONNX standard domain, not implemented',
-    'test_ai_onnx_ml_label_encoder_string_int_no_default_cpu': 'ai.onnx.ml domain (classical ML ops): outside the ONNX standard domain, not implemented',
-    'test_ai_onnx_ml_label_encoder_tensor_mapping_cpu': 'ai.onnx.ml domain (classical ML ops): outside the ONNX standard domain, not implemented',
-    'test_ai_onnx_ml_label_encoder_tensor_value_only_mapping_cpu': 'ai.onnx.ml domain (classical ML ops): outside the ONNX standard domain, not implemented',
-    'test_ai_onnx_ml_tree_ensemble_set_membership_cpu': 'ai.onnx.ml domain (classical ML ops): outside the ONNX standard domain, not implemented',
-    'test_ai_onnx_ml_tree_ensemble_single_tree_cpu': 'ai.onnx.ml domain (classical ML ops): outside the ONNX standard domain, not implemented',
-    'test_bernoulli_cpu': 'expected output is one random draw of the generator the case was made with; a correct sampler gives other draws',
-    'test_bernoulli_double_cpu': 'expected output is one random draw of the generator the case was made with; a correct sampler gives other draws',
-    'test_bernoulli_double_expanded_cpu': 'expected output is one random draw of the generator the case was made with; a correct sampler gives other draws',
-    'test_bernoulli_expanded_cpu': 'expected output is one random draw of the generator the case was made with; a correct sampler gives other draws',
-    'test_bernoulli_seed_cpu': 'expected output is one random draw of the generator the case was made with; a correct sampler gives other draws',
-    'test_bernoulli_seed_expanded_cpu': 'expected output is one random draw of the generator the case was made with; a correct sampler gives other draws',
-    'test_flexattention_causal_mask_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_diff_head_sizes_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_double_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_fp16_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_gqa_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_prob_mod_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_relative_positional_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_scaled_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_score_mod_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_flexattention_soft_cap_cpu': 'FlexAttention (ai.onnx.preview): not implemented yet',
-    'test_gradient_of_add_and_mul_cpu': 'ai.onnx.preview.training Gradient op: out of scope for inference',
-    'test_gradient_of_add_cpu': 'ai.onnx.preview.training Gradient op: out of scope for inference',
-    'test_image_decoder_decode_bmp_rgb_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_image_decoder_decode_jpeg2k_rgb_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_image_decoder_decode_jpeg_bgr_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_image_decoder_decode_jpeg_grayscale_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_image_decoder_decode_jpeg_rgb_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_image_decoder_decode_png_rgb_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_image_decoder_decode_pnm_rgb_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_image_decoder_decode_tiff_rgb_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_image_decoder_decode_webp_rgb_cpu': 'ImageDecoder needs an image codec library (Pillow), which nnrt does not depend on',
-    'test_loop16_seq_none_cpu': 'Loop carrying an optional sequence through If: bug under investigation',
-    'test_momentum_cpu': 'ai.onnx.preview.training domain: optimizer ops, out of scope for inference',
-    'test_momentum_multiple_cpu': 'ai.onnx.preview.training domain: optimizer ops, out of scope for inference',
-    'test_nesterov_momentum_cpu': 'ai.onnx.preview.training domain: optimizer ops, out of scope for inference',
-    'test_scan_sum_cpu': 'Scan opset 8 (batch axis + sequence_lens form) not implemented; Scan 9+ is',
+    # -- node cases (6 of 1,884): random draws -----------------------------------
+    'test_bernoulli_cpu': _RANDOM,
+    'test_bernoulli_double_cpu': _RANDOM,
+    'test_bernoulli_double_expanded_cpu': _RANDOM,
+    'test_bernoulli_expanded_cpu': _RANDOM,
+    'test_bernoulli_seed_cpu': _RANDOM,
+    'test_bernoulli_seed_expanded_cpu': _RANDOM,
+    # -- node case: a bug of onnx's test runner, not of nnrt ----------------------
+    # Runner.assert_similar_outputs recurses into sequence outputs element by
+    # element and calls len() on each element; this case's first expected element
+    # is a 0-d tensor, so len() raises "len() of unsized object" on the *expected*
+    # value whatever the backend returns.  Our output matches the expected one
+    # element for element: test_loop16_seq_none_output_matches (test_conformance.py).
+    'test_loop16_seq_none_cpu': "onnx BackendTest runner cannot compare a sequence holding a "
+                                "0-d tensor (len() of unsized object); checked directly instead",
+    # -- simple-model cases -------------------------------------------------------
+    # Gradient needs reverse-mode differentiation of the graph around the node
+    # (training); the inference runtime has no autodiff.
+    'test_gradient_of_add_and_mul_cpu': 'ai.onnx.preview.training Gradient: needs graph autodiff, '
+                                        'out of scope for an inference runtime',
+    'test_gradient_of_add_cpu': 'ai.onnx.preview.training Gradient: needs graph autodiff, '
+                                'out of scope for an inference runtime',
 }
+
+# ImageDecoder decodes through Pillow, a declared dependency of nnrt-backend-numpy.
+# An environment installed before that dependency was added lacks it; the kernel
+# then reports the node unsupported, and these cases are expected to fail there.
+if importlib.util.find_spec("PIL") is None:  # pragma: no cover - depends on the environment
+    EXPECTED_FAILURES.update({
+        f'test_image_decoder_decode_{case}_cpu': 'ImageDecoder needs Pillow, which is not installed'
+        for case in ('bmp_rgb', 'jpeg2k_rgb', 'jpeg_bgr', 'jpeg_grayscale', 'jpeg_rgb',
+                     'png_rgb', 'pnm_rgb', 'tiff_rgb', 'webp_rgb')
+    })

@@ -4,4 +4,4 @@ Importing this package registers every kernel in ``nnrt_numpy.kernel.REGISTRY``.
 """
 from __future__ import annotations
 
-from . import contrib, control, image, math, misc, nn, quant, rnn, sequence, signal, tensor  # noqa: F401
+from . import contrib, control, image, math, misc, ml, nn, preview, quant, rnn, sequence, signal, tensor, training  # noqa: F401
