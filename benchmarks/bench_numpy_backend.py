@@ -5,12 +5,16 @@
 For every onnx `light` model it alternates one nnrt call and one ORT call on
 the same input, reports per-model medians and the ratio nnrt / ORT, and the
 geometric mean of the ratios.  A one-node model (Add on 1x16 floats) measures
-per-call overhead the same way.
+per-call overhead the same way.  The 1-minute load average before and after
+is printed too: on a shared machine it says how much the numbers can be trusted
+(the NumPy backend runs BLAS single-threaded while the machine is
+oversubscribed, see plugins/numpy/nnrt_numpy/blas.py).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -54,6 +58,13 @@ def interleaved(nnrt_call, ort_call, runs: int, inner: int = 1) -> tuple[float, 
     return statistics.median(a), statistics.median(b)
 
 
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return float("nan")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
@@ -61,6 +72,9 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     so = ort.SessionOptions()
+    load_before = _load()
+    if not args.json:
+        print(f"load average (1 min) {load_before:.2f} on {os.cpu_count()} cores", flush=True)
     rows = []
     for name in args.models.split(","):
         path = LIGHT / f"light_{name}.onnx"
@@ -80,13 +94,14 @@ def main() -> int:
     ref = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
     feeds = {"a": np.ones((1, 16), np.float32), "b": np.ones((1, 16), np.float32)}
     ours, theirs = interleaved(lambda: sess.run(feeds), lambda: ref.run(None, feeds), 50, inner=200)
-    result = {"models": rows, "geomean_ratio": geo,
+    result = {"models": rows, "geomean_ratio": geo, "load_average": [load_before, _load()],
               "one_node": {"nnrt_us": ours * 1e6, "ort_us": theirs * 1e6, "ratio": ours / theirs}}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(f"geometric-mean ratio nnrt/ort over {len(rows)} models: {geo:.2f}")
         print(f"one-node Add 1x16: nnrt {ours * 1e6:.1f} us   ort {theirs * 1e6:.1f} us   ratio {ours / theirs:.2f}")
+        print(f"load average (1 min) after: {result['load_average'][1]:.2f}")
     return 0
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
 from nnrt_core.ir import Graph, Node, TensorType, Value
 
+from nnrt_numpy.fusion import Chain, find_chains
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
 
 __all__ = ["GraphProgram", "node_info"]
@@ -64,14 +65,21 @@ def why_unsupported(node: Node) -> str | None:
     return None
 
 
+def _make_kernel(info: NodeInfo) -> Kernel:
+    cls = REGISTRY.lookup(info.domain, info.op_type, info.opset)
+    assert cls is not None
+    return cls(info)
+
+
 class _Step:
-    __slots__ = ("kernel", "ins", "outs", "scope_names", "scope_slots", "dead", "node")
+    __slots__ = ("kernel", "ins", "outs", "scope_names", "scope_slots", "dead", "node", "chain")
 
     def __init__(self, kernel: Kernel, ins: list[int], outs: list[int], node: Node) -> None:
         self.kernel = kernel
         self.ins = ins
         self.outs = outs
         self.node = node
+        self.chain: Chain | None = None
         self.scope_names: list[str] = []
         self.scope_slots: list[int] = []
         self.dead: list[int] = []
@@ -83,7 +91,7 @@ class GraphProgram:
     ``scope`` supplies values of enclosing graphs read by a sub-graph body.
     """
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, fuse: bool = True) -> None:
         self.graph = graph
         slots: dict[int, int] = {}
         self.consts: list[tuple[int, Any]] = []
@@ -105,6 +113,7 @@ class GraphProgram:
             else:
                 self.scope_in.append((v.name, slot(v)))
         self.steps: list[_Step] = []
+        kernels: list[Kernel] = []
         for node in graph.nodes:
             for v in node.inputs:
                 if v is not None and id(v) not in slots and v.const is not None:
@@ -115,10 +124,25 @@ class GraphProgram:
                 raise OpError(f"node {node.name!r} ({node.op_type}): {reason}")
             cls = REGISTRY.lookup(node.domain, node.op_type, info.opset)
             assert cls is not None
-            kernel = cls(info)
+            kernels.append(cls(info))
+        # backend-local fusion: a chain runs as one step at the position of its last node
+        chains = find_chains(graph, kernels, _make_kernel) if fuse else []
+        absorbed = {id(n) for c in chains for n in c.nodes}
+        chain_at = {id(c.nodes[-1]): c for c in chains}
+        self.fused_nodes = len(absorbed) - len(chains)
+        for node, kernel in zip(graph.nodes, kernels):
+            chain = chain_at.get(id(node))
+            if chain is not None:
+                step = _Step(chain.run, [slot(v) if v is not None else -1 for v in chain.inputs],
+                             [slot(chain.output)], chain.nodes[0])
+                step.chain = chain
+                self.steps.append(step)
+                continue
+            if id(node) in absorbed:
+                continue
             step = _Step(kernel, [slot(v) if v is not None else -1 for v in node.inputs],
                          [slot(v) for v in node.outputs], node)
-            if cls.needs_scope:
+            if type(kernel).needs_scope:
                 for v in node.outer_inputs():
                     step.scope_names.append(v.name)
                     step.scope_slots.append(slot(v))
@@ -172,6 +196,8 @@ class GraphProgram:
         except Exception as e:
             n = step.node if step is not None else None
             where = f"node {n.name!r} ({n.op_type})" if n is not None else f"graph {self.graph.name!r}"
+            if step is not None and step.chain is not None:
+                where += " fused with " + ", ".join(f"{m.name!r} ({m.op_type})" for m in step.chain.nodes[1:])
             raise ExecutionError(f"{where} failed: {type(e).__name__}: {e}") from e
         return [regs[s] for s in self.output_slots]
 

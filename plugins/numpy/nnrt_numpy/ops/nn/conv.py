@@ -136,19 +136,32 @@ class Conv(Kernel):
         return y.reshape(n, m, -1)
 
     def _depthwise_channels_last(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:
-        """Many channels: multiply-add per tap in (N, *spatial, C) layout, where the
-        per-channel weight broadcasts along the contiguous last axis."""
+        """Many channels: one einsum over a strided window view of the input in
+        (N, *spatial, C) layout, where the per-channel weights broadcast along
+        the contiguous last axis (numpy's sum-of-products loop, no temporaries)."""
         n, c = x.shape[:2]
         nd = len(out)
         spatial = x.shape[2:]
-        xp = np.zeros((n,) + tuple(spatial[i] + max(begin[i], 0) + max(end[i], 0) for i in range(nd)) + (c,),
-                      dtype=x.dtype)
-        inner = (slice(None),) + tuple(slice(max(begin[i], 0), max(begin[i], 0) + spatial[i]) for i in range(nd))
+        if any(b < 0 for b in begin) or any(e < 0 for e in end):
+            x = pad_spatial(x, [min(b, 0) for b in begin], [min(e, 0) for e in end])
+            spatial = x.shape[2:]
+            begin = [max(b, 0) for b in begin]
+            end = [max(e, 0) for e in end]
+        xp = np.zeros((n,) + tuple(spatial[i] + begin[i] + end[i] for i in range(nd)) + (c,),
+                      dtype=np.result_type(x, w))
+        inner = (slice(None),) + tuple(slice(begin[i], begin[i] + spatial[i]) for i in range(nd))
         xp[inner] = np.moveaxis(x, 1, -1)
-        wk = np.moveaxis(w[:, 0], 0, -1)  # (*kernel, C)
-        y = np.zeros((n,) + tuple(out) + (c,), dtype=np.result_type(x, w))
-        tmp = np.empty_like(y)
-        for taps, sl in tap_slices(kernel, strides, dil, out, lead=1):
-            np.multiply(xp[sl], wk[taps], out=tmp)
-            y += tmp
-        return np.ascontiguousarray(np.moveaxis(y, -1, 1)).reshape(n, c, -1)
+        key = ("wcl", id(w))
+        wk = self._plans.get(key)
+        if wk is None or wk[0] is not w:
+            wk = (w, np.ascontiguousarray(np.moveaxis(w[:, 0], 0, -1), dtype=xp.dtype))  # (*kernel, C)
+            self._plans[key] = wk
+        st = xp.strides
+        view = np.lib.stride_tricks.as_strided(
+            xp, (n,) + tuple(out) + tuple(kernel) + (c,),
+            (st[0],) + tuple(st[1 + i] * strides[i] for i in range(nd))
+            + tuple(st[1 + i] * dil[i] for i in range(nd)) + (st[-1],), writeable=False)
+        letters = "defghijklm"[: 2 * nd]
+        sp, kk = letters[:nd], letters[nd:]
+        y = np.einsum(f"n{sp}{kk}c,{kk}c->nc{sp}", view, wk[1])
+        return np.ascontiguousarray(y).reshape(n, c, -1)

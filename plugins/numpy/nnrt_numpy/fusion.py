@@ -1,0 +1,368 @@
+"""Backend-local fusion of elementwise tails into the node that feeds them.
+
+At compile time :class:`~nnrt_numpy.program.GraphProgram` looks for chains
+
+    head -> tail -> tail -> ...
+
+where every intermediate value has exactly one reader (the next node of the
+chain) and is not a graph output, and runs the chain as one step:
+
+* the **head** (Conv, ConvTranspose, Gemm, MatMul, BatchNormalization, Concat,
+  Sum, Add, Mul: kernels that always return a fresh array) runs its own
+  kernel;
+* every **tail** is applied in place on that array (``out=``): per-channel
+  affine (inference BatchNormalization, Mul/Add by a constant that broadcasts
+  along the channel axis), Add/Sum/Mul with another tensor of the same shape
+  (residual connections), Relu, LeakyRelu, Clip and Sigmoid.
+
+When the head is a Conv (or ConvTranspose) with constant weights, the
+per-channel affine tails that directly follow it are folded into its weights
+and bias at compile time (``W' = W * a``, ``B' = B * a + s``), so BatchNorm
+and the Mul/Add pairs after it cost nothing at run time.
+
+The results equal those of the unfused nodes up to float32 rounding (only
+the folded affine changes the order of the roundings).  The IR graph is not
+modified: the placement report and all value names stay per original node.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from scipy import special
+
+from nnrt_core.ir import Graph, Node, TensorType, Value
+
+from nnrt_numpy.kernel import Kernel, NodeInfo
+
+__all__ = ["Chain", "find_chains"]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+#: kernels whose first output is always a freshly allocated array
+_HEADS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Concat", "Sum", "Add", "Mul"}
+
+
+def _dtype(v: Value | None) -> np.dtype | None:
+    if v is None or not isinstance(v.type, TensorType):
+        return None
+    try:
+        return np.dtype(v.type.dtype.numpy)
+    except TypeError:
+        return None
+
+
+def _static(shape) -> bool:
+    return shape is not None and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
+
+
+def _channel_vector(c: np.ndarray, shape: tuple) -> np.ndarray | None:
+    """``c`` as a length-C vector when ``c`` broadcast onto ``shape`` (N, C, ...)
+    varies along the channel axis only (and does not grow ``shape``)."""
+    r = len(shape)
+    if r < 2 or c.ndim > r:
+        return None
+    full = (1,) * (r - c.ndim) + c.shape
+    if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, shape[1]):
+        return None
+    return np.broadcast_to(c.reshape(-1) if c.size > 1 else c.reshape(1), (shape[1],))
+
+
+class Chain:
+    """One fused step: a head kernel and the in-place tail operations."""
+
+    __slots__ = ("nodes", "inputs", "nhead", "output", "head", "overrides", "ops", "run")
+
+    def __init__(self, nodes: list[Node], inputs: list[Value | None], nhead: int, head: Callable,
+                 overrides: dict[int, np.ndarray], ops: list[tuple]) -> None:
+        self.nodes = nodes
+        self.inputs = inputs  # the head's inputs, then one per tensor-operand tail
+        self.nhead = nhead  # how many of ``inputs`` the head takes
+        self.output = nodes[-1].outputs[0]
+        self.head = head
+        self.overrides = overrides
+        self.ops = ops
+        self._compile()
+
+    def _compile(self) -> None:
+        nh = self.nhead
+        head = self.head
+        over = sorted(self.overrides.items())
+        ops = self.ops
+
+        def run(*args: Any) -> tuple[Any]:
+            hargs = list(args[:nh])
+            for i, c in over:
+                hargs[i] = c
+            y = head(*hargs)[0]
+            for op in ops:
+                kind = op[0]
+                if kind == "relu":
+                    np.maximum(y, op[1], out=y)
+                elif kind == "mul":
+                    np.multiply(y, op[1], out=y)
+                elif kind == "add":
+                    np.add(y, op[1], out=y)
+                elif kind == "add_in":
+                    np.add(y, args[op[1]], out=y)
+                elif kind == "mul_in":
+                    np.multiply(y, args[op[1]], out=y)
+                elif kind == "leaky":
+                    np.multiply(y, op[1], out=y, where=y < 0)
+                elif kind == "clip":
+                    if op[1] is not None:
+                        np.maximum(y, op[1], out=y)
+                    if op[2] is not None:
+                        np.minimum(y, op[2], out=y)
+                else:  # sigmoid
+                    special.expit(y, out=y)
+            return (y,)
+
+        self.run = run
+
+    def __call__(self, *args: Any) -> tuple[Any]:
+        return self.run(*args)
+
+
+def _readers(graph: Graph) -> dict[int, list]:
+    """Who reads each value of ``graph``: nodes (once per input position), and
+    ``None`` for sub-graph reads and graph outputs."""
+    readers: dict[int, list] = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            if v is not None:
+                readers.setdefault(id(v), []).append(n)
+        for v in n.outer_inputs():
+            readers.setdefault(id(v), []).append(None)
+    for v in graph.outputs:
+        readers.setdefault(id(v), []).append(None)
+    return readers
+
+
+def _const_operand(node: Node, y: Value) -> tuple[int, np.ndarray | None, Value | None]:
+    """For a binary node reading ``y``: (index of y, constant other operand or None, other Value)."""
+    iy = 0 if node.inputs[0] is y else 1
+    other = node.inputs[1 - iy]
+    return iy, (other.const if other is not None else None), other
+
+
+def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
+    """The in-place operation equivalent to ``node`` applied to ``y`` (or None)."""
+    op = node.op_type
+    if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+        return None
+    out = node.outputs[0]
+    if _dtype(out) != ydt or out.shape is None or tuple(out.shape) != yshape:
+        return None
+    t = ydt.type
+    if op == "Relu":
+        return ("relu", t(0))
+    if op == "LeakyRelu":
+        return ("leaky", t(float(node.attributes["alpha"].value) if "alpha" in node.attributes else 0.01))
+    if op == "Sigmoid":
+        return ("sigmoid",)
+    if op == "Clip":
+        if node.opset < 11:
+            lo = node.attributes["min"].value if "min" in node.attributes else None
+            hi = node.attributes["max"].value if "max" in node.attributes else None
+        else:
+            bounds = []
+            for v in node.inputs[1:3]:
+                if v is None or not v.name:
+                    bounds.append(None)
+                elif v.const is None or v.const.size != 1:
+                    return None
+                else:
+                    bounds.append(v.const.reshape(()))
+            bounds += [None] * (2 - len(bounds))
+            lo, hi = bounds
+        return ("clip", None if lo is None else t(lo), None if hi is None else t(hi))
+    if op == "BatchNormalization":
+        return ("bn",)  # resolved by the caller (needs the kernel)
+    if op in ("Add", "Mul", "Sum"):
+        if node.opset < (8 if op == "Sum" else 7) or len(node.inputs) != 2:
+            return None
+        if node.inputs[0] is y and node.inputs[1] is y:
+            return None
+        iy, c, other = _const_operand(node, y)
+        if other is None or _dtype(other) != ydt:
+            return None
+        if c is not None:
+            vec = _channel_vector(c, yshape)
+            if vec is not None:
+                vec = vec.astype(ydt)
+                return ("mul" if op == "Mul" else "add", vec, "channel")
+            if np.broadcast_shapes(c.shape, yshape) != yshape:
+                return None
+            return ("mul" if op == "Mul" else "add", np.ascontiguousarray(c, dtype=ydt), "const")
+        if other.shape is None or tuple(other.shape) != yshape:
+            return None
+        return ("mul_in" if op == "Mul" else "add_in", other)
+    return None
+
+
+def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel]) -> list[Chain]:
+    """Chains of ``graph.nodes`` worth fusing.  ``kernels[i]`` is the kernel of
+    ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a (modified) NodeInfo."""
+    readers = _readers(graph)
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    taken: set[int] = set()
+    chains: list[Chain] = []
+    for i, head in enumerate(graph.nodes):
+        if id(head) in taken or head.op_type not in _HEADS or head.domain not in ("", "ai.onnx"):
+            continue
+        if len(head.outputs) != 1 or head.subgraphs():
+            continue
+        y = head.outputs[0]
+        ydt = _dtype(y)
+        if ydt not in _FLOATS or not _static(y.shape) or len(y.shape) == 0:  # ufuncs return scalars for 0-d
+            continue
+        yshape = tuple(y.shape)
+        if head.op_type == "BatchNormalization" and _bn_affine(head, kernels[i]) is None:
+            continue
+        if head.op_type in ("Add", "Mul", "Sum") and (head.opset < (8 if head.op_type == "Sum" else 7)):
+            continue
+        nodes = [head]
+        tails: list[tuple] = []
+        cur = y
+        while True:
+            users = readers.get(id(cur), [])
+            if len(users) != 1 or users[0] is None:
+                break
+            nxt = users[0]
+            j = index.get(id(nxt))
+            if j is None or id(nxt) in taken or j <= index[id(nodes[-1])]:
+                break
+            t = _tail(nxt, cur, ydt, yshape)
+            if t is None:
+                break
+            if t[0] == "bn":
+                if nxt.inputs[0] is not cur:
+                    break
+                ab = _bn_affine(nxt, kernels[j])
+                if ab is None:
+                    break
+                a, s = ab
+                t = ("affine", a.astype(ydt), s.astype(ydt))
+            nodes.append(nxt)
+            tails.append(t)
+            cur = nxt.outputs[0]
+        if not tails:
+            continue
+        chains.append(_build(nodes, kernels[i], tails, yshape, ydt, make_kernel))
+        taken.update(id(n) for n in nodes)
+    return chains
+
+
+def _bn_affine(node: Node, kernel: Kernel) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(a, s)`` with BN(x) = x * a + s per channel, for an inference-mode BN with constants."""
+    if len(node.outputs) != 1 or node.attributes.get("training_mode") and node.attributes["training_mode"].value:
+        return None
+    if "spatial" in node.attributes and not node.attributes["spatial"].value:
+        return None
+    affine = getattr(kernel, "_affine", None)
+    if affine is None:
+        return None
+    a, s = affine
+    if a.ndim != 1 or s.ndim != 1 or a.shape != s.shape:
+        return None
+    x = node.inputs[0]
+    if x is None or x.shape is None or len(x.shape) < 2 or x.shape[1] != a.shape[0]:
+        return None
+    return a, s
+
+
+def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: tuple, ydt: np.dtype,
+           make_kernel: Callable[[NodeInfo], Kernel]) -> Chain:
+    head = nodes[0]
+    inputs: list[Value | None] = list(head.inputs)
+    run_head: Callable = head_kernel
+    cshape = (-1,) + (1,) * (len(yshape) - 2)
+    overrides: dict[int, np.ndarray] = {}
+    # fold the per-channel affine tails right after a constant-weight Conv into its weights
+    k = 0
+    if head.op_type in ("Conv", "ConvTranspose") and len(yshape) >= 3:
+        w = head.inputs[1].const if len(head.inputs) > 1 and head.inputs[1] is not None else None
+        bv = head.inputs[2] if len(head.inputs) > 2 else None
+        b = bv.const if bv is not None and bv.name else None
+        has_b = bv is not None and bool(bv.name)
+        if w is not None and w.dtype == ydt and (not has_b or (b is not None and b.dtype == ydt)):
+            a = np.ones(yshape[1], np.float64)
+            s = np.zeros(yshape[1], np.float64)
+            while k < len(tails) and (tails[k][0] == "affine" or (tails[k][0] in ("mul", "add") and tails[k][2] == "channel")):
+                t = tails[k]
+                if t[0] == "affine":
+                    a, s = a * t[1], s * t[1] + t[2]
+                elif t[0] == "mul":
+                    a, s = a * t[1], s * t[1]
+                else:
+                    s = s + t[1]
+                k += 1
+            if k:
+                group = int(head.attributes["group"].value) if "group" in head.attributes else 1
+                w64 = w.astype(np.float64)
+                if head.op_type == "Conv":
+                    wf = w64 * a.reshape((-1,) + (1,) * (w.ndim - 1))
+                else:  # ConvTranspose: weight (C_in, C_out / group, *k), output channel = g * (C_out/group) + j
+                    cpg = w.shape[1]
+                    wg = w64.reshape((group, w.shape[0] // group, cpg) + w.shape[2:])
+                    wf = (wg * a.reshape((group, 1, cpg) + (1,) * (w.ndim - 2))).reshape(w.shape)
+                bf = (b.astype(np.float64) * a if b is not None else 0) + s
+                wf = wf.astype(ydt)
+                bf = np.ascontiguousarray(np.broadcast_to(bf, (yshape[1],)), dtype=ydt)
+                info = head_kernel.node
+                consts = list(info.const_inputs) + [None] * (3 - len(info.const_inputs))
+                present = list(info.input_present) + [False] * (3 - len(info.input_present))
+                dts = list(info.input_dtypes) + [None] * (3 - len(info.input_dtypes))
+                shapes = list(info.input_shapes) + [None] * (3 - len(info.input_shapes))
+                consts[1], consts[2] = wf, bf
+                present[2] = True
+                dts[2] = ydt
+                shapes[2] = (yshape[1],)
+                info = dataclasses.replace(info, const_inputs=tuple(consts), input_present=tuple(present),
+                                           input_dtypes=tuple(dts), input_shapes=tuple(shapes),
+                                           num_inputs=max(info.num_inputs, 3))
+                run_head = make_kernel(info)
+                overrides = {1: wf, 2: bf}
+                if len(inputs) < 3:
+                    inputs += [None] * (3 - len(inputs))
+    if head.op_type == "BatchNormalization":
+        # fold the per-channel affine tails that follow into the head's own affine
+        a, s = _bn_affine(head, head_kernel)
+        a = a.astype(np.float64)
+        s = s.astype(np.float64)
+        while k < len(tails) and (tails[k][0] == "affine" or (tails[k][0] in ("mul", "add") and tails[k][2] == "channel")):
+            t = tails[k]
+            if t[0] == "affine":
+                a, s = a * t[1], s * t[1] + t[2]
+            elif t[0] == "mul":
+                a, s = a * t[1], s * t[1]
+            else:
+                s = s + t[1]
+            k += 1
+        if k:
+            av = a.astype(ydt).reshape(cshape)
+            sv = s.astype(ydt).reshape(cshape)
+        else:  # same arithmetic as the BatchNormalization kernel
+            av, sv = (v.astype(ydt).reshape(cshape) for v in _bn_affine(head, head_kernel))
+
+        def run_head(x: np.ndarray, *_: Any, _a=av) -> tuple[np.ndarray]:
+            return (np.multiply(x, _a),)
+
+        tails = [("add", sv, "ready")] + tails[k:]
+        k = 0
+    nhead = len(inputs)
+    ops: list[tuple] = []
+    for t in tails[k:]:
+        kind = t[0]
+        if kind == "affine":
+            ops.append(("mul", t[1].reshape(cshape)))
+            ops.append(("add", t[2].reshape(cshape)))
+        elif kind in ("mul", "add"):
+            ops.append((kind, t[1].reshape(cshape) if t[2] == "channel" else t[1]))
+        elif kind in ("add_in", "mul_in"):
+            inputs.append(t[1])
+            ops.append((kind, len(inputs) - 1))
+        else:
+            ops.append(t)
+    return Chain(nodes, inputs, nhead, run_head, overrides, ops)

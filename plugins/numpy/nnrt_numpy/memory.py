@@ -1,0 +1,50 @@
+"""Keep freed activation memory for reuse instead of returning it to the OS.
+
+Every kernel returns a fresh numpy array.  With glibc's default settings an
+allocation above the (dynamic) mmap threshold gets new pages from the kernel
+and each first touch of a page faults; on a VM a convolution can spend more
+time faulting in its im2col buffer and output than computing.  ONNX Runtime
+avoids this with its own arena.  The NumPy backend gets the same effect by
+raising glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` (once, when the
+first partition is compiled): large blocks come from the heap and stay there
+after ``free``, so the next run reuses already-mapped pages.  The cost is that
+the process keeps its peak heap size.
+
+Set ``NNRT_NUMPY_MALLOC_TUNING=0`` to leave the allocator alone.  Only glibc
+is touched; elsewhere this is a no-op.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+__all__ = ["tune_allocator"]
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD = 128 << 20  # blocks above this still get their own mapping
+_TRIM_THRESHOLD = 256 << 20  # free memory kept at the top of the heap
+
+_done = False
+
+
+def tune_allocator() -> bool:
+    """Apply the settings once; True when glibc accepted them."""
+    global _done
+    if _done:
+        return True
+    _done = True
+    if os.environ.get("NNRT_NUMPY_MALLOC_TUNING", "1") == "0" or platform.system() != "Linux":
+        return False
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    ok = mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) == 1
+    ok = mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD) == 1 and ok
+    return ok
