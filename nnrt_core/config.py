@@ -83,7 +83,7 @@ class ScheduleConfig:
         _choice("precision", self.precision, PRECISIONS)
         _choice("performance_mode", self.performance_mode, PERFORMANCE_MODES)
         _choice("priority", self.priority, PRIORITIES)
-        _choice("optimization_level", self.optimization_level, OPTIMIZATION_LEVELS)
+        object.__setattr__(self, "optimization_level", _optimization_level(self.optimization_level))
         if not isinstance(self.num_threads, int) or isinstance(self.num_threads, bool) or not 0 <= self.num_threads <= 1024:
             raise ConfigError(f"num_threads must be an integer in 0..1024 (0 = backend default), got {self.num_threads!r}")
         if not isinstance(self.cache_version, int) or self.cache_version < 0:
@@ -156,6 +156,20 @@ class ScheduleConfig:
         defaults = ScheduleConfig()
         names = ("num_threads", "precision", "performance_mode", "priority")
         return {n for n in names if getattr(self, n) != getattr(defaults, n)}
+
+
+#: ONNX Runtime's GraphOptimizationLevel numbers, accepted as aliases
+_ORT_LEVELS = {0: "none", 1: "basic", 2: "extended", 99: "all"}
+
+
+def _optimization_level(value: Any) -> str:
+    """A level name (any case), or ONNX Runtime's number for it (0/1/2/99)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in _ORT_LEVELS:
+        return _ORT_LEVELS[value]
+    if isinstance(value, str) and value.strip().lower() in OPTIMIZATION_LEVELS:
+        return value.strip().lower()
+    raise ConfigError(f"optimization_level must be one of {', '.join(OPTIMIZATION_LEVELS)} "
+                      f"(or ONNX Runtime's 0/1/2/99); got {value!r}")
 
 
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

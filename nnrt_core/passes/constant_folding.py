@@ -14,10 +14,12 @@ import numpy as np
 
 from nnrt_core.backend.base import Backend, CompileOptions
 from nnrt_core.errors import NnrtError
-from nnrt_core.ir import Graph, Node
+from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
+from nnrt_core.passes.base import Pass, PassContext, PassResult
+from nnrt_core.passes.rewrite import GraphEditor, static_shape
 
-__all__ = ["fold_constants", "NONDETERMINISTIC_OPS", "QDQ_OPS"]
+__all__ = ["fold_constants", "ConstantFolding", "ShapeFolding", "NONDETERMINISTIC_OPS", "QDQ_OPS"]
 
 log = logging.getLogger("nnrt.passes")
 
@@ -39,16 +41,20 @@ def _foldable(node: Node) -> bool:
     return all(v is None or (v.const is not None and v.producer is None) for v in node.inputs)
 
 
-def fold_constants(graph: Graph, evaluator: Backend) -> int:
+def fold_constants(graph: Graph, evaluator: Backend, *, protected: frozenset[str] = frozenset()) -> int:
     """Fold every foldable node of ``graph`` (in order, so chains fold too).
 
-    Returns the number of nodes folded.  A node the evaluator cannot run is
-    left in place.
+    Returns the number of nodes folded.  A node the evaluator cannot run (or
+    named in ``protected``) is left in place.
     """
-    folded = 0
+    return len(_fold(graph, evaluator, protected))
+
+
+def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[Node]:
+    folded: list[Node] = []
     options = CompileOptions()
     for node in list(graph.nodes):
-        if not _foldable(node):
+        if not _foldable(node) or node.name in protected:
             continue
         try:
             sub = extract_subgraph(graph, [node], [], node.outputs, name=f"fold_{node.name}")
@@ -61,20 +67,77 @@ def fold_constants(graph: Graph, evaluator: Backend) -> int:
         values = [results[v.name] for v in node.outputs]
         if not all(isinstance(x, np.ndarray) for x in values):
             continue
-        for i, v in enumerate(node.inputs):
-            if v is not None:
-                v.uses = [(n, j) for n, j in v.uses if not (n is node and j == i)]
-        graph.nodes.remove(node)
-        node.graph = None
-        for v, x in zip(node.outputs, values):
-            v.producer, v.output_index = None, -1
-            v.const = x
-            graph.initializers[v.name] = v
-        folded += 1
+        _freeze(graph, node, values)
+        folded.append(node)
     # drop initializers nothing reads any more (e.g. the shape inputs of folded nodes)
-    outputs = {id(v) for v in graph.outputs}
-    readers = {id(v) for n in graph.nodes for v in n.all_inputs()}
-    for name, v in list(graph.initializers.items()):
-        if id(v) not in readers and id(v) not in outputs:
-            del graph.initializers[name]
+    GraphEditor(graph).drop_unread_initializers()
     return folded
+
+
+def _freeze(graph: Graph, node: Node, values: list[np.ndarray]) -> None:
+    """Replace ``node`` by initializers holding its output ``values``."""
+    for i, v in enumerate(node.inputs):
+        if v is not None:
+            v.uses = [(n, j) for n, j in v.uses if not (n is node and j == i)]
+    graph.nodes.remove(node)
+    node.graph = None
+    for v, x in zip(node.outputs, values):
+        v.producer, v.output_index = None, -1
+        v.const = x
+        graph.initializers[v.name] = v
+
+
+class ConstantFolding(Pass):
+    """Evaluate nodes whose inputs are all constants (with the context's
+    evaluator backend) and keep their outputs as initializers."""
+
+    name = "constant_folding"
+    level = "basic"
+    description = "evaluate nodes with constant inputs once"
+
+    def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
+        ctx = ctx or PassContext()
+        res = self.result()
+        if ctx.evaluator is None:
+            return res
+        for node in _fold(graph, ctx.evaluator, ctx.protected):
+            res.record(f"folded {node.op_type} {node.name!r}", removed=1)
+        return res
+
+
+def _shape_of(node: Node) -> np.ndarray | None:
+    """The value of a Shape/Size node whose input has a fully static shape."""
+    x: Value | None = node.inputs[0] if node.inputs else None
+    shape = static_shape(x)
+    if shape is None or node.domain != "" or len(node.outputs) != 1:
+        return None
+    if node.op_type == "Shape":
+        start, end = node.attr("start", 0), node.attr("end")
+        return np.array(shape[int(start):None if end is None else int(end)], dtype=np.int64)
+    if node.op_type == "Size":
+        return np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+    return None
+
+
+class ShapeFolding(Pass):
+    """Shape and Size of a value whose shape is fully static become
+    constants; constant folding then evaluates what is computed from them."""
+
+    name = "shape_folding"
+    level = "basic"
+    description = "Shape/Size of statically shaped values become constants"
+
+    def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
+        ctx = ctx or PassContext()
+        res = self.result()
+        for node in list(graph.nodes):
+            if node.op_type not in ("Shape", "Size") or not ctx.may_rewrite(node):
+                continue
+            value = _shape_of(node)
+            if value is None or not node.outputs[0].name:
+                continue
+            _freeze(graph, node, [value])
+            res.record(f"{node.op_type} {node.name!r} = {value.tolist()}", removed=1)
+        if res.changed:
+            GraphEditor(graph).drop_unread_initializers()
+        return res

@@ -1,0 +1,106 @@
+"""What every pass shares: levels, the context a pass runs in, its result."""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, ClassVar, Sequence
+
+from nnrt_core.errors import ConfigError
+from nnrt_core.ir import Graph, Node
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nnrt_core.backend.base import Backend
+
+__all__ = ["LEVELS", "level_rank", "PassContext", "PassResult", "Pass"]
+
+#: optimization levels, weakest first (the names ONNX Runtime uses)
+LEVELS = ("none", "basic", "extended", "all")
+
+#: ``supports(fused_node, replaced_nodes)``: may the selected backends run ``fused_node``
+#: wherever they would have run ``replaced_nodes``?
+SupportCheck = Callable[[Node, Sequence[Node]], bool]
+
+
+def level_rank(level: str) -> int:
+    """Position of ``level`` in :data:`LEVELS` (``ConfigError`` if unknown)."""
+    try:
+        return LEVELS.index(level)
+    except ValueError:
+        raise ConfigError(f"optimization level must be one of {', '.join(LEVELS)}; got {level!r}") from None
+
+
+@dataclass
+class PassContext:
+    """What passes may use besides the graph.
+
+    evaluator
+        backend that evaluates constant sub-graphs (the NumPy backend); constant
+        folding is skipped without one.
+    supports
+        asked before a pass introduces an op the original model did not have
+        (fused contrib ops); ``None`` allows it.
+    protected
+        node names passes must leave in place (nodes pinned by the config).
+    """
+
+    evaluator: "Backend | None" = None
+    supports: SupportCheck | None = None
+    protected: frozenset[str] = frozenset()
+
+    def may_rewrite(self, *nodes: Node) -> bool:
+        return not any(n.name in self.protected for n in nodes)
+
+    def backend_supports(self, fused: Node, replaced: Sequence[Node]) -> bool:
+        return self.supports is None or self.supports(fused, replaced)
+
+
+@dataclass
+class PassResult:
+    """What one run of a pass changed.
+
+    ``rewrites`` counts pattern applications (a Conv+BN pair folded, a node
+    removed...); ``nodes_removed``/``nodes_added`` the net effect on the node
+    list; ``notes`` the first few rewrites in words.
+    """
+
+    name: str
+    rewrites: int = 0
+    nodes_removed: int = 0
+    nodes_added: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    MAX_NOTES: ClassVar[int] = 20
+
+    @property
+    def changed(self) -> bool:
+        return self.rewrites > 0
+
+    def record(self, note: str, *, removed: int = 0, added: int = 0) -> None:
+        """Count one rewrite."""
+        self.rewrites += 1
+        self.nodes_removed += removed
+        self.nodes_added += added
+        if len(self.notes) < self.MAX_NOTES:
+            self.notes.append(note)
+
+
+class Pass(abc.ABC):
+    """A graph rewrite.  ``level`` is the lowest optimization level that runs
+    it; ``run`` rewrites ``graph`` in place and says what it changed.
+
+    Passes work on the top-level graph; they read sub-graphs only to respect
+    the outer values those sub-graphs use.
+    """
+
+    name: ClassVar[str]
+    level: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult: ...
+
+    def result(self) -> PassResult:
+        return PassResult(self.name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} level={self.level}>"

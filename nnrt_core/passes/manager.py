@@ -1,0 +1,148 @@
+"""The pass manager: runs the passes of an optimization level to a fixed
+point and reports what each changed."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from nnrt_core.errors import GraphError
+from nnrt_core.ir import Graph
+from nnrt_core.passes.affine_folding import AffineFolding
+from nnrt_core.passes.base import Pass, PassContext, PassResult, level_rank
+from nnrt_core.passes.cleanup import DeadNodeElimination, IdentityElimination
+from nnrt_core.passes.constant_folding import ConstantFolding, ShapeFolding
+from nnrt_core.passes.cse import CommonSubexpressionElimination
+from nnrt_core.passes.fusion import ActivationFusion
+from nnrt_core.passes.layout import TransposeReshapeCancellation
+
+__all__ = ["PassManager", "PassReport", "PassSummary", "default_passes", "ALL_PASSES"]
+
+#: every built-in pass, in the order the manager runs them
+ALL_PASSES: tuple[type[Pass], ...] = (
+    IdentityElimination,
+    ShapeFolding,
+    ConstantFolding,
+    AffineFolding,
+    TransposeReshapeCancellation,
+    CommonSubexpressionElimination,
+    DeadNodeElimination,
+    ActivationFusion,
+)
+
+
+def default_passes(level: str) -> list[Pass]:
+    """The built-in passes that run at ``level``."""
+    rank = level_rank(level)
+    return [cls() for cls in ALL_PASSES if rank > 0 and level_rank(cls.level) <= rank]
+
+
+@dataclass
+class PassSummary:
+    """One pass's changes summed over the manager's iterations."""
+
+    name: str
+    level: str
+    rewrites: int = 0
+    nodes_removed: int = 0
+    nodes_added: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, r: PassResult, seconds: float) -> None:
+        self.rewrites += r.rewrites
+        self.nodes_removed += r.nodes_removed
+        self.nodes_added += r.nodes_added
+        self.seconds += seconds
+        room = PassResult.MAX_NOTES - len(self.notes)
+        self.notes.extend(r.notes[:max(room, 0)])
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__, notes=list(self.notes))
+
+
+@dataclass
+class PassReport:
+    """What a :class:`PassManager` run did to a graph."""
+
+    level: str
+    nodes_before: int = 0
+    nodes_after: int = 0
+    ops_before: dict[str, int] = field(default_factory=dict)
+    ops_after: dict[str, int] = field(default_factory=dict)
+    iterations: int = 0
+    seconds: float = 0.0
+    passes: dict[str, PassSummary] = field(default_factory=dict)
+
+    def rewrites(self, name: str) -> int:
+        """Rewrites made by the pass called ``name`` (0 if it did not run)."""
+        s = self.passes.get(name)
+        return 0 if s is None else s.rewrites
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
+                "ops_before": dict(self.ops_before), "ops_after": dict(self.ops_after),
+                "iterations": self.iterations, "seconds": self.seconds,
+                "passes": {k: v.to_dict() for k, v in self.passes.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PassReport":
+        passes = {k: PassSummary(**v) for k, v in d.get("passes", {}).items()}
+        return cls(d.get("level", "none"), d.get("nodes_before", 0), d.get("nodes_after", 0),
+                   dict(d.get("ops_before", {})), dict(d.get("ops_after", {})), d.get("iterations", 0),
+                   d.get("seconds", 0.0), passes)
+
+    def summary(self) -> str:
+        """A few lines for people: node counts and each pass that changed something."""
+        lines = [f"optimization level {self.level}: {self.nodes_before} -> {self.nodes_after} nodes "
+                 f"({self.iterations} iteration(s), {self.seconds * 1e3:.0f} ms)"]
+        for s in self.passes.values():
+            if s.rewrites:
+                lines.append(f"  {s.name:<34} {s.rewrites:>5} rewrite(s)  -{s.nodes_removed} +{s.nodes_added} nodes")
+        return "\n".join(lines)
+
+
+class PassManager:
+    """Runs the passes of ``level`` (or the given ``passes``) over a graph
+    until none changes anything, at most ``max_iterations`` times.
+
+    With ``validate=True`` the graph is checked after every pass and a broken
+    invariant raises :class:`GraphError` naming the pass.
+    """
+
+    def __init__(self, level: str = "basic", passes: Sequence[Pass] | None = None, *,
+                 max_iterations: int = 4, validate: bool = False) -> None:
+        level_rank(level)  # ConfigError on an unknown level
+        self.level = level
+        self.passes = list(passes) if passes is not None else default_passes(level)
+        self.max_iterations = max(1, max_iterations)
+        self.validate = validate
+
+    def run(self, graph: Graph, ctx: PassContext | None = None) -> PassReport:
+        ctx = ctx or PassContext()
+        t0 = time.perf_counter()
+        report = PassReport(self.level, nodes_before=len(graph.nodes),
+                            ops_before=dict(Counter(n.qualified_op for n in graph.nodes)))
+        for p in self.passes:
+            report.passes[p.name] = PassSummary(p.name, p.level)
+        for _ in range(self.max_iterations if self.passes else 0):
+            report.iterations += 1
+            changed = False
+            for p in self.passes:
+                t = time.perf_counter()
+                result = p.run(graph, ctx)
+                report.passes[p.name].add(result, time.perf_counter() - t)
+                changed |= result.changed
+                if self.validate and result.changed:
+                    try:
+                        graph.validate()
+                    except GraphError as e:
+                        raise GraphError(f"pass {p.name!r} broke the graph: {e}") from e
+            if not changed:
+                break
+        report.nodes_after = len(graph.nodes)
+        report.ops_after = dict(Counter(n.qualified_op for n in graph.nodes))
+        report.seconds = time.perf_counter() - t0
+        return report
+
