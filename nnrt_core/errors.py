@@ -18,6 +18,8 @@ __all__ = [
     "ExecutionError",
     "OpError",
     "InputError",
+    "SessionFileError",
+    "QuantizationError",
 ]
 
 
@@ -67,3 +69,12 @@ class OpError(NnrtError, ValueError):
 
 class InputError(NnrtError, ValueError):
     """Feeds given to ``Session.run`` do not match the model's inputs."""
+
+
+class SessionFileError(NnrtError):
+    """A compiled-session file (offline model or cache entry) is corrupted,
+    truncated, from a newer format, or cannot be loaded here."""
+
+
+class QuantizationError(NnrtError, ValueError):
+    """A model or a calibration data set cannot be quantized as asked."""

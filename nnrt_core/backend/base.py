@@ -133,6 +133,11 @@ class CompiledPartition(abc.ABC):
         """Backend-specific facts for reports (estimated cost, device...)."""
         return {}
 
+    def estimated_seconds(self) -> float | None:
+        """Latency of one run from the backend's cost model (simulated device
+        time), or ``None`` when it has none (then schedulers measure)."""
+        return None
+
 
 class Backend(abc.ABC):
     """Base class of every backend.
@@ -167,6 +172,13 @@ class Backend(abc.ABC):
 
     def devices(self) -> list[DeviceInfo]:
         return [DeviceInfo(id="cpu:0", name="host CPU", type=self.device_type)]
+
+    def cache_fingerprint(self) -> dict[str, Any]:
+        """Stable facts that change what this backend compiles (version,
+        devices and their fixed properties): part of the model-cache key.
+        Backends with volatile device properties override it."""
+        return {"name": self.name, "version": str(self.version),
+                "devices": [d.to_dict() for d in self.devices()]}
 
     def find_device(self, selector: str | None) -> DeviceInfo:
         """The device matching ``selector`` (id or name); first one when None."""
@@ -230,6 +242,20 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def _compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition: ...
+
+    # -- cost model (optional) ------------------------------------------------
+    def estimate_cost(self, graph: Graph, options: CompileOptions) -> dict[str, float] | None:
+        """Estimated seconds per node of ``graph`` (a self-contained partition
+        of supported nodes) from the backend's own cost model, or ``None`` when
+        it has none (schedulers then measure).  A failing model answers None."""
+        try:
+            return self._estimate_cost(graph, options)
+        except Exception as e:  # a broken cost model must not break placement
+            log.warning("backend %s: cost model failed on %s: %s", self.name, graph.name, e)
+            return None
+
+    def _estimate_cost(self, graph: Graph, options: CompileOptions) -> dict[str, float] | None:
+        return None
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
         """Rebuild a partition from ``CompiledPartition.serialize()`` output."""

@@ -24,7 +24,10 @@ from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, l
 from nnrt_npu_emu.program import Operand, Program
 from nnrt_npu_emu.queue import CommandQueue
 
-__all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice"]
+__all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
+
+#: nominal active power of an emulated chip (mobile NPU class), in watts
+NPU_POWER_W = 2.0
 
 
 class NpuDevice:
@@ -41,6 +44,7 @@ class NpuDevice:
     def info(self) -> DeviceInfo:
         props = self.profile.properties()
         props["memory_in_use"] = self.arena.in_use
+        props.setdefault("power_w", NPU_POWER_W)  # for energy-aware schedulers (min_power)
         return DeviceInfo(self.id, self.profile.name, "npu", props, tuple(self.profile.dtypes))
 
 
@@ -192,6 +196,10 @@ class NpuPartition(CompiledPartition):
                     producer=f"nnrt-backend-npu-emu {__version__}", name=self.name)
         return encode(self.program, self.weights, meta)
 
+    def estimated_seconds(self) -> float:
+        """Simulated device time of one run (cycles / clock)."""
+        return float(self.estimate["time_ms"]) / 1e3
+
     def describe(self) -> dict[str, Any]:
         e = self.estimate
         return {
@@ -253,6 +261,11 @@ class NpuEmuBackend(Backend):
             out.append(DeviceInfo(f"npu:invalid{i}", "invalid profile file", "npu", {}, (), False, err))
         return out
 
+    def cache_fingerprint(self) -> dict[str, Any]:
+        # memory in use changes from run to run; the chip definitions do not
+        return {"name": self.name, "version": str(self.version),
+                "chips": [(d.id, d.profile.chip_id, d.profile.digest) for d in self._devices]}
+
     def device(self, selector: str | None = None) -> NpuDevice:
         """The device for ``selector`` (id, chip name or chip id); the first when None."""
         if selector is None:
@@ -287,6 +300,27 @@ class NpuEmuBackend(Backend):
             else:
                 cap.rejected[node.name] = reason
         return cap
+
+    def _estimate_cost(self, graph: Graph, options: CompileOptions) -> dict[str, float]:
+        """Simulated seconds per node: the lowered program's cycles / clock,
+        charged to the node producing each instruction's output (nodes fused
+        into another cost 0; boundary casts go to the first node)."""
+        dev = self.resolve(options)
+        low = lower_graph(graph, dev.profile, options.precision)
+        clock = dev.profile.clock_mhz * 1e6
+        out = {n.name: 0.0 for n in graph.nodes}
+        producer = {v.name: n.name for n in graph.nodes for v in n.outputs}
+        extra = 0.0
+        for ins in low.program.instrs:
+            node = producer.get(ins.node.split(",")[0])
+            if node is not None:
+                out[node] += ins.cycles / clock
+            else:
+                extra += ins.cycles / clock
+        if out and extra:
+            first = graph.nodes[0].name
+            out[first] += extra
+        return out
 
     # ------------------------------------------------------------- compile
     def _compile(self, graph: Graph, options: CompileOptions) -> NpuPartition:

@@ -43,9 +43,9 @@ def decode(blob: Any) -> tuple[dict[str, Any], Program, bytes]:
     :class:`OfflineModelError` with the reason."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise OfflineModelError(f"an offline model must be bytes, got {type(blob).__name__}")
-    blob = bytes(blob)
+    blob = memoryview(blob).cast("B")  # no copy of the weights
     if len(blob) < _FIXED.size:
-        if not blob.startswith(MAGIC[:min(len(blob), 8)]) or not blob:
+        if bytes(blob[:8]) != MAGIC[:min(len(blob), 8)] or not len(blob):
             raise OfflineModelError("not an nnrt NPU offline model (bad magic)")
         raise OfflineModelError(f"offline model is truncated ({len(blob)} bytes, header needs {_FIXED.size})")
     magic, version, flags, hlen, wlen, digest = _FIXED.unpack_from(blob)
@@ -68,7 +68,7 @@ def decode(blob: Any) -> tuple[dict[str, Any], Program, bytes]:
     if hashlib.sha256(body).digest() != digest:
         raise OfflineModelError("offline model checksum mismatch: the file is corrupted")
     try:
-        head = json.loads(body[:hlen].decode("utf-8"))
+        head = json.loads(bytes(body[:hlen]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise OfflineModelError(f"offline model header is malformed: {e}") from None
     if not isinstance(head, dict) or not isinstance(head.get("meta"), dict) or not isinstance(head.get("program"), dict):

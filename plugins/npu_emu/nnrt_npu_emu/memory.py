@@ -1,22 +1,17 @@
-"""Emulated device memory: an arena with a first-fit allocator, and the
-compile-time lifetime-based offset planner for a program's workspace."""
+"""Emulated device memory: an arena with a first-fit allocator.  Workspace
+offsets are planned at compile time by the core's lifetime planner
+(:mod:`nnrt_core.memory_plan`)."""
 from __future__ import annotations
 
 import bisect
 import threading
-from dataclasses import dataclass
 
 import numpy as np
 
 from nnrt_core.errors import ExecutionError
+from nnrt_core.memory_plan import ALIGN, Buffer, align, plan_offsets  # the core's lifetime planner
 
 __all__ = ["ALIGN", "align", "DeviceMemoryError", "DeviceArena", "Buffer", "plan_offsets"]
-
-ALIGN = 64
-
-
-def align(n: int, a: int = ALIGN) -> int:
-    return (n + a - 1) // a * a
 
 
 class DeviceMemoryError(ExecutionError):
@@ -87,34 +82,3 @@ class DeviceArena:
         if off < 0 or off + n > self.size:
             raise DeviceMemoryError(f"access [{off}, {off + n}) outside device memory of {self.name}")
         return self.mem[off:off + n].view(dt).reshape(shape)
-
-
-@dataclass
-class Buffer:
-    """A workspace buffer to place: bytes and live range [first, last] in
-    instruction indices."""
-
-    key: int
-    size: int
-    first: int
-    last: int
-    offset: int = -1
-
-
-def plan_offsets(buffers: list[Buffer]) -> int:
-    """Greedy-by-size offset assignment: buffers whose lifetimes overlap never
-    share bytes; others reuse memory.  Returns the workspace size."""
-    placed: list[Buffer] = []
-    total = 0
-    for b in sorted(buffers, key=lambda b: (-b.size, b.first, b.key)):
-        live = sorted((p for p in placed if p.first <= b.last and b.first <= p.last), key=lambda p: p.offset)
-        off = 0
-        best = None
-        for p in live:  # smallest gap that fits (best fit), else after the last one
-            if p.offset - off >= b.size and (best is None or p.offset - off < best[1]):
-                best = (off, p.offset - off)
-            off = max(off, p.offset + align(p.size))
-        b.offset = best[0] if best is not None else off
-        placed.append(b)
-        total = max(total, b.offset + align(b.size))
-    return total

@@ -9,21 +9,42 @@ import numpy as np
 
 import nnrt_numpy.ops  # noqa: F401  (registers every kernel)
 from nnrt_core.backend import Backend, CompiledPartition, CompileOptions, DeviceInfo
+from nnrt_core.frontends import load_onnx, to_onnx
 from nnrt_core.ir import Graph, Node
-from nnrt_numpy import __version__
+from nnrt_numpy import __version__, blas
+from nnrt_numpy.memory import tune_allocator
 from nnrt_numpy.program import GraphProgram, why_unsupported
 
 __all__ = ["NumpyBackend"]
 
 
 class NumpyPartition(CompiledPartition):
-    def __init__(self, backend: Backend, graph: Graph) -> None:
+    def __init__(self, backend: Backend, graph: Graph, num_threads: int = 0) -> None:
         super().__init__(backend, graph)
+        tune_allocator()  # reuse freed activation memory (see nnrt_numpy/memory.py)
         self.program = GraphProgram(graph)
+        self.graph = graph
+        self.num_threads = num_threads
+        self.uses_blas = blas.available() and _uses_blas(graph)
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        outs = self.program.run([inputs[n] for n in self.input_names])
+        args = [inputs[n] for n in self.input_names]
+        if not self.uses_blas:
+            return dict(zip(self.output_names, self.program.run(args)))
+        blas.enter(self.num_threads)  # BLAS thread count for this run (see nnrt_numpy/blas.py)
+        try:
+            outs = self.program.run(args)
+        finally:
+            blas.leave()
         return dict(zip(self.output_names, outs))
+
+    def serialize(self) -> bytes:
+        """The partition as an ONNX model (the NumPy backend compiles from it in milliseconds)."""
+        return to_onnx(self.graph).SerializeToString()
+
+
+def _uses_blas(graph: Graph) -> bool:
+    return any(n.op_type in blas.BLAS_OPS or any(_uses_blas(g) for g in n.subgraphs()) for n in graph.nodes)
 
 
 class NumpyBackend(Backend):
@@ -31,7 +52,7 @@ class NumpyBackend(Backend):
     version = __version__
     device_type = "cpu"
     default_priority = 10  # the embedded default: lowest of the shipped backends
-    supported_options = frozenset()
+    supported_options = frozenset({"num_threads"})  # BLAS threads while a partition runs (nnrt_numpy.blas)
 
     def devices(self) -> list[DeviceInfo]:
         return [
@@ -52,4 +73,9 @@ class NumpyBackend(Backend):
         return why_unsupported(node)
 
     def _compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition:
-        return NumpyPartition(self, graph)
+        return NumpyPartition(self, graph, options.num_threads)
+
+    def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
+        graph = load_onnx(bytes(blob)).graph  # the same checks as any untrusted model
+        graph.topological_sort()
+        return self.compile(graph, options)

@@ -1,0 +1,179 @@
+"""Lifetime-based static memory planning (after nncase / TFLite arena planners).
+
+Every intermediate tensor lives from the step that writes it to the last step
+that reads it.  :func:`plan_offsets` packs such buffers into one arena so that
+buffers whose lifetimes overlap never share bytes and the others reuse memory
+(greedy by size, best-fitting gap first).  :func:`plan_graph` does it for a
+graph in execution order and reports three numbers:
+
+* ``naive_bytes`` — every intermediate in its own allocation;
+* ``lower_bound_bytes`` — the most bytes live at any one step (no plan can do
+  better);
+* ``planned_peak_bytes`` — the arena size of the plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from nnrt_core.ir import Graph, TensorType, Value
+
+__all__ = ["ALIGN", "align", "Buffer", "MemoryPlan", "plan_offsets", "plan_graph", "lower_bound"]
+
+ALIGN = 64
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass
+class Buffer:
+    """A buffer to place: bytes and live range ``[first, last]`` in step indices."""
+
+    key: Hashable
+    size: int
+    first: int
+    last: int
+    offset: int = -1
+
+
+@dataclass
+class MemoryPlan:
+    """Offsets of every planned buffer plus the figures for reports."""
+
+    buffers: list[Buffer]
+    planned_peak_bytes: int
+    naive_bytes: int
+    lower_bound_bytes: int
+    unplanned: list[str] = field(default_factory=list)  #: values of unknown size
+
+    def offsets(self) -> dict[Hashable, int]:
+        return {b.key: b.offset for b in self.buffers}
+
+    def as_stats(self) -> dict[str, int]:
+        return {"planned_peak_bytes": self.planned_peak_bytes, "naive_bytes": self.naive_bytes,
+                "lower_bound_bytes": self.lower_bound_bytes, "unplanned_values": len(self.unplanned)}
+
+
+def plan_offsets(buffers: list[Buffer]) -> int:
+    """Assign ``offset`` to every buffer (greedy by size, best-fit gap);
+    returns the arena size."""
+    placed: list[Buffer] = []
+    total = 0
+    for b in sorted(buffers, key=lambda b: (-b.size, b.first, str(b.key))):
+        live = sorted((p for p in placed if p.first <= b.last and b.first <= p.last), key=lambda p: p.offset)
+        off = 0
+        best = None
+        for p in live:  # smallest gap that fits, else after the last live buffer
+            gap = p.offset - off
+            if gap >= b.size and (best is None or gap < best[1]):
+                best = (off, gap)
+            off = max(off, p.offset + align(p.size))
+        b.offset = best[0] if best is not None else off
+        placed.append(b)
+        total = max(total, b.offset + align(b.size))
+    return total
+
+
+def lower_bound(buffers: Sequence[Buffer]) -> int:
+    """The most (aligned) bytes live at any one step."""
+    if not buffers:
+        return 0
+    steps = max(b.last for b in buffers) + 1
+    delta = np.zeros(steps + 1, dtype=np.int64)
+    for b in buffers:
+        delta[b.first] += align(b.size)
+        delta[b.last + 1] -= align(b.size)
+    return int(np.cumsum(delta).max())
+
+
+def value_bytes(v: Value) -> int | None:
+    """Bytes of a value with a static tensor type, else ``None``."""
+    t = v.type
+    if not isinstance(t, TensorType) or not t.is_static:
+        return None
+    try:
+        itemsize = np.dtype(t.dtype.numpy).itemsize
+    except TypeError:
+        return None
+    if itemsize == 0 or np.dtype(t.dtype.numpy) == np.dtype(object):
+        return None
+    return int(np.prod(t.shape, dtype=np.int64)) * itemsize
+
+
+def plan_graph(graph: Graph, sizes: dict[str, int] | None = None) -> MemoryPlan:
+    """Plan the intermediates of ``graph`` (nodes in their current order).
+
+    ``sizes`` overrides / supplies byte sizes per value name (for dynamic
+    shapes, from the shapes of a run).  Graph inputs, initializers and graph
+    outputs are not planned (they live outside the arena); values whose size
+    is unknown are listed in ``unplanned``.
+    """
+    sizes = sizes or {}
+    outside = {v.name for v in graph.inputs} | set(graph.initializers) | {v.name for v in graph.outputs}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    values: dict[str, Value] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.outputs:
+            if v is not None and v.name and v.name not in outside:
+                first.setdefault(v.name, i)
+                last.setdefault(v.name, i)  # written but never read: lives one step
+                values[v.name] = v
+        for v in node.all_inputs():
+            if v is not None and v.name in first:
+                last[v.name] = i
+    buffers, unplanned = [], []
+    for name, f in first.items():
+        size = sizes.get(name)
+        if size is None:
+            size = value_bytes(values[name])
+        if size is None:
+            unplanned.append(name)
+            continue
+        buffers.append(Buffer(name, int(size), f, last[name]))
+    peak = plan_offsets(buffers)
+    return MemoryPlan(buffers, peak, sum(align(b.size) for b in buffers), lower_bound(buffers), unplanned)
+
+
+def static_value_sizes(graph: Graph, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """Byte sizes of the graph's values once the inputs have ``input_shapes``
+    (ONNX shape inference with data propagation over the exported graph)."""
+    import onnx
+
+    from nnrt_core.errors import InputError
+    from nnrt_core.frontends import to_onnx
+
+    names = {v.name for v in graph.inputs}
+    unknown = sorted(set(input_shapes) - names)
+    if unknown:
+        raise InputError(f"memory plan: unknown input(s) {unknown}; inputs: {sorted(names)}")
+    proto = to_onnx(graph)
+    del proto.graph.value_info[:]
+    for inp in proto.graph.input:
+        if inp.name in input_shapes and inp.type.HasField("tensor_type"):
+            shape = inp.type.tensor_type.shape
+            dims = input_shapes[inp.name]
+            if len(shape.dim) != len(dims):
+                raise InputError(f"memory plan: input {inp.name!r} has rank {len(shape.dim)}, got shape {dims}")
+            for d, n in zip(shape.dim, dims):
+                d.ClearField("dim_param")
+                d.dim_value = int(n)
+    inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    sizes: dict[str, int] = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if any(d is None for d in dims):
+            continue
+        try:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
+        except (KeyError, TypeError, ValueError):
+            continue
+        sizes[vi.name] = int(np.prod(dims, dtype=np.int64)) * itemsize
+    return sizes

@@ -1,0 +1,154 @@
+"""The compiled-model cache (``ScheduleConfig.cache_dir`` + ``cache_version``).
+
+A session built with a cache directory stores its compiled form (placement
+plus every partition's ``serialize()`` bytes, in the session-file format of
+:mod:`nnrt_core.session_file`) under a key covering the model bytes, the
+configuration, the nnrt and backend versions and the backends' device
+profiles.  The next session with the same key loads it instead of compiling.
+
+Rules (after OpenHarmony NNRt's compilation cache):
+
+* cache written with an older ``cache_version`` -> rebuilt and rewritten;
+  a newer ``cache_version`` than the config asks for -> ``ConfigError``;
+* a cache file in a newer *format* -> ``SessionFileError`` (clear error);
+* truncated, corrupted or checksum-mismatched files -> detected, a warning,
+  rebuilt and rewritten; never used;
+* writes go through a unique temporary file and an atomic rename, so
+  concurrent writers cannot corrupt an entry;
+* a full disk or an I/O error while writing -> a warning; the session runs
+  without a cache;
+* a cache directory that is a file, or that is not writable -> ``ConfigError``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from nnrt_core.errors import ConfigError, SessionFileError
+from nnrt_core.session_file import FORMAT_VERSION, SessionImage, decode, encode, write_atomic
+
+__all__ = ["ModelCache", "model_digest"]
+
+log = logging.getLogger("nnrt.cache")
+
+SUFFIX = ".nnrtc"
+
+
+def model_digest(model: Any) -> str | None:
+    """A sha256 over the model's bytes (and its external data files' names,
+    sizes and times), or ``None`` when the model cannot be keyed."""
+    import onnx
+
+    from nnrt_core.frontends import to_onnx
+    from nnrt_core.ir import Graph, Model
+
+    h = hashlib.sha256()
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        h.update(bytes(model))
+    elif isinstance(model, (str, os.PathLike)):
+        p = Path(model)
+        try:
+            data = p.read_bytes()
+        except OSError:
+            return None  # the loader reports a missing file properly
+        h.update(data)
+        if b"location" in data:  # maybe external data: key its files too
+            try:
+                proto = onnx.load_model_from_string(data)
+                from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+                for t in _get_all_tensors(proto):
+                    if uses_external_data(t):
+                        loc = next((e.value for e in t.external_data if e.key == "location"), "")
+                        f = p.parent / loc
+                        st = f.stat() if f.is_file() else None
+                        h.update(f"{loc}:{st.st_size if st else -1}:{st.st_mtime_ns if st else -1}".encode())
+            except Exception:
+                return None
+    elif isinstance(model, onnx.ModelProto):
+        h.update(model.SerializeToString())
+    elif isinstance(model, (Model, Graph)):
+        try:
+            h.update(to_onnx(model).SerializeToString())
+        except Exception:
+            return None
+    else:
+        return None
+    return h.hexdigest()
+
+
+class ModelCache:
+    """One cache directory; entries are session files named by key."""
+
+    def __init__(self, directory: str | os.PathLike, version: int) -> None:
+        self.dir = Path(directory)
+        self.version = version
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ConfigError(f"cache_dir {str(self.dir)!r} is a file, expected a directory")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cache_dir {str(self.dir)!r} cannot be created: {e}") from e
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise ConfigError(f"cache_dir {str(self.dir)!r} is not writable")
+
+    @staticmethod
+    def key(model_digest: str, config: dict[str, Any], backends: list[dict[str, Any]]) -> str:
+        """The cache key: model digest + config + nnrt and backend versions + devices."""
+        from nnrt_core import __version__
+
+        cfg = {k: v for k, v in config.items() if k not in ("cache_dir", "cache_version")}
+        blob = json.dumps({"model": model_digest, "config": cfg, "nnrt": __version__, "format": FORMAT_VERSION,
+                           "backends": backends}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:40]
+
+    def path(self, key: str) -> Path:
+        return self.dir / f"{key}{SUFFIX}"
+
+    def load(self, key: str) -> tuple[SessionImage | None, str]:
+        """(image, why) — the cached image, or ``None`` with the reason it is
+        not usable ("miss", "stale", "corrupted: ...")."""
+        p = self.path(key)
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
+            return None, "miss"
+        except OSError as e:
+            log.warning("model cache: cannot read %s: %s; rebuilding", p, e)
+            return None, f"unreadable: {e}"
+        try:
+            image = decode(data, what=f"cache file {str(p)!r}")
+        except SessionFileError as e:
+            if "newer than this nnrt" in str(e):
+                raise
+            log.warning("model cache: %s; rebuilding", e)
+            return None, f"corrupted: {e}"
+        got = image.meta.get("cache_version")
+        if not isinstance(got, int):
+            log.warning("model cache: %s has no cache version; rebuilding", p)
+            return None, "corrupted: no cache version"
+        if got > self.version:
+            raise ConfigError(f"cache file {str(p)!r} was written with cache_version {got}, newer than the "
+                              f"configured cache_version {self.version}; raise cache_version or clear the cache")
+        if got < self.version:
+            log.info("model cache: %s has cache_version %d < %d; rebuilding", p, got, self.version)
+            return None, "stale"
+        return image, "hit"
+
+    def store(self, key: str, image: SessionImage) -> str | None:
+        """Write ``image``; returns ``None`` or the reason it was not written
+        (the caller reports it; the session works without a cache)."""
+        image.meta["cache_version"] = self.version
+        try:
+            data = encode(image)
+        except SessionFileError as e:
+            return str(e)
+        try:
+            write_atomic(self.path(key), data)
+        except OSError as e:  # full disk, permissions changed...
+            return f"cannot write {str(self.path(key))!r}: {e}"
+        return None

@@ -1,0 +1,260 @@
+"""Offline session files (``Session.save`` / ``nnrt compile``) and the model cache."""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import struct
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nnrt_core.model_cache as model_cache_mod
+from nnrt_core import ConfigError, ScheduleConfig, Session, SessionFileError
+from nnrt_core import session_file
+from nnrt_core.errors import CompileError
+from nnrt_core.model_cache import ModelCache
+from conftest import make_registry
+from fakes import fake_plugin, make_fake_backend
+
+
+def small_cnn(seed: int = 0) -> bytes:
+    """Conv -> Relu -> Flatten -> Gemm -> CumSum: the NPU takes all but CumSum."""
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    fc = numpy_helper.from_array(rng.standard_normal((4 * 6 * 6, 5)).astype(np.float32) * 0.1, "fc")
+    axis = numpy_helper.from_array(np.array(1, np.int64), "axis")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc"], ["g"], name="gemm"),
+             helper.make_node("CumSum", ["g", "axis"], ["y"], name="cumsum")]
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], [w, fc, axis])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m.SerializeToString()
+
+
+@pytest.fixture
+def x() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("backends", [["numpy"], ["onnxruntime"], ["npu_emu"], ["npu_emu", "onnxruntime"]])
+def test_saved_session_runs_without_the_model(tmp_path, x, backends):
+    sess = Session(small_cnn(), ScheduleConfig(backends=backends))
+    want = sess.run(x)["y"]
+    path = sess.save(tmp_path / "model.nnrt")
+    loaded = Session(path)
+    assert loaded.run(x)["y"].tobytes() == want.tobytes()
+    assert loaded.placement == sess.placement
+    assert [(p.backend, p.nodes, p.inputs, p.outputs) for p in loaded.partitions] == \
+        [(p.backend, p.nodes, p.inputs, p.outputs) for p in sess.partitions]
+    assert [e.to_dict() for e in loaded.events] == [e.to_dict() for e in sess.events]
+    assert [i.to_dict() for i in loaded.inputs] == [i.to_dict() for i in sess.inputs]
+    assert Session(path.read_bytes()).run(x)["y"].tobytes() == want.tobytes()
+    if backends == ["npu_emu", "onnxruntime"]:  # heterogeneous: NPU plus the ORT fallback for CumSum
+        assert {p.backend for p in loaded.partitions} == {"npu_emu", "onnxruntime"}
+        assert loaded.placement["cumsum"] == "onnxruntime"
+
+
+def test_loaded_session_validates_feeds(tmp_path, x):
+    path = Session(small_cnn(), ScheduleConfig(backends=["numpy"])).save(tmp_path / "m.nnrt")
+    loaded = Session(path)
+    from nnrt_core import InputError
+
+    with pytest.raises(InputError, match="expects dimension 2 to be 8"):
+        loaded.run({"x": np.zeros((1, 3, 9, 8), np.float32)})
+    with pytest.raises(InputError, match="missing input"):
+        loaded.run({})
+
+
+def test_cli_compile_then_run_in_a_new_process(tmp_path, x):
+    model = tmp_path / "cnn.onnx"
+    model.write_bytes(small_cnn())
+    out = tmp_path / "cnn.nnrt"
+    r = subprocess.run([sys.executable, "-m", "nnrt_core.cli", "compile", str(model), "--backend", "npu_emu",
+                        "-o", str(out), "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["output"] == str(out) and info["bytes"] == out.stat().st_size
+    assert {p["backend"] for p in info["partitions"]} == {"npu_emu", "numpy"}  # CumSum falls back
+    model.unlink()  # the offline file must not need it
+    np.save(tmp_path / "x.npy", x["x"])
+    code = ("import sys, numpy as np; from nnrt_core import Session; s = Session(sys.argv[1]); "
+            "np.save(sys.argv[2], s.run({'x': np.load(sys.argv[3])})['y'])")
+    r = subprocess.run([sys.executable, "-c", code, str(out), str(tmp_path / "y.npy"), str(tmp_path / "x.npy")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    want = Session(small_cnn(), ScheduleConfig(backends=["npu_emu"])).run(x)["y"]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
+
+
+def test_corrupted_truncated_and_newer_files_are_refused(tmp_path, x):
+    data = Session(small_cnn(), ScheduleConfig(backends=["numpy"])).save(tmp_path / "m.nnrt").read_bytes()
+    flipped = bytearray(data)
+    flipped[-10] ^= 0xFF
+    with pytest.raises(SessionFileError, match="checksum mismatch"):
+        Session(bytes(flipped))
+    head = bytearray(data)
+    head[60] ^= 0xFF
+    with pytest.raises(SessionFileError, match="header checksum"):
+        Session(bytes(head))
+    with pytest.raises(SessionFileError, match="truncated"):
+        Session(data[:-100])
+    with pytest.raises(SessionFileError, match="truncated"):
+        Session(data[:20])
+    newer = bytearray(data)
+    struct.pack_into("<I", newer, 8, session_file.FORMAT_VERSION + 1)
+    with pytest.raises(SessionFileError, match="newer than this nnrt"):
+        Session(bytes(newer))
+    with pytest.raises(SessionFileError, match="trailing bytes"):
+        Session(data + b"\0")
+
+
+def test_offline_model_on_the_wrong_chip_is_refused(tmp_path):
+    # an fp16-chip program, loaded onto the int8 chip
+    sess = Session(small_cnn(), ScheduleConfig(backends=["npu_emu"], devices={"npu_emu": "emu-npu-f16"}))
+    path = sess.save(tmp_path / "m.nnrt")
+    with pytest.raises(CompileError, match="compiled for chip"):
+        Session(path, ScheduleConfig(backends=["npu_emu"], devices={"npu_emu": "emu-npu-i8"}))
+
+
+def test_backend_missing_for_a_saved_partition(tmp_path):
+    path = Session(small_cnn(), ScheduleConfig(backends=["numpy"])).save(tmp_path / "m.nnrt")
+    reg = make_registry(env={"NNRT_BLOCK_PLUGINS": "numpy"})
+    with pytest.raises(ConfigError, match="numpy"):
+        Session(path, ScheduleConfig(backends=["numpy"]), registry=reg)
+
+
+def test_backend_that_cannot_serialize(tmp_path):
+    reg = make_registry(fake_plugin(make_fake_backend("fake", {"Conv", "Relu"}, priority=50)))
+    sess = Session(small_cnn(), ScheduleConfig(backends=["fake"]), registry=reg)
+    with pytest.raises(SessionFileError, match="backend 'fake' cannot serialize"):
+        sess.save(tmp_path / "m.nnrt")
+    cached = Session(small_cnn(), ScheduleConfig(backends=["fake"], cache_dir=str(tmp_path / "c")), registry=reg)
+    assert any(e.kind == "cache_disabled" and "cannot serialize" in e.message for e in cached.events)
+    assert not list((tmp_path / "c").iterdir())
+
+
+# ------------------------------------------------------------------ cache
+def _cache_files(d) -> list:
+    return sorted(p for p in d.iterdir() if p.suffix == ".nnrtc")
+
+
+def test_cache_cold_then_warm(tmp_path, x):
+    cfg = ScheduleConfig(backends=["npu_emu", "onnxruntime"], cache_dir=str(tmp_path))
+    cold = Session(small_cnn(), cfg)
+    assert not cold.cache_hit and cold.stats()["cache_hit"] is False
+    files = _cache_files(tmp_path)
+    assert len(files) == 1 and str(files[0]) == cold.cache_path
+    warm = Session(small_cnn(), cfg)
+    assert warm.cache_hit and warm.stats()["cache_hit"] is True
+    assert warm.run(x)["y"].tobytes() == cold.run(x)["y"].tobytes()
+    assert warm.placement == cold.placement
+    # another model, another config: other keys
+    assert not Session(small_cnn(seed=1), cfg).cache_hit
+    assert not Session(small_cnn(), cfg.replace(backends=["onnxruntime"])).cache_hit
+    assert len(_cache_files(tmp_path)) == 3
+
+
+def test_cache_version_rules(tmp_path, x):
+    cfg = ScheduleConfig(backends=["numpy"], cache_dir=str(tmp_path), cache_version=1)
+    Session(small_cnn(), cfg)
+    newer = Session(small_cnn(), cfg.replace(cache_version=2))
+    assert not newer.cache_hit  # older cache: rebuilt and rewritten
+    assert Session(small_cnn(), cfg.replace(cache_version=2)).cache_hit
+    with pytest.raises(ConfigError, match="newer than the configured cache_version 1"):
+        Session(small_cnn(), cfg)
+
+
+def test_corrupted_cache_is_rebuilt(tmp_path, x, caplog):
+    cfg = ScheduleConfig(backends=["numpy"], cache_dir=str(tmp_path))
+    want = Session(small_cnn(), cfg).run(x)["y"]
+    (entry,) = _cache_files(tmp_path)
+    data = bytearray(entry.read_bytes())
+    data[-5] ^= 0x55
+    entry.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="nnrt.cache"):
+        again = Session(small_cnn(), cfg)
+    assert not again.cache_hit and "checksum mismatch" in caplog.text
+    np.testing.assert_array_equal(again.run(x)["y"], want)
+    assert Session(small_cnn(), cfg).cache_hit  # rewritten
+    entry.write_bytes(entry.read_bytes()[:1000])  # truncated
+    assert not Session(small_cnn(), cfg).cache_hit
+    assert Session(small_cnn(), cfg).cache_hit
+
+
+def test_cache_from_a_newer_format_is_a_clear_error(tmp_path):
+    cfg = ScheduleConfig(backends=["numpy"], cache_dir=str(tmp_path))
+    Session(small_cnn(), cfg)
+    (entry,) = _cache_files(tmp_path)
+    data = bytearray(entry.read_bytes())
+    struct.pack_into("<I", data, 8, session_file.FORMAT_VERSION + 1)
+    entry.write_bytes(bytes(data))
+    with pytest.raises(SessionFileError, match="newer than this nnrt"):
+        Session(small_cnn(), cfg)
+
+
+def test_bad_cache_dirs(tmp_path, monkeypatch):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="is a file"):
+        Session(small_cnn(), ScheduleConfig(backends=["numpy"], cache_dir=str(f)))
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(model_cache_mod.os, "access", lambda p, mode: False if str(p) == str(ro) else real_access(p, mode))
+    with pytest.raises(ConfigError, match="not writable"):
+        Session(small_cnn(), ScheduleConfig(backends=["numpy"], cache_dir=str(ro)))
+
+
+def test_full_disk_degrades_to_no_cache(tmp_path, monkeypatch, x):
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(model_cache_mod, "write_atomic", full)
+    sess = Session(small_cnn(), ScheduleConfig(backends=["numpy"], cache_dir=str(tmp_path)))
+    assert any(e.kind == "cache_disabled" and "No space left" in e.message for e in sess.events)
+    assert sess.run(x)["y"].shape == (1, 5)
+    assert not _cache_files(tmp_path)
+
+
+def test_concurrent_writers_leave_a_valid_entry(tmp_path, x):
+    cfg = ScheduleConfig(backends=["numpy"], cache_dir=str(tmp_path))
+    results, errors = [], []
+
+    def build():
+        try:
+            results.append(Session(small_cnn(), cfg).run(x)["y"])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=build) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(r.tobytes() == results[0].tobytes() for r in results)
+    (entry,) = _cache_files(tmp_path)  # no stray temporary files either
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+    session_file.decode(entry.read_bytes())
+    assert Session(small_cnn(), cfg).cache_hit
+
+
+def test_cache_key_covers_config_and_backend_versions():
+    base = {"backends": ["numpy"], "precision": "fp32"}
+    fp = [{"name": "numpy", "version": "1"}]
+    k = ModelCache.key("abc", base, fp)
+    assert k == ModelCache.key("abc", dict(base), fp)
+    assert k == ModelCache.key("abc", {**base, "cache_dir": "/elsewhere"}, fp)
+    assert k != ModelCache.key("abd", base, fp)
+    assert k != ModelCache.key("abc", {**base, "precision": "fp16"}, fp)
+    assert k != ModelCache.key("abc", base, [{"name": "numpy", "version": "2"}])
