@@ -5,18 +5,27 @@ ready nodes of the current backend before switching to another one.  Every
 partition is therefore a contiguous run of one topological order, which makes
 the partition graph acyclic by construction, and each partition is maximal in
 the sense that no ready node of its backend was left out when it was closed.
+
+Nodes with sub-graphs (If/Loop/Scan) are placed as one unit: their bodies are
+attributes of the node, never separate nodes, and the values a body reads
+from enclosing graphs count as inputs of the node (``Node.all_inputs``), so
+their producers are ordered before it and cross partitions as boundary tensors.
+
+:func:`merge_islands` then moves tiny partitions ("islands") to a
+neighbouring backend when the partition switch and the transfers cost more
+than running the island there.
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Collection, Mapping
 
 from nnrt_core.errors import PlacementError
 from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
 
-__all__ = ["PartitionPlan", "partition_graph"]
+__all__ = ["PartitionPlan", "partition_graph", "IslandMove", "merge_islands", "partition_neighbours"]
 
 
 @dataclass
@@ -121,3 +130,127 @@ def _connect(graph: Graph, plans: list[PartitionPlan]) -> None:
         # keep node order for readability
         pos = {id(v): (i, j) for i, n in enumerate(p.nodes) for j, v in enumerate(n.outputs)}
         p.outputs = sorted(outs.values(), key=lambda v: pos[id(v)])
+
+
+@dataclass
+class IslandMove:
+    """One island moved to a neighbouring backend by :func:`merge_islands`."""
+
+    nodes: list[str]
+    source: str
+    target: str
+    saved_seconds: float  #: estimated latency saved per run
+
+    def describe(self) -> str:
+        return (f"island of {len(self.nodes)} node(s) {self.nodes} moved from {self.source!r} into the "
+                f"neighbouring {self.target!r} partition (saves ~{self.saved_seconds * 1e6:.0f} us per run "
+                f"of partition switch and transfers)")
+
+
+def partition_neighbours(plans: list[PartitionPlan]) -> dict[int, tuple[set[int], set[int]]]:
+    """plan index -> (indices of the plans it reads from, indices of the plans reading it)."""
+    owner = {id(v): p.index for p in plans for n in p.nodes for v in n.outputs}
+    out: dict[int, tuple[set[int], set[int]]] = {p.index: (set(), set()) for p in plans}
+    for p in plans:
+        for v in p.inputs:
+            src = owner.get(id(v))
+            if src is not None and src != p.index:
+                out[p.index][0].add(src)
+                out[src][1].add(p.index)
+    return out
+
+
+def merge_islands(
+    graph: Graph,
+    assignment: Mapping[str, str],
+    *,
+    can_run: Callable[[str, str], bool],
+    island_seconds: Callable[[list[Node], str], float],
+    transfer_seconds: Callable[[Value, str | None, str], float],
+    switch_seconds: Callable[[str], float],
+    locked: Collection[str] = (),
+    max_nodes: int = 2,
+) -> tuple[dict[str, str], list[IslandMove]]:
+    """Move partitions of at most ``max_nodes`` nodes sandwiched between
+    partitions of another backend (it produces one of their inputs and reads
+    one of their outputs) to that backend when that saves transfers and is
+    estimated to be faster overall.  Islands between host-memory backends,
+    which copy nothing, are left to the scheduler's own choice.
+
+    ``can_run(node, backend)`` is the capability answer; ``island_seconds(nodes,
+    backend)`` the estimated run time of ``nodes`` on ``backend``;
+    ``transfer_seconds(value, src, dst)`` the cost of moving ``value`` from
+    backend ``src`` (``None`` = a host feed) to ``dst`` (``""`` = the caller);
+    ``switch_seconds(backend)`` the fixed cost of one more partition.  Nodes in
+    ``locked`` (pins) never move.  A move is kept only when re-partitioning
+    yields fewer partitions, so the loop ends and never creates a cycle
+    (``partition_graph`` is acyclic by construction).
+    """
+    current = dict(assignment)
+    moves: list[IslandMove] = []
+    plans = partition_graph(graph, current)
+    rejected: set[tuple[tuple[str, ...], str]] = set()
+    graph_outputs = {id(v) for v in graph.outputs}
+    improved = True
+    while improved and len(plans) > 1:
+        improved = False
+        neighbours = partition_neighbours(plans)
+        by_index = {p.index: p for p in plans}
+        best: tuple[float, PartitionPlan, str] | None = None
+        for p in plans:
+            names = p.node_names()
+            if len(names) > max_nodes or any(n in locked for n in names):
+                continue
+            ins, outs = neighbours[p.index]
+            targets = ({by_index[i].backend for i in ins} & {by_index[i].backend for i in outs}) - {p.backend}
+            for target in sorted(targets):
+                key = (tuple(names), target)
+                if key in rejected or not all(can_run(n, target) for n in names):
+                    continue
+                saved = _island_saving(p, by_index, target, island_seconds, transfer_seconds, switch_seconds,
+                                       graph_outputs)
+                if saved > 0 and (best is None or saved > best[0]):
+                    best = (saved, p, target)
+        if best is None:
+            break
+        saved, p, target = best
+        trial = dict(current)
+        for n in p.nodes:
+            trial[n.name] = target
+        trial_plans = partition_graph(graph, trial)
+        if len(trial_plans) < len(plans):
+            current, plans = trial, trial_plans
+            moves.append(IslandMove(p.node_names(), p.backend, target, saved))
+        else:
+            rejected.add((tuple(p.node_names()), target))
+        improved = True
+    return current, moves
+
+
+def _island_saving(p: PartitionPlan, by_index: dict[int, PartitionPlan], target: str,
+                   island_seconds: Callable[[list[Node], str], float],
+                   transfer_seconds: Callable[[Value, str | None, str], float],
+                   switch_seconds: Callable[[str], float], graph_outputs: set[int]) -> float:
+    """Estimated seconds saved by running plan ``p`` on ``target`` instead."""
+    owner = {id(v): q.backend for q in by_index.values() for v in q.outputs}
+    readers: dict[int, set[str]] = {}
+    for q in by_index.values():
+        for v in q.inputs:
+            readers.setdefault(id(v), set()).add(q.backend)
+
+    def transfers(backend: str) -> float:
+        total = 0.0
+        for v in p.inputs:
+            total += transfer_seconds(v, owner.get(id(v)), backend)
+        for v in p.outputs:
+            for dst in readers.get(id(v), set()):
+                total += transfer_seconds(v, backend, dst)
+            if id(v) in graph_outputs:
+                total += transfer_seconds(v, backend, "")
+        return total
+
+    saved_transfers = transfers(p.backend) - transfers(target)
+    if saved_transfers <= 0:
+        return 0.0
+    return (saved_transfers + switch_seconds(p.backend)
+            + island_seconds(p.nodes, p.backend) - island_seconds(p.nodes, target))

@@ -11,7 +11,7 @@ from fakes import fake_plugin, make_fake_backend
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError, UnsupportedNodeError
 from nnrt_core.frontends import load_onnx
-from nnrt_core.partitioning import partition_graph
+from nnrt_core.partitioning import merge_islands, partition_graph
 
 
 def model(nodes, inputs=("x",), outputs=("y",), shape=(2, 3)) -> onnx.ModelProto:
@@ -167,3 +167,22 @@ def test_device_memory_backend_copies_only_across_devices():
     # x -> device; b -> host (for abs); c -> device (b is already there); y -> host
     assert (backend.to_device_calls, backend.to_host_calls) == (2, 2)
     assert sess.stats()["host_device_copies"] == 4
+
+
+def test_merge_islands_moves_only_sandwiched_islands_that_pay_off():
+    # a(npu) -> b(numpy) -> c(npu, cheap island) -> d(numpy) -> e(npu)
+    g = load_onnx(chain("Relu", "Abs", "Neg", "Abs", "Relu")).graph
+    names = [n.name for n in g.nodes]
+    assignment = dict(zip(names, ["npu", "numpy", "npu", "numpy", "npu"]))
+    transfer = lambda v, src, dst: 0.0 if src == dst or "npu" not in (src, dst) else 1e-3  # noqa: E731
+    npu_ops = lambda n, b: b == "numpy" or not n.startswith("abs")  # noqa: E731 - npu cannot run Abs
+    kwargs = dict(can_run=npu_ops, transfer_seconds=transfer, switch_seconds=lambda b: 1e-5)
+    merged, moves = merge_islands(g, assignment, island_seconds=lambda nodes, b: 1e-6 * len(nodes), **kwargs)
+    # only neg2 sits between two numpy partitions; relu0/relu4 are at the ends
+    assert [(m.nodes, m.source, m.target) for m in moves] == [(["neg2"], "npu", "numpy")]
+    assert merged["neg2"] == "numpy" and merged["relu0"] == merged["relu4"] == "npu"
+    assert [p.backend for p in partition_graph(g, merged)] == ["npu", "numpy", "npu"]
+    # too expensive on numpy, or pinned: stays
+    slow_cpu = lambda nodes, b: 1.0 if b == "numpy" else 1e-6  # noqa: E731
+    assert merge_islands(g, assignment, island_seconds=slow_cpu, **kwargs)[1] == []
+    assert merge_islands(g, assignment, island_seconds=lambda nodes, b: 1e-6, locked={"neg2"}, **kwargs)[1] == []
