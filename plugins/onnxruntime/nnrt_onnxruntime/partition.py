@@ -173,6 +173,52 @@ class OrtPartition(CompiledPartition):
             f"{type(e).__name__}: {first_line(text)}"
         )
 
+    # ------------------------------------------------------------ profiling
+    def run_profiled(self, inputs: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                                            tuple[float, float] | None]:
+        """Run once in a fresh ORT session with ORT's profiler on: the outputs,
+        one record per executed ORT kernel (``name``, ``op_type``, ``provider``,
+        ``start``/``end`` in ``time.perf_counter`` seconds; names are ORT's,
+        which may differ from the model's after fusion) and the (start, end)
+        of the run itself (session creation excluded)."""
+        import os
+        import shutil
+        import tempfile
+        import time
+
+        import onnxruntime as ort
+
+        if not self._host:  # device I/O: the caller times the partition as a whole
+            return self.run(inputs), [], None
+        folder = tempfile.mkdtemp(prefix="nnrt-ort-profile-")
+        try:
+            so = self.session.get_session_options()
+            so.enable_profiling = True
+            so.profile_file_prefix = os.path.join(folder, "ort")
+            sess = ort.InferenceSession(self._model, so, providers=self.session.get_providers())
+            try:
+                t0 = time.perf_counter()
+                outs = sess.run(self._out, dict(inputs))
+                t1 = time.perf_counter()
+            except Exception as e:
+                raise self._error(e) from e
+            with open(sess.end_profiling()) as f:
+                events = json.load(f)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        run_start = min((e["ts"] for e in events if e.get("name") == "model_run"), default=None)
+        records = []
+        for e in events:
+            if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or run_start is None:
+                continue
+            start = min(t1, t0 + (float(e["ts"]) - run_start) / 1e6)
+            name = e["name"][: -len("_kernel_time")]
+            args = e.get("args") or {}
+            records.append({"name": name, "op_type": args.get("op_name", "?"),
+                            "provider": args.get("provider", "?"), "start": start,
+                            "end": min(t1, start + float(e.get("dur", 0)) / 1e6)})
+        return dict(zip(self.output_names, outs)), records, (t0, t1)
+
     # ------------------------------------------------------------- reports
     def serialize(self) -> bytes:
         header = {"format": 1, "name": self.name, "inputs": self.input_names,

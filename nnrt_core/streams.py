@@ -1,0 +1,300 @@
+"""Asynchronous runs: ``Session.run_async`` futures and ``Stream`` queues.
+
+A ``Stream`` keeps up to ``max_in_flight`` requests of one session running at
+once (like CANN streams or OpenVINO's ``AsyncInferQueue``): ``submit`` blocks
+while the stream is full, every finished request is handed to the callback in
+completion order together with the caller's ``userdata``, and ``wait_all``
+waits for everything submitted so far.
+
+Runs are independent: ``Session.run`` keeps no per-run state on the session,
+so requests share the compiled partitions and nothing else.  Throughput gains
+need backends that release the GIL while they compute (BLAS, ONNX Runtime).
+
+Cancellation: ``RunFuture.cancel()`` on a request that has not started keeps
+it from running; on a running request it marks the future cancelled at once
+(``result()`` raises ``CancelledError``) and the result of the run, which
+finishes in the background, is dropped.  The session stays usable either way.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import CancelledError, Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import _base as _futures_base
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.errors import ConfigError, ExecutionError
+
+if TYPE_CHECKING:
+    from nnrt_core.session import Session
+
+__all__ = ["RunFuture", "Completion", "Stream", "RunPool", "default_workers"]
+
+Outputs = dict[str, np.ndarray]
+
+
+def default_workers() -> int:
+    """Worker threads of a session's ``run_async`` pool: one per CPU core (at least 2)."""
+    return max(2, os.cpu_count() or 1)
+
+
+class RunFuture(Future):
+    """The future of one asynchronous run.
+
+    Like ``concurrent.futures.Future``, except that ``cancel()`` also succeeds
+    while the run is executing: the future is cancelled immediately and the
+    run's result is discarded when it arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancel_requested_while_running = False
+
+    def cancel(self) -> bool:
+        running = False
+        with self._condition:
+            if self._state == _futures_base.RUNNING:
+                # back to PENDING so that Future.cancel() moves it to CANCELLED,
+                # wakes result() and runs the done-callbacks (outside this lock);
+                # a result arriving in between wins and cancel() returns False
+                running = True
+                self._state = _futures_base.PENDING
+        cancelled = super().cancel()
+        if running and cancelled:
+            self.cancel_requested_while_running = True
+            # tell concurrent.futures.wait / as_completed, as for a queued cancel
+            self.set_running_or_notify_cancel()
+        return cancelled
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> bool:
+        """Deliver the run's outcome; ``False`` when the future was cancelled
+        meanwhile (the outcome is dropped)."""
+        try:
+            if error is not None:
+                self.set_exception(error)
+            else:
+                self.set_result(result)
+        except InvalidStateError:
+            return False
+        return True
+
+
+class RunPool:
+    """Worker threads running requests of one session.
+
+    The threads belong to a ``ThreadPoolExecutor`` (they exit when the pool is
+    shut down or garbage-collected); each request has its own ``RunFuture``."""
+
+    def __init__(self, run: Callable[..., Outputs], workers: int, name: str = "nnrt-run") -> None:
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ConfigError(f"the number of worker threads must be a positive integer, got {workers!r}")
+        self._run = run
+        self.workers = workers
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+    def submit(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None,
+               on_done: Callable[[RunFuture, float], None] | None = None) -> RunFuture:
+        """Queue one run; ``on_done(future, seconds)`` is called on the worker
+        after the future is settled (also when it was cancelled)."""
+        fut = RunFuture()
+        try:
+            self._executor.submit(self._work, fut, feeds, output_names, on_done)
+        except RuntimeError as e:  # shut down
+            fut.set_exception(ExecutionError(f"cannot submit a run: {e}"))
+            if on_done is not None:
+                on_done(fut, 0.0)
+        return fut
+
+    def _work(self, fut: RunFuture, feeds: Mapping[str, Any], output_names: Sequence[str] | None,
+              on_done: Callable[[RunFuture, float], None] | None) -> None:
+        t0 = time.perf_counter()
+        if fut.set_running_or_notify_cancel():
+            try:
+                result = self._run(feeds, output_names)
+            except BaseException as e:  # delivered through the future, never lost
+                fut.settle(error=e)
+            else:
+                fut.settle(result)
+        if on_done is not None:
+            on_done(fut, time.perf_counter() - t0)
+
+    def shutdown(self, wait: bool = True) -> None:
+        self._executor.shutdown(wait=wait, cancel_futures=False)
+
+
+@dataclass
+class Completion:
+    """One finished request of a ``Stream``, as handed to its callback."""
+
+    index: int  #: submission order, from 0
+    userdata: Any
+    outputs: Outputs | None  #: None when the run failed or was cancelled
+    error: BaseException | None
+    seconds: float  #: time the request spent on its worker (0 when cancelled before starting)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Stream:
+    """Keeps up to ``max_in_flight`` runs of ``session`` going at once.
+
+    >>> with session.stream(max_in_flight=3, callback=lambda c: print(c.index, c.ok)) as s:
+    ...     for i, x in enumerate(batches):
+    ...         s.submit({"x": x}, userdata=i)
+    ...     s.wait_all()
+
+    ``callback(completion)`` runs on a worker thread in completion order (one
+    at a time); it may ``submit`` more requests but not ``wait_all``/``close``.
+    A run's error reaches the callback as ``completion.error`` and its future;
+    an exception raised by the callback itself is re-raised by ``wait_all``.
+    Without a callback, ``wait_all`` returns the completions.
+    """
+
+    def __init__(self, session: "Session", max_in_flight: int = 2,
+                 callback: Callable[[Completion], Any] | None = None,
+                 output_names: Sequence[str] | None = None) -> None:
+        if not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
+        if callback is not None and not callable(callback):
+            raise ConfigError(f"callback must be callable, got {type(callback).__name__}")
+        self.session = session
+        self.max_in_flight = max_in_flight
+        self.callback = callback
+        self.output_names = list(output_names) if output_names is not None else None
+        self._pool = RunPool(session.run, max_in_flight, name="nnrt-stream")
+        self._slots = threading.BoundedSemaphore(max_in_flight)
+        self._cond = threading.Condition()
+        self._callback_lock = threading.Lock()
+        self._pending: set[RunFuture] = set()
+        self._done: deque[Completion] = deque()
+        self._callback_errors: list[BaseException] = []
+        self._submitted = 0
+        self._completed = 0
+        self._closed = False
+
+    # ----------------------------------------------------------- requests
+    def submit(self, feeds: Mapping[str, Any], userdata: Any = None) -> RunFuture:
+        """Start a run, blocking while ``max_in_flight`` runs are in flight.
+
+        Feeds are validated here: bad feeds raise ``InputError`` in the caller
+        and use no slot.  The arrays must stay unchanged until the run ends."""
+        if self._closed:
+            raise ExecutionError("stream is closed")
+        checked = self.session._check_feeds(feeds)
+        checked = dict(checked)  # the caller may reuse its dict
+        self._slots.acquire()
+        with self._cond:
+            index = self._submitted
+            self._submitted += 1
+
+        def done(fut: RunFuture, seconds: float) -> None:
+            self._finish(fut, index, userdata, seconds)
+
+        fut = self._pool.submit(checked, self.output_names, on_done=done)
+        with self._cond:
+            self._pending.add(fut)
+        fut.add_done_callback(self._forget)  # runs at once when already done
+        return fut
+
+    def _forget(self, fut: Future) -> None:
+        with self._cond:
+            self._pending.discard(fut)  # type: ignore[arg-type]
+
+    def _finish(self, fut: RunFuture, index: int, userdata: Any, seconds: float) -> None:
+        if fut.cancelled():
+            c = Completion(index, userdata, None, CancelledError(f"request {index} was cancelled"),
+                           seconds if fut.cancel_requested_while_running else 0.0)
+        else:
+            err = fut.exception()
+            c = Completion(index, userdata, None if err is not None else fut.result(), err, seconds)
+        # the slot is free before the callback runs, so a callback may submit
+        self._slots.release()
+        try:
+            if self.callback is not None:
+                with self._callback_lock:  # one callback at a time, in completion order
+                    try:
+                        self.callback(c)
+                    except BaseException as e:
+                        with self._cond:
+                            self._callback_errors.append(e)
+            else:
+                with self._cond:
+                    self._done.append(c)
+        finally:
+            with self._cond:
+                self._completed += 1
+                self._cond.notify_all()
+
+    # ------------------------------------------------------------ waiting
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted and not yet completed (callback included)."""
+        with self._cond:
+            return self._submitted - self._completed
+
+    @property
+    def submitted(self) -> int:
+        return self._submitted
+
+    @property
+    def completed(self) -> int:
+        return self._completed
+
+    def wait_all(self, timeout: float | None = None) -> list[Completion]:
+        """Wait until every submitted request has completed (and its callback
+        returned).  Returns the completions not yet returned when the stream
+        has no callback; raises ``ExecutionError`` carrying the first exception
+        a callback raised, and ``TimeoutError`` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._completed < self._submitted:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"{self._submitted - self._completed} request(s) still in flight "
+                                       f"after {timeout} s")
+                self._cond.wait(left)
+            done = list(self._done)
+            self._done.clear()
+            errors, self._callback_errors = self._callback_errors, []
+        if errors:
+            first = errors[0]
+            raise ExecutionError(f"stream callback raised {type(first).__name__}: {first}"
+                                 + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")) from first
+        return done
+
+    def cancel_pending(self) -> int:
+        """Cancel every request not yet finished; returns how many were cancelled."""
+        with self._cond:
+            pending = list(self._pending)
+        return sum(1 for f in pending if f.cancel())
+
+    def close(self) -> None:
+        """Wait for the requests in flight and stop the worker threads."""
+        if self._closed:
+            return
+        try:
+            self.wait_all()
+        finally:
+            self._closed = True
+            self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.cancel_pending()
+            self._closed = True
+            self._pool.shutdown(wait=True)
+        else:
+            self.close()
+
+    def __repr__(self) -> str:
+        return (f"<Stream max_in_flight={self.max_in_flight} submitted={self._submitted} "
+                f"completed={self._completed}>")
