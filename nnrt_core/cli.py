@@ -12,9 +12,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core.config import PERFORMANCE_MODES, PRECISIONS, PRIORITIES, ScheduleConfig
+from nnrt_core.config import OPTIMIZATION_LEVELS, PERFORMANCE_MODES, PRECISIONS, PRIORITIES, ScheduleConfig
 from nnrt_core.errors import InputError, NnrtError
 from nnrt_core.registry import default_registry
+from nnrt_core.quantization.cli import add_quantize_parser
 from nnrt_core.session import Session, TensorInfo
 
 __all__ = ["main", "build_parser"]
@@ -132,17 +133,36 @@ def _partition_rows(sess: Session) -> list[dict[str, Any]]:
 
 
 def _print_partitions(sess: Session) -> None:
-    print(f"{'#':>3}  {'backend':<12}{'nodes':>6}  {'inputs':>6}  {'outputs':>7}  op types")
-    for row in _partition_rows(sess):
-        ops = ", ".join(f"{k}x{v}" for k, v in sorted(row["op_counts"].items(), key=lambda kv: -kv[1]))
-        print(f"{row['index']:>3}  {row['backend']:<12}{row['node_count']:>6}  {len(row['inputs']):>6}  "
-              f"{len(row['outputs']):>7}  {ops}")
+    from nnrt_core.visualize import format_partition_table
+
+    print(format_partition_table(sess))  # partition, backend, nodes, estimated cost, op types, boundary
     for e in sess.events:
         print(f"  ! {e.kind}: {e.message}")
 
 
+def _print_passes(report: Any) -> None:
+    """The graph before and after the optimization passes: per-pass changes
+    and op counts."""
+    print(report.summary())
+    for s in report.passes.values():
+        for note in s.notes[:3]:
+            print(f"    {s.name}: {note}")
+    ops = sorted(set(report.ops_before) | set(report.ops_after),
+                 key=lambda k: (-report.ops_before.get(k, 0), k))
+    width = max([len(k) for k in ops] + [7])
+    print(f"  {'op type':<{width}}  {'before':>6}  {'after':>6}")
+    for k in ops:
+        before, after = report.ops_before.get(k, 0), report.ops_after.get(k, 0)
+        mark = "" if before == after else "  *"
+        print(f"  {k:<{width}}  {before:>6}  {after:>6}{mark}")
+    print()
+
+
 def cmd_partition(args: argparse.Namespace) -> int:
-    sess = Session(args.model, config_from_args(args))
+    cfg = config_from_args(args)
+    if getattr(args, "optimization_level", None):
+        cfg = cfg.replace(optimization_level=args.optimization_level)
+    sess = Session(args.model, cfg)
     data = {
         "model": str(args.model),
         "config": sess.config.to_dict(),
@@ -150,10 +170,58 @@ def cmd_partition(args: argparse.Namespace) -> int:
         "placement": [p.to_dict() for p in sess.placement_report],
         "events": [e.to_dict() for e in sess.events],
     }
+    if getattr(args, "passes", False):
+        data["passes"] = sess.pass_report.to_dict()
+    if getattr(args, "svg", None):
+        from nnrt_core.visualize import write_placement_svg
+
+        data["svg"] = str(write_placement_svg(sess, args.svg, title=Path(str(args.model)).name))
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:
+        if "passes" in data:
+            _print_passes(sess.pass_report)
         _print_partitions(sess)
+        if data.get("svg"):
+            print(f"graph coloured by backend written to {data['svg']}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from nnrt_core.accuracy import check_accuracy
+
+    cfg = config_from_args(args)
+    feeds = None
+    if args.input:
+        probe = Session(args.model, ScheduleConfig(backends=[args.reference], backup=None,
+                                                   optimization_level="none"))
+        feeds = make_inputs(probe.inputs, args.input, args.seed)
+    report = check_accuracy(args.model, cfg, feeds=feeds, reference=args.reference, seed=args.seed)
+    failed = args.max_rel is not None and report.max_rel > args.max_rel
+    if args.json:
+        print(json.dumps({"model": str(args.model), **report.to_dict(), "max_rel_allowed": args.max_rel,
+                          "ok": not failed}, indent=2, default=str))
+    else:
+        print(report.format())
+        if args.max_rel is not None:
+            print(("FAIL" if failed else "ok") + f": max rel {report.max_rel:.3g} (allowed {args.max_rel:g})")
+    return 1 if failed else 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    sess = Session(args.model, config_from_args(args))
+    path = sess.save(args.output)
+    data = {
+        "model": str(args.model), "output": str(path), "bytes": path.stat().st_size,
+        "build_ms": sess.build_seconds * 1e3,
+        "partitions": _partition_rows(sess),
+        "events": [e.to_dict() for e in sess.events],
+    }
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    print(f"compiled {args.model} -> {path} ({data['bytes'] / 1e6:.2f} MB, build {data['build_ms']:.0f} ms)")
+    _print_partitions(sess)
     return 0
 
 
@@ -166,6 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         outputs = sess.run(feeds)
         times.append(time.perf_counter() - t0)
+    trace_path = sess.profile(feeds).save(args.trace) if args.trace else None
     if args.save:
         Path(args.save).mkdir(parents=True, exist_ok=True)
         for name, value in outputs.items():
@@ -188,6 +257,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         "partitions": [{"index": p.index, "backend": p.backend, "nodes": len(p.nodes)} for p in sess.partitions],
         "events": [e.to_dict() for e in sess.events],
     }
+    if trace_path is not None:
+        data["trace"] = str(trace_path)
     if args.json:
         print(json.dumps(data, indent=2, default=str))
         return 0
@@ -198,6 +269,36 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"build {data['build_ms']:.0f} ms")
     print("placement: " + ", ".join(f"{b}={n} nodes" for b, n in placement.most_common()))
     _print_partitions(sess)
+    if trace_path is not None:
+        print(f"trace of one run written to {trace_path} (open it in ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise InputError(f"{flag} expects comma-separated positive integers, got {text!r}")
+    return values
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from nnrt_core.bench import bench_session
+
+    in_flight = _int_list(args.in_flight, "--in-flight")
+    if args.runs < 1 or args.warmup < 0:
+        raise InputError(f"--runs must be >= 1 and --warmup >= 0, got {args.runs} and {args.warmup}")
+    sess = Session(args.model, config_from_args(args))
+    feeds = make_inputs(sess.inputs, args.input, args.seed)
+    progress = args.progress if args.progress is not None else sys.stderr.isatty()
+    report = bench_session(sess, feeds, runs=args.runs, warmup=args.warmup, in_flight=in_flight,
+                           progress=progress, model=str(args.model))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.format())
     return 0
 
 
@@ -217,15 +318,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=1, help="runs to time (median is reported)")
     p.add_argument("--save", metavar="DIR", help="write each output as DIR/NAME.npy")
+    p.add_argument("--trace", metavar="FILE", help="profile one more run and write a Chrome/Perfetto trace JSON")
     p.add_argument("--json", action="store_true")
     _add_config_flags(p)
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("compile", help="compile a model into an offline session file that runs without it")
+    p.add_argument("model")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the offline model file to write")
+    p.add_argument("--json", action="store_true")
+    _add_config_flags(p)
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("bench", help="latency percentiles and throughput with N runs in flight")
+    p.add_argument("model")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--runs", type=int, default=20, help="timed runs for latency, and requests per throughput test")
+    p.add_argument("--warmup", type=int, default=2, help="untimed runs first")
+    p.add_argument("--in-flight", default="1,2,4", metavar="N,N,...", help="requests in flight per throughput test")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument("--json", action="store_true")
+    _add_config_flags(p)
+    p.set_defaults(func=cmd_bench)
+
     p = sub.add_parser("partition", help="show where every node of a model would run")
     p.add_argument("model")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--svg", metavar="FILE", help="also write the graph, coloured by backend, as an SVG")
+    p.add_argument("--passes", action="store_true",
+                   help="show what the optimization passes changed (op counts before/after)")
+    p.add_argument("--optimization-level", choices=OPTIMIZATION_LEVELS,
+                   help="graph optimization level (default: the config's, basic)")
     _add_config_flags(p)
     p.set_defaults(func=cmd_partition)
+
+    add_quantize_parser(sub)  # nnrt quantize MODEL --calibration DATA -o OUT
+
+    p = sub.add_parser("check", help="compare each partition's outputs with the reference backend alone")
+    p.add_argument("model")
+    p.add_argument("--reference", default="numpy", help="reference backend (default: numpy)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-rel", type=float, help="exit with status 1 when any max relative difference exceeds this")
+    p.add_argument("--json", action="store_true")
+    _add_config_flags(p)
+    p.set_defaults(func=cmd_check)
     return parser
 
 

@@ -4,18 +4,41 @@ Tensors cross a partition boundary without a copy when producer and consumer
 both keep tensors in host memory; otherwise the producer's backend copies to
 the host and the consumer's backend copies to its device.  Copies are counted.
 Values are released right after their last reader.
+
+When some partition runs on a device backend (``host_memory = False``) and
+there is more than one partition, runs are dependency-driven: every ready
+device partition is submitted with ``CompiledPartition.run_async`` (its
+device queue works in the background) while ready host partitions run on the
+calling thread, so independent branches on different devices overlap.
 """
 from __future__ import annotations
 
 import threading
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+import time
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
 
-__all__ = ["ExecutionStep", "Executor"]
+__all__ = ["ExecutionStep", "Executor", "StepObserver"]
+
+
+class StepObserver(Protocol):
+    """What ``Executor.run_observed`` reports to (the profiler)."""
+
+    def run_step(self, index: int, step: "ExecutionStep", args: dict[str, Any]) -> Mapping[str, Any]:
+        """Run ``step.compiled`` on ``args`` (timing it) and return its outputs."""
+        ...
+
+    def transfer(self, value: str, direction: str, backend: Backend, start: float, end: float,
+                 tensor: Any) -> None:
+        """A copy of ``value`` made by ``backend`` (``direction`` ``to_host`` or
+        ``to_device``) between ``start`` and ``end`` (``time.perf_counter``)."""
+        ...
 
 
 @dataclass
@@ -51,11 +74,30 @@ class Executor:
         self._single = (only.compiled if only is not None and only.backend.host_memory
                         and not self.constants and set(graph_outputs) <= set(only.outputs)
                         and set(only.inputs) == set(graph_inputs) else None)
+        # dependency graph of the steps, for overlapped (device + host) runs
+        producer: dict[str, int] = {}
+        self._deps: list[set[int]] = []
+        for i, st in enumerate(self.steps):
+            self._deps.append({producer[n] for n in st.inputs if n in producer})
+            for n in st.outputs:
+                producer[n] = i
+        self._users: list[list[int]] = [[] for _ in self.steps]
+        for i, deps in enumerate(self._deps):
+            for d in deps:
+                self._users[d].append(i)
+        self._readers: dict[str, int] = {}
+        for st in self.steps:
+            for n in set(st.inputs):
+                self._readers[n] = self._readers.get(n, 0) + 1
+        #: overlap device partitions with host ones (see the module docstring)
+        self.overlap = len(self.steps) > 1 and any(not st.backend.host_memory for st in self.steps)
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         if self._single is not None:
             outs = self._single.run(feeds)
             return [outs[name] for name in self.graph_outputs]
+        if self.overlap:
+            return self._run_overlapped(feeds)
         env: dict[str, Any] = dict(feeds)
         owner: dict[str, Backend | None] = {}  # None = host array
         on_host: dict[str, Any] = {}  # host copies of device tensors, made once
@@ -96,6 +138,159 @@ class Executor:
                     x = on_host[name]
                 else:
                     x = src.to_host(x)
+                    copies += 1
+            results.append(x)
+        if copies:
+            with self._lock:
+                self.host_device_copies += copies
+        return results
+
+    def _run_overlapped(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """Dependency-driven run: device partitions are submitted as soon as
+        their inputs exist, host partitions run here meanwhile."""
+        env: dict[str, Any] = dict(feeds)
+        owner: dict[str, Backend | None] = {}
+        on_host: dict[str, Any] = {}
+        readers = dict(self._readers)
+        keep = set(self.graph_outputs)
+        waiting = [len(d) for d in self._deps]
+        ready_device: deque[int] = deque()
+        ready_host: deque[int] = deque()
+        pending: dict[Future, int] = {}
+        copies = 0
+
+        def make_ready(i: int) -> None:
+            (ready_host if self.steps[i].backend.host_memory else ready_device).append(i)
+
+        def prepare(i: int) -> dict[str, Any]:
+            nonlocal copies
+            st = self.steps[i]
+            b = st.backend
+            args = {}
+            for name in st.inputs:
+                x = env[name]
+                src = owner.get(name)
+                if src is not b:
+                    if src is not None and not src.host_memory:
+                        if name in on_host:
+                            x = on_host[name]
+                        else:
+                            x = on_host[name] = src.to_host(x)
+                            copies += 1
+                    if not b.host_memory:
+                        x = b.to_device(x)
+                        copies += 1
+                args[name] = x
+            for name in set(st.inputs):  # the args hold what this step needs
+                readers[name] -= 1
+                if readers[name] == 0 and name not in keep:
+                    env.pop(name, None)
+                    on_host.pop(name, None)
+            return args
+
+        def finish(i: int, outs: Mapping[str, Any]) -> None:
+            st = self.steps[i]
+            for name in st.outputs:
+                env[name] = outs[name]
+                owner[name] = st.backend
+            for u in self._users[i]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    make_ready(u)
+
+        for i, w in enumerate(waiting):
+            if w == 0:
+                make_ready(i)
+        done = 0
+        try:
+            while done < len(self.steps):
+                while ready_device:
+                    i = ready_device.popleft()
+                    pending[self.steps[i].compiled.run_async(prepare(i))] = i
+                if ready_host:
+                    i = ready_host.popleft()
+                    finish(i, self.steps[i].compiled.run(prepare(i)))
+                    done += 1
+                    continue
+                if not pending:  # pragma: no cover - the steps come from an acyclic partition graph
+                    raise RuntimeError("executor: no partition is ready (cyclic partition graph?)")
+                finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for fut in sorted(finished, key=lambda f: pending[f]):
+                    i = pending.pop(fut)
+                    finish(i, fut.result())
+                    done += 1
+        except BaseException:
+            wait(list(pending))  # never leave device work running on released buffers
+            raise
+        results = []
+        for name in self.graph_outputs:
+            if name in self.constants and name not in env:
+                results.append(self.constants[name])
+                continue
+            x = env[name]
+            src = owner.get(name)
+            if src is not None and not src.host_memory:
+                x = on_host[name] if name in on_host else src.to_host(x)
+                copies += name not in on_host
+            results.append(x)
+        if copies:
+            with self._lock:
+                self.host_device_copies += copies
+        return results
+
+    def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
+        """``run`` with every partition and copy reported to ``observer``
+        (sequential, for profiling; ``run`` itself carries no hooks)."""
+        env: dict[str, Any] = dict(feeds)
+        owner: dict[str, Backend | None] = {}
+        on_host: dict[str, Any] = {}
+        copies = 0
+
+        def host_copy(name: str, src: Backend, x: Any) -> Any:
+            t0 = time.perf_counter()
+            y = on_host[name] = src.to_host(x)
+            observer.transfer(name, "to_host", src, t0, time.perf_counter(), y)
+            return y
+
+        for index, st in enumerate(self.steps):
+            b = st.backend
+            args = {}
+            for name in st.inputs:
+                x = env[name]
+                src = owner.get(name)
+                if src is not b:
+                    if src is not None and not src.host_memory:
+                        if name in on_host:
+                            x = on_host[name]
+                        else:
+                            x = host_copy(name, src, x)
+                            copies += 1
+                    if not b.host_memory:
+                        t0 = time.perf_counter()
+                        host_x = x
+                        x = b.to_device(x)
+                        observer.transfer(name, "to_device", b, t0, time.perf_counter(), host_x)
+                        copies += 1
+                args[name] = x
+            outs = observer.run_step(index, st, args)
+            for name in st.outputs:
+                env[name] = outs[name]
+                owner[name] = b
+            for name in st.release:
+                env.pop(name, None)
+                on_host.pop(name, None)
+        results = []
+        for name in self.graph_outputs:
+            if name in self.constants and name not in env:
+                results.append(self.constants[name])
+                continue
+            x = env[name]
+            src = owner.get(name)
+            if src is not None and not src.host_memory:
+                if name in on_host:
+                    x = on_host[name]
+                else:
+                    x = host_copy(name, src, x)
                     copies += 1
             results.append(x)
         if copies:

@@ -3,23 +3,34 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.backend.base import Backend, Capability, CompiledPartition
 from nnrt_core.config import ScheduleConfig
-from nnrt_core.errors import CompileError, ConfigError, InputError
+from nnrt_core.errors import CompileError, ConfigError, InputError, NnrtError, SessionFileError
 from nnrt_core.executor import ExecutionStep, Executor
 from nnrt_core.frontends import load_onnx
 from nnrt_core.ir.clone import clone_graph
 from nnrt_core.ir import Dim, Graph, Model, SequenceType, OptionalType, TensorType, Value
+from nnrt_core.memory_plan import MemoryPlan, plan_graph, static_value_sizes
+from nnrt_core.model_cache import ModelCache, model_digest
 from nnrt_core.partitioning import PartitionPlan
-from nnrt_core.passes import fold_constants
+from nnrt_core.passes import BackendSupport, PassContext, PassManager, PassReport
 from nnrt_core.registry import Registry, default_registry
+from nnrt_core.streams import RunFuture, RunPool, Stream, default_workers
 from nnrt_core.scheduling import NodePlacement, PlacementContext, PlacementEvent, with_backup
+from nnrt_core.session_file import (PartitionRecord, SessionImage, decode, encode, looks_like_session_file,
+                                    read_session_file, write_atomic)
+
+if TYPE_CHECKING:
+    from nnrt_core.profiler import Trace
 
 __all__ = ["Session", "TensorInfo", "PartitionInfo", "load_model"]
 
@@ -84,14 +95,33 @@ class Session:
         if not isinstance(self.config, ScheduleConfig):
             raise ConfigError(f"config must be a ScheduleConfig, got {type(self.config).__name__}")
         self.registry = registry if registry is not None else default_registry()
+        self.events: list[PlacementEvent] = []
+        self.cache_hit = False
+        self.cache_path: str | None = None  #: the cache entry used or written
+        self.folded_nodes = 0
+        self.pass_report = PassReport(self.config.optimization_level)  #: what the graph passes changed
+        if looks_like_session_file(model):  # an offline model from ``nnrt compile`` / ``Session.save``
+            what = "session bytes" if isinstance(model, (bytes, bytearray, memoryview)) else f"session file {str(model)!r}"
+            image = decode(model, what=what) if isinstance(model, (bytes, bytearray, memoryview)) \
+                else read_session_file(model)
+            if config is None:
+                self.config = ScheduleConfig.from_dict({**image.config, "cache_dir": None})
+            self._load_image(image)
+            self.build_seconds = time.perf_counter() - t0
+            return
+        self._backends, self._backup = self._select_backends()
+        cache, key = self._open_cache(model)
+        if cache is not None and self._load_cached(cache, key):
+            self.build_seconds = time.perf_counter() - t0
+            return
         self.model = load_model(model)
         self.graph = self.model.graph
         self.graph.topological_sort()
-        self.events: list[PlacementEvent] = []
-        self._backends, self._backup = self._select_backends()
         self._scheduler = self._make_scheduler()
         self.folded_nodes = self._optimize()
         self._build()
+        if cache is not None:
+            self._store_cached(cache, key)
         self.build_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------- building
@@ -136,16 +166,17 @@ class Session:
         return backends, backup
 
     def _optimize(self) -> int:
-        """Graph passes before placement (``optimization_level`` >= basic)."""
-        if self.config.optimization_level == "none":
-            return 0
+        """Graph passes of ``optimization_level`` before placement (see
+        docs/passes.md); the report lands in ``pass_report``.  Returns the
+        number of constant-folded nodes."""
         rec = self.registry.backends.get("numpy")
-        if rec is None or not rec.available:
-            return 0
-        folded = fold_constants(self.graph, rec.backend)
-        if folded:
-            log.info("constant folding removed %d node(s)", folded)
-        return folded
+        ctx = PassContext(evaluator=rec.backend if rec is not None and rec.available else None,
+                          supports=BackendSupport(self._candidates(), self.config.compile_options),
+                          protected=frozenset(self.config.pins))
+        self.pass_report = PassManager(self.config.optimization_level).run(self.graph, ctx)
+        if self.pass_report.nodes_after != self.pass_report.nodes_before:
+            log.info("%s", self.pass_report.summary())
+        return self.pass_report.rewrites("constant_folding")
 
     def _make_scheduler(self):
         rec = self.registry.scheduler(self.config.scheduler)
@@ -162,7 +193,8 @@ class Session:
         compiled_cache: dict[tuple[str, tuple[str, ...]], CompiledPartition] = {}
         max_attempts = 1 + len(self.graph.nodes) * max(1, len(caps))
         for _attempt in range(max_attempts):
-            ctx = PlacementContext(self.graph, self._backends, self._backup, caps, cfg, cfg.pins)
+            ctx = PlacementContext(self.graph, self._backends, self._backup, caps, cfg, cfg.pins,
+                                   compiled=compiled_cache)
             assignment = self._scheduler.place(ctx)
             plans = self._scheduler.partition(self.graph, assignment)
             failed = self._compile_all(plans, compiled_cache)
@@ -213,9 +245,12 @@ class Session:
             rejected = ctx.rejections(n)
             if n.name in ctx.pins:
                 reason = "pinned by config"
-            elif self._backup is not None and b == self._backup.name and b not in {x.name for x in ctx.backends}:
+            elif (self._backup is not None and b == self._backup.name and b not in {x.name for x in ctx.backends}
+                  and not any(ctx.capabilities[x.name].supports(n.name) for x in ctx.backends)):
                 reason = "backup: no selected backend supports it"
                 fallback_nodes.setdefault(b, []).append(n.name)
+            elif n.name in ctx.reasons:
+                reason = ctx.reasons[n.name]
             elif b != first and first is not None:
                 reason = f"{first} rejected it" if first in rejected else f"chosen by {self._scheduler.name}"
             else:
@@ -224,14 +259,124 @@ class Session:
         for b, nodes in fallback_nodes.items():
             if ctx.backends:
                 self._event("node_fallback", b, f"{len(nodes)} node(s) fall back to backup {b!r}", nodes)
+        for e in ctx.events:  # scheduler decisions (island merges...), visible like fallbacks
+            self._event(e.kind, e.backend, e.message, e.nodes)
+        self._estimates = self._scheduler.estimate_partitions(ctx, plans, self._compiled)
         steps = []
         for plan, compiled in zip(plans, self._compiled):
             steps.append(ExecutionStep(compiled, self._backend_named(plan.backend),
                                        [v.name for v in plan.inputs], [v.name for v in plan.outputs]))
         consts = {v.name: v.const for v in self.graph.outputs if v.const is not None and v.producer is None}
+        self._part_meta = [_PartitionMeta(p.index, p.backend, tuple(p.node_names()),
+                                          tuple(n.qualified_op for n in p.nodes),
+                                          tuple(v.name for v in p.inputs), tuple(v.name for v in p.outputs))
+                           for p in plans]
+        self._start_executor(steps, consts)
+
+    def _start_executor(self, steps: list[ExecutionStep], consts: dict[str, np.ndarray]) -> None:
+        self._constants = consts
         self._executor = Executor(steps, [v.name for v in self.graph.outputs], consts,
                                   [v.name for v in self.graph.inputs])
         self._fast_feed_specs = _fast_feed_specs(self.graph.inputs)
+
+    # ------------------------------------------- offline models and the cache
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write this compiled session as one file that ``Session(path)``
+        loads and runs without the source model (an offline model)."""
+        return write_atomic(path, encode(self.to_image()))
+
+    def to_image(self) -> SessionImage:
+        """The session's compiled form; :class:`SessionFileError` when a
+        backend cannot serialize its partitions."""
+        parts = []
+        for meta, compiled in zip(self._part_meta, self._compiled):
+            blob = compiled.serialize()
+            if blob is None:
+                raise SessionFileError(f"backend {meta.backend!r} cannot serialize compiled partitions "
+                                       f"(partition {meta.index}), so this session cannot be saved")
+            parts.append(PartitionRecord(meta.index, meta.backend, str(self._backend_named(meta.backend).version),
+                                         compiled.name, list(zip(meta.nodes, meta.op_types)), list(meta.inputs),
+                                         list(meta.outputs), blob))
+        from nnrt_core import __version__
+
+        return SessionImage(
+            config=self.config.to_dict(),
+            inputs=[(v.name, v.type) for v in self.graph.inputs],
+            outputs=[(v.name, v.type) for v in self.graph.outputs],
+            partitions=parts, placement=[p.to_dict() for p in self.placement_report],
+            events=[e.to_dict() for e in self.events], constants=dict(self._constants),
+            meta={"nnrt_version": __version__, "graph_name": self.graph.name, "folded_nodes": self.folded_nodes,
+                  "memory": self._memory_stats(), "passes": self.pass_report.to_dict()})
+
+    def _load_image(self, image: SessionImage) -> None:
+        """Become the session ``image`` describes (no source model needed)."""
+        self.graph = Graph(str(image.meta.get("graph_name", "offline")),
+                           inputs=[Value(n, t) for n, t in image.inputs],
+                           outputs=[Value(n, t) for n, t in image.outputs])
+        self.model = Model(graph=self.graph)
+        self.folded_nodes = int(image.meta.get("folded_nodes", 0) or 0)
+        if isinstance(image.meta.get("passes"), dict):
+            self.pass_report = PassReport.from_dict(image.meta["passes"])
+        memory = image.meta.get("memory")
+        self._stored_memory_stats = {k: memory.get(k) for k in ("planned_peak_bytes", "naive_bytes",
+                                                                "lower_bound_bytes")} \
+            if isinstance(memory, dict) else None
+        self.events = [PlacementEvent(**e) for e in image.events]
+        self.placement_report = [NodePlacement(**p) for p in image.placement]
+        steps, compiled, used = [], [], []
+        for rec in image.partitions:
+            reg = self.registry.backend(rec.backend)  # ConfigError listing installed backends
+            if not reg.available or reg.backend is None:
+                raise SessionFileError(f"the compiled session needs backend {rec.backend!r}, which is unavailable "
+                                       f"here: {reg.reason}")
+            backend = reg.backend
+            part = backend.load_compiled(rec.blob, self.config.compile_options(rec.backend))
+            compiled.append(part)
+            if backend not in used:
+                used.append(backend)
+            steps.append(ExecutionStep(part, backend, list(rec.inputs), list(rec.outputs)))
+        self._backends, self._backup = used, None
+        self._compiled = compiled
+        self._part_meta = [_PartitionMeta(r.index, r.backend, tuple(n for n, _ in r.nodes),
+                                          tuple(op for _, op in r.nodes), tuple(r.inputs), tuple(r.outputs))
+                           for r in image.partitions]
+        self._start_executor(steps, dict(image.constants))
+
+    def _open_cache(self, model: Any) -> tuple[ModelCache | None, str]:
+        if self.config.cache_dir is None:
+            return None, ""
+        cache = ModelCache(self.config.cache_dir, self.config.cache_version)  # ConfigError if unusable
+        digest = model_digest(model)
+        if digest is None:
+            self._event("cache_disabled", "-", "model cache skipped: this model cannot be keyed")
+            return None, ""
+        backends = [b.cache_fingerprint() for b in self._candidates()]
+        return cache, cache.key(digest, self.config.to_dict(), backends)
+
+    def _load_cached(self, cache: ModelCache, key: str) -> bool:
+        image, why = cache.load(key)
+        self.cache_path = str(cache.path(key))
+        if image is None:
+            log.info("model cache %s: %s", self.cache_path, why)
+            return False
+        try:
+            self._load_image(image)
+        except NnrtError as e:  # e.g. a device blob the backend now refuses: rebuild
+            log.warning("model cache: cannot load %s (%s); rebuilding", self.cache_path, e)
+            self.events = []
+            return False
+        self.cache_hit = True
+        return True
+
+    def _store_cached(self, cache: ModelCache, key: str) -> None:
+        try:
+            image = self.to_image()
+        except SessionFileError as e:
+            self._event("cache_disabled", "-", f"model cache not written: {e}")
+            return
+        problem = cache.store(key, image)
+        if problem is not None:
+            self._event("cache_disabled", "-", f"model cache not written ({problem}); running without a cache")
 
     # ---------------------------------------------------------------- views
     @property
@@ -250,13 +395,13 @@ class Session:
     @property
     def partitions(self) -> list[PartitionInfo]:
         out = []
-        for plan, compiled in zip(self.plans, self._compiled):
-            out.append(PartitionInfo(
-                plan.index, plan.backend, tuple(plan.node_names()),
-                tuple(sorted({n.qualified_op for n in plan.nodes})),
-                tuple(v.name for v in plan.inputs), tuple(v.name for v in plan.outputs),
-                compiled.describe(),
-            ))
+        for meta, compiled in zip(self._part_meta, self._compiled):
+            details = compiled.describe()
+            est = getattr(self, "_estimates", {}).get(meta.index)
+            if est is not None:  # estimated cost of one run (see nnrt_core.scheduling.CostModel)
+                details = {**details, "estimated_ms": est[0] * 1e3, "estimate_source": est[1]}
+            out.append(PartitionInfo(meta.index, meta.backend, meta.nodes, tuple(sorted(set(meta.op_types))),
+                                     meta.inputs, meta.outputs, details))
         return out
 
     @property
@@ -264,11 +409,46 @@ class Session:
         return list(self.events)
 
     def stats(self) -> dict[str, Any]:
+        """Counters and figures of this session: host<->device copies, cache
+        hit, build time and the static memory plan of its intermediates
+        (``planned_peak_bytes``, ``naive_bytes``, ``lower_bound_bytes``;
+        ``None`` while shapes are dynamic and no run has fixed them)."""
         return {
             "host_device_copies": self._executor.host_device_copies,
-            "partitions": len(self.plans),
+            "partitions": len(self._compiled),
+            "cache_hit": self.cache_hit,
             "build_seconds": self.build_seconds,
+            "passes": {"level": self.pass_report.level, "nodes_before": self.pass_report.nodes_before,
+                       "nodes_after": self.pass_report.nodes_after,
+                       "rewrites": {k: v.rewrites for k, v in self.pass_report.passes.items() if v.rewrites}},
+            **self._memory_stats(),
         }
+
+    def memory_plan(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> MemoryPlan:
+        """The lifetime-based arena plan of every intermediate tensor in
+        execution order.  Graphs with dynamic shapes need ``input_shapes``;
+        plans are cached per shape."""
+        if not self.graph.nodes:
+            raise SessionFileError("a session loaded from a compiled file has no graph to plan; "
+                                   "see stats() for the plan stored with it")
+        key = tuple(sorted((k, tuple(int(d) for d in v)) for k, v in (input_shapes or {}).items()))
+        plans = self.__dict__.setdefault("_memory_plans", {})
+        if key not in plans:
+            sizes = static_value_sizes(self.graph, dict(key)) if key else None
+            plans[key] = plan_graph(self.graph, sizes)
+            self._last_plan = plans[key]
+        return plans[key]
+
+    def _memory_stats(self) -> dict[str, Any]:
+        stored = getattr(self, "_stored_memory_stats", None)
+        if stored is not None:
+            return dict(stored)
+        plan = getattr(self, "_last_plan", None)
+        if plan is None and self.graph.nodes:
+            plan = self.memory_plan()
+        if plan is None or plan.unplanned:
+            return {"planned_peak_bytes": None, "naive_bytes": None, "lower_bound_bytes": None}
+        return {k: v for k, v in plan.as_stats().items() if k != "unplanned_values"}
 
     # ------------------------------------------------------------------ run
     def run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -283,6 +463,44 @@ class Session:
         if unknown:
             raise InputError(f"unknown output(s) {unknown}; outputs: {list(out)}")
         return {n: out[n] for n in output_names}
+
+    # ------------------------------------------------- async, streams, profiling
+    _async_pool_lock = threading.Lock()
+
+    def run_async(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None) -> RunFuture:
+        """Start a run on the session's worker threads (one per core).  The
+        outputs, or the error (bad feeds included), arrive through the future.
+        The feed arrays must stay unchanged until the future is done."""
+        try:
+            checked = dict(self._check_feeds(feeds))
+        except Exception as e:
+            fut = RunFuture()
+            fut.set_exception(e)
+            return fut
+        return self._run_pool().submit(checked, output_names)
+
+    def _run_pool(self) -> RunPool:
+        pool = self.__dict__.get("_async_pool")
+        if pool is None:
+            with Session._async_pool_lock:
+                pool = self.__dict__.get("_async_pool")
+                if pool is None:
+                    pool = self._async_pool = RunPool(self.run, default_workers())
+        return pool
+
+    def stream(self, max_in_flight: int = 2, callback: Any = None,
+               output_names: Sequence[str] | None = None) -> Stream:
+        """A :class:`~nnrt_core.streams.Stream` keeping up to ``max_in_flight``
+        runs of this session going, reporting each to ``callback(completion)``."""
+        return Stream(self, max_in_flight, callback, output_names)
+
+    def profile(self, feeds: Mapping[str, Any]) -> "Trace":
+        """Run once with timing of every partition, node and transfer; returns
+        a :class:`~nnrt_core.profiler.Trace` (``.save(path)`` writes Chrome /
+        Perfetto trace JSON, ``.outputs`` holds the run's outputs)."""
+        from nnrt_core.profiler import profile_session
+
+        return profile_session(self, feeds)
 
     def _check_feeds(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
         fast = self._fast_feed_specs
@@ -313,6 +531,18 @@ class Session:
         for name, v in expected.items():
             out[name] = _check_one(name, v, feeds[name])
         return out
+
+
+@dataclass(frozen=True)
+class _PartitionMeta:
+    """What the session remembers of a partition's plan (also for loaded sessions)."""
+
+    index: int
+    backend: str
+    nodes: tuple[str, ...]
+    op_types: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
 
 
 def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tuple]] | None:
