@@ -22,6 +22,7 @@ from nnrt_core.errors import (
 )
 from nnrt_core.registry import default_registry
 from nnrt_core.session import PartitionInfo, Session, TensorInfo, load_model
+from nnrt_core.tensor import Tensor
 from nnrt_core.streams import Completion, RunFuture, Stream
 from nnrt_core.profiler import Trace
 
@@ -54,6 +55,7 @@ __all__ = [
     "Session",
     "Stream",
     "SessionFileError",
+    "Tensor",
     "TensorInfo",
     "Trace",
     "UnsupportedNodeError",

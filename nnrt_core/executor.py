@@ -23,6 +23,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.tensor import Tensor
 
 __all__ = ["ExecutionStep", "Executor", "StepObserver"]
 
@@ -92,14 +93,19 @@ class Executor:
         #: overlap device partitions with host ones (see the module docstring)
         self.overlap = len(self.steps) > 1 and any(not st.backend.host_memory for st in self.steps)
 
-    def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
-        if self._single is not None:
+    def run(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
+            keep_on_device: bool = False) -> list[Any]:
+        """Outputs in graph-output order.  ``owners`` names the device backend
+        holding a feed (zero-copy inputs); with ``keep_on_device`` outputs
+        produced on a device come back as :class:`~nnrt_core.tensor.Tensor`
+        without a copy to the host."""
+        if self._single is not None and not owners:
             outs = self._single.run(feeds)
             return [outs[name] for name in self.graph_outputs]
         if self.overlap:
-            return self._run_overlapped(feeds)
+            return self._run_overlapped(feeds, owners, keep_on_device)
         env: dict[str, Any] = dict(feeds)
-        owner: dict[str, Backend | None] = {}  # None = host array
+        owner: dict[str, Backend | None] = dict(owners) if owners else {}  # absent = host array
         on_host: dict[str, Any] = {}  # host copies of device tensors, made once
         copies = 0
         for st in self.steps:
@@ -126,6 +132,12 @@ class Executor:
             for name in st.release:
                 env.pop(name, None)
                 on_host.pop(name, None)
+        return self._results(env, owner, on_host, copies, keep_on_device)
+
+    def _results(self, env: dict[str, Any], owner: Mapping[str, Backend | None], on_host: dict[str, Any],
+                 copies: int, keep_on_device: bool = False) -> list[Any]:
+        """The graph outputs (host arrays, or device tensors when kept there);
+        adds this run's copies to the counter."""
         results = []
         for name in self.graph_outputs:
             if name in self.constants and name not in env:
@@ -134,7 +146,9 @@ class Executor:
             x = env[name]
             src = owner.get(name)
             if src is not None and not src.host_memory:
-                if name in on_host:
+                if keep_on_device:
+                    x = Tensor(x, src)
+                elif name in on_host:
                     x = on_host[name]
                 else:
                     x = src.to_host(x)
@@ -145,11 +159,12 @@ class Executor:
                 self.host_device_copies += copies
         return results
 
-    def _run_overlapped(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+    def _run_overlapped(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
+                        keep_on_device: bool = False) -> list[Any]:
         """Dependency-driven run: device partitions are submitted as soon as
         their inputs exist, host partitions run here meanwhile."""
         env: dict[str, Any] = dict(feeds)
-        owner: dict[str, Backend | None] = {}
+        owner: dict[str, Backend | None] = dict(owners) if owners else {}
         on_host: dict[str, Any] = {}
         readers = dict(self._readers)
         keep = set(self.graph_outputs)
@@ -222,21 +237,7 @@ class Executor:
         except BaseException:
             wait(list(pending))  # never leave device work running on released buffers
             raise
-        results = []
-        for name in self.graph_outputs:
-            if name in self.constants and name not in env:
-                results.append(self.constants[name])
-                continue
-            x = env[name]
-            src = owner.get(name)
-            if src is not None and not src.host_memory:
-                x = on_host[name] if name in on_host else src.to_host(x)
-                copies += name not in on_host
-            results.append(x)
-        if copies:
-            with self._lock:
-                self.host_device_copies += copies
-        return results
+        return self._results(env, owner, on_host, copies, keep_on_device)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
         """``run`` with every partition and copy reported to ``observer``

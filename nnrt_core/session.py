@@ -26,6 +26,7 @@ from nnrt_core.passes import BackendSupport, PassContext, PassManager, PassRepor
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.streams import RunFuture, RunPool, Stream, default_workers
 from nnrt_core.scheduling import NodePlacement, PlacementContext, PlacementEvent, with_backup
+from nnrt_core.tensor import Tensor
 from nnrt_core.session_file import (PartitionRecord, SessionImage, decode, encode, looks_like_session_file,
                                     read_session_file, write_atomic)
 
@@ -451,11 +452,28 @@ class Session:
         return {k: v for k, v in plan.as_stats().items() if k != "unplanned_values"}
 
     # ------------------------------------------------------------------ run
-    def run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None, *,
+            keep_on_device: bool = False) -> dict[str, Any]:
         """Run the model.  Returns outputs in graph-output order (or in the
-        order of ``output_names``)."""
+        order of ``output_names``).
+
+        Feeds are numpy arrays or :class:`Tensor` s (e.g. from
+        :meth:`allocate_input`: a tensor already in the reading backend's
+        memory is used without a copy).  With ``keep_on_device`` outputs a
+        device backend produced stay there, returned as ``Tensor`` s."""
         checked = self._check_feeds(feeds)
-        results = self._executor.run(checked)
+        if checked is feeds and not keep_on_device:  # plain host arrays: the fast path
+            results = self._executor.run(checked)
+        else:
+            raw, owners = {}, {}
+            for name, x in checked.items():
+                if type(x) is Tensor:
+                    raw[name] = x.data
+                    if x.on_device:
+                        owners[name] = x.backend
+                else:
+                    raw[name] = x
+            results = self._executor.run(raw, owners, keep_on_device)
         out = dict(zip(self._executor.graph_outputs, results))
         if output_names is None:
             return out
@@ -463,6 +481,34 @@ class Session:
         if unknown:
             raise InputError(f"unknown output(s) {unknown}; outputs: {list(out)}")
         return {n: out[n] for n in output_names}
+
+    def allocate_input(self, name: str, shape: Sequence[int] | None = None) -> Tensor:
+        """A tensor for input ``name`` in the memory of the backend that reads
+        it (host memory when several backends or a host backend read it).
+        Fill it through ``tensor.numpy()`` (a view where device memory is
+        mapped) or ``tensor.copy_from(array)``; feeding it costs no copy."""
+        spec = next((v for v in self.graph.inputs if v.name == name), None)
+        if spec is None:
+            raise InputError(f"unknown input {name!r}; the model's inputs are {[v.name for v in self.graph.inputs]}")
+        t = spec.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise InputError(f"input {name!r} is not a tensor of known rank; it cannot be allocated")
+        dims = list(t.shape)
+        if shape is not None:
+            shape = tuple(int(d) for d in shape)
+            if len(shape) != len(dims) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape)) \
+                    or any(s < 0 for s in shape):
+                raise InputError(f"input {name!r} has shape {_shape_str(t.shape)}; cannot allocate {list(shape)}")
+        elif all(isinstance(d, int) for d in dims):
+            shape = tuple(dims)
+        else:
+            raise InputError(f"input {name!r} has dynamic shape {_shape_str(t.shape)}; pass shape=")
+        dtype = t.dtype.numpy
+        readers = {id(st.backend): st.backend for st in self._executor.steps if name in st.inputs}
+        backend = next(iter(readers.values())) if len(readers) == 1 else None
+        if backend is None or backend.host_memory:
+            return Tensor(np.empty(shape, dtype), None, shape, dtype)
+        return Tensor(backend.allocate(shape, dtype), backend, shape, dtype)
 
     # ------------------------------------------------- async, streams, profiling
     _async_pool_lock = threading.Lock()
@@ -584,6 +630,14 @@ def _check_one(name: str, v: Value, x: Any) -> Any:
     if isinstance(t, OptionalType):
         return x
     if not isinstance(t, TensorType):
+        return x
+    if isinstance(x, Tensor):  # zero-copy tensor: check what it holds, never copy it
+        want = t.dtype.numpy
+        if x.dtype != want or (t.shape is not None and (
+                len(x.shape) != len(t.shape)
+                or any(isinstance(d, int) and d != g for d, g in zip(t.shape, x.shape)))):
+            raise InputError(f"tensor fed to input {name!r} holds {x.dtype}{list(x.shape)}; the input expects "
+                             f"{want}{_shape_str(t.shape) if t.shape is not None else '[?]'}")
         return x
     if isinstance(x, np.generic):  # numpy scalar -> 0-d array
         x = np.asarray(x)

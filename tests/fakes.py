@@ -25,6 +25,14 @@ class DeviceArray:
         self.data = data
         self.owner = owner
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
 
 class _FakePartition(CompiledPartition):
     def __init__(self, backend: "FakeBackend", graph: Graph) -> None:
@@ -80,6 +88,11 @@ class FakeBackend(Backend):
         if bad:
             raise CompileError(f"{self.name}: out of device memory compiling {bad}")
         return _FakePartition(self, graph)
+
+    def allocate(self, shape, dtype, device: str | None = None) -> Any:
+        if self.host_memory:
+            return np.empty(tuple(shape), np.dtype(dtype))
+        return DeviceArray(np.zeros(tuple(shape), np.dtype(dtype)), self)
 
     def to_device(self, array: np.ndarray, device: str | None = None) -> Any:
         if self.host_memory:

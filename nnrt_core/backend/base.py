@@ -278,5 +278,10 @@ class Backend(abc.ABC):
         """True when ``tensor`` already lives in this backend's memory."""
         return isinstance(tensor, np.ndarray) if self.host_memory else False
 
+    def host_view(self, tensor: Any) -> np.ndarray | None:
+        """``tensor``'s memory as a writable host array without a copy (host
+        memory, or device memory mapped into the host), else ``None``."""
+        return tensor if isinstance(tensor, np.ndarray) else None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} v{self.version}>"

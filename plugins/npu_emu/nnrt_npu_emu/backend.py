@@ -400,6 +400,10 @@ class NpuEmuBackend(Backend):
             self.transfers.device_to_device += 1
         return new
 
+    def host_view(self, tensor: Any) -> np.ndarray | None:
+        # device memory is shared with the host (like NNRt's shared-memory tensors)
+        return tensor.data if isinstance(tensor, NpuTensor) else None
+
     def owns(self, tensor: Any) -> bool:
         return isinstance(tensor, NpuTensor) and tensor.device.backend_ref() is self
 
