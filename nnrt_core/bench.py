@@ -119,10 +119,12 @@ class BenchReport:
     latency_ms: dict[str, float]
     throughput: dict[int, float] = field(default_factory=dict)  #: in flight -> inferences/s
     build_ms: float = 0.0
+    #: per partition: backend, nodes and the backend's own cost figures (e.g. simulated NPU cycles)
+    partitions: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "backends": dict(self.backends), "runs": self.runs, "warmup": self.warmup,
-                "build_ms": self.build_ms, "latency_ms": dict(self.latency_ms),
+                "build_ms": self.build_ms, "latency_ms": dict(self.latency_ms), "partitions": self.partitions,
                 "throughput": [{"in_flight": n, "inferences_per_s": v,
                                 "speedup": v / self.throughput[1] if 1 in self.throughput else None}
                                for n, v in sorted(self.throughput.items())]}
@@ -134,6 +136,10 @@ class BenchReport:
                  f"build: {self.build_ms:.0f} ms; {self.runs} timed runs after {self.warmup} warm-up",
                  f"latency ms: p50 {lat['p50']:.2f}  p90 {lat['p90']:.2f}  p99 {lat['p99']:.2f}  "
                  f"mean {lat['mean']:.2f}  min {lat['min']:.2f}  max {lat['max']:.2f}"]
+        for p in self.partitions:
+            if "est_cycles" in p:
+                lines.append(f"partition {p['index']} on {p['backend']}: simulated {p['est_cycles']:,} cycles "
+                             f"= {p['est_time_ms']:.3f} ms per run on {p.get('chip', p['backend'])}")
         base = self.throughput.get(1)
         for n, v in sorted(self.throughput.items()):
             ratio = f"  x{v / base:.2f} vs 1 in flight" if base and n != 1 else ""
@@ -165,8 +171,15 @@ def bench_session(session: "Session", feeds: Mapping[str, Any], *, runs: int = 2
     counts: dict[str, int] = {}
     for backend in session.placement.values():
         counts[backend] = counts.get(backend, 0) + 1
+    parts = []
+    for info in session.partitions:
+        row: dict[str, Any] = {"index": info.index, "backend": info.backend, "nodes": len(info.nodes)}
+        for key in ("est_cycles", "est_time_ms", "chip", "estimated_ms"):
+            if key in info.details:
+                row[key] = info.details[key]
+        parts.append(row)
     report = BenchReport(model, counts, runs, warmup, percentiles(times),
-                         build_ms=session.build_seconds * 1e3)
+                         build_ms=session.build_seconds * 1e3, partitions=parts)
     for n in sorted(set(in_flight)):
         p = bar(f"throughput, {n} in flight")
         report.throughput[n] = measure_throughput(session, feeds, n, runs, p)

@@ -106,3 +106,13 @@ def test_devices_lists_every_device_of_every_backend():
             assert {"id", "type", "properties", "precisions", "available"} <= set(d)
     numpy_dev = next(b for b in backends if b["name"] == "numpy")["devices"][0]
     assert numpy_dev["type"] == "cpu" and "fp32" in numpy_dev["precisions"] and numpy_dev["available"]
+
+
+def test_bench_reports_the_npu_cost_model(light_dir):
+    sess = Session(light_dir / "light_squeezenet.onnx", ScheduleConfig(backends=["npu_emu"]))
+    feeds = {sess.inputs[0].name: np.zeros((1, 3, 224, 224), np.float32)}
+    report = bench_session(sess, feeds, runs=1, warmup=0, in_flight=[1], progress=False)
+    (part,) = report.partitions
+    assert part["backend"] == "npu_emu" and part["est_cycles"] > 0 and part["est_time_ms"] > 0
+    assert part["est_cycles"] == sess.partitions[0].details["est_cycles"]
+    assert "simulated" in report.format() and report.to_dict()["partitions"] == [part]
