@@ -110,21 +110,8 @@ class Executor:
         copies = 0
         for st in self.steps:
             b = st.backend
-            args = {}
-            for name in st.inputs:
-                x = env[name]
-                src = owner.get(name)  # None: host array (feed)
-                if src is not b:
-                    if src is not None and not src.host_memory:
-                        if name in on_host:
-                            x = on_host[name]
-                        else:
-                            x = on_host[name] = src.to_host(x)
-                            copies += 1
-                    if not b.host_memory:
-                        x = b.to_device(x)
-                        copies += 1
-                args[name] = x
+            args, n = _step_args(st, env, owner, on_host)
+            copies += n
             outs = st.compiled.run(args)
             for name in st.outputs:
                 env[name] = outs[name]
@@ -180,22 +167,8 @@ class Executor:
         def prepare(i: int) -> dict[str, Any]:
             nonlocal copies
             st = self.steps[i]
-            b = st.backend
-            args = {}
-            for name in st.inputs:
-                x = env[name]
-                src = owner.get(name)
-                if src is not b:
-                    if src is not None and not src.host_memory:
-                        if name in on_host:
-                            x = on_host[name]
-                        else:
-                            x = on_host[name] = src.to_host(x)
-                            copies += 1
-                    if not b.host_memory:
-                        x = b.to_device(x)
-                        copies += 1
-                args[name] = x
+            args, n = _step_args(st, env, owner, on_host)
+            copies += n
             for name in set(st.inputs):  # the args hold what this step needs
                 readers[name] -= 1
                 if readers[name] == 0 and name not in keep:
@@ -298,3 +271,27 @@ class Executor:
             with self._lock:
                 self.host_device_copies += copies
         return results
+
+
+def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Backend | None],
+               on_host: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The inputs of ``st`` in its backend's memory, and how many copies that
+    took (a device tensor is copied to the host once per run, then reused)."""
+    b = st.backend
+    args: dict[str, Any] = {}
+    copies = 0
+    for name in st.inputs:
+        x = env[name]
+        src = owner.get(name)  # absent: a host array (feed)
+        if src is not b:
+            if src is not None and not src.host_memory:
+                if name in on_host:
+                    x = on_host[name]
+                else:
+                    x = on_host[name] = src.to_host(x)
+                    copies += 1
+            if not b.host_memory:
+                x = b.to_device(x)
+                copies += 1
+        args[name] = x
+    return args, copies
