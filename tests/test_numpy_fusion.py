@@ -116,3 +116,75 @@ def test_errors_name_the_head_node():
     assert prog.fused_nodes == 1
     with pytest.raises(Exception, match="Conv_0"):
         prog.run([np.zeros((1, 5, 3, 3), np.float32)])
+
+
+def _concat_model():
+    """Two conv branches (one fused with Relu, one plain), a MaxPool branch that
+    cannot be placed, and a conv whose output is also read elsewhere."""
+    inits = {"w1": f32(5, 4, 1, 1), "b1": f32(5), "w3": f32(6, 4, 3, 3), "b3": f32(6), "w2": f32(3, 4, 1, 1)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["x", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w2"], ["c2"]), helper.make_node("Sigmoid", ["c2"], ["z"]),
+             helper.make_node("Concat", ["r1", "c3", "p", "c2"], ["y"], axis=1)]
+    return model(nodes, [("x", [1, 4, 6, 7])], [("y", [1, 18, 6, 7]), ("z", [1, 3, 6, 7])], inits)
+
+
+def test_concat_inputs_are_written_in_place():
+    m = _concat_model()
+    feeds = {"x": f32(1, 4, 6, 7)}
+    got, want, prog = run_both(m, feeds)
+    assert prog.placed == 2  # r1 (fused chain) and c3; not the pool nor c2 (read twice)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    again = prog.run([feeds["x"]])  # a fresh buffer per run: the first result is untouched
+    np.testing.assert_array_equal(got[0], again[0])
+    assert got[0] is not again[0]
+
+
+def test_concat_placement_is_thread_safe():
+    from concurrent.futures import ThreadPoolExecutor
+    graph = load_model(_concat_model()).graph
+    prog = GraphProgram(graph)
+    xs = [f32(1, 4, 6, 7) for _ in range(8)]
+    want = [GraphProgram(graph, fuse=False).run([x])[0] for x in xs]
+    with ThreadPoolExecutor(4) as ex:
+        for _ in range(5):
+            got = list(ex.map(lambda x: prog.run([x])[0], xs))
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_concat_placement_needs_leading_unit_dims():
+    inits = {"w": f32(3, 4, 1, 1)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Concat", ["c", "x"], ["y"], axis=1)]
+    m = model(nodes, [("x", [2, 4, 3, 3])], [("y", [2, 7, 3, 3])], inits)
+    got, want, prog = run_both(m, {"x": f32(2, 4, 3, 3)})
+    assert prog.placed == 0  # batch 2: a channel slice is not contiguous
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("act, params", [("Relu", []), ("LeakyRelu", [0.2]), ("Clip", [-0.1, 0.3]), ("Sigmoid", [])])
+def test_fused_conv_uses_the_conv_kernel(act, params):
+    """FusedConv (level ``all``) gives the numbers of Conv + activation."""
+    from nnrt_numpy.ops.contrib.fused_conv import FusedConv
+
+    w, b, z = f32(6, 4, 3, 3), f32(6), f32(1, 6, 5, 5)
+    x = f32(1, 4, 5, 5)
+    nodes = [helper.make_node("FusedConv", ["x", "w", "b", "z"], ["y"], domain="com.microsoft", activation=act,
+                              pads=[1, 1, 1, 1], **({"activation_params": params} if params else {}))]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 5, 5])],
+                          [numpy_helper.from_array(a, n) for n, a in {"w": w, "b": b, "z": z}.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    prog = GraphProgram(load_model(m).graph)
+    assert prog.steps[0].kernel.fast is not None
+    y = prog.run([x])[0]
+    ref = Session(model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])], [("x", [1, 4, 5, 5])],
+                        [("c", [1, 6, 5, 5])], {"w": w, "b": b}), ScheduleConfig(backends=["numpy"])).run({"x": x})["c"] + z
+    ref = {"Relu": lambda v: np.maximum(v, 0), "LeakyRelu": lambda v: np.where(v < 0, v * np.float32(0.2), v),
+           "Clip": lambda v: np.clip(v, np.float32(-0.1), np.float32(0.3)),
+           "Sigmoid": lambda v: 1 / (1 + np.exp(-v))}[act](ref)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)

@@ -72,6 +72,8 @@ class Chain:
     """One fused step: a head kernel and the in-place tail operations."""
 
     __slots__ = ("nodes", "inputs", "nhead", "output", "head", "overrides", "ops", "run")
+    #: ``run(*args, out=array)`` writes the result into ``out`` (see program.py, Concat placement)
+    accepts_out = True
 
     def __init__(self, nodes: list[Node], inputs: list[Value | None], nhead: int, head: Callable,
                  overrides: dict[int, np.ndarray], ops: list[tuple]) -> None:
@@ -90,11 +92,21 @@ class Chain:
         over = sorted(self.overrides.items())
         ops = self.ops
 
-        def run(*args: Any) -> tuple[Any]:
+        head_out = getattr(head, "accepts_out", False)
+
+        def run(*args: Any, out: np.ndarray | None = None) -> tuple[Any]:
             hargs = list(args[:nh])
             for i, c in over:
                 hargs[i] = c
-            y = head(*hargs)[0]
+            if out is not None and head_out:
+                y = head(*hargs, out=out)[0]
+            else:
+                y = head(*hargs)[0]
+                if out is not None:  # compute, then place (the tails below then run on ``out``)
+                    if y.shape != out.shape:
+                        raise ValueError(f"output shape {y.shape} differs from the planned {out.shape}")
+                    np.copyto(out, y)
+                    y = out
             for op in ops:
                 kind = op[0]
                 if kind == "relu":
@@ -120,8 +132,8 @@ class Chain:
 
         self.run = run
 
-    def __call__(self, *args: Any) -> tuple[Any]:
-        return self.run(*args)
+    def __call__(self, *args: Any, out: np.ndarray | None = None) -> tuple[Any]:
+        return self.run(*args, out=out)
 
 
 def _readers(graph: Graph) -> dict[int, list]:

@@ -65,6 +65,15 @@ def why_unsupported(node: Node) -> str | None:
     return None
 
 
+def _bounds(node: Node, axis: int) -> list[tuple[int, int]]:
+    """(start, stop) along ``axis`` of each (static) input of a Concat."""
+    out, start = [], 0
+    for v in node.inputs:
+        out.append((start, start + v.shape[axis]))
+        start += v.shape[axis]
+    return out
+
+
 def _make_kernel(info: NodeInfo) -> Kernel:
     cls = REGISTRY.lookup(info.domain, info.op_type, info.opset)
     assert cls is not None
@@ -72,7 +81,7 @@ def _make_kernel(info: NodeInfo) -> Kernel:
 
 
 class _Step:
-    __slots__ = ("kernel", "ins", "outs", "scope_names", "scope_slots", "dead", "node", "chain")
+    __slots__ = ("kernel", "ins", "outs", "scope_names", "scope_slots", "dead", "node", "chain", "place")
 
     def __init__(self, kernel: Kernel, ins: list[int], outs: list[int], node: Node) -> None:
         self.kernel = kernel
@@ -80,6 +89,8 @@ class _Step:
         self.outs = outs
         self.node = node
         self.chain: Chain | None = None
+        # (buffer slot, shape, dtype, index): write the output into buffer[index] (Concat placement)
+        self.place: tuple[int, tuple, np.dtype, tuple] | None = None
         self.scope_names: list[str] = []
         self.scope_slots: list[int] = []
         self.dead: list[int] = []
@@ -149,7 +160,80 @@ class GraphProgram:
             self.steps.append(step)
         self.output_slots = [slot(v) for v in graph.outputs]
         self.nslots = len(slots)
+        self.placed = self._place_concat_inputs(graph, slot) if fuse else 0
         self._plan_lifetimes()
+
+    def _place_concat_inputs(self, graph: Graph, slot) -> int:
+        """Concat placement: a Conv (or fused chain) step whose output is read
+        only by a Concat writes straight into its slice of the Concat output,
+        which the first such step of a run allocates in the run's registers
+        (per call: concurrent runs share nothing).  The Concat step then only
+        copies the inputs that were not placed.  Returns the number of placed
+        inputs."""
+        from nnrt_numpy.fusion import _readers, _dtype, _static
+
+        readers = _readers(graph)
+        outputs = {id(v) for v in graph.outputs}
+        producer: dict[int, int] = {}  # output slot -> step index
+        for i, st in enumerate(self.steps):
+            for o in st.outs:
+                producer[o] = i
+        placed = 0
+        for ci, st in enumerate(self.steps):
+            node = st.node
+            if st.chain is not None or node.op_type != "Concat" or node.domain not in ("", "ai.onnx"):
+                continue
+            y = node.outputs[0]
+            dt = _dtype(y)
+            if dt is None or dt.kind != "f" or not _static(y.shape) or len(y.shape) < 2:
+                continue
+            shape = tuple(y.shape)
+            axis = getattr(st.kernel, "axis", None)
+            if axis is None or not -len(shape) <= axis < len(shape):
+                continue
+            axis %= len(shape)
+            if any(d != 1 for d in shape[:axis]):  # the slices must be contiguous
+                continue
+            if len({id(v) for v in node.inputs}) != len(node.inputs) or any(v is None for v in node.inputs):
+                continue
+            bslot = slot(y)
+            plan: list[tuple[int, int, int] | None] = []  # (producer step, start, stop) per input
+            start = 0
+            for v in node.inputs:
+                if not _static(v.shape) or len(v.shape) != len(shape) or _dtype(v) != dt:
+                    plan = []
+                    break
+                stop = start + v.shape[axis]
+                p = producer.get(slot(v))
+                ok = (p is not None and p < ci and id(v) not in outputs and readers.get(id(v)) == [node]
+                      and len(self.steps[p].outs) == 1 and self.steps[p].place is None
+                      and not self.steps[p].scope_slots
+                      and (self.steps[p].chain is not None or getattr(self.steps[p].kernel, "accepts_out", False))
+                      and tuple(self.steps[p].node.outputs[0].shape if self.steps[p].chain is None
+                                else self.steps[p].chain.output.shape) == tuple(v.shape))
+                plan.append((p, start, stop) if ok else None)
+                start = stop
+            if start != shape[axis] or not any(plan):
+                continue
+            for entry in plan:
+                if entry is not None:
+                    p, a, b = entry
+                    index = (slice(None),) * axis + (slice(a, b),)
+                    self.steps[p].place = (bslot, shape, dt, index)
+                    placed += 1
+            rest = [(k, (slice(None),) * axis + (slice(start_, stop_),))
+                    for k, (start_, stop_) in enumerate(_bounds(node, axis)) if plan[k] is None]
+
+            def fill(buf, *xs, _rest=rest, _shape=shape, _dt=dt):
+                for k, index in _rest:
+                    if xs[k].shape != buf[index].shape:
+                        raise ValueError(f"Concat input {k} has shape {xs[k].shape}, planned {buf[index].shape}")
+                    buf[index] = xs[k]
+                return (buf,)
+
+            st.kernel = fill
+            st.ins = [bslot] + st.ins
+        return placed
 
     @staticmethod
     def for_subgraph(graph: Graph) -> "SubgraphRunner":
@@ -185,6 +269,12 @@ class GraphProgram:
                     inner_scope = dict(scope or {})
                     inner_scope.update(zip(step.scope_names, (regs[i] for i in step.scope_slots)))
                     outs = step.kernel(*args, scope=inner_scope)
+                elif step.place is not None:
+                    bslot, shape, dt, index = step.place
+                    buf = regs[bslot]
+                    if buf is None:
+                        buf = regs[bslot] = np.empty(shape, dt)
+                    outs = step.kernel(*args, out=buf[index])
                 else:
                     outs = step.kernel(*args)
                 for s, o in zip(step.outs, outs):

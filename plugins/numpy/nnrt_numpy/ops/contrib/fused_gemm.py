@@ -10,6 +10,7 @@ import numpy as np
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
 from ._util import MS, make_activation
+from .fused_conv import _in_place
 
 
 def activation_params(node: NodeInfo) -> list[float]:
@@ -40,6 +41,9 @@ class FusedGemm(Kernel):
         self.trans_a = bool(node.attr("transA", 0))
         self.trans_b = bool(node.attr("transB", 0))
         self.act = make_activation(node.attr("activation"), activation_params(node), self.fail)
+        dt = node.dtype(0)
+        self.in_place = (_in_place(node.attr("activation"), activation_params(node), np.dtype(dt))
+                         if dt in (np.dtype(np.float32), np.dtype(np.float64)) else None)
 
     def __call__(self, a, b, c=None) -> Sequence[Any]:
         a = np.asarray(a)
@@ -59,7 +63,12 @@ class FusedGemm(Kernel):
                 np.broadcast_shapes(c.shape, y.shape)
             except ValueError:
                 raise self.fail(f"C of shape {c.shape} does not broadcast to {y.shape}") from None
-            y = y + np.asarray(self.beta, dtype=y.dtype) * c
-        if self.act is not None:
+            if self.beta == 1.0 and y.dtype == c.dtype and np.broadcast_shapes(c.shape, y.shape) == y.shape:
+                np.add(y, c, out=y)  # y is fresh: the same sum without a temporary
+            else:
+                y = y + np.asarray(self.beta, dtype=y.dtype) * c
+        if self.in_place is not None and y.dtype == a.dtype:
+            self.in_place(y)
+        elif self.act is not None:
             y = self.act(y)
         return (y.astype(a.dtype, copy=False),)

@@ -26,6 +26,9 @@ class Conv(Kernel):
 
     op_type = "Conv"
     since_version = 1
+    #: ``__call__`` takes ``out=``: an array of the output's shape to write into
+    #: (used to place outputs straight into a Concat buffer, see program.py)
+    accepts_out = True
 
     def _setup(self, node: NodeInfo) -> None:
         self.auto_pad = node.attr("auto_pad", "NOTSET")
@@ -81,36 +84,51 @@ class Conv(Kernel):
         self._plans[key] = plan
         return plan
 
-    def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+    def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
+                 out: np.ndarray | None = None) -> tuple[np.ndarray]:
         if x.dtype == np.float16 or x.dtype.kind == "V":  # no BLAS for these: accumulate in float32
             b32 = None if b is None else b.astype(np.float32)
-            y = self._run(x.astype(np.float32), w.astype(np.float32), b32)
-            return (y.astype(x.dtype),)
-        return (self._run(x, w, b),)
+            y = self._run(x.astype(np.float32), w.astype(np.float32), b32).astype(x.dtype)
+        else:
+            y = self._run(x, w, b, out)  # writes into ``out`` when it can
+        if out is not None and y is not out:
+            if y.shape != out.shape:
+                raise self.fail(f"output shape {y.shape} differs from the planned {out.shape}")
+            np.copyto(out, y)
+            y = out
+        return (y,)
 
-    def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dest: np.ndarray | None = None) -> np.ndarray:
         nd, kernel, strides, dil, begin, end, out, pointwise, depthwise = self._plan(x.shape, w.shape)
         n, c = x.shape[:2]
         m = w.shape[0]
         g = self.group
         dtype = np.result_type(x.dtype, w.dtype)
         npix = int(np.prod(out))
+        mm_out = None  # write the matmul result straight into ``dest`` when it is laid out as (n, g, m/g, npix)
+        if dest is not None and not depthwise and dest.dtype == dtype and dest.shape == (n, m) + tuple(out) \
+                and dest.flags.c_contiguous:
+            mm_out = dest.reshape(n, g, m // g, npix)
         if depthwise:
             y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
         elif pointwise:
             xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
             cols = xs.reshape(n, g, c // g, npix)
-            y = np.matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols)
+            y = np.matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols,
+                          out=mm_out)
         else:
             xp = pad_spatial(x, begin, end)
             win = window_view(xp, kernel, strides, dil, out)  # (N, C, *out, *k)
             perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
             cols = np.ascontiguousarray(win.transpose(perm)).reshape(n, g, (c // g) * int(np.prod(kernel)), npix)
-            y = np.matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols)
+            y = np.matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols,
+                          out=mm_out)
         y = y.reshape(n, m, npix)
         if b is not None:
             bias = self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
             y += bias
+        if mm_out is not None:
+            return dest
         return y.reshape((n, m) + tuple(out)).astype(dtype, copy=False)
 
     def _depthwise(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:
