@@ -104,25 +104,31 @@ class Executor:
             return [outs[name] for name in self.graph_outputs]
         if self.overlap:
             return self._run_overlapped(feeds, owners, keep_on_device)
+        return self._run_sequential(feeds, owners, keep_on_device)
+
+    def _run_sequential(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
+                        keep_on_device: bool = False, observer: "StepObserver | None" = None) -> list[Any]:
+        """Steps in order on the calling thread; ``observer`` (profiling)
+        runs each step and sees every copy."""
         env: dict[str, Any] = dict(feeds)
         owner: dict[str, Backend | None] = dict(owners) if owners else {}  # absent = host array
         on_host: dict[str, Any] = {}  # host copies of device tensors, made once
         copies = 0
-        for st in self.steps:
+        for index, st in enumerate(self.steps):
             b = st.backend
-            args, n = _step_args(st, env, owner, on_host)
+            args, n = _step_args(st, env, owner, on_host, observer)
             copies += n
-            outs = st.compiled.run(args)
+            outs = st.compiled.run(args) if observer is None else observer.run_step(index, st, args)
             for name in st.outputs:
                 env[name] = outs[name]
                 owner[name] = b
             for name in st.release:
                 env.pop(name, None)
                 on_host.pop(name, None)
-        return self._results(env, owner, on_host, copies, keep_on_device)
+        return self._results(env, owner, on_host, copies, keep_on_device, observer)
 
     def _results(self, env: dict[str, Any], owner: Mapping[str, Backend | None], on_host: dict[str, Any],
-                 copies: int, keep_on_device: bool = False) -> list[Any]:
+                 copies: int, keep_on_device: bool = False, observer: "StepObserver | None" = None) -> list[Any]:
         """The graph outputs (host arrays, or device tensors when kept there);
         adds this run's copies to the counter."""
         results = []
@@ -138,7 +144,7 @@ class Executor:
                 elif name in on_host:
                     x = on_host[name]
                 else:
-                    x = src.to_host(x)
+                    x = _to_host(name, src, x, on_host, observer)
                     copies += 1
             results.append(x)
         if copies:
@@ -215,66 +221,11 @@ class Executor:
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
         """``run`` with every partition and copy reported to ``observer``
         (sequential, for profiling; ``run`` itself carries no hooks)."""
-        env: dict[str, Any] = dict(feeds)
-        owner: dict[str, Backend | None] = {}
-        on_host: dict[str, Any] = {}
-        copies = 0
-
-        def host_copy(name: str, src: Backend, x: Any) -> Any:
-            t0 = time.perf_counter()
-            y = on_host[name] = src.to_host(x)
-            observer.transfer(name, "to_host", src, t0, time.perf_counter(), y)
-            return y
-
-        for index, st in enumerate(self.steps):
-            b = st.backend
-            args = {}
-            for name in st.inputs:
-                x = env[name]
-                src = owner.get(name)
-                if src is not b:
-                    if src is not None and not src.host_memory:
-                        if name in on_host:
-                            x = on_host[name]
-                        else:
-                            x = host_copy(name, src, x)
-                            copies += 1
-                    if not b.host_memory:
-                        t0 = time.perf_counter()
-                        host_x = x
-                        x = b.to_device(x)
-                        observer.transfer(name, "to_device", b, t0, time.perf_counter(), host_x)
-                        copies += 1
-                args[name] = x
-            outs = observer.run_step(index, st, args)
-            for name in st.outputs:
-                env[name] = outs[name]
-                owner[name] = b
-            for name in st.release:
-                env.pop(name, None)
-                on_host.pop(name, None)
-        results = []
-        for name in self.graph_outputs:
-            if name in self.constants and name not in env:
-                results.append(self.constants[name])
-                continue
-            x = env[name]
-            src = owner.get(name)
-            if src is not None and not src.host_memory:
-                if name in on_host:
-                    x = on_host[name]
-                else:
-                    x = host_copy(name, src, x)
-                    copies += 1
-            results.append(x)
-        if copies:
-            with self._lock:
-                self.host_device_copies += copies
-        return results
+        return self._run_sequential(feeds, observer=observer)
 
 
 def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Backend | None],
-               on_host: dict[str, Any]) -> tuple[dict[str, Any], int]:
+               on_host: dict[str, Any], observer: StepObserver | None = None) -> tuple[dict[str, Any], int]:
     """The inputs of ``st`` in its backend's memory, and how many copies that
     took (a device tensor is copied to the host once per run, then reused)."""
     b = st.backend
@@ -288,10 +239,24 @@ def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Ba
                 if name in on_host:
                     x = on_host[name]
                 else:
-                    x = on_host[name] = src.to_host(x)
+                    x = _to_host(name, src, x, on_host, observer)
                     copies += 1
             if not b.host_memory:
-                x = b.to_device(x)
+                if observer is None:
+                    x = b.to_device(x)
+                else:
+                    t0 = time.perf_counter()
+                    host_x, x = x, b.to_device(x)
+                    observer.transfer(name, "to_device", b, t0, time.perf_counter(), host_x)
                 copies += 1
         args[name] = x
     return args, copies
+
+
+def _to_host(name: str, src: Backend, x: Any, on_host: dict[str, Any], observer: StepObserver | None) -> Any:
+    """``src.to_host(x)``, remembered in ``on_host`` and reported to ``observer``."""
+    t0 = time.perf_counter() if observer is not None else 0.0
+    y = on_host[name] = src.to_host(x)
+    if observer is not None:
+        observer.transfer(name, "to_host", src, t0, time.perf_counter(), y)
+    return y
