@@ -299,17 +299,7 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
         b = bv.const if bv is not None and bv.name else None
         has_b = bv is not None and bool(bv.name)
         if w is not None and w.dtype == ydt and (not has_b or (b is not None and b.dtype == ydt)):
-            a = np.ones(yshape[1], np.float64)
-            s = np.zeros(yshape[1], np.float64)
-            while k < len(tails) and (tails[k][0] == "affine" or (tails[k][0] in ("mul", "add") and tails[k][2] == "channel")):
-                t = tails[k]
-                if t[0] == "affine":
-                    a, s = a * t[1], s * t[1] + t[2]
-                elif t[0] == "mul":
-                    a, s = a * t[1], s * t[1]
-                else:
-                    s = s + t[1]
-                k += 1
+            a, s, k = _compose_channel_affine(tails, np.ones(yshape[1], np.float64), np.zeros(yshape[1], np.float64))
             if k:
                 group = int(head.attributes["group"].value) if "group" in head.attributes else 1
                 w64 = w.astype(np.float64)
@@ -341,17 +331,7 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
     if head.op_type == "BatchNormalization":
         # fold the per-channel affine tails that follow into the head's own affine
         a, s = _bn_affine(head, head_kernel)
-        a = a.astype(np.float64)
-        s = s.astype(np.float64)
-        while k < len(tails) and (tails[k][0] == "affine" or (tails[k][0] in ("mul", "add") and tails[k][2] == "channel")):
-            t = tails[k]
-            if t[0] == "affine":
-                a, s = a * t[1], s * t[1] + t[2]
-            elif t[0] == "mul":
-                a, s = a * t[1], s * t[1]
-            else:
-                s = s + t[1]
-            k += 1
+        a, s, k = _compose_channel_affine(tails, a.astype(np.float64), s.astype(np.float64))
         if k:
             av = a.astype(ydt).reshape(cshape)
             sv = s.astype(ydt).reshape(cshape)
@@ -378,3 +358,19 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
         else:
             ops.append(t)
     return Chain(nodes, inputs, nhead, run_head, overrides, ops)
+
+
+def _compose_channel_affine(tails: list, a: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Fold the leading per-channel affine / Mul / Add tails into ``y*a + s``;
+    returns the new (a, s) and how many tails were folded."""
+    k = 0
+    while k < len(tails) and (tails[k][0] == "affine" or (tails[k][0] in ("mul", "add") and tails[k][2] == "channel")):
+        t = tails[k]
+        if t[0] == "affine":
+            a, s = a * t[1], s * t[1] + t[2]
+        elif t[0] == "mul":
+            a, s = a * t[1], s * t[1]
+        else:
+            s = s + t[1]
+        k += 1
+    return a, s, k
