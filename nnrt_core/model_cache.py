@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nnrt_core.errors import ConfigError, SessionFileError
-from nnrt_core.session_file import FORMAT_VERSION, SessionImage, decode, encode, write_atomic
+from nnrt_core.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode, write_atomic
 
 __all__ = ["ModelCache", "model_digest"]
 
@@ -122,9 +122,9 @@ class ModelCache:
             return None, f"unreadable: {e}"
         try:
             image = decode(data, what=f"cache file {str(p)!r}")
+        except NewerFormatError:
+            raise
         except SessionFileError as e:
-            if "newer than this nnrt" in str(e):
-                raise
             log.warning("model cache: %s; rebuilding", e)
             return None, f"corrupted: {e}"
         got = image.meta.get("cache_version")

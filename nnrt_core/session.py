@@ -100,6 +100,9 @@ class Session:
         self.cache_hit = False
         self.cache_path: str | None = None  #: the cache entry used or written
         self.folded_nodes = 0
+        self._memory_plans: dict[tuple, MemoryPlan] = {}  #: per input-shape key
+        self._last_plan: MemoryPlan | None = None
+        self._stored_memory_stats: dict[str, Any] | None = None  #: figures read from a session file
         self.pass_report = PassReport(self.config.optimization_level)  #: what the graph passes changed
         if looks_like_session_file(model):  # an offline model from ``nnrt compile`` / ``Session.save``
             what = "session bytes" if isinstance(model, (bytes, bytearray, memoryview)) else f"session file {str(model)!r}"
@@ -433,7 +436,7 @@ class Session:
             raise SessionFileError("a session loaded from a compiled file has no graph to plan; "
                                    "see stats() for the plan stored with it")
         key = tuple(sorted((k, tuple(int(d) for d in v)) for k, v in (input_shapes or {}).items()))
-        plans = self.__dict__.setdefault("_memory_plans", {})
+        plans = self._memory_plans
         if key not in plans:
             sizes = static_value_sizes(self.graph, dict(key)) if key else None
             plans[key] = plan_graph(self.graph, sizes)
@@ -441,10 +444,10 @@ class Session:
         return plans[key]
 
     def _memory_stats(self) -> dict[str, Any]:
-        stored = getattr(self, "_stored_memory_stats", None)
+        stored = self._stored_memory_stats
         if stored is not None:
             return dict(stored)
-        plan = getattr(self, "_last_plan", None)
+        plan = self._last_plan
         if plan is None and self.graph.nodes:
             plan = self.memory_plan()
         if plan is None or plan.unplanned:

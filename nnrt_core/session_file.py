@@ -32,12 +32,16 @@ import numpy as np
 from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "PartitionRecord", "SessionImage", "encode", "decode",
+__all__ = ["MAGIC", "FORMAT_VERSION", "NewerFormatError", "PartitionRecord", "SessionImage", "encode", "decode",
            "looks_like_session_file", "read_session_file", "write_atomic", "type_to_json", "type_from_json"]
 
 MAGIC = b"NNRTSES\x00"
 FORMAT_VERSION = 1
 _FIXED = struct.Struct("<8sIIQ32s")
+class NewerFormatError(SessionFileError):
+    """The file was written by a newer nnrt in a format this one cannot read."""
+
+
 #: largest header we read (the header holds names and reports, never weights)
 MAX_HEADER_BYTES = 256 << 20
 
@@ -183,7 +187,7 @@ def decode(data: bytes, *, what: str = "session file") -> SessionImage:
     if magic != MAGIC:
         raise SessionFileError(f"{what} is not an nnrt session file (bad magic)")
     if version > FORMAT_VERSION:
-        raise SessionFileError(f"{what} has format version {version}, newer than this nnrt reads "
+        raise NewerFormatError(f"{what} has format version {version}, newer than this nnrt reads "
                                f"({FORMAT_VERSION}); upgrade nnrt or recompile the model")
     if version < 1 or flags != 0:
         raise SessionFileError(f"{what} has unsupported format version {version} / flags {flags:#x}")
