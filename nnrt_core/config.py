@@ -149,6 +149,7 @@ class ScheduleConfig:
             priority=self.priority,
             device=self.devices.get(backend),
             extra=dict(self.backend_options.get(backend, {})),
+            serializable=self.cache_dir is not None,
         )
 
     def requested_options(self) -> set[str]:

@@ -10,7 +10,10 @@ stored in our own format; no pickle, nothing is evaluated::
     header_sha   32s  sha256 of the header
     header       JSON (utf-8): session facts and one entry per payload
     payload      the entries' bytes back to back; each entry has its own
-                 offset, length and sha256 in the header
+                 offset, length and checksum in the header
+
+Format 2 checks entries with XXH3-128 (``"xxh3_128"``), format 1 with sha256
+(``"sha256"``); both are read (see :mod:`nnrt_core.checksum`).
 
 Partition entries hold ``CompiledPartition.serialize()`` bytes, which the
 backend named in the entry turns back into a partition with
@@ -29,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from nnrt_core import checksum
 from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
 
@@ -36,8 +40,12 @@ __all__ = ["MAGIC", "FORMAT_VERSION", "NewerFormatError", "PartitionRecord", "Se
            "looks_like_session_file", "read_session_file", "write_atomic", "type_to_json", "type_from_json"]
 
 MAGIC = b"NNRTSES\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FIXED = struct.Struct("<8sIIQ32s")
+#: the checksum names an entry may carry, by the format versions that write them
+_ENTRY_CHECKSUMS = ("xxh3_128", "sha256")
+
+
 class NewerFormatError(SessionFileError):
     """The file was written by a newer nnrt in a format this one cannot read."""
 
@@ -121,7 +129,8 @@ def encode(image: SessionImage) -> bytes:
 
     def add(data: bytes) -> int:
         nonlocal offset
-        entries.append({"offset": offset, "length": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        entries.append({"offset": offset, "length": len(data),
+                        checksum.DEFAULT_ALGORITHM: checksum.hexdigest(data)})
         chunks.append(data)
         offset += len(data)
         return len(entries) - 1
@@ -211,7 +220,10 @@ def decode(data: bytes, *, what: str = "session file") -> SessionImage:
             if off < 0 or n < 0 or off + n > len(payload):
                 raise SessionFileError(f"{what}: entry {i} lies outside the file")
             chunk = payload[off:off + n]  # a view: partition blobs can be large
-            if hashlib.sha256(chunk).hexdigest() != e["sha256"]:
+            algo = next((a for a in _ENTRY_CHECKSUMS if a in e), None)
+            if algo is None:
+                raise SessionFileError(f"{what}: entry {i} has no checksum")
+            if checksum.hexdigest(chunk, algorithm=algo) != e[algo]:
                 raise SessionFileError(f"{what}: entry {i} checksum mismatch (the file is corrupted)")
             return chunk
 

@@ -258,3 +258,131 @@ def test_cache_key_covers_config_and_backend_versions():
     assert k != ModelCache.key("abd", base, fp)
     assert k != ModelCache.key("abc", {**base, "precision": "fp16"}, fp)
     assert k != ModelCache.key("abc", base, [{"name": "numpy", "version": "2"}])
+
+
+# ------------------------------------------------------ checksums and formats
+def _as_format_1(data: bytes) -> bytes:
+    """Rewrite a session file as format 1 wrote it (sha256 per entry)."""
+    import hashlib
+
+    fixed = struct.Struct("<8sIIQ32s")
+    _, _, _, hlen, _ = fixed.unpack_from(data)
+    head = json.loads(data[fixed.size:fixed.size + hlen])
+    payload = data[fixed.size + hlen:]
+    for e in head["entries"]:
+        chunk = payload[e["offset"]:e["offset"] + e["length"]]
+        assert e.pop("xxh3_128") == __import__("xxhash").xxh3_128(chunk).hexdigest()
+        e["sha256"] = hashlib.sha256(chunk).hexdigest()
+    hb = json.dumps(head).encode()
+    return fixed.pack(session_file.MAGIC, 1, 0, len(hb), hashlib.sha256(hb).digest()) + hb + payload
+
+
+def test_format_1_files_with_sha256_entries_still_load(tmp_path, x):
+    sess = Session(small_cnn(), ScheduleConfig(backends=["numpy"]))
+    old = tmp_path / "old.nnrt"
+    old.write_bytes(_as_format_1(session_file.encode(sess.to_image())))
+    assert Session(old).run(x)["y"].tobytes() == sess.run(x)["y"].tobytes()
+    # a flipped payload byte is caught by the sha256 of format 1 too
+    data = bytearray(old.read_bytes())
+    data[-3] ^= 0xFF
+    with pytest.raises(SessionFileError, match="checksum mismatch"):
+        session_file.decode(bytes(data))
+
+
+def test_entry_without_checksum_is_refused():
+    data = session_file.encode(session_file.SessionImage(config={}, inputs=[], outputs=[], partitions=[],
+                                                         constants={"c": np.arange(3.0)}))
+    fixed = struct.Struct("<8sIIQ32s")
+    _, _, _, hlen, _ = fixed.unpack_from(data)
+    head = json.loads(data[fixed.size:fixed.size + hlen])
+    del head["entries"][0]["xxh3_128"]
+    import hashlib
+    hb = json.dumps(head).encode()
+    bad = fixed.pack(session_file.MAGIC, session_file.FORMAT_VERSION, 0, len(hb), hashlib.sha256(hb).digest())
+    with pytest.raises(SessionFileError, match="entry 0 has no checksum"):
+        session_file.decode(bad + hb + data[fixed.size + hlen:])
+
+
+def test_npu_blob_of_format_1_still_loads():
+    import hashlib
+
+    from nnrt_npu_emu import blob as npu_blob
+
+    sess = Session(small_cnn(), ScheduleConfig(backends=["npu_emu"]))
+    part = next(s.compiled for s in sess._executor.steps if s.backend.name == "npu_emu")
+    new = part.serialize()
+    fixed = struct.Struct("<8sIIQQ32s")
+    magic, _, flags, hlen, wlen, _ = fixed.unpack_from(new)
+    body = new[fixed.size:]
+    old = fixed.pack(magic, 1, flags, hlen, wlen, hashlib.sha256(body).digest()) + body
+    meta, program, weights = npu_blob.decode(old)
+    assert bytes(weights) == bytes(npu_blob.decode(new)[2])
+    bad = bytearray(old)
+    bad[-1] ^= 1
+    with pytest.raises(npu_blob.OfflineModelError, match="checksum mismatch"):
+        npu_blob.decode(bytes(bad))
+
+
+# ------------------------------------------ onnxruntime: optimized partitions
+def _ort_partition(sess):
+    return next(s.compiled for s in sess._executor.steps if s.backend.name == "onnxruntime")
+
+
+def test_cached_onnxruntime_partition_loads_pre_optimized(tmp_path, x):
+    cfg = ScheduleConfig(backends=["onnxruntime"], cache_dir=str(tmp_path))
+    cold = Session(small_cnn(), cfg)
+    assert _ort_partition(cold).describe()["stored_form"] == "optimized"
+    warm = Session(small_cnn(), cfg)
+    assert warm.cache_hit
+    info = _ort_partition(warm).describe()
+    assert info["stored_form"] == "optimized"
+    assert warm.run(x)["y"].tobytes() == cold.run(x)["y"].tobytes()
+    # the warm session's ORT ran no optimizer: the graph it holds is ORT's own output
+    assert _ort_partition(warm).session.get_session_options().graph_optimization_level.name == "ORT_DISABLE_ALL"
+    # its profile (a second session over the same stored weights) runs too
+    assert warm.profile(x).to_dict()["traceEvents"]
+
+
+def test_offline_files_keep_the_portable_onnx_partition(tmp_path, x):
+    sess = Session(small_cnn(), ScheduleConfig(backends=["onnxruntime"]))
+    assert _ort_partition(sess).describe()["stored_form"] == "onnx"
+    loaded = Session(sess.save(tmp_path / "m.nnrt"))
+    assert _ort_partition(loaded).describe()["stored_form"] == "onnx"
+    assert loaded.run(x)["y"].tobytes() == sess.run(x)["y"].tobytes()
+
+
+def test_optimized_partition_from_another_machine_is_refused(tmp_path, monkeypatch):
+    from nnrt_onnxruntime import backend as ort_backend_mod
+
+    cfg = ScheduleConfig(backends=["onnxruntime"], cache_dir=str(tmp_path))
+    blob = _ort_partition(Session(small_cnn(), cfg)).serialize()
+    other = {"onnxruntime": "0.0", "arch": "riscv64", "features": []}
+    monkeypatch.setattr(ort_backend_mod, "machine_fingerprint", lambda: other)
+    from nnrt_onnxruntime.backend import OnnxRuntimeBackend
+    from nnrt_core import CompileOptions
+
+    with pytest.raises(CompileError, match="optimized for another machine"):
+        OnnxRuntimeBackend().load_compiled(blob, CompileOptions())
+
+
+def test_optimized_partition_with_bad_weight_offsets_is_refused(tmp_path):
+    import onnx
+
+    from nnrt_core import CompileOptions
+    from nnrt_onnxruntime.backend import OnnxRuntimeBackend
+    from nnrt_onnxruntime.partition import pack_blob, unpack_blob
+
+    cfg = ScheduleConfig(backends=["onnxruntime"], cache_dir=str(tmp_path))
+    header, model, weights = unpack_blob(_ort_partition(Session(small_cnn(), cfg)).serialize())
+    proto = onnx.load_model_from_string(model)
+    ext = next(t for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
+    for e in ext.external_data:
+        if e.key == "offset":
+            e.value = str(len(weights) * 4)
+    header.pop("model_length")
+    bad = pack_blob(header, proto.SerializeToString(), bytes(weights))
+    with pytest.raises(CompileError, match="does not fit the stored weights"):
+        OnnxRuntimeBackend().load_compiled(bad, CompileOptions())
+    header["format"] = 99
+    with pytest.raises(CompileError, match="newer than this plugin reads"):
+        OnnxRuntimeBackend().load_compiled(pack_blob(header, model, bytes(weights)), CompileOptions())

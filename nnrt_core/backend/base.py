@@ -71,6 +71,9 @@ class CompileOptions:
     priority: str = "medium"
     device: str | None = None  #: device id or name; None = backend default
     extra: Mapping[str, Any] = field(default_factory=dict)  #: per-backend extension attributes
+    #: the partition will be stored in the model cache: a backend may keep a
+    #: form that loads faster on this machine (e.g. ORT's optimized graph)
+    serializable: bool = False
 
 
 @dataclass

@@ -7,25 +7,32 @@ Layout (little endian)::
     flags        u32  0
     header_len   u64
     weights_len  u64
-    sha256       32s  of header + weights
+    digest       32s  checksum of header + weights: XXH3-128 (zero padded)
+                      in format 2, sha256 in format 1 (both are read)
     header       JSON (utf-8): chip id/digest, program (instructions, planned offsets, I/O specs)
     weights      raw bytes of the constant region
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
 from typing import Any
 
+from nnrt_core import checksum
 from nnrt_core.errors import CompileError
 from nnrt_npu_emu.program import Program
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "OfflineModelError", "encode", "decode"]
 
 MAGIC = b"NNRTNPU\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FIXED = struct.Struct("<8sIIQQ32s")
+#: the checksum each format version stores in the 32-byte digest field
+_CHECKSUM = {1: "sha256", 2: "xxh3_128"}
+
+
+def _digest(*parts: Any, version: int) -> bytes:
+    return checksum.digest(*parts, algorithm=_CHECKSUM[version]).ljust(32, b"\0")
 
 
 class OfflineModelError(CompileError):
@@ -34,7 +41,7 @@ class OfflineModelError(CompileError):
 
 def encode(program: Program, weights: bytes, meta: dict[str, Any]) -> bytes:
     header = json.dumps({"meta": meta, "program": program.to_dict()}, separators=(",", ":")).encode("utf-8")
-    digest = hashlib.sha256(header + weights).digest()
+    digest = _digest(header, weights, version=FORMAT_VERSION)
     return _FIXED.pack(MAGIC, FORMAT_VERSION, 0, len(header), len(weights), digest) + header + weights
 
 
@@ -65,7 +72,7 @@ def decode(blob: Any) -> tuple[dict[str, Any], Program, bytes]:
     if end < len(blob):
         raise OfflineModelError(f"offline model has {len(blob) - end} unexpected trailing bytes")
     body = blob[_FIXED.size:end]
-    if hashlib.sha256(body).digest() != digest:
+    if _digest(body, version=version) != digest:
         raise OfflineModelError("offline model checksum mismatch: the file is corrupted")
     try:
         head = json.loads(bytes(body[:hlen]).decode("utf-8"))

@@ -17,6 +17,7 @@ from nnrt_onnxruntime.capability import CapabilityCache, Prober
 from nnrt_onnxruntime.deviations import known_deviation
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
 from nnrt_onnxruntime.export import export_partition, max_ir_version
+from nnrt_onnxruntime.offline import OptimizedModel, machine_fingerprint
 from nnrt_onnxruntime.partition import OrtPartition, unpack_blob
 from nnrt_onnxruntime.providers import list_devices, provider_kind
 
@@ -85,6 +86,11 @@ class OnnxRuntimeBackend(Backend):
             return int(idx)
         return 0
 
+    def cache_fingerprint(self) -> dict[str, Any]:
+        """The base facts plus the CPU features and ORT version: cached
+        partitions hold ORT's machine-specific optimized graphs."""
+        return {**super().cache_fingerprint(), "machine": machine_fingerprint()}
+
     # ---------------------------------------------------------- capability
     def prober(self, options: CompileOptions | None = None) -> Prober:
         """The prober for the cache chosen by ``extra["capability_cache"]``
@@ -138,10 +144,17 @@ class OnnxRuntimeBackend(Backend):
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
         from nnrt_core.errors import CompileError, NnrtError
 
-        header, model = unpack_blob(blob)
+        header, model, weights = unpack_blob(blob)
+        optimized = None
+        if header.get("optimized_for") is not None:
+            if header["optimized_for"] != machine_fingerprint():
+                raise CompileError(
+                    f"compiled onnxruntime partition {header.get('name')!r} was optimized for another machine or "
+                    f"onnxruntime ({header['optimized_for']}); this one is {machine_fingerprint()}; recompile it")
+            optimized = OptimizedModel(model, weights)
         try:
             return OrtPartition(self, str(header["name"]), header["inputs"], header["outputs"], model, options,
-                                header.get("node_ops") or {})
+                                header.get("node_ops") or {}, optimized=optimized)
         except NnrtError:
             raise
         except Exception as e:

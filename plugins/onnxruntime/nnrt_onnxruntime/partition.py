@@ -29,43 +29,58 @@ from nnrt_core.errors import CompileError, ExecutionError
 
 from nnrt_onnxruntime.capability import first_line
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
+from nnrt_onnxruntime.offline import OptimizedModel, external_arrays, machine_fingerprint, optimize_and_save
 from nnrt_onnxruntime.providers import make_session_options, normalize_providers, provider_kind
 
 if TYPE_CHECKING:
     from nnrt_onnxruntime.backend import OnnxRuntimeBackend
 
-__all__ = ["OrtPartition", "MAGIC", "pack_blob", "unpack_blob"]
+__all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
 
 log = logging.getLogger("nnrt.onnxruntime")
 
 MAGIC = b"NNRTORT\x01"
+#: 1: the partition's ONNX model; 2: adds ``model_length`` and, optionally,
+#: ORT's optimized graph with its weights region (see :mod:`.offline`)
+BLOB_FORMAT = 2
 _NODE_RE = re.compile(r"running (\S+) node\. Name:'([^']*)'")
 
 
-def pack_blob(header: Mapping[str, Any], model: bytes) -> bytes:
-    """``MAGIC | u32 header length | JSON header | ONNX model bytes``."""
-    h = json.dumps(dict(header), separators=(",", ":")).encode()
-    return MAGIC + struct.pack("<I", len(h)) + h + model
+def pack_blob(header: Mapping[str, Any], model: bytes, weights: bytes = b"") -> bytes:
+    """``MAGIC | u32 header length | JSON header | ONNX model bytes | weights``.
+
+    ``header["model_length"]`` says where the model ends; the weights region
+    (ORT's optimized graph's external data, see :mod:`.offline`) follows."""
+    h = json.dumps({**header, "model_length": len(model)}, separators=(",", ":")).encode()
+    return MAGIC + struct.pack("<I", len(h)) + h + model + weights
 
 
-def unpack_blob(blob: bytes) -> tuple[dict[str, Any], bytes]:
+def unpack_blob(blob: bytes) -> tuple[dict[str, Any], bytes, memoryview]:
+    """(header, model bytes, weights region as a view of ``blob``)."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise CompileError(f"compiled onnxruntime partition must be bytes, got {type(blob).__name__}")
-    blob = bytes(blob)
-    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 4:
+    blob = memoryview(blob).cast("B")  # the model is copied once, below; the weights not at all
+    if bytes(blob[:len(MAGIC)]) != MAGIC or len(blob) < len(MAGIC) + 4:
         raise CompileError("not a compiled onnxruntime partition (bad header)")
     (n,) = struct.unpack_from("<I", blob, len(MAGIC))
     start = len(MAGIC) + 4
     try:
-        header = json.loads(blob[start:start + n])
+        header = json.loads(bytes(blob[start:start + n]))
         if not isinstance(header, dict):
             raise ValueError("header is not an object")
         for key in ("name", "inputs", "outputs"):
             if key not in header:
                 raise ValueError(f"header lacks {key!r}")
-    except ValueError as e:
+        if int(header.get("format", 1)) > BLOB_FORMAT:
+            raise CompileError(f"compiled onnxruntime partition has format {header['format']}, newer than this "
+                               f"plugin reads ({BLOB_FORMAT}); upgrade nnrt-backend-onnxruntime or recompile")
+        body = blob[start + n:]
+        mlen = int(header.get("model_length", len(body)))
+        if not 0 <= mlen <= len(body):
+            raise ValueError(f"model length {mlen} exceeds the {len(body)} bytes stored")
+    except (ValueError, TypeError) as e:
         raise CompileError(f"compiled onnxruntime partition has a corrupt header: {e}") from e
-    return header, blob[start + n:]
+    return header, bytes(body[:mlen]), body[mlen:]  # onnxruntime takes bytes only
 
 
 class OrtPartition(CompiledPartition):
@@ -73,15 +88,29 @@ class OrtPartition(CompiledPartition):
 
     def __init__(self, backend: "OnnxRuntimeBackend", name: str, input_names: Sequence[str],
                  output_names: Sequence[str], model: bytes, options: CompileOptions,
-                 node_ops: Mapping[str, str] | None = None) -> None:
-        # no graph: partitions are also rebuilt from serialized bytes
+                 node_ops: Mapping[str, str] | None = None, *, optimized: OptimizedModel | None = None) -> None:
+        # no graph: partitions are also rebuilt from serialized bytes.  With
+        # ``optimized`` (a warm start) ``model`` is ORT's optimized graph and
+        # runs as it is; otherwise ORT optimizes ``model``, keeping its
+        # optimized form when ``options.serializable`` asks for it.
         self.backend = backend
         self.name = name
         self.input_names = list(input_names)
         self.output_names = list(output_names)
         self._model = model
         self._node_ops = dict(node_ops or {})
-        self.session, self._info = _create_session(backend, model, options)
+        self._optimized = optimized
+        self._external: tuple[list[str], list[Any]] | None = None
+        if optimized is not None:
+            import onnxruntime as ort
+
+            self._model, names, arrays = external_arrays(optimized.model, optimized.weights, f"partition {name!r}")
+            # the OrtValues (and the arrays they point into) live as long as the partition
+            self._external = (names, [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays])
+        self.session, self._info, kept = _create_session(backend, self._model, options, self._external)
+        if optimized is None and kept is not None:
+            self._optimized = kept
+        self._info["stored_form"] = "optimized" if self._optimized is not None else "onnx"
         self._mem = self._info.pop("_memory")
         # the backend's memory model decides what crosses the boundary: numpy
         # arrays for a host-memory backend (ORT copies to its device inside),
@@ -195,6 +224,7 @@ class OrtPartition(CompiledPartition):
             so = self.session.get_session_options()
             so.enable_profiling = True
             so.profile_file_prefix = os.path.join(folder, "ort")
+            _add_external(so, self._external)
             sess = ort.InferenceSession(self._model, so, providers=self.session.get_providers())
             try:
                 t0 = time.perf_counter()
@@ -221,21 +251,42 @@ class OrtPartition(CompiledPartition):
 
     # ------------------------------------------------------------- reports
     def serialize(self) -> bytes:
-        header = {"format": 1, "name": self.name, "inputs": self.input_names,
-                  "outputs": self.output_names, "node_ops": self._node_ops}
+        header: dict[str, Any] = {"format": BLOB_FORMAT, "name": self.name, "inputs": self.input_names,
+                                  "outputs": self.output_names, "node_ops": self._node_ops}
+        if self._optimized is not None:
+            header["optimized_for"] = machine_fingerprint()
+            return pack_blob(header, self._optimized.model, self._optimized.weights)
         return pack_blob(header, self._model)
 
     def describe(self) -> dict[str, Any]:
         return dict(self._info, nodes=len(self._node_ops))
 
 
-def _create_session(backend: "OnnxRuntimeBackend", model: bytes,
-                    options: CompileOptions) -> tuple[Any, dict[str, Any]]:
+def _add_external(so: Any, external: tuple[list[str], list[Any]] | None) -> None:
+    """Hand pre-optimized weights to ORT (OrtValues over our buffers, no
+    copy) and switch its optimizers off (the graph is already optimized)."""
+    if external is None:
+        return
+    import onnxruntime as ort
+
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    names, values = external
+    if names:
+        so.add_external_initializers(names, values)
+
+
+def _create_session(backend: "OnnxRuntimeBackend", model: bytes, options: CompileOptions,
+                    external: tuple[list[str], list[Any]] | None = None,
+                    ) -> tuple[Any, dict[str, Any], OptimizedModel | None]:
     """An InferenceSession on the requested provider, falling back (visibly)
-    to the CPU provider when it fails to initialize."""
+    to the CPU provider when it fails to initialize; also ORT's optimized form
+    of the model when ``options.serializable`` asks for one and the session
+    runs on the CPU provider alone (other providers' optimized graphs are not
+    meant to be stored)."""
     import onnxruntime as ort
 
     so, summary = make_session_options(options)
+    _add_external(so, external)
     extra = options.extra or {}
     if extra.get("providers") is not None:
         requested = normalize_providers(extra["providers"])
@@ -253,10 +304,16 @@ def _create_session(backend: "OnnxRuntimeBackend", model: bytes,
         device_id = f"{device.id.split(':')[0]}:{index}"
     names = [p for p, _ in requested]
     fallback = None
+    kept: OptimizedModel | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            sess = ort.InferenceSession(model, so, providers=names, provider_options=[o for _, o in requested])
+            if getattr(options, "serializable", False) and external is None and names == ["CPUExecutionProvider"]:
+                sess, kept = optimize_and_save(
+                    lambda so_: ort.InferenceSession(model, so_, providers=names,
+                                                     provider_options=[o for _, o in requested]), so)
+            else:
+                sess = ort.InferenceSession(model, so, providers=names, provider_options=[o for _, o in requested])
         except Exception as e:
             if names == ["CPUExecutionProvider"]:
                 raise
@@ -281,4 +338,4 @@ def _create_session(backend: "OnnxRuntimeBackend", model: bytes,
         **summary,
         "_memory": mem,
     }
-    return sess, info
+    return sess, info, kept
