@@ -10,8 +10,12 @@ of the rounds is reported), on the onnx wheel's `light` models:
 * one at a time with every thread given to the request (NumPy: BLAS threads =
   cores; ONNX Runtime: ``num_threads`` = cores, i.e. intra-op threads), and one
   at a time with one thread (often faster on a busy machine);
-* N requests in flight, one thread each (NumPy: BLAS threads = 1 through
-  threadpoolctl when it is installed; ONNX Runtime: ``num_threads=1``).
+* N requests in flight through ``Session.stream`` with its default
+  ``concurrency="auto"`` (it measures all-N-executing against one at a time
+  and keeps the faster).  NumPy: the backend's own BLAS thread policy (extra
+  threads only for idle cores); ONNX Runtime: ``num_threads=1`` sessions.
+  With ``--fixed``: all N execute, one thread each (NumPy: BLAS threads = 1
+  through threadpoolctl), the setting of the first measurements.
 
 The ratio is printed against the faster of the two one-at-a-time settings
 ("vs best 1") and against the all-threads one ("vs all-thr 1").
@@ -62,7 +66,8 @@ def feeds_for(sess: Session) -> dict[str, np.ndarray]:
             for i in sess.inputs}
 
 
-def configs(model: str, backend: str, in_flight: list[int]) -> list[tuple[str, Callable[[int], float]]]:
+def configs(model: str, backend: str, in_flight: list[int],
+            fixed: bool = False) -> list[tuple[str, Callable[[int], float]]]:
     """(label, measure(requests) -> inferences/s) for every setting compared."""
     path = str(LIGHT / f"light_{model}.onnx")
     out: list[tuple[str, Callable[[int], float]]] = []
@@ -74,12 +79,12 @@ def configs(model: str, backend: str, in_flight: list[int]) -> list[tuple[str, C
         def make(n: int, threads: int | None) -> Callable[[int], float]:
             def measure(requests: int) -> float:
                 with blas_threads(threads):
-                    return measure_throughput(sess, feeds, n, requests)
+                    return measure_throughput(sess, feeds, n, requests, concurrency=n if fixed else "auto")
             return measure
 
         out.append((f"1 ({CORES} thr)", make(1, CORES)))
         out.append(("1 (1 thr)", make(1, 1)))
-        out += [(f"{n} in flight", make(n, 1)) for n in in_flight]
+        out += [(f"{n} in flight", make(n, 1 if fixed else None)) for n in in_flight]
     else:
         wide = Session(path, ScheduleConfig(backends=["onnxruntime"], num_threads=CORES))
         narrow = Session(path, ScheduleConfig(backends=["onnxruntime"], num_threads=1))
@@ -89,12 +94,14 @@ def configs(model: str, backend: str, in_flight: list[int]) -> list[tuple[str, C
         out.append((f"1 ({CORES} thr)", lambda r: measure_throughput(wide, feeds, 1, r)))
         out.append(("1 (1 thr)", lambda r: measure_throughput(narrow, feeds, 1, r)))
         for n in in_flight:
-            out.append((f"{n} in flight", lambda r, n=n: measure_throughput(narrow, feeds, n, r)))
+            out.append((f"{n} in flight", lambda r, n=n: measure_throughput(
+                narrow, feeds, n, r, concurrency=n if fixed else "auto")))
     return out
 
 
-def bench_one(model: str, backend: str, in_flight: list[int], rounds: int, seconds: float) -> dict[str, Any]:
-    cfgs = configs(model, backend, in_flight)
+def bench_one(model: str, backend: str, in_flight: list[int], rounds: int, seconds: float,
+              fixed: bool = False) -> dict[str, Any]:
+    cfgs = configs(model, backend, in_flight, fixed)
     t0 = time.perf_counter()
     rate = cfgs[1][1](2)  # a quick estimate to size the measurements
     requests = max(2 * max(in_flight), int(round(seconds * rate)))
@@ -123,6 +130,8 @@ def main() -> int:
     ap.add_argument("--in-flight", default="2,3,4")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=1.5, help="target seconds per measurement")
+    ap.add_argument("--fixed", action="store_true",
+                    help="all N requests execute at once with one thread each (no auto concurrency)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     logging.getLogger("nnrt").setLevel(logging.ERROR)  # "numpy ignores num_threads" for the ORT sessions' backup
@@ -140,7 +149,7 @@ def main() -> int:
         print(header + f"{'vs best 1':>11}{'vs all-thr 1':>14}")
     for model in models:
         for backend in backends:
-            res = bench_one(model, backend, in_flight, args.rounds, args.seconds)
+            res = bench_one(model, backend, in_flight, args.rounds, args.seconds, args.fixed)
             results.append(res)
             if not args.json:
                 ips = res["inferences_per_s"]

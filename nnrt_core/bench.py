@@ -75,9 +75,10 @@ def measure_latency(session: "Session", feeds: Mapping[str, Any], runs: int,
 
 
 def measure_throughput(session: "Session", feeds: Mapping[str, Any], in_flight: int, requests: int,
-                       progress: ProgressBar | None = None) -> float:
+                       progress: ProgressBar | None = None, concurrency: int | str = "auto") -> float:
     """Inferences per second over ``requests`` runs with ``in_flight`` at once
-    (1 = one at a time on the calling thread).  Run errors are raised."""
+    (1 = one at a time on the calling thread; ``concurrency`` as for
+    ``Session.stream``).  Run errors are raised."""
     if in_flight < 1 or requests < 1:
         raise ConfigError(f"in_flight and requests must be positive, got {in_flight} and {requests}")
     if in_flight == 1:
@@ -93,7 +94,7 @@ def measure_throughput(session: "Session", feeds: Mapping[str, Any], in_flight: 
         if measuring and progress is not None:
             progress.advance()
 
-    with session.stream(max_in_flight=in_flight, callback=done) as stream:
+    with session.stream(max_in_flight=in_flight, callback=done, concurrency=concurrency) as stream:
         for _ in range(in_flight):  # start every worker thread
             stream.submit(feeds)
         stream.wait_all()

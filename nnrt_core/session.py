@@ -101,6 +101,7 @@ class Session:
         self.cache_path: str | None = None  #: the cache entry used or written
         self.folded_nodes = 0
         self._memory_plans: dict[tuple, MemoryPlan] = {}  #: per input-shape key
+        self._concurrency_choice: dict[int, int] = {}  #: streams' measured choice, per max_in_flight
         self._last_plan: MemoryPlan | None = None
         self._stored_memory_stats: dict[str, Any] | None = None  #: figures read from a session file
         self.pass_report = PassReport(self.config.optimization_level)  #: what the graph passes changed
@@ -538,10 +539,11 @@ class Session:
         return pool
 
     def stream(self, max_in_flight: int = 2, callback: Any = None,
-               output_names: Sequence[str] | None = None) -> Stream:
+               output_names: Sequence[str] | None = None, concurrency: int | str = "auto") -> Stream:
         """A :class:`~nnrt_core.streams.Stream` keeping up to ``max_in_flight``
-        runs of this session going, reporting each to ``callback(completion)``."""
-        return Stream(self, max_in_flight, callback, output_names)
+        runs of this session going, reporting each to ``callback(completion)``;
+        ``concurrency`` ("auto" or a number) is how many execute at once."""
+        return Stream(self, max_in_flight, callback, output_names, concurrency)
 
     def profile(self, feeds: Mapping[str, Any]) -> "Trace":
         """Run once with timing of every partition, node and transfer; returns

@@ -10,6 +10,16 @@ Runs are independent: ``Session.run`` keeps no per-run state on the session,
 so requests share the compiled partitions and nothing else.  Throughput gains
 need backends that release the GIL while they compute (BLAS, ONNX Runtime).
 
+How many of the requests in flight *execute* at once is the stream's
+``concurrency``: a number, or ``"auto"`` (the default), which measures the
+completion rate with all of them running and with one at a time and keeps
+the faster (OpenVINO's throughput hint picks its stream count for the same
+reason).  Several small requests side by side use cores one request cannot;
+a model whose weights do not fit the caches (VGG-19) runs faster one at a
+time with every BLAS thread.  The choice is remembered on the session for
+the next stream with the same ``max_in_flight`` and checked again now and
+then (the machine's load changes).
+
 Cancellation: ``RunFuture.cancel()`` on a request that has not started keeps
 it from running; on a running request it marks the future cancelled at once
 (``result()`` raises ``CancelledError``) and the result of the run, which
@@ -33,7 +43,7 @@ from nnrt_core.errors import ConfigError, ExecutionError
 if TYPE_CHECKING:
     from nnrt_core.session import Session
 
-__all__ = ["RunFuture", "Completion", "Stream", "RunPool", "default_workers"]
+__all__ = ["RunFuture", "Completion", "Stream", "RunPool", "ConcurrencyTuner", "default_workers"]
 
 Outputs = dict[str, np.ndarray]
 
@@ -126,6 +136,68 @@ class RunPool:
         self._executor.shutdown(wait=wait, cancel_futures=False)
 
 
+class ConcurrencyTuner:
+    """Chooses how many requests execute at once, by measurement.
+
+    Under load (requests waiting for a slot), it measures the completion rate
+    over ``window`` completions with ``high`` requests executing and with 1,
+    keeps the faster (``high`` on a tie within ``margin``), and measures
+    again after ``recheck`` completions.  A window is restarted whenever the
+    stream runs dry, so idle gaps are never counted."""
+
+    def __init__(self, high: int, window: int | None = None, recheck: int = 256, margin: float = 0.03,
+                 start: int | None = None) -> None:
+        self.high = high
+        self.window = window or max(4, 2 * high)
+        self.recheck = recheck
+        self.margin = margin
+        self.limit = start if start in (1, high) else high
+        self.chosen: int | None = start if start in (1, high) else None
+        self.rates: dict[int, float] = {}
+        self._plan: list[int] = [] if self.chosen is not None else self._fresh_plan()
+        self._since_choice = 0
+        self._window_start: float | None = None
+        self._count = 0
+
+    def _fresh_plan(self) -> list[int]:
+        first = self.limit
+        return [first, 1 if first == self.high else self.high]
+
+    def completed(self, now: float, saturated: bool) -> None:
+        """One request finished at ``now``; ``saturated``: the stream was full."""
+        if not self._plan:
+            self._since_choice += 1
+            if self._since_choice >= self.recheck and self.high > 1:
+                self._since_choice = 0
+                self.rates = {}
+                self._plan = self._fresh_plan()
+                self._restart(now)
+            return
+        if not saturated:
+            self._window_start = None  # ran dry: idle time must not count
+            return
+        if self._window_start is None:
+            self._restart(now)
+            return
+        self._count += 1
+        if self._count < self.window:
+            return
+        self.rates[self.limit] = self._count / max(now - self._window_start, 1e-9)
+        self._plan.pop(0)
+        if self._plan:
+            self.limit = self._plan[0]
+            self._window_start = None  # the first completion after a switch only starts the window
+            return
+        best = max(self.rates, key=self.rates.get)
+        if self.rates.get(self.high, 0.0) >= self.rates[best] * (1 - self.margin):
+            best = self.high
+        self.limit = self.chosen = best
+
+    def _restart(self, now: float) -> None:
+        self._window_start = now
+        self._count = 0
+
+
 @dataclass
 class Completion:
     """One finished request of a ``Stream``, as handed to its callback."""
@@ -158,16 +230,28 @@ class Stream:
 
     def __init__(self, session: "Session", max_in_flight: int = 2,
                  callback: Callable[[Completion], Any] | None = None,
-                 output_names: Sequence[str] | None = None) -> None:
+                 output_names: Sequence[str] | None = None, concurrency: int | str = "auto") -> None:
         if not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1:
             raise ConfigError(f"max_in_flight must be a positive integer, got {max_in_flight!r}")
         if callback is not None and not callable(callback):
             raise ConfigError(f"callback must be callable, got {type(callback).__name__}")
+        if concurrency != "auto" and (not isinstance(concurrency, int) or isinstance(concurrency, bool)
+                                      or not 1 <= concurrency <= max_in_flight):
+            raise ConfigError(f"concurrency must be 'auto' or an integer from 1 to max_in_flight "
+                              f"({max_in_flight}), got {concurrency!r}")
         self.session = session
         self.max_in_flight = max_in_flight
         self.callback = callback
         self.output_names = list(output_names) if output_names is not None else None
-        self._pool = RunPool(session.run, max_in_flight, name="nnrt-stream")
+        self.tuner: ConcurrencyTuner | None = None
+        if concurrency == "auto" and max_in_flight > 1:
+            memo = getattr(session, "_concurrency_choice", None)
+            start = memo.get(max_in_flight) if isinstance(memo, dict) else None
+            self.tuner = ConcurrencyTuner(max_in_flight, start=start)
+        self._fixed_limit = max_in_flight if concurrency == "auto" else int(concurrency)
+        self._gate = threading.Condition()
+        self._executing = 0
+        self._pool = RunPool(self._gated_run, max_in_flight, name="nnrt-stream")
         self._slots = threading.BoundedSemaphore(max_in_flight)
         self._cond = threading.Condition()
         self._callback_lock = threading.Lock()
@@ -177,6 +261,32 @@ class Stream:
         self._submitted = 0
         self._completed = 0
         self._closed = False
+
+    @property
+    def concurrency(self) -> int:
+        """How many requests may execute at once right now."""
+        return self.tuner.limit if self.tuner is not None else self._fixed_limit
+
+    def _gated_run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None) -> Outputs:
+        with self._gate:
+            while self._executing >= self.concurrency:
+                self._gate.wait()
+            self._executing += 1
+        try:
+            return self.session.run(feeds, output_names)
+        finally:
+            with self._gate:
+                self._executing -= 1
+                if self.tuner is not None:
+                    before = self.tuner.chosen
+                    # saturated: every slot was taken, the producer keeps up (an int read, no lock needed)
+                    self.tuner.completed(time.perf_counter(),
+                                         saturated=self._submitted - self._completed >= self.max_in_flight)
+                    if self.tuner.chosen is not None and self.tuner.chosen != before:
+                        memo = getattr(self.session, "_concurrency_choice", None)
+                        if isinstance(memo, dict):
+                            memo[self.max_in_flight] = self.tuner.chosen
+                self._gate.notify_all()
 
     # ----------------------------------------------------------- requests
     def submit(self, feeds: Mapping[str, Any], userdata: Any = None) -> RunFuture:
@@ -296,5 +406,5 @@ class Stream:
             self.close()
 
     def __repr__(self) -> str:
-        return (f"<Stream max_in_flight={self.max_in_flight} submitted={self._submitted} "
-                f"completed={self._completed}>")
+        return (f"<Stream max_in_flight={self.max_in_flight} concurrency={self.concurrency} "
+                f"submitted={self._submitted} completed={self._completed}>")

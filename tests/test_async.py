@@ -319,3 +319,107 @@ def test_stream_on_a_light_model_matches_serial_runs(light_dir, backend):
         assert results[i].ok
         for name, y in want.items():
             np.testing.assert_array_equal(results[i].outputs[name], y)
+
+
+# ------------------------------------------------------ stream concurrency
+def _feed_tuner(tuner, seconds_per_completion, n, t0=0.0):
+    """Drive ``tuner`` with completions spaced as the limit in force dictates."""
+    t = t0
+    for _ in range(n):
+        t += seconds_per_completion[tuner.limit]
+        tuner.completed(t, saturated=True)
+    return t
+
+
+from nnrt_core.streams import ConcurrencyTuner  # noqa: E402
+
+
+def test_tuner_keeps_all_in_flight_when_parallel_is_faster():
+    tuner = ConcurrencyTuner(3, window=4)
+    _feed_tuner(tuner, {3: 0.01, 1: 0.03}, 40)
+    assert tuner.chosen == 3 and tuner.limit == 3
+    assert tuner.rates[3] > tuner.rates[1]
+
+
+def test_tuner_falls_back_to_one_at_a_time_when_that_is_faster():
+    tuner = ConcurrencyTuner(2, window=4)
+    _feed_tuner(tuner, {2: 0.012, 1: 0.010}, 40)  # e.g. VGG-19: weights thrash the caches
+    assert tuner.chosen == 1 and tuner.limit == 1
+
+
+def test_tuner_prefers_parallel_within_the_margin_and_rechecks():
+    tuner = ConcurrencyTuner(2, window=4, recheck=10, margin=0.05)
+    _feed_tuner(tuner, {2: 0.0102, 1: 0.0100}, 20)  # 2 % slower: a tie
+    assert tuner.chosen == 2
+    t = _feed_tuner(tuner, {2: 0.02, 1: 0.01}, 40)  # the machine got busy: measured again
+    assert tuner.chosen == 1
+    assert t > 0
+
+
+def test_tuner_ignores_idle_gaps():
+    tuner = ConcurrencyTuner(2, window=3)
+    t = 0.0
+    for i in range(60):  # bursts of 5 saturated completions, then the stream runs dry for 5 s
+        t += 0.01 if tuner.limit == 2 else 0.02
+        tuner.completed(t, saturated=(i % 6 != 5))
+        if i % 6 == 5:
+            t += 5.0
+    assert tuner.chosen == 2
+    assert tuner.rates[2] == pytest.approx(100, rel=0.01) and tuner.rates[1] == pytest.approx(50, rel=0.01)
+
+
+def test_stream_concurrency_one_never_overlaps_runs():
+    sess = Session(small_cnn(), NUMPY)
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    active, peak = [0], [0]
+    lock = threading.Lock()
+    real_run = sess.run
+
+    def run(feeds, output_names=None):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        try:
+            time.sleep(0.005)
+            return real_run(feeds, output_names)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    sess.run = run
+    with sess.stream(max_in_flight=3, concurrency=1) as stream:
+        futs = [stream.submit({"x": x}) for _ in range(9)]
+        stream.wait_all()
+    assert peak[0] == 1 and stream.concurrency == 1
+    assert all(f.result()["y"].shape == (2, 5) for f in futs)
+    peak[0] = 0
+    with sess.stream(max_in_flight=3, concurrency=3) as stream:
+        for _ in range(9):
+            stream.submit({"x": x})
+        stream.wait_all()
+    assert peak[0] > 1
+
+
+def test_auto_stream_remembers_its_choice_on_the_session():
+    sess = Session(small_cnn(), NUMPY)
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    real_run = sess.run
+    sess.run = lambda feeds, names=None: (time.sleep(0.002), real_run(feeds, names))[1]  # the producer keeps up
+    with sess.stream(max_in_flight=2) as stream:
+        assert stream.tuner is not None
+        stream.tuner.window = 2
+        for _ in range(40):
+            stream.submit({"x": x})
+        stream.wait_all()
+    assert stream.tuner.chosen in (1, 2)
+    assert sess._concurrency_choice == {2: stream.tuner.chosen}
+    again = sess.stream(max_in_flight=2)
+    assert again.concurrency == stream.tuner.chosen and again.tuner.chosen == stream.tuner.chosen
+    again.close()
+
+
+@pytest.mark.parametrize("bad", [0, 4, "fast", 1.0, True])
+def test_stream_rejects_bad_concurrency(bad):
+    sess = Session(small_cnn(), NUMPY)
+    with pytest.raises(ConfigError, match="concurrency must be 'auto' or an integer from 1 to max_in_flight"):
+        sess.stream(max_in_flight=3, concurrency=bad)
