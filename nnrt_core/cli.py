@@ -169,6 +169,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
         "partitions": _partition_rows(sess),
         "placement": [p.to_dict() for p in sess.placement_report],
         "events": [e.to_dict() for e in sess.events],
+        "considered_plans": sess.considered_plans,
     }
     if getattr(args, "passes", False):
         data["passes"] = sess.pass_report.to_dict()
@@ -182,9 +183,25 @@ def cmd_partition(args: argparse.Namespace) -> int:
         if "passes" in data:
             _print_passes(sess.pass_report)
         _print_partitions(sess)
+        _print_considered(sess.considered_plans)
         if data.get("svg"):
             print(f"graph coloured by backend written to {data['svg']}")
     return 0
+
+
+def _print_considered(plans: list[dict[str, Any]]) -> None:
+    """The candidate placements a cost-based scheduler weighed (chosen first)."""
+    if not plans:
+        return
+    print(f"\nplans considered by the scheduler ({len(plans)}):")
+    print(f"  {'':3}{'plan':<33}{'est. ms':>10}{'partitions':>12}{'transfer ms':>13}  note")
+    for p in plans:
+        mark = "->" if p.get("chosen") else ""
+        est = p.get("estimated_ms")
+        est_s = f"{est:10.3f}" if isinstance(est, (int, float)) and est != float("inf") else f"{'-':>10}"
+        tr = p.get("transfer_ms") or 0.0
+        note = p.get("problem") or ("measured end to end" if p.get("end_to_end") else "")
+        print(f"  {mark:<3}{str(p.get('label', '?'))[:32]:<33}{est_s}{p.get('partitions', 0):>12}{tr:>13.3f}  {note}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -82,6 +82,9 @@ class PlacementContext:
     reasons: dict[str, str] = field(default_factory=dict)
     #: visible decisions (e.g. ``island_merged``) the session adds to its events
     events: list["PlacementEvent"] = field(default_factory=list)
+    #: candidate placements a scheduler evaluated, the chosen one first, each a
+    #: dict with at least ``label``, ``estimated_ms`` and ``chosen`` (``Session.considered_plans``)
+    considered: list[dict[str, Any]] = field(default_factory=list)
 
     def backend(self, name: str) -> Backend:
         """The selected (or backup) backend called ``name``."""

@@ -102,6 +102,8 @@ class Session:
         self.folded_nodes = 0
         self._memory_plans: dict[tuple, MemoryPlan] = {}  #: per input-shape key
         self._concurrency_choice: dict[int, int] = {}  #: streams' measured choice, per max_in_flight
+        #: the candidate placements the scheduler evaluated (cost-based schedulers), chosen first
+        self.considered_plans: list[dict[str, Any]] = []
         self._last_plan: MemoryPlan | None = None
         self._stored_memory_stats: dict[str, Any] | None = None  #: figures read from a session file
         self.pass_report = PassReport(self.config.optimization_level)  #: what the graph passes changed
@@ -241,6 +243,7 @@ class Session:
 
     def _finish(self, ctx: PlacementContext, assignment: dict[str, str], plans: list[PartitionPlan]) -> None:
         self.plans = plans
+        self.considered_plans = [dict(p) for p in ctx.considered]
         part_of = {n.name: p.index for p in plans for n in p.nodes}
         first = ctx.backends[0].name if ctx.backends else None
         self.placement_report: list[NodePlacement] = []
@@ -311,7 +314,8 @@ class Session:
             partitions=parts, placement=[p.to_dict() for p in self.placement_report],
             events=[e.to_dict() for e in self.events], constants=dict(self._constants),
             meta={"nnrt_version": __version__, "graph_name": self.graph.name, "folded_nodes": self.folded_nodes,
-                  "memory": self._memory_stats(), "passes": self.pass_report.to_dict()})
+                  "memory": self._memory_stats(), "passes": self.pass_report.to_dict(),
+                  "considered_plans": self.considered_plans})
 
     def _load_image(self, image: SessionImage) -> None:
         """Become the session ``image`` describes (no source model needed)."""
@@ -328,6 +332,8 @@ class Session:
             if isinstance(memory, dict) else None
         self.events = [PlacementEvent(**e) for e in image.events]
         self.placement_report = [NodePlacement(**p) for p in image.placement]
+        plans = image.meta.get("considered_plans")
+        self.considered_plans = [dict(p) for p in plans if isinstance(p, dict)] if isinstance(plans, list) else []
         steps, compiled, used = [], [], []
         for rec in image.partitions:
             reg = self.registry.backend(rec.backend)  # ConfigError listing installed backends

@@ -95,6 +95,29 @@ def test_cost_scheduler_picks_the_measured_faster_backend():
     assert labels[0] == "fast only" and "slow only" in labels
     assert all("cost: plan 'fast only'" in r.reason for r in sess.placement_report)
     np.testing.assert_allclose(sess.run(X)["y"], reference(m, X)[0], rtol=1e-6)
+    # the plans it weighed are public, the chosen one first and cheapest
+    considered = sess.considered_plans
+    assert [p["label"] for p in considered] == labels
+    assert considered[0]["chosen"] and not any(p["chosen"] for p in considered[1:])
+    slow_only = next(p for p in considered if p["label"] == "slow only")
+    assert slow_only["estimated_ms"] > considered[0]["estimated_ms"]
+    assert prio.considered_plans == []  # the priority scheduler weighs no alternatives
+
+
+def test_considered_plans_survive_save_and_show_in_the_cli(tmp_path, capsys):
+    from nnrt_core import cli
+
+    m = chain("Relu", "Neg")
+    sess = Session(m, ScheduleConfig(backends=["numpy", "onnxruntime"], scheduler="cost",
+                                     cache_dir=str(tmp_path / "cache")))
+    considered = sess.considered_plans
+    assert len(considered) >= 2 and considered[0]["chosen"]
+    assert {"numpy only", "onnxruntime only"} <= {p["label"] for p in considered}
+    loaded = Session(sess.save(tmp_path / "m.nnrt"))
+    assert loaded.considered_plans == considered
+    cli._print_considered(considered)
+    out = capsys.readouterr().out
+    assert "plans considered by the scheduler" in out and f"-> {considered[0]['label']}" in out
 
 
 def test_cost_scheduler_caches_measurements_per_machine(tmp_path, monkeypatch):

@@ -124,6 +124,7 @@ class CostScheduler(Scheduler):
         feasible = [p for p in evaluated if p.problem is None]
         key = (lambda p: p.joules) if self.objective == "energy" else (lambda p: p.seconds)
         self.plans = sorted(feasible, key=key) + [p for p in evaluated if p.problem is not None]
+        ctx.considered = [dict(p.to_dict(), chosen=False) for p in self.plans]
         if not feasible:  # nothing could be measured: priority order, compile errors reported by the session
             self.chosen = None
             reasons = "; ".join(p.problem or "" for p in evaluated)[:500]
@@ -134,6 +135,7 @@ class CostScheduler(Scheduler):
         best = self._prefer_simple(self.plans[0], feasible, key)
         self.chosen = best
         self.plans = [best] + [p for p in self.plans if p is not best]
+        ctx.considered = [dict(p.to_dict(), chosen=p is best) for p in self.plans]
         for plan, seconds, source in best.partitions:
             ctx.estimates[(plan.backend, tuple(plan.node_names()))] = (seconds, source)
         others = ", ".join(f"{p.label} {self._score(p)}" for p in self.plans[1:4] if p.problem is None)
