@@ -43,6 +43,11 @@ class ScheduleConfig:
         backend name -> free-form extension attributes for that backend.
     devices
         backend name -> device id or name to use on that backend.
+    input_shapes
+        input name -> concrete shape, fixing free (dynamic) input dimensions
+        when the model is loaded, before the graph passes, so that static
+        shapes propagate (like ONNX Runtime's free-dimension overrides or
+        OpenVINO's ``reshape``); checked against the model when it loads.
     strict
         refuse (instead of warn about) options a selected backend ignores.
     """
@@ -61,6 +66,7 @@ class ScheduleConfig:
     backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     devices: Mapping[str, str] = field(default_factory=dict)
     strict: bool = False
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         b = self.backends
@@ -101,6 +107,7 @@ class ScheduleConfig:
         ):
             raise ConfigError(f"backend_options must map backend names to option tables, got {self.backend_options!r}")
         object.__setattr__(self, "backend_options", {k: dict(v) for k, v in self.backend_options.items()})
+        object.__setattr__(self, "input_shapes", _input_shapes(self.input_shapes))
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -171,6 +178,24 @@ def _optimization_level(value: Any) -> str:
         return value.strip().lower()
     raise ConfigError(f"optimization_level must be one of {', '.join(OPTIMIZATION_LEVELS)} "
                       f"(or ONNX Runtime's 0/1/2/99); got {value!r}")
+
+
+def _input_shapes(value: Any) -> dict[str, tuple[int, ...]]:
+    """``{input name: [non-negative ints]}``; names and ranks are checked
+    against the model when it loads."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"input_shapes must map input names to shapes (lists of sizes), got {value!r}")
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in value.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"input_shapes: keys must be input names, got {name!r}")
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, (list, tuple)) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise ConfigError(f"input_shapes[{name!r}] must be a list of non-negative integer sizes, got {shape!r}")
+        out[name] = tuple(int(d) for d in shape)
+    return out
 
 
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

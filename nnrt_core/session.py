@@ -26,6 +26,7 @@ from nnrt_core.passes import BackendSupport, PassContext, PassManager, PassRepor
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.streams import RunFuture, RunPool, Stream, default_workers
 from nnrt_core.scheduling import NodePlacement, PlacementContext, PlacementEvent, with_backup
+from nnrt_core.weights import SharingReport, share_graph_weights
 from nnrt_core.tensor import Tensor
 from nnrt_core.session_file import (PartitionRecord, SessionImage, decode, encode, looks_like_session_file,
                                     read_session_file, write_atomic)
@@ -72,14 +73,23 @@ class PartitionInfo:
         return d
 
 
-def load_model(model: Any) -> Model:
+def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
     """A path, bytes, ``onnx.ModelProto``, IR ``Model`` or IR ``Graph`` as a
-    Model the caller may transform (IR inputs are copied, weights shared)."""
+    Model the caller may transform (IR inputs are copied, weights shared).
+    ``input_shapes`` fixes free input dimensions before shape inference
+    (``ScheduleConfig.input_shapes``; IR models go through ONNX for it)."""
+    if input_shapes and isinstance(model, (Model, Graph)):
+        from nnrt_core.frontends import to_onnx
+
+        src = model if isinstance(model, Model) else Model(graph=model)
+        loaded = load_onnx(to_onnx(src), check=False, input_shapes=input_shapes)
+        loaded.base_dir = getattr(src, "base_dir", None)
+        return loaded
     if isinstance(model, Model):
         return dataclasses.replace(model, graph=clone_graph(model.graph), metadata=dict(model.metadata))
     if isinstance(model, Graph):
         return Model(graph=clone_graph(model))
-    return load_onnx(model)
+    return load_onnx(model, input_shapes=input_shapes or None)
 
 
 class Session:
@@ -104,6 +114,7 @@ class Session:
         self._concurrency_choice: dict[int, int] = {}  #: streams' measured choice, per max_in_flight
         #: the candidate placements the scheduler evaluated (cost-based schedulers), chosen first
         self.considered_plans: list[dict[str, Any]] = []
+        self.weight_sharing = SharingReport()  #: constants this session shares with other sessions
         self._last_plan: MemoryPlan | None = None
         self._stored_memory_stats: dict[str, Any] | None = None  #: figures read from a session file
         self.pass_report = PassReport(self.config.optimization_level)  #: what the graph passes changed
@@ -121,11 +132,12 @@ class Session:
         if cache is not None and self._load_cached(cache, key):
             self.build_seconds = time.perf_counter() - t0
             return
-        self.model = load_model(model)
+        self.model = load_model(model, self.config.input_shapes)
         self.graph = self.model.graph
         self.graph.topological_sort()
         self._scheduler = self._make_scheduler()
         self.folded_nodes = self._optimize()
+        self.weight_sharing = share_graph_weights(self.graph)  # one copy of the (folded) weights per process
         self._build()
         if cache is not None:
             self._store_cached(cache, key)
@@ -181,9 +193,36 @@ class Session:
                           supports=BackendSupport(self._candidates(), self.config.compile_options),
                           protected=frozenset(self.config.pins))
         self.pass_report = PassManager(self.config.optimization_level).run(self.graph, ctx)
+        if self.config.input_shapes or all(isinstance(v.type, TensorType) and v.type.is_static
+                                           for v in self.graph.inputs):
+            self._refine_shapes(ctx)  # static inputs: types behind folded Shape chains become static too
         if self.pass_report.nodes_after != self.pass_report.nodes_before:
             log.info("%s", self.pass_report.summary())
         return self.pass_report.rewrites("constant_folding")
+
+    def _refine_shapes(self, ctx: PassContext) -> None:
+        """Re-infer static types once the passes folded what hid them (e.g. a
+        Reshape target computed from Shape), then run the passes again; a few
+        rounds at most.  Their changes are added to ``pass_report``."""
+        from nnrt_core.frontends.onnx_import import refine_static_shapes
+
+        report = self.pass_report
+        for _ in range(4):
+            if not refine_static_shapes(self.graph) or not report.passes:
+                break
+            more = PassManager(self.config.optimization_level).run(self.graph, ctx)
+            for name, s in more.passes.items():
+                mine = report.passes.setdefault(name, dataclasses.replace(s, rewrites=0, nodes_removed=0,
+                                                                          nodes_added=0, seconds=0.0, notes=[]))
+                mine.rewrites += s.rewrites
+                mine.nodes_removed += s.nodes_removed
+                mine.nodes_added += s.nodes_added
+                mine.seconds += s.seconds
+            report.iterations += more.iterations
+            report.seconds += more.seconds
+            report.nodes_after, report.ops_after = more.nodes_after, more.ops_after
+            if not any(s.rewrites for s in more.passes.values()):
+                break
 
     def _make_scheduler(self):
         rec = self.registry.scheduler(self.config.scheduler)
@@ -423,7 +462,10 @@ class Session:
         """Counters and figures of this session: host<->device copies, cache
         hit, build time and the static memory plan of its intermediates
         (``planned_peak_bytes``, ``naive_bytes``, ``lower_bound_bytes``;
-        ``None`` while shapes are dynamic and no run has fixed them)."""
+        ``None`` while shapes are dynamic and no run has fixed them), and the
+        constants' ``weight_bytes``, of which ``shared_weight_bytes`` were
+        identical arrays already held (by another session of the process, or
+        elsewhere in this model) and are not held twice."""
         return {
             "host_device_copies": self._executor.host_device_copies,
             "partitions": len(self._compiled),
@@ -433,6 +475,8 @@ class Session:
                        "nodes_after": self.pass_report.nodes_after,
                        "rewrites": {k: v.rewrites for k, v in self.pass_report.passes.items() if v.rewrites}},
             **self._memory_stats(),
+            "weight_bytes": self.weight_sharing.bytes,
+            "shared_weight_bytes": self.weight_sharing.shared_bytes,
         }
 
     def memory_plan(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> MemoryPlan:

@@ -8,17 +8,18 @@ model's folder, and no tensor may claim more bytes than its data holds or than
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
 import onnx.inliner
 from onnx import numpy_helper
 
-from nnrt_core.errors import ModelLoadError
+from nnrt_core.errors import ConfigError, ModelLoadError
 from nnrt_core.ir import (
     Attribute,
     AttrKind,
@@ -33,7 +34,8 @@ from nnrt_core.ir import (
     ValueType,
 )
 
-__all__ = ["load_onnx", "MAX_TENSOR_BYTES", "parse_model_proto"]
+__all__ = ["load_onnx", "MAX_TENSOR_BYTES", "parse_model_proto", "apply_input_shapes", "clear_unknown_dims",
+           "refine_static_shapes", "sort_nodes"]
 
 log = logging.getLogger("nnrt.onnx")
 
@@ -73,9 +75,19 @@ def load_onnx(
     *,
     check: bool = True,
     infer_shapes: bool = True,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Model:
-    """Load an ONNX model into the IR (see module docstring)."""
+    """Load an ONNX model into the IR (see module docstring).
+
+    ``input_shapes`` (input name -> concrete shape) fixes free input
+    dimensions before shape inference, like ONNX Runtime's free-dimension
+    overrides or OpenVINO's ``reshape``: the static shapes then propagate
+    through the graph.  A name that is no graph input, a wrong rank or a size
+    that contradicts a fixed dimension is a :class:`ConfigError`."""
     proto, base_dir = parse_model_proto(source)
+    if _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
+        proto = _copy(proto) if proto is source else proto
+        sort_nodes(proto.graph)
     if check:
         try:
             onnx.checker.check_model(proto)
@@ -86,6 +98,15 @@ def load_onnx(
             proto = onnx.inliner.inline_local_functions(proto)
         except Exception as e:  # pragma: no cover - depends on onnx internals
             raise ModelLoadError(f"could not inline the model's local functions: {_first_line(e)}") from e
+    owned = proto is not source  # never modify a ModelProto the caller handed us
+    if _has_unknown_dims(proto):
+        if not owned:
+            proto, owned = _copy(proto), True
+        clear_unknown_dims(proto)
+    if input_shapes:
+        if not owned:
+            proto, owned = _copy(proto), True
+        apply_input_shapes(proto, input_shapes)
     if infer_shapes:
         try:
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
@@ -94,6 +115,236 @@ def load_onnx(
     model = _ProtoConverter().model(proto)
     model.base_dir = base_dir
     return model
+
+
+# -------------------------------------------------------- node order
+def _node_reads(n: onnx.NodeProto) -> Iterator[str]:
+    """Names ``n`` reads: its inputs and what its sub-graphs read from outside."""
+    yield from (x for x in n.input if x)
+    for a in n.attribute:
+        subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs) \
+            if a.type == onnx.AttributeProto.GRAPHS else []
+        for g in subs:
+            inner = {x.name for x in g.input} | {t.name for t in g.initializer} | {o for m in g.node for o in m.output}
+            for m in g.node:
+                yield from (x for x in _node_reads(m) if x not in inner)
+
+
+def _unsorted(g: onnx.GraphProto, outer: set[str]) -> bool:
+    known = set(outer) | {x.name for x in g.input} | {t.name for t in g.initializer}
+    produced = {o for n in g.node for o in n.output}
+    for n in g.node:
+        if any(x in produced and x not in known for x in _node_reads(n)):
+            return True
+        known.update(n.output)
+        for a in n.attribute:
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs) \
+                if a.type == onnx.AttributeProto.GRAPHS else []
+            if any(_unsorted(sub, known) for sub in subs):
+                return True
+    return False
+
+
+def _needs_sorting(proto: onnx.ModelProto) -> bool:
+    return _unsorted(proto.graph, set())
+
+
+def sort_nodes(g: onnx.GraphProto) -> None:
+    """Put the nodes of ``g`` (and of its sub-graphs) in a topological order,
+    in place, keeping the given order wherever it is already valid.  Names no
+    node produces (inputs, initializers, outer values) count as available;
+    a cycle leaves the remaining nodes in their order (the checker reports it)."""
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                sort_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    sort_nodes(sub)
+    nodes = list(g.node)
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    deps = [{producer[x] for x in _node_reads(n) if x in producer and producer[x] != i}
+            for i, n in enumerate(nodes)]
+    users: list[list[int]] = [[] for _ in nodes]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    missing = [len(d) for d in deps]
+    ready = [i for i, m in enumerate(missing) if m == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) < len(nodes):  # a cycle: keep the rest as it was
+        done = set(order)
+        order += [i for i in range(len(nodes)) if i not in done]
+    sorted_nodes = [nodes[i] for i in order]
+    copies = [onnx.NodeProto() for _ in sorted_nodes]
+    for c, n in zip(copies, sorted_nodes):
+        c.CopyFrom(n)
+    del g.node[:]
+    g.node.extend(copies)
+
+
+# ------------------------------------------------------ free dimensions
+def _value_infos(g: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
+    """Every typed value declaration of ``g`` and its sub-graphs."""
+    yield from g.input
+    yield from g.output
+    yield from g.value_info
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _value_infos(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from _value_infos(sub)
+
+
+def _tensor_shapes(tp: onnx.TypeProto) -> Iterator[onnx.TensorShapeProto]:
+    kind = tp.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        tt = getattr(tp, kind)
+        if tt.HasField("shape"):
+            yield tt.shape
+    elif kind == "sequence_type":
+        yield from _tensor_shapes(tp.sequence_type.elem_type)
+    elif kind == "optional_type":
+        yield from _tensor_shapes(tp.optional_type.elem_type)
+
+
+def _unknown_dim(d: onnx.TensorShapeProto.Dimension) -> bool:
+    """A dimension that says "any size" in a non-standard way: a negative
+    ``dim_value`` (Paddle2ONNX writes -1) or the ``dim_param`` "?" (which
+    ONNX would otherwise take for one symbol shared by every such dim)."""
+    return (d.HasField("dim_value") and d.dim_value < 0) or (d.HasField("dim_param") and d.dim_param == "?")
+
+
+def _has_unknown_dims(proto: onnx.ModelProto) -> bool:
+    return any(_unknown_dim(d) for vi in _value_infos(proto.graph) for s in _tensor_shapes(vi.type)
+               for d in s.dim)
+
+
+def clear_unknown_dims(proto: onnx.ModelProto) -> int:
+    """Turn negative ``dim_value`` s and ``dim_param: "?"`` into unknown
+    dimensions, in place (ONNX Runtime treats both as dynamic).  Returns how
+    many dimensions changed."""
+    changed = 0
+    for vi in _value_infos(proto.graph):
+        for s in _tensor_shapes(vi.type):
+            for d in s.dim:
+                if _unknown_dim(d):
+                    d.ClearField("dim_value")
+                    d.ClearField("dim_param")
+                    changed += 1
+    return changed
+
+
+def _dims_text(shape: onnx.TensorShapeProto) -> str:
+    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+                           for d in shape.dim) + "]"
+
+
+def apply_input_shapes(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
+    """Fix the shapes of graph inputs of ``proto`` in place (see
+    :func:`load_onnx`).  Shape inference then refines the recorded shapes
+    of intermediate values (a symbolic dimension merges with the static one
+    inferred)."""
+    g = proto.graph
+    inits = {t.name for t in g.initializer}
+    inputs = {vi.name: vi for vi in g.input if vi.name not in inits}
+    unknown = sorted(set(input_shapes) - set(inputs))
+    if unknown:
+        raise ConfigError(f"input_shapes names unknown input(s) {unknown}; the model's inputs are "
+                          + ", ".join(f"{n} {_dims_text(vi.type.tensor_type.shape)}"
+                                      if vi.type.HasField("tensor_type") else n for n, vi in inputs.items()))
+    for name, dims in input_shapes.items():
+        vi = inputs[name]
+        if not vi.type.HasField("tensor_type"):
+            raise ConfigError(f"input_shapes: input {name!r} is not a tensor; its shape cannot be fixed")
+        tt = vi.type.tensor_type
+        dims = [int(x) for x in dims]
+        if tt.HasField("shape"):
+            shape = tt.shape
+            if len(shape.dim) != len(dims):
+                raise ConfigError(f"input_shapes: input {name!r} has rank {len(shape.dim)} (shape "
+                                  f"{_dims_text(shape)}), got {len(dims)} dimensions {dims}")
+            for i, (d, n) in enumerate(zip(shape.dim, dims)):
+                if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != n:
+                    raise ConfigError(f"input_shapes: input {name!r} has a fixed dimension {i} of size "
+                                      f"{d.dim_value} (shape {_dims_text(shape)}); got {dims}")
+        del tt.shape.dim[:]
+        for n in dims:
+            tt.shape.dim.add().dim_value = n
+
+
+#: initializers with more elements than this are handed to shape inference as
+#: typed inputs without data (no op infers a shape from a large tensor's values)
+_REFINE_DATA_LIMIT = 4096
+
+
+def refine_static_shapes(graph: Graph) -> int:
+    """Re-run ONNX shape inference over ``graph`` (after graph passes have
+    folded Shape chains into constants) and give every top-level node output
+    whose type is not static the static type inferred for it, when that type
+    agrees with what was known (element type, rank, fixed dimensions).
+
+    Used when ``ScheduleConfig.input_shapes`` made the inputs static: ONNX's
+    data propagation stops at ops like Cast, so Reshape targets computed from
+    ``Shape`` stay unknown until nnrt has folded them.  Returns the number of
+    values refined; inference problems leave the graph unchanged."""
+    from nnrt_core.frontends.onnx_export import to_onnx
+
+    pending = {v.name: v for n in graph.nodes for v in n.outputs
+               if v.name and not (isinstance(v.type, TensorType) and v.type.is_static)}
+    if not pending:
+        return 0
+    try:
+        proto = to_onnx(graph)
+        g = proto.graph
+        keep = [vi for vi in g.value_info if vi.name not in pending]  # static (or non-tensor) types stay
+        del g.value_info[:]
+        g.value_info.extend(keep)
+        big = [t for t in g.initializer if int(np.prod(t.dims, dtype=np.int64)) > _REFINE_DATA_LIMIT]
+        if big:
+            small = [t for t in g.initializer if int(np.prod(t.dims, dtype=np.int64)) <= _REFINE_DATA_LIMIT]
+            for t in big:
+                g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            del g.initializer[:]
+            g.initializer.extend(small)
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    except Exception as e:  # an exotic graph: keep the types we have
+        log.info("shape refinement skipped: %s", _first_line(e))
+        return 0
+    refined = 0
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        v = pending.get(vi.name)
+        new = type_from_proto(vi.type)
+        if v is None or not isinstance(new, TensorType) or not new.is_static:
+            continue
+        old = v.type
+        if isinstance(old, TensorType):
+            if old.dtype not in (DataType.UNDEFINED, new.dtype):
+                continue
+            if old.shape is not None and (len(old.shape) != len(new.shape) or any(
+                    isinstance(a, int) and a != b for a, b in zip(old.shape, new.shape))):
+                continue
+        elif old is not None:
+            continue
+        v.type = new
+        refined += 1
+    return refined
+
+
+def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+    c = onnx.ModelProto()
+    c.CopyFrom(proto)
+    return c
 
 
 # ----------------------------------------------------------------- parsing
@@ -231,8 +482,11 @@ def type_from_proto(tp: onnx.TypeProto) -> ValueType | None:
         tt = getattr(tp, kind)
         shape = None
         if tt.HasField("shape"):
+            # a negative dim_value (Paddle2ONNX's -1) or dim_param "?" means "any size"
             shape = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+                (d.dim_value if d.dim_value >= 0 else None) if d.HasField("dim_value")
+                else (d.dim_param if d.dim_param and d.dim_param != "?" else None)
+                for d in tt.shape.dim
             )
         try:
             dtype = DataType(tt.elem_type)

@@ -20,6 +20,7 @@ from nnrt_npu_emu.program import Instr, Operand, Program, TensorSpec
 __all__ = ["Analysis", "why_unsupported", "lower_graph", "float_precision", "Lowered"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+_FP16_MAX = float(np.finfo(np.float16).max)
 _QTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 _Q_KERNELS = frozenset({"quantize", "dequantize", "qgeneric", "qconv", "qgemm"})
 _ACTS = ("Relu", "Clip")
@@ -243,6 +244,11 @@ def _check_tensors(node: Node, an: Analysis, d) -> None:
         if i < len(node.inputs) and node.inputs[i] is not None and not an.is_const(node.inputs[i]):
             raise Unsupported(f"input {i} ({node.inputs[i].name!r}) of {node.op_type} must be a compile-time constant")
     outs = [v for v in node.outputs if an.live(v)]
+    live = [v for v in data_in + outs if not an.is_const(v)]
+    if live and all(an.shape(v) == () for v in live):
+        # e.g. the scale products of dynamically quantized models: fp16 would flush them toward subnormals
+        raise Unsupported(f"every operand of {node.op_type} is a scalar (rank 0); scalar arithmetic stays on "
+                          "the host")
     for v in data_in + outs:
         shape = an.shape(v)
         if len(shape) > p.max_rank:
@@ -472,7 +478,10 @@ def lower_graph(graph: Graph, profile: ChipProfile, precision: str) -> Lowered:
             return const_ids[key]
         a = np.asarray(arr)
         if a.dtype.kind == "f":
-            a = a.astype(np.float32 if keep else STORAGE[fdt])
+            dt = np.dtype(np.float32) if keep else STORAGE[fdt]
+            if dt == np.float16 and a.dtype != np.float16:  # saturate like the chip's stores (e.g. -3.4e38 masks)
+                a = np.clip(a, -_FP16_MAX, _FP16_MAX)
+            a = a.astype(dt)
         elif a.dtype == np.int64:
             if a.size and (a.min() < -2 ** 31 or a.max() >= 2 ** 31):
                 raise CompileError("an int64 constant does not fit the chip's int32")

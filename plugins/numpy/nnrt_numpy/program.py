@@ -289,7 +289,8 @@ class GraphProgram:
             if step is not None and step.chain is not None:
                 where += " fused with " + ", ".join(f"{m.name!r} ({m.op_type})" for m in step.chain.nodes[1:])
             raise ExecutionError(f"{where} failed: {type(e).__name__}: {e}") from e
-        return [regs[s] for s in self.output_slots]
+        # numpy ops on 0-d arrays give numpy scalars (np.take, a + b): outputs are always arrays
+        return [np.asarray(o) if isinstance(o, np.generic) else o for o in (regs[s] for s in self.output_slots)]
 
 
 class SubgraphRunner:

