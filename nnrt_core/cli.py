@@ -34,6 +34,23 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pin", action="append", default=[], metavar="NODE=BACKEND",
                    help="force a node onto a backend (repeatable)")
     p.add_argument("--strict", action="store_true", help="refuse options a backend does not support")
+    p.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME=D1,D2,...",
+                   help="fix the shape of a model input with free dimensions at load time, e.g. "
+                        "x=1,3,224,224 (repeatable; ScheduleConfig.input_shapes)")
+
+
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME=D1,D2,...`` -> (name, shape) for ``--input-shape``."""
+    name, sep, dims = text.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not sep or not name or not shape or any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=D1,D2,... (an input name and its comma-separated non-negative sizes, "
+            f"e.g. x=1,3,224,224), got {text!r}")
+    return name, shape
 
 
 def config_from_args(args: argparse.Namespace) -> ScheduleConfig:
@@ -57,6 +74,8 @@ def config_from_args(args: argparse.Namespace) -> ScheduleConfig:
         changes["pins"] = pins
     if args.strict:
         changes["strict"] = True
+    if getattr(args, "input_shape", None):
+        changes["input_shapes"] = {**cfg.input_shapes, **dict(args.input_shape)}  # the flags win over --config
     return cfg.replace(**changes) if changes else cfg
 
 

@@ -95,3 +95,28 @@ def test_config_file(capsys, light_dir, tmp_path):
     code, out, _ = run_cli(capsys, "partition", str(light_dir / "light_squeezenet.onnx"), "--config", str(cfg),
                            "--json")
     assert code == 0 and json.loads(out)["config"]["backends"] == ["numpy"]
+
+
+def test_input_shape_flag(capsys, tmp_path):
+    from onnx import TensorProto, helper, save
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "m",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])])
+    path = tmp_path / "m.onnx"
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('backends = ["numpy"]\n[input_shapes]\nx = [2, 3]\n')
+    code, out, _ = run_cli(capsys, "run", str(path), "--config", str(cfg), "--input-shape", "x=4,3", "--json")
+    assert code == 0 and json.loads(out)["outputs"]["y"]["shape"] == [4, 3]  # the flag wins over the file
+    code, out, _ = run_cli(capsys, "partition", str(path), "--backends", "numpy", "--input-shape", "x=5,3",
+                           "--json")
+    assert code == 0 and json.loads(out)["config"]["input_shapes"] == {"x": [5, 3]}
+    code, _, err = run_cli(capsys, "run", str(path), "--input-shape", "z=1,3")  # checked against the model
+    assert code == 2 and "unknown input(s) ['z']" in err and err.startswith("nnrt: error:")
+    for bad in ("x", "x=", "=1,3", "x=1,a", "x=1,-3", "x=1,,3"):
+        with pytest.raises(SystemExit) as e:
+            main(["bench", str(path), "--input-shape", bad])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --input-shape: expected NAME=D1,D2,..." in err and repr(bad) in err

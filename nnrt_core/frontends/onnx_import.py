@@ -5,12 +5,20 @@ Parsing, checking, function inlining and shape inference are done by the
 the safety checks an untrusted file needs: external data must stay inside the
 model's folder, and no tensor may claim more bytes than its data holds or than
 ``MAX_TENSOR_BYTES``.
+
+:func:`load_onnx` maps external data files instead of reading them: a tensor
+of ``MMAP_MIN_BYTES`` or more that numpy can view in place (any fixed-width
+type that is not bit-packed, at an offset aligned to its item size) becomes a
+read-only array over one ``mmap`` of its file (one map per file and load), so
+its bytes are never copied.  Other external tensors are read into the proto.
 """
 from __future__ import annotations
 
 import heapq
 import logging
+import mmap
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -34,13 +42,18 @@ from nnrt_core.ir import (
     ValueType,
 )
 
-__all__ = ["load_onnx", "MAX_TENSOR_BYTES", "parse_model_proto", "apply_input_shapes", "clear_unknown_dims",
-           "refine_static_shapes", "sort_nodes"]
+__all__ = ["load_onnx", "MAX_TENSOR_BYTES", "MMAP_MIN_BYTES", "parse_model_proto", "apply_input_shapes",
+           "clear_unknown_dims", "refine_static_shapes", "sort_nodes"]
 
 log = logging.getLogger("nnrt.onnx")
 
 #: Largest tensor (bytes) a model may declare; larger ones are refused before allocation.
 MAX_TENSOR_BYTES = int(os.environ.get("NNRT_MAX_TENSOR_BYTES", 8 << 30))
+
+#: external tensors smaller than this are read into the proto rather than
+#: mapped: shape inference needs the values of small ones (Reshape targets,
+#: Slice bounds) and cannot read external data
+MMAP_MIN_BYTES = 4096
 
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
@@ -49,7 +62,16 @@ def parse_model_proto(source: ModelSource) -> tuple[onnx.ModelProto, str | None]
     """Parse ``source`` into a ``ModelProto`` with external data resolved.
 
     Returns the proto and the folder external data was resolved against.
+    External data is read into the tensors' ``raw_data`` (a copy);
+    :func:`load_onnx` maps it instead.
     """
+    proto, base_dir = _parse_source(source)
+    _load_external_data(proto, base_dir)
+    return proto, base_dir
+
+
+def _parse_source(source: ModelSource) -> tuple[onnx.ModelProto, str | None]:
+    """``source`` as a ``ModelProto`` (external data not resolved) and its folder."""
     base_dir: str | None = None
     if isinstance(source, onnx.ModelProto):
         proto = source
@@ -66,7 +88,6 @@ def parse_model_proto(source: ModelSource) -> tuple[onnx.ModelProto, str | None]
             f"cannot load a model from {type(source).__name__}; expected a path, bytes, "
             "onnx.ModelProto or nnrt_core.ir.Model"
         )
-    _load_external_data(proto, base_dir)
     return proto, base_dir
 
 
@@ -84,13 +105,15 @@ def load_onnx(
     overrides or OpenVINO's ``reshape``: the static shapes then propagate
     through the graph.  A name that is no graph input, a wrong rank or a size
     that contradicts a fixed dimension is a :class:`ConfigError`."""
-    proto, base_dir = parse_model_proto(source)
+    proto, base_dir = _parse_source(source)
+    mapped: dict[str, np.ndarray] = {}  # mapped external data, see _load_external_data
+    _load_external_data(proto, base_dir, mapped)
     if _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
         proto = _copy(proto) if proto is source else proto
         sort_nodes(proto.graph)
     if check:
         try:
-            onnx.checker.check_model(proto)
+            onnx.checker.check_model(_for_checker(proto) if mapped else proto)
         except (onnx.checker.ValidationError, ValueError) as e:
             raise ModelLoadError(f"ONNX model is invalid: {_first_line(e)}") from e
     if proto.functions:
@@ -112,7 +135,7 @@ def load_onnx(
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", _first_line(e))
-    model = _ProtoConverter().model(proto)
+    model = _ProtoConverter(mapped).model(proto)
     model.base_dir = base_dir
     return model
 
@@ -368,6 +391,9 @@ def _all_tensors(proto: onnx.ModelProto):
                     yield a.t
                 elif a.type == onnx.AttributeProto.TENSORS:
                     yield from a.tensors
+                elif a.type == onnx.AttributeProto.SPARSE_TENSOR:
+                    yield a.sparse_tensor.values
+                    yield a.sparse_tensor.indices
                 elif a.type == onnx.AttributeProto.GRAPH:
                     yield from from_graph(a.g)
                 elif a.type == onnx.AttributeProto.GRAPHS:
@@ -382,50 +408,133 @@ def _all_tensors(proto: onnx.ModelProto):
                     yield a.t
 
 
-def _load_external_data(proto: onnx.ModelProto, base_dir: str | None) -> None:
-    """Read external tensor data, refusing paths outside ``base_dir``."""
-    for t in _all_tensors(proto):
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {e.key: e.value for e in t.external_data}
-        where = f"tensor {t.name!r}"
-        if base_dir is None:
-            raise ModelLoadError(
-                f"{where} stores its data in an external file, which needs the model to be loaded "
-                "from a path (its folder locates the data)"
-            )
-        location = info.get("location", "")
-        if not location or os.path.isabs(location):
-            raise ModelLoadError(f"{where}: external data location {location!r} must be a relative path")
-        root = os.path.realpath(base_dir)
-        path = os.path.realpath(os.path.join(root, location))
-        if os.path.commonpath([root, path]) != root:
-            raise ModelLoadError(
-                f"{where}: external data path {location!r} escapes the model folder {root!r}; refused"
-            )
-        if not os.path.isfile(path):
-            raise ModelLoadError(f"{where}: external data file {location!r} not found in {root!r}")
-        size = os.path.getsize(path)
-        try:
-            offset = int(info.get("offset", 0))
-            length = int(info["length"]) if "length" in info else size - offset
-        except ValueError as e:
-            raise ModelLoadError(f"{where}: bad external data offset/length: {e}") from e
-        expected = _declared_bytes(t)
-        if offset < 0 or length < 0 or offset + length > size:
-            raise ModelLoadError(
-                f"{where}: external data range [{offset}, {offset + length}) is outside "
-                f"{location!r} ({size} bytes)"
-            )
-        if expected is not None and length != expected:
-            raise ModelLoadError(
-                f"{where}: declares {expected} bytes of data but external data holds {length}"
-            )
+#: external_data key that marks a mapped tensor (its value: the key in ``mapped``)
+_MAPPED_KEY = "nnrt.mapped"
+
+
+def _load_external_data(proto: onnx.ModelProto, base_dir: str | None,
+                        mapped: dict[str, np.ndarray] | None = None) -> None:
+    """Resolve external tensor data, refusing paths outside ``base_dir``.
+
+    Without ``mapped`` every external tensor's bytes are read into its
+    ``raw_data``.  With it (a dict to fill), a tensor numpy can view in place
+    (:func:`_mappable_dtype`, at least ``MMAP_MIN_BYTES``, its offset aligned
+    to its item size) keeps ``data_location: EXTERNAL`` with one more
+    ``external_data`` entry, ``nnrt.mapped``, naming its entry in ``mapped``:
+    a read-only ``uint8`` array over a ``mmap`` of the file (mode read, one
+    map per file), which :func:`tensor_to_array` views with the tensor's
+    type and shape.  The other tensors are read into ``raw_data`` as before.
+    """
+    maps: dict[str, mmap.mmap | None] = {}  # real path -> its map (None: empty or unmappable file)
+    used: set[str] = set()  # paths with mapped tensors: their maps must stay open
+    try:
+        for t in _all_tensors(proto):
+            if t.data_location != onnx.TensorProto.EXTERNAL:
+                continue
+            info = {e.key: e.value for e in t.external_data}
+            where = f"tensor {t.name!r}"
+            if base_dir is None:
+                raise ModelLoadError(
+                    f"{where} stores its data in an external file, which needs the model to be loaded "
+                    "from a path (its folder locates the data)"
+                )
+            location = info.get("location", "")
+            if not location or os.path.isabs(location):
+                raise ModelLoadError(f"{where}: external data location {location!r} must be a relative path")
+            root = os.path.realpath(base_dir)
+            path = os.path.realpath(os.path.join(root, location))
+            if os.path.commonpath([root, path]) != root:
+                raise ModelLoadError(
+                    f"{where}: external data path {location!r} escapes the model folder {root!r}; refused"
+                )
+            if not os.path.isfile(path):
+                raise ModelLoadError(f"{where}: external data file {location!r} not found in {root!r}")
+            if mapped is not None and path not in maps:
+                maps[path] = _map_file(path)
+            mm = maps.get(path)
+            size = len(mm) if mm is not None else os.path.getsize(path)
+            try:
+                offset = int(info.get("offset", 0))
+                length = int(info["length"]) if "length" in info else size - offset
+            except ValueError as e:
+                raise ModelLoadError(f"{where}: bad external data offset/length: {e}") from e
+            expected = _declared_bytes(t)  # refuses absurd sizes before anything is read
+            if offset < 0 or length < 0 or offset + length > size:
+                raise ModelLoadError(
+                    f"{where}: external data range [{offset}, {offset + length}) is outside "
+                    f"{location!r} ({size} bytes)"
+                )
+            if expected is not None and length != expected:
+                raise ModelLoadError(
+                    f"{where}: declares {expected} bytes of data but external data holds {length}"
+                )
+            del t.external_data[:]
+            dtype = _mappable_dtype(t) if mm is not None and length >= MMAP_MIN_BYTES else None
+            if mapped is not None and dtype is not None and offset % dtype.itemsize == 0:
+                key = str(len(mapped))
+                mapped[key] = np.frombuffer(mm, dtype=np.uint8, count=length, offset=offset)
+                used.add(path)
+                for k, v in (("location", location), ("offset", str(offset)), ("length", str(length)),
+                             (_MAPPED_KEY, key)):
+                    t.external_data.add(key=k, value=v)
+                continue
+            if mm is not None:
+                t.raw_data = mm[offset:offset + length]
+            else:
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    t.raw_data = f.read(length)
+            t.data_location = onnx.TensorProto.DEFAULT
+    finally:
+        for path, mm in maps.items():
+            if mm is not None and path not in used:
+                mm.close()
+
+
+def _map_file(path: str) -> mmap.mmap | None:
+    """A read-only map of ``path``; ``None`` for an empty file or one that
+    cannot be mapped (its tensors are then read)."""
+    try:
         with open(path, "rb") as f:
-            f.seek(offset)
-            t.raw_data = f.read(length)
-        del t.external_data[:]
-        t.data_location = onnx.TensorProto.DEFAULT
+            if os.fstat(f.fileno()).st_size == 0:
+                return None
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:
+        log.info("external data file %r not mapped (%s); reading it", path, _first_line(e))
+        return None
+
+
+def _mappable_dtype(t: onnx.TensorProto) -> np.dtype | None:
+    """The numpy type that views ``t``'s raw bytes as they are (what
+    ``numpy_helper.to_array`` decodes raw data to), or ``None`` where the
+    data needs decoding: strings, bit-packed types (int4, float4, 2- and
+    6-bit types), unknown types, segments, or a big-endian host."""
+    if sys.byteorder != "little" or t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) \
+            or t.HasField("segment"):
+        return None
+    try:
+        dt = DataType(t.data_type)
+        if dt in _PACKED_TYPES:
+            return None
+        np_dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type))
+    except (ValueError, KeyError, TypeError):
+        return None
+    return np_dtype if np_dtype.itemsize == dt.itemsize and not np_dtype.hasobject else None
+
+
+def _for_checker(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``proto`` the ONNX checker accepts: it would look for mapped
+    tensors' files relative to the working directory, so they become empty
+    tensors of their type (the checker does not relate initializer shapes to
+    nodes).  Cheap: mapped data is not in the proto."""
+    c = _copy(proto)
+    for t in _all_tensors(c):
+        if t.data_location == onnx.TensorProto.EXTERNAL and any(e.key == _MAPPED_KEY for e in t.external_data):
+            del t.external_data[:]
+            t.data_location = onnx.TensorProto.DEFAULT
+            del t.dims[:]
+            t.dims.append(0)
+    return c
 
 
 def _declared_bytes(t: onnx.TensorProto) -> int | None:
@@ -457,9 +566,24 @@ _PACKED_TYPES = frozenset(
 )
 
 
-def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
-    """Decode a ``TensorProto``, refusing inconsistent or oversized data."""
+def tensor_to_array(t: onnx.TensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """Decode a ``TensorProto``, refusing inconsistent or oversized data.
+
+    A tensor :func:`_load_external_data` mapped is a read-only view of its
+    entry in ``mapped`` (no copy); any other external tensor is refused (its
+    file was never checked)."""
     declared = _declared_bytes(t)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        key = next((e.value for e in t.external_data if e.key == _MAPPED_KEY), None)
+        raw = mapped.get(key) if mapped is not None and key is not None else None
+        dtype = _mappable_dtype(t)
+        if raw is None or dtype is None:
+            raise ModelLoadError(f"tensor {t.name!r} stores its data in an external file that was not loaded "
+                                 "(only initializers and tensor attributes of a model loaded from a path are)")
+        if declared is None or raw.nbytes != declared:
+            raise ModelLoadError(f"tensor {t.name!r} declares shape {list(t.dims)} ({declared} bytes) "
+                                 f"but its external data holds {raw.nbytes} bytes")
+        return raw.view(dtype).reshape(tuple(t.dims))
     if t.HasField("raw_data") and declared is not None and len(t.raw_data) != declared:
         raise ModelLoadError(
             f"tensor {t.name!r} declares shape {list(t.dims)} ({declared} bytes) "
@@ -501,7 +625,12 @@ def type_from_proto(tp: onnx.TypeProto) -> ValueType | None:
 
 
 class _ProtoConverter:
-    """Translates protos into IR, resolving names through nested scopes."""
+    """Translates protos into IR, resolving names through nested scopes.
+
+    ``mapped``: the external data :func:`_load_external_data` mapped."""
+
+    def __init__(self, mapped: Mapping[str, np.ndarray] | None = None) -> None:
+        self.mapped = mapped
 
     def model(self, proto: onnx.ModelProto) -> Model:
         opsets = {(o.domain or ""): o.version for o in proto.opset_import}
@@ -531,7 +660,7 @@ class _ProtoConverter:
         for vi in gp.output:
             types.setdefault(vi.name, type_from_proto(vi.type))
         for t in gp.initializer:
-            v = Value(t.name, const=tensor_to_array(t))
+            v = Value(t.name, const=tensor_to_array(t, self.mapped))
             g.add_initializer(v)
             local[t.name] = v
         for vi in gp.input:
@@ -601,7 +730,7 @@ class _ProtoConverter:
             elif kind == AttrKind.STRING:
                 value = a.s.decode("utf-8", errors="surrogateescape")
             elif kind == AttrKind.TENSOR:
-                value = tensor_to_array(a.t)
+                value = tensor_to_array(a.t, self.mapped)
             elif kind == AttrKind.GRAPH:
                 value = self.graph(a.g, {}, g, chain)
             elif kind == AttrKind.FLOATS:
@@ -611,11 +740,11 @@ class _ProtoConverter:
             elif kind == AttrKind.STRINGS:
                 value = [s.decode("utf-8", errors="surrogateescape") for s in a.strings]
             elif kind == AttrKind.TENSORS:
-                value = [tensor_to_array(t) for t in a.tensors]
+                value = [tensor_to_array(t, self.mapped) for t in a.tensors]
             elif kind == AttrKind.GRAPHS:
                 value = [self.graph(x, {}, g, chain) for x in a.graphs]
             elif kind == AttrKind.SPARSE_TENSOR:
-                value = _sparse_to_dense(a.sparse_tensor)
+                value = _sparse_to_dense(a.sparse_tensor, self.mapped)
                 kind = AttrKind.TENSOR
             elif kind == AttrKind.TYPE_PROTO:
                 value = type_from_proto(a.tp)
@@ -630,14 +759,14 @@ class _ProtoConverter:
         return Attribute(a.name, kind, value, ref_attr_name=a.ref_attr_name or None)
 
 
-def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
-    values = tensor_to_array(sp.values)
+def _sparse_to_dense(sp: onnx.SparseTensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    values = tensor_to_array(sp.values, mapped)
     dims = tuple(sp.dims)
     n = int(np.prod(dims)) if dims else 1
     if n * values.dtype.itemsize > MAX_TENSOR_BYTES:
         raise ModelLoadError(f"sparse tensor of shape {dims} is too large to densify")
     dense = np.zeros(n, dtype=values.dtype)
-    idx = tensor_to_array(sp.indices).astype(np.int64)
+    idx = tensor_to_array(sp.indices, mapped).astype(np.int64)
     if idx.ndim == 2:
         idx = np.ravel_multi_index(idx.T, dims)
     if idx.size and (idx.min() < 0 or idx.max() >= n):
