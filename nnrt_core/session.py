@@ -475,6 +475,8 @@ class Session:
                        "nodes_after": self.pass_report.nodes_after,
                        "rewrites": {k: v.rewrites for k, v in self.pass_report.passes.items() if v.rewrites}},
             **self._memory_stats(),
+            # the NumPy backend's kernels write Conv/fused-chain outputs into planned arenas
+            "host_arena_bytes": sum(int(c.describe().get("arena_bytes", 0) or 0) for c in self._compiled),
             "weight_bytes": self.weight_sharing.bytes,
             "shared_weight_bytes": self.weight_sharing.shared_bytes,
         }

@@ -38,6 +38,12 @@ class NumpyPartition(CompiledPartition):
             blas.leave()
         return dict(zip(self.output_names, outs))
 
+    def describe(self) -> dict[str, Any]:
+        """Fused nodes, Concat placements and the planned arena (bytes, values)."""
+        p = self.program
+        return {"fused_nodes": p.fused_nodes, "concat_placed": p.placed,
+                **(p.arena.describe() if p.arena is not None else {"arena_bytes": 0, "arena_values": 0})}
+
     def serialize(self) -> bytes:
         """The partition as an ONNX model (the NumPy backend compiles from it in milliseconds)."""
         return to_onnx(self.graph).SerializeToString()

@@ -14,6 +14,7 @@ import numpy as np
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
 from nnrt_core.ir import Graph, Node, TensorType, Value
 
+from nnrt_numpy.arena import FRESH_OUTPUT_OPS, ArenaPlan, plan_arena
 from nnrt_numpy.fusion import Chain, find_chains
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
 
@@ -162,6 +163,7 @@ class GraphProgram:
         self.nslots = len(slots)
         self.placed = self._place_concat_inputs(graph, slot) if fuse else 0
         self._plan_lifetimes()
+        self.arena: ArenaPlan | None = self._plan_arena() if fuse else None
 
     def _place_concat_inputs(self, graph: Graph, slot) -> int:
         """Concat placement: a Conv (or fused chain) step whose output is read
@@ -235,6 +237,28 @@ class GraphProgram:
             st.ins = [bslot] + st.ins
         return placed
 
+    def _plan_arena(self) -> ArenaPlan | None:
+        """Steps that write into a given buffer (Conv, FusedConv, fused chains)
+        and have one static float output get it from the run's arena (see
+        :mod:`nnrt_numpy.arena`)."""
+        from nnrt_numpy.fusion import _dtype, _static
+
+        candidates: dict[int, tuple[tuple[int, ...], np.dtype]] = {}
+        fresh = {i for i, st in enumerate(self.steps) if st.chain is None and st.kernel is not None
+                 and st.node.domain in ("", "ai.onnx") and st.node.op_type in FRESH_OUTPUT_OPS
+                 and not st.scope_slots and st.place is None}
+        for i, st in enumerate(self.steps):
+            if len(st.outs) != 1 or st.place is not None or st.scope_slots:
+                continue
+            if st.chain is None and not getattr(st.kernel, "accepts_out", False):
+                continue
+            v = st.chain.output if st.chain is not None else st.node.outputs[0]
+            dt = _dtype(v)
+            if dt is None or dt.kind != "f" or not _static(v.shape):
+                continue
+            candidates[i] = (tuple(v.shape), dt)
+        return plan_arena(self.steps, self.output_slots, {s for s, _ in self.consts}, candidates, fresh)
+
     @staticmethod
     def for_subgraph(graph: Graph) -> "SubgraphRunner":
         return SubgraphRunner(GraphProgram(graph))
@@ -262,10 +286,14 @@ class GraphProgram:
             for name, s in self.scope_in:
                 regs[s] = scope[name]
         step = None
+        arena = self.arena
+        planned = arena.acquire() if arena is not None else None
         try:
-            for step in self.steps:
+            for index, step in enumerate(self.steps):
                 args = [regs[i] if i >= 0 else None for i in step.ins]
-                if step.scope_slots:
+                if planned is not None and index in planned:
+                    outs = step.kernel(*args, out=planned[index])
+                elif step.scope_slots:
                     inner_scope = dict(scope or {})
                     inner_scope.update(zip(step.scope_names, (regs[i] for i in step.scope_slots)))
                     outs = step.kernel(*args, scope=inner_scope)
@@ -289,6 +317,9 @@ class GraphProgram:
             if step is not None and step.chain is not None:
                 where += " fused with " + ", ".join(f"{m.name!r} ({m.op_type})" for m in step.chain.nodes[1:])
             raise ExecutionError(f"{where} failed: {type(e).__name__}: {e}") from e
+        finally:
+            if planned is not None:
+                arena.release(planned)
         # numpy ops on 0-d arrays give numpy scalars (np.take, a + b): outputs are always arrays
         return [np.asarray(o) if isinstance(o, np.generic) else o for o in (regs[s] for s in self.output_slots)]
 
