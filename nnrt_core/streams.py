@@ -139,20 +139,23 @@ class RunPool:
 class ConcurrencyTuner:
     """Chooses how many requests execute at once, by measurement.
 
-    Under load (requests waiting for a slot), it measures the completion rate
-    over ``window`` completions with ``high`` requests executing and with 1,
-    keeps the faster (``high`` on a tie within ``margin``), and measures
+    Under load (the stream is full), it measures the completion rate over
+    ``window`` completions with ``high`` requests executing, with one per
+    core (``cores``, when fewer than ``high``) and with 1, keeps the fastest
+    (the most concurrent of those within ``margin`` of it), and measures
     again after ``recheck`` completions.  A window is restarted whenever the
     stream runs dry, so idle gaps are never counted."""
 
     def __init__(self, high: int, window: int | None = None, recheck: int = 256, margin: float = 0.03,
-                 start: int | None = None) -> None:
+                 start: int | None = None, cores: int | None = None) -> None:
         self.high = high
+        cores = cores if cores is not None else (os.cpu_count() or 1)
+        self.levels = sorted({high, max(1, min(cores, high)), 1}, reverse=True)  #: concurrencies tried
         self.window = window or max(4, 2 * high)
         self.recheck = recheck
         self.margin = margin
-        self.limit = start if start in (1, high) else high
-        self.chosen: int | None = start if start in (1, high) else None
+        self.limit = start if start in self.levels else high
+        self.chosen: int | None = start if start in self.levels else None
         self.rates: dict[int, float] = {}
         self._plan: list[int] = [] if self.chosen is not None else self._fresh_plan()
         self._since_choice = 0
@@ -160,8 +163,8 @@ class ConcurrencyTuner:
         self._count = 0
 
     def _fresh_plan(self) -> list[int]:
-        first = self.limit
-        return [first, 1 if first == self.high else self.high]
+        """The current level first (no switch to start with), then the others."""
+        return [self.limit] + [c for c in self.levels if c != self.limit]
 
     def completed(self, now: float, saturated: bool) -> None:
         """One request finished at ``now``; ``saturated``: the stream was full."""
@@ -188,9 +191,8 @@ class ConcurrencyTuner:
             self.limit = self._plan[0]
             self._window_start = None  # the first completion after a switch only starts the window
             return
-        best = max(self.rates, key=self.rates.get)
-        if self.rates.get(self.high, 0.0) >= self.rates[best] * (1 - self.margin):
-            best = self.high
+        top = max(self.rates.values())
+        best = max(c for c, r in self.rates.items() if r >= top * (1 - self.margin))
         self.limit = self.chosen = best
 
     def _restart(self, now: float) -> None:

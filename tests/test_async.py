@@ -335,14 +335,14 @@ from nnrt_core.streams import ConcurrencyTuner  # noqa: E402
 
 
 def test_tuner_keeps_all_in_flight_when_parallel_is_faster():
-    tuner = ConcurrencyTuner(3, window=4)
+    tuner = ConcurrencyTuner(3, window=4, cores=8)
     _feed_tuner(tuner, {3: 0.01, 1: 0.03}, 40)
     assert tuner.chosen == 3 and tuner.limit == 3
     assert tuner.rates[3] > tuner.rates[1]
 
 
 def test_tuner_falls_back_to_one_at_a_time_when_that_is_faster():
-    tuner = ConcurrencyTuner(2, window=4)
+    tuner = ConcurrencyTuner(2, window=4, cores=2)
     _feed_tuner(tuner, {2: 0.012, 1: 0.010}, 40)  # e.g. VGG-19: weights thrash the caches
     assert tuner.chosen == 1 and tuner.limit == 1
 
@@ -423,3 +423,10 @@ def test_stream_rejects_bad_concurrency(bad):
     sess = Session(small_cnn(), NUMPY)
     with pytest.raises(ConfigError, match="concurrency must be 'auto' or an integer from 1 to max_in_flight"):
         sess.stream(max_in_flight=3, concurrency=bad)
+
+
+def test_tuner_tries_one_request_per_core_when_more_are_in_flight():
+    tuner = ConcurrencyTuner(4, window=4, cores=2)
+    assert tuner.levels == [4, 2, 1]
+    _feed_tuner(tuner, {4: 0.012, 2: 0.010, 1: 0.018}, 60)  # 4 on 2 cores oversubscribes
+    assert tuner.chosen == 2 and set(tuner.rates) == {4, 2, 1}
