@@ -1,27 +1,28 @@
-"""How many threads numpy's BLAS (OpenBLAS) may use while a partition runs.
+"""How many threads numpy's BLAS (OpenBLAS) and the NumPy backend's own split
+kernels may use while a partition runs.
 
-OpenBLAS splits every large enough GEMM over all cores and makes the caller
-wait for its worker threads.  On an idle machine that is what we want; on an
-oversubscribed one (more runnable tasks than cores) each of those waits can
-last a scheduler time slice, and a convolution of a few microseconds takes
-milliseconds.  A compiled partition that calls BLAS therefore runs inside
-:func:`blas_threads`, which sets the thread count for the duration of the run:
+A compiled partition that calls BLAS runs inside :func:`blas_threads`
+(:func:`enter` / :func:`leave`).  For the duration of the run OpenBLAS is set
+to one thread, and the run's thread limit for :mod:`nnrt_numpy.parallel`
+(which splits large convolutions and GEMMs over its own threads) is:
 
 * ``ScheduleConfig.num_threads`` (``CompileOptions.num_threads``) when given;
-* otherwise the process's current setting, capped by the cores that are
-  idle right now: the runnable-task count of ``/proc/loadavg`` (read at the
-  start of every run, about 3 µs) minus this thread.  When another process's
-  threads are running or spinning (ONNX Runtime's thread pool spins for a
-  while after each of its runs), OpenBLAS's extra workers would only queue
-  behind them: interleaved with ORT on 2 cores, two BLAS threads made
-  ShuffleNet 58 ms instead of 11 ms.  Also 1 while the machine is
+* otherwise the process's OpenBLAS setting (normally the number of cores),
+  re-capped at every split kernel by the cores idle at that moment (see
+  :func:`nnrt_numpy.parallel.threads`), and 1 while the machine is
   oversubscribed on average (1-minute load average above ``cores + 1``,
   read at most every half second).
 
-The previous setting is restored when the last concurrent run leaves.  The
-thread count changes nothing in the results of OpenBLAS's GEMM.  Where the
-OpenBLAS entry points cannot be found (another BLAS, another platform), this
-is a no-op.
+With ``NNRT_NUMPY_SPLIT=0`` in the environment the previous policy is used
+instead: OpenBLAS's own threads, as many as cores were idle at the start of
+the run.  Interleaved with ONNX Runtime on 2 cores, OpenBLAS's threads made
+ShuffleNet 58 ms instead of 11 ms when they had to share a core with ORT's
+spinning pool, and its own spinning workers made every other run
+single-threaded.
+
+The previous OpenBLAS setting is restored when the last concurrent run
+leaves.  Where the OpenBLAS entry points cannot be found (another BLAS,
+another platform), this is a no-op and kernels run single-threaded.
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
+
+from nnrt_numpy import parallel
 
 __all__ = ["blas_threads", "enter", "leave", "available", "BLAS_OPS"]
 
@@ -78,27 +81,18 @@ _active = 0
 _saved = 0
 _cores = os.cpu_count() or 1
 _load = {"t": -1.0, "busy": False}
+_local = threading.local()
+#: split large GEMMs over our own threads (nnrt_numpy.parallel) instead of OpenBLAS's
+SPLIT = os.environ.get("NNRT_NUMPY_SPLIT", "1") != "0"
 
 
 def available() -> bool:
     return _api is not None
 
 
-try:
-    _loadavg_fd = os.open("/proc/loadavg", os.O_RDONLY)
-except OSError:
-    _loadavg_fd = -1
-
-
 def _idle_cores() -> int:
     """Cores not running another task right now (the caller's thread excluded)."""
-    if _loadavg_fd < 0:
-        return _cores
-    try:
-        running = int(os.pread(_loadavg_fd, 128, 0).split()[3].split(b"/")[0])
-    except (OSError, ValueError, IndexError):
-        return _cores
-    return max(1, _cores - (running - 1))
+    return parallel.idle_cores()
 
 
 def _busy() -> bool:
@@ -112,6 +106,12 @@ def _busy() -> bool:
     return _load["busy"]
 
 
+def _choose(requested: int) -> int:
+    if requested > 0:
+        return requested
+    return 1 if _busy() else max(1, min(_saved, _idle_cores()))
+
+
 def enter(requested: int = 0) -> None:
     """Set the thread count for a run (pair every call with :func:`leave`)."""
     global _active, _saved
@@ -121,13 +121,23 @@ def enter(requested: int = 0) -> None:
         if _active == 0:
             _saved = _api[1]()
         _active += 1
-        _api[0](requested if requested > 0 else (1 if _busy() else max(1, min(_saved, _idle_cores()))))
+        if SPLIT:  # BLAS single-threaded; large GEMMs split by nnrt_numpy.parallel, per GEMM
+            _api[0](1)  # as many threads as cores are idle at that moment
+            n = requested if requested > 0 else (1 if _busy() else max(1, _saved))
+        else:
+            n = _choose(requested)
+            _api[0](n)
+    _local.prev = getattr(_local, "prev", [])
+    _local.prev.append(parallel.set_threads(n, adaptive=requested <= 0) if SPLIT else parallel.set_threads(1))
 
 
 def leave() -> None:
     global _active
     if _api is None:
         return
+    prev = getattr(_local, "prev", None)
+    if prev:
+        parallel.set_threads(*prev.pop())
     with _lock:
         _active -= 1
         if _active == 0:

@@ -197,3 +197,59 @@ def pooled_reduce(
             ufunc(dst, src(lo, hi, start), out=dst)
         y = acc
     return y.copy() if y is x else y
+
+
+def same_pool_2d(x: np.ndarray, kernel: Sequence[int], begin: Sequence[int], ufunc: np.ufunc) -> np.ndarray | None:
+    """Stride-1, dilation-1 pooling whose output has the input's spatial size
+    (``begin + end == kernel - 1`` on both axes) over the last two axes of a
+    C-contiguous ``x``, padded with the identity of ``ufunc``: the same values,
+    reduced in the same order (first axis, then the second, taps in order), as
+    :func:`window_reduce` on the padded copy, without building the copy.
+
+    Each axis is one ufunc call per extra tap over the whole flattened array
+    (contiguous, so numpy's SIMD loops run over all channels at once; the
+    positions whose window wraps into a neighbouring row or channel come out
+    wrong), then the few rows / columns whose window reaches into the padding
+    are recomputed from their valid taps.  Returns None when it does not apply."""
+    if x.ndim < 3 or not x.flags.c_contiguous or len(kernel) != 2 or x.size == 0:
+        return None
+    h, w = x.shape[-2:]
+    rows = x.size // (h * w)
+    y = x.reshape(rows, h, w)
+    for ax, (k, b) in enumerate(zip(kernel, begin)):
+        if not 0 <= b <= k - 1:
+            return None
+        n = (h, w)[ax]
+        if k == 1:
+            continue
+        step = w if ax == 0 else 1
+        src = y.reshape(-1)
+        size = src.size
+        acc = np.empty_like(y)
+        flat = acc.reshape(-1)
+        lo, hi = b * step, size - (k - 1 - b) * step
+        if hi > lo:
+            dst = flat[lo:hi]
+            for t in range(k):
+                v = src[lo + (t - b) * step: hi + (t - b) * step]
+                if t == 0:
+                    continue
+                if t == 1:
+                    ufunc(src[lo - b * step: hi - b * step], v, out=dst)
+                else:
+                    ufunc(dst, v, out=dst)
+        # rows / columns whose window reaches into the padding: only the taps inside
+        for i in list(range(min(b, n))) + list(range(max(n - (k - 1 - b), b), n)):
+            taps = [i - b + t for t in range(k) if 0 <= i - b + t < n]
+            sel = (lambda j: (slice(None), j, slice(None))) if ax == 0 else (lambda j: (slice(None), slice(None), j))
+            dst = acc[sel(i)]
+            if len(taps) == 1:
+                dst[...] = y[sel(taps[0])]
+                continue
+            ufunc(y[sel(taps[0])], y[sel(taps[1])], out=dst)
+            for j in taps[2:]:
+                ufunc(dst, y[sel(j)], out=dst)
+        y = acc
+    if y.base is x or y is x:
+        y = y.copy()
+    return y.reshape(x.shape)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
 from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
 
@@ -109,20 +110,27 @@ class Conv(Kernel):
         if dest is not None and not depthwise and dest.dtype == dtype and dest.shape == (n, m) + tuple(out) \
                 and dest.flags.c_contiguous:
             mm_out = dest.reshape(n, g, m // g, npix)
+        matmul = parallel.matmul  # splits a large product when threads are free
+        if not depthwise and nd == 2 and x.dtype == w.dtype and dtype.kind == "f" and x.flags.c_contiguous:
+            macs = n * m * npix * (c // g) * int(np.prod(kernel))
+            k = parallel.threads() if macs >= 2 * parallel.MIN_MACS else 1  # (reads /proc/loadavg)
+            if k > 1 and macs >= parallel.MIN_MACS * k:
+                return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k)
+            matmul = np.matmul  # already known to run on one thread
         if depthwise:
             y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
         elif pointwise:
             xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
             cols = xs.reshape(n, g, c // g, npix)
-            y = np.matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols,
-                          out=mm_out)
+            y = matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols,
+                       out=mm_out)
         else:
             xp = pad_spatial(x, begin, end)
             win = window_view(xp, kernel, strides, dil, out)  # (N, C, *out, *k)
             perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
             cols = np.ascontiguousarray(win.transpose(perm)).reshape(n, g, (c // g) * int(np.prod(kernel)), npix)
-            y = np.matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols,
-                          out=mm_out)
+            y = matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols,
+                       out=mm_out)
         y = y.reshape(n, m, npix)
         if b is not None:
             bias = self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
@@ -131,10 +139,92 @@ class Conv(Kernel):
             return dest
         return y.reshape((n, m) + tuple(out)).astype(dtype, copy=False)
 
+    def _run_pieces(self, x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k) -> np.ndarray:
+        """2-D Conv split into pieces run on ``k`` threads (nnrt_numpy.parallel):
+        each piece builds its own im2col columns, runs its GEMM into its part
+        of the output and adds the bias there, so the copies run in parallel
+        too and stay in cache.  Pieces are ranges of output rows, or of output
+        channels when there are fewer pixels than channels.  OpenBLAS may pick
+        other kernels for the smaller products, so values can differ from the
+        unsplit convolution in the last bits (as with OpenBLAS's own threads);
+        they do not depend on which thread ran a piece."""
+        n, c = x.shape[:2]
+        m = w.shape[0]
+        g = self.group
+        cg, mg = c // g, m // g
+        ho, wo = out
+        npix = ho * wo
+        wmat = self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w)
+        if b is not None:
+            bias = self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
+        else:
+            bias = None
+        if dest is not None and dest.dtype == x.dtype and dest.shape == (n, m, ho, wo) and dest.flags.c_contiguous:
+            y = dest
+        else:
+            y = np.empty((n, m, ho, wo), dtype=x.dtype)
+        y3 = y.reshape(n, m, npix)
+        direct = pointwise and all(s_ == 1 for s_ in strides)  # columns are a view of x (no copy)
+        if pointwise:
+            src = x[:, :, : (ho - 1) * strides[0] + 1: strides[0], : (wo - 1) * strides[1] + 1: strides[1]]
+        else:
+            src = window_view(pad_spatial(x, begin, end), kernel, strides, dil, out)  # (N, C, ho, wo, kh, kw)
+        x3 = x.reshape(n, c, -1)
+        per = max(k, min(4 * k, n * m * npix * wmat.shape[-1] // (2 * parallel.MIN_MACS)))  # pieces of >= ~0.1 ms
+        jobs: list[tuple] = []
+        if npix >= mg:  # ranges of output rows (each piece packs all weights: fewer weights than columns)
+            rows = max(1, -(-ho // max(1, -(-per // (n * g)))), -(-64 // wo))
+            for bi in range(n):
+                for gi in range(g):
+                    for r0 in range(0, ho, rows):
+                        jobs.append((bi, gi, r0, min(ho, r0 + rows), 0, mg))
+        else:  # ranges of output channels, columns built once per (image, group)
+            step = max(16, -(-mg // max(1, -(-k // (n * g)))))  # one piece per thread: each packs all columns
+            for bi in range(n):
+                for gi in range(g):
+                    for m0 in range(0, mg, step):
+                        jobs.append((bi, gi, 0, ho, m0, min(mg, m0 + step)))
+        full_cols: dict[tuple[int, int], np.ndarray] = {}
+        if jobs and jobs[0][2:4] == (0, ho):
+            for bi in range(n):
+                for gi in range(g):
+                    full_cols[(bi, gi)] = self._cols(x3, src, bi, gi, cg, 0, ho, wo, pointwise, direct)
+
+        def piece(i: int) -> None:
+            bi, gi, r0, r1, m0, m1 = jobs[i]
+            cols = full_cols.get((bi, gi)) if (r0, r1) == (0, ho) else None
+            if cols is None:
+                cols = self._cols(x3, src, bi, gi, cg, r0, r1, wo, pointwise, direct)
+            dst = y3[bi, gi * mg + m0: gi * mg + m1, r0 * wo: r1 * wo]
+            np.matmul(wmat[gi, m0:m1], cols, out=dst)
+            if bias is not None:
+                dst += bias[gi * mg + m0: gi * mg + m1]
+
+        parallel.run_chunks(piece, len(jobs), k)
+        return y
+
+    @staticmethod
+    def _cols(x3, src, bi, gi, cg, r0, r1, wo, pointwise, direct) -> np.ndarray:
+        """im2col columns of image ``bi``, group ``gi``, output rows ``r0:r1``: (cg * taps, (r1 - r0) * wo)."""
+        if direct:
+            return x3[bi, gi * cg:(gi + 1) * cg, r0 * wo: r1 * wo]
+        part = src[bi, gi * cg:(gi + 1) * cg, r0:r1]
+        if pointwise:
+            return np.ascontiguousarray(part).reshape(cg, -1)
+        return np.ascontiguousarray(part.transpose(0, 3, 4, 1, 2)).reshape(cg * src.shape[-2] * src.shape[-1], -1)
+
     def _depthwise(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:
         n, c = x.shape[:2]
         m = w.shape[0]
         mult = m // c
+        if mult == 1 and c >= 64 and int(np.prod(out)) >= 512 and x.dtype == w.dtype and x.dtype.kind == "f":
+            # many output pixels: im2col per channel and one batched BLAS product (C x (1 x taps) @ (taps x pixels))
+            xp = pad_spatial(x, begin, end)
+            win = window_view(xp, kernel, strides, dil, out)  # (N, C, *out, *k)
+            nd = len(out)
+            perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
+            cols = np.ascontiguousarray(win.transpose(perm)).reshape(n, c, -1, int(np.prod(out)))
+            return np.matmul(w.reshape(c, 1, -1), cols).reshape(n, m, -1)
         if mult == 1 and c >= 64:
             return self._depthwise_channels_last(x, w, kernel, strides, dil, begin, end, out)
         xp = pad_spatial(x, begin, end)
