@@ -247,9 +247,7 @@ class Stream:
         self.output_names = list(output_names) if output_names is not None else None
         self.tuner: ConcurrencyTuner | None = None
         if concurrency == "auto" and max_in_flight > 1:
-            memo = getattr(session, "_concurrency_choice", None)
-            start = memo.get(max_in_flight) if isinstance(memo, dict) else None
-            self.tuner = ConcurrencyTuner(max_in_flight, start=start)
+            self.tuner = ConcurrencyTuner(max_in_flight, start=session._concurrency_choice.get(max_in_flight))
         self._fixed_limit = max_in_flight if concurrency == "auto" else int(concurrency)
         self._gate = threading.Condition()
         self._executing = 0
@@ -285,9 +283,7 @@ class Stream:
                     self.tuner.completed(time.perf_counter(),
                                          saturated=self._submitted - self._completed >= self.max_in_flight)
                     if self.tuner.chosen is not None and self.tuner.chosen != before:
-                        memo = getattr(self.session, "_concurrency_choice", None)
-                        if isinstance(memo, dict):
-                            memo[self.max_in_flight] = self.tuner.chosen
+                        self.session._concurrency_choice[self.max_in_flight] = self.tuner.chosen
                 self._gate.notify_all()
 
     # ----------------------------------------------------------- requests

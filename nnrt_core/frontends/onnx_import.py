@@ -141,16 +141,22 @@ def load_onnx(
 
 
 # -------------------------------------------------------- node order
+def _subgraphs(n: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs in ``n``'s attributes (If branches, Loop/Scan bodies)."""
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
 def _node_reads(n: onnx.NodeProto) -> Iterator[str]:
     """Names ``n`` reads: its inputs and what its sub-graphs read from outside."""
     yield from (x for x in n.input if x)
-    for a in n.attribute:
-        subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs) \
-            if a.type == onnx.AttributeProto.GRAPHS else []
-        for g in subs:
-            inner = {x.name for x in g.input} | {t.name for t in g.initializer} | {o for m in g.node for o in m.output}
-            for m in g.node:
-                yield from (x for x in _node_reads(m) if x not in inner)
+    for g in _subgraphs(n):
+        inner = {x.name for x in g.input} | {t.name for t in g.initializer} | {o for m in g.node for o in m.output}
+        for m in g.node:
+            yield from (x for x in _node_reads(m) if x not in inner)
 
 
 def _unsorted(g: onnx.GraphProto, outer: set[str]) -> bool:
@@ -160,11 +166,8 @@ def _unsorted(g: onnx.GraphProto, outer: set[str]) -> bool:
         if any(x in produced and x not in known for x in _node_reads(n)):
             return True
         known.update(n.output)
-        for a in n.attribute:
-            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs) \
-                if a.type == onnx.AttributeProto.GRAPHS else []
-            if any(_unsorted(sub, known) for sub in subs):
-                return True
+        if any(_unsorted(sub, known) for sub in _subgraphs(n)):
+            return True
     return False
 
 
@@ -178,12 +181,8 @@ def sort_nodes(g: onnx.GraphProto) -> None:
     node produces (inputs, initializers, outer values) count as available;
     a cycle leaves the remaining nodes in their order (the checker reports it)."""
     for n in g.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                sort_nodes(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sub in a.graphs:
-                    sort_nodes(sub)
+        for sub in _subgraphs(n):
+            sort_nodes(sub)
     nodes = list(g.node)
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
     deps = [{producer[x] for x in _node_reads(n) if x in producer and producer[x] != i}
@@ -221,12 +220,8 @@ def _value_infos(g: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
     yield from g.output
     yield from g.value_info
     for n in g.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from _value_infos(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sub in a.graphs:
-                    yield from _value_infos(sub)
+        for sub in _subgraphs(n):
+            yield from _value_infos(sub)
 
 
 def _tensor_shapes(tp: onnx.TypeProto) -> Iterator[onnx.TensorShapeProto]:
@@ -427,6 +422,7 @@ def _load_external_data(proto: onnx.ModelProto, base_dir: str | None,
     """
     maps: dict[str, mmap.mmap | None] = {}  # real path -> its map (None: empty or unmappable file)
     used: set[str] = set()  # paths with mapped tensors: their maps must stay open
+    root = os.path.realpath(base_dir) if base_dir is not None else ""
     try:
         for t in _all_tensors(proto):
             if t.data_location != onnx.TensorProto.EXTERNAL:
@@ -441,7 +437,6 @@ def _load_external_data(proto: onnx.ModelProto, base_dir: str | None,
             location = info.get("location", "")
             if not location or os.path.isabs(location):
                 raise ModelLoadError(f"{where}: external data location {location!r} must be a relative path")
-            root = os.path.realpath(base_dir)
             path = os.path.realpath(os.path.join(root, location))
             if os.path.commonpath([root, path]) != root:
                 raise ModelLoadError(
@@ -608,8 +603,7 @@ def type_from_proto(tp: onnx.TypeProto) -> ValueType | None:
         if tt.HasField("shape"):
             # a negative dim_value (Paddle2ONNX's -1) or dim_param "?" means "any size"
             shape = tuple(
-                (d.dim_value if d.dim_value >= 0 else None) if d.HasField("dim_value")
-                else (d.dim_param if d.dim_param and d.dim_param != "?" else None)
+                None if _unknown_dim(d) else d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                 for d in tt.shape.dim
             )
         try:

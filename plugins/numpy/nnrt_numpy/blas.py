@@ -90,11 +90,6 @@ def available() -> bool:
     return _api is not None
 
 
-def _idle_cores() -> int:
-    """Cores not running another task right now (the caller's thread excluded)."""
-    return parallel.idle_cores()
-
-
 def _busy() -> bool:
     now = time.monotonic()
     if now - _load["t"] > 0.5:
@@ -109,7 +104,7 @@ def _busy() -> bool:
 def _choose(requested: int) -> int:
     if requested > 0:
         return requested
-    return 1 if _busy() else max(1, min(_saved, _idle_cores()))
+    return 1 if _busy() else max(1, min(_saved, parallel.idle_cores()))
 
 
 def enter(requested: int = 0) -> None:

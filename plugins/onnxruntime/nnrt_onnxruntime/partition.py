@@ -308,7 +308,7 @@ def _create_session(backend: "OnnxRuntimeBackend", model: bytes, options: Compil
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if getattr(options, "serializable", False) and external is None and names == ["CPUExecutionProvider"]:
+            if options.serializable and external is None and names == ["CPUExecutionProvider"]:
                 sess, kept = optimize_and_save(
                     lambda so_: ort.InferenceSession(model, so_, providers=names,
                                                      provider_options=[o for _, o in requested]), so)

@@ -21,6 +21,14 @@ from ...kernel import Kernel, NodeInfo, register
 from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
 
 
+def _im2col(x: np.ndarray, kernel, strides, dil, begin, end, out) -> np.ndarray:
+    """Contiguous im2col columns of ``x``: (N, C, taps, output pixels)."""
+    nd = len(out)
+    win = window_view(pad_spatial(x, begin, end), kernel, strides, dil, out)  # (N, C, *out, *k)
+    perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
+    return np.ascontiguousarray(win.transpose(perm)).reshape(x.shape[0], x.shape[1], -1, int(np.prod(out)))
+
+
 @register
 class Conv(Kernel):
     """Conv-1 / Conv-11 (the versions only differ in type constraints)."""
@@ -122,22 +130,24 @@ class Conv(Kernel):
         elif pointwise:
             xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
             cols = xs.reshape(n, g, c // g, npix)
-            y = matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols,
-                       out=mm_out)
+            y = matmul(self._weights_for(w), cols, out=mm_out)
         else:
-            xp = pad_spatial(x, begin, end)
-            win = window_view(xp, kernel, strides, dil, out)  # (N, C, *out, *k)
-            perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
-            cols = np.ascontiguousarray(win.transpose(perm)).reshape(n, g, (c // g) * int(np.prod(kernel)), npix)
-            y = matmul(self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w), cols,
-                       out=mm_out)
+            cols = _im2col(x, kernel, strides, dil, begin, end, out).reshape(n, g, -1, npix)
+            y = matmul(self._weights_for(w), cols, out=mm_out)
         y = y.reshape(n, m, npix)
         if b is not None:
-            bias = self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
-            y += bias
+            y += self._bias_for(b)
         if mm_out is not None:
             return dest
         return y.reshape((n, m) + tuple(out)).astype(dtype, copy=False)
+
+    def _weights_for(self, w: np.ndarray) -> np.ndarray:
+        """The (g, m/g, c/g * taps) weight matrix: prepared at compile time for constant weights."""
+        return self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w)
+
+    def _bias_for(self, b: np.ndarray) -> np.ndarray:
+        """The bias as an (m, 1) column: prepared at compile time for a constant bias."""
+        return self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
 
     def _run_pieces(self, x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k) -> np.ndarray:
         """2-D Conv split into pieces run on ``k`` threads (nnrt_numpy.parallel):
@@ -154,11 +164,8 @@ class Conv(Kernel):
         cg, mg = c // g, m // g
         ho, wo = out
         npix = ho * wo
-        wmat = self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w)
-        if b is not None:
-            bias = self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
-        else:
-            bias = None
+        wmat = self._weights_for(w)
+        bias = self._bias_for(b) if b is not None else None
         if dest is not None and dest.dtype == x.dtype and dest.shape == (n, m, ho, wo) and dest.flags.c_contiguous:
             y = dest
         else:
@@ -219,11 +226,7 @@ class Conv(Kernel):
         mult = m // c
         if mult == 1 and c >= 64 and int(np.prod(out)) >= 512 and x.dtype == w.dtype and x.dtype.kind == "f":
             # many output pixels: im2col per channel and one batched BLAS product (C x (1 x taps) @ (taps x pixels))
-            xp = pad_spatial(x, begin, end)
-            win = window_view(xp, kernel, strides, dil, out)  # (N, C, *out, *k)
-            nd = len(out)
-            perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
-            cols = np.ascontiguousarray(win.transpose(perm)).reshape(n, c, -1, int(np.prod(out)))
+            cols = _im2col(x, kernel, strides, dil, begin, end, out)
             return np.matmul(w.reshape(c, 1, -1), cols).reshape(n, m, -1)
         if mult == 1 and c >= 64:
             return self._depthwise_channels_last(x, w, kernel, strides, dil, begin, end, out)
