@@ -2,55 +2,31 @@
 with a static ``shape`` attribute or the shape of the input tensor."""
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 import numpy as np
 
-from nnrt_numpy.kernel import Kernel, NodeInfo, register
+from nnrt_numpy.kernel import NodeInfo, register
 
-from ._random import float_dtype, make_rng
+from ._random import RandomFromShape, RandomLike
+
+
+class _Uniform:
+    def _params(self, node: NodeInfo) -> None:
+        self.low = float(node.attr("low", 0.0))
+        self.high = float(node.attr("high", 1.0))
+        if self.high < self.low:
+            raise self.fail(f"high ({self.high}) must not be below low ({self.low})")
+
+    def _draw(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self.rng.uniform(self.low, self.high, shape)
 
 
 @register
-class RandomUniform(Kernel):
+class RandomUniform(_Uniform, RandomFromShape):
     op_type = "RandomUniform"
     since_version = 1
 
-    def _setup(self, node: NodeInfo) -> None:
-        shape = node.attr("shape")
-        if shape is None:
-            raise self.fail("the 'shape' attribute is required")
-        self.shape = tuple(int(s) for s in shape)
-        if any(s < 0 for s in self.shape):
-            raise self.fail(f"shape must be non-negative, got {list(self.shape)}")
-        self.dtype = float_dtype(node.attr("dtype"), np.dtype(np.float32), self.fail)
-        self.low = float(node.attr("low", 0.0))
-        self.high = float(node.attr("high", 1.0))
-        if self.high < self.low:
-            raise self.fail(f"high ({self.high}) must not be below low ({self.low})")
-        self.rng = make_rng(node)
-
-    def __call__(self) -> Sequence[Any]:
-        return (self.rng.uniform(self.low, self.high, self.shape).astype(self.dtype),)
-
 
 @register
-class RandomUniformLike(Kernel):
+class RandomUniformLike(_Uniform, RandomLike):
     op_type = "RandomUniformLike"
     since_version = 1
-
-    def _setup(self, node: NodeInfo) -> None:
-        code = node.attr("dtype")
-        self.dtype = None if code is None else float_dtype(code, np.dtype(np.float32), self.fail)
-        self.low = float(node.attr("low", 0.0))
-        self.high = float(node.attr("high", 1.0))
-        if self.high < self.low:
-            raise self.fail(f"high ({self.high}) must not be below low ({self.low})")
-        self.rng = make_rng(node)
-
-    def __call__(self, x) -> Sequence[Any]:
-        x = np.asarray(x)
-        dt = self.dtype if self.dtype is not None else x.dtype
-        if np.dtype(dt).kind != "f" and str(dt) != "bfloat16":
-            raise self.fail(f"output type {dt} is not floating; set the dtype attribute")
-        return (self.rng.uniform(self.low, self.high, x.shape).astype(dt),)
