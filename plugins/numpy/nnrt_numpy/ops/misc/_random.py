@@ -28,11 +28,19 @@ def float_dtype(code: int | None, default: np.dtype, fail) -> np.dtype:
     return dt
 
 
-class RandomFromShape(Kernel):
-    """Random{Normal,Uniform}: samples of the ``shape`` attribute's shape.
+class _Sampler(Kernel):
+    """A random kernel: ``_params`` reads the distribution's attributes at
+    compile time, ``_draw(shape)`` samples it."""
 
-    Subclasses read their distribution's attributes in ``_params`` and draw
-    with ``_draw(shape)``."""
+    def _params(self, node: NodeInfo) -> None:
+        raise NotImplementedError
+
+    def _draw(self, shape: tuple[int, ...]) -> np.ndarray:
+        raise NotImplementedError
+
+
+class RandomFromShape(_Sampler):
+    """Random{Normal,Uniform}: samples of the ``shape`` attribute's shape."""
 
     def _setup(self, node: NodeInfo) -> None:
         shape = node.attr("shape")
@@ -45,17 +53,11 @@ class RandomFromShape(Kernel):
         self._params(node)
         self.rng = make_rng(node)
 
-    def _params(self, node: NodeInfo) -> None:
-        raise NotImplementedError
-
-    def _draw(self, shape: tuple[int, ...]) -> np.ndarray:
-        raise NotImplementedError
-
     def __call__(self) -> Sequence[Any]:
         return (self._draw(self.shape).astype(self.dtype),)
 
 
-class RandomLike(Kernel):
+class RandomLike(_Sampler):
     """Random{Normal,Uniform}Like: samples of the input's shape, in the
     ``dtype`` attribute's type or else the input's (which must be floating)."""
 
@@ -64,12 +66,6 @@ class RandomLike(Kernel):
         self.dtype = None if code is None else float_dtype(code, np.dtype(np.float32), self.fail)
         self._params(node)
         self.rng = make_rng(node)
-
-    def _params(self, node: NodeInfo) -> None:
-        raise NotImplementedError
-
-    def _draw(self, shape: tuple[int, ...]) -> np.ndarray:
-        raise NotImplementedError
 
     def __call__(self, x) -> Sequence[Any]:
         x = np.asarray(x)
