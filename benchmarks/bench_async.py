@@ -12,10 +12,12 @@ of the rounds is reported), on the onnx wheel's `light` models:
   at a time with one thread (often faster on a busy machine);
 * N requests in flight through ``Session.stream`` with its default
   ``concurrency="auto"`` (it measures all-N-executing against one at a time
-  and keeps the faster).  NumPy: the backend's own BLAS thread policy (extra
-  threads only for idle cores); ONNX Runtime: ``num_threads=1`` sessions.
-  With ``--fixed``: all N execute, one thread each (NumPy: BLAS threads = 1
-  through threadpoolctl), the setting of the first measurements.
+  and keeps the faster).  Each executing request gets its share of the cores
+  (``nnrt_core.thread_budget``): NumPy splits no convolution beyond it;
+  ONNX Runtime runs it on a session with that many intra-op threads (the
+  default session when the stream runs one at a time).  With ``--fixed``:
+  all N execute, one thread each (NumPy: BLAS threads = 1 through
+  threadpoolctl; ONNX Runtime: ``num_threads=1``), the first measurements.
 
 The ratio is printed against the faster of the two one-at-a-time settings
 ("vs best 1") and against the all-threads one ("vs all-thr 1").
@@ -93,9 +95,14 @@ def configs(model: str, backend: str, in_flight: list[int],
         narrow.run(feeds)
         out.append((f"1 ({CORES} thr)", lambda r: measure_throughput(wide, feeds, 1, r)))
         out.append(("1 (1 thr)", lambda r: measure_throughput(narrow, feeds, 1, r)))
+        # in flight: the default session, whose threads follow each run's budget
+        # (a 1-thread ORT session per request when they run side by side, the
+        # all-threads one when the stream runs one at a time); --fixed: 1 thread
+        adaptive = narrow if fixed else Session(path, ScheduleConfig(backends=["onnxruntime"]))
+        adaptive.run(feeds)
         for n in in_flight:
             out.append((f"{n} in flight", lambda r, n=n: measure_throughput(
-                narrow, feeds, n, r, concurrency=n if fixed else "auto")))
+                adaptive, feeds, n, r, concurrency=n if fixed else "auto")))
     return out
 
 

@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -589,6 +589,12 @@ class Session:
                 if pool is None:
                     pool = self._async_pool = RunPool(self.run, default_workers())
         return pool
+
+    def _prepare_thread_budgets(self, budgets: Iterable[int]) -> None:
+        """Let every partition prepare for runs with these thread budgets."""
+        for st in self._executor.steps:
+            for threads in sorted(set(budgets)):
+                st.compiled.prepare_thread_budget(threads)
 
     def stream(self, max_in_flight: int = 2, callback: Any = None,
                output_names: Sequence[str] | None = None, concurrency: int | str = "auto") -> Stream:

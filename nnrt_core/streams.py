@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import ConfigError, ExecutionError
+from nnrt_core.thread_budget import share_of_cores, use_thread_budget
 
 if TYPE_CHECKING:
     from nnrt_core.session import Session
@@ -105,6 +106,8 @@ class RunPool:
         self._run = run
         self.workers = workers
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self._active = 0
+        self._active_lock = threading.Lock()
 
     def submit(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None,
                on_done: Callable[[RunFuture, float], None] | None = None) -> RunFuture:
@@ -123,12 +126,20 @@ class RunPool:
               on_done: Callable[[RunFuture, float], None] | None) -> None:
         t0 = time.perf_counter()
         if fut.set_running_or_notify_cancel():
+            with self._active_lock:
+                self._active += 1
+                active = self._active
             try:
-                result = self._run(feeds, output_names)
+                # the run's share of the cores, from the runs active as it starts
+                with use_thread_budget(share_of_cores(active)):
+                    result = self._run(feeds, output_names)
             except BaseException as e:  # delivered through the future, never lost
                 fut.settle(error=e)
             else:
                 fut.settle(result)
+            finally:
+                with self._active_lock:
+                    self._active -= 1
         if on_done is not None:
             on_done(fut, time.perf_counter() - t0)
 
@@ -249,6 +260,8 @@ class Stream:
         if concurrency == "auto" and max_in_flight > 1:
             self.tuner = ConcurrencyTuner(max_in_flight, start=session._concurrency_choice.get(max_in_flight))
         self._fixed_limit = max_in_flight if concurrency == "auto" else int(concurrency)
+        levels = self.tuner.levels if self.tuner is not None else [self._fixed_limit]
+        session._prepare_thread_budgets({share_of_cores(k) for k in levels})
         self._gate = threading.Condition()
         self._executing = 0
         self._pool = RunPool(self._gated_run, max_in_flight, name="nnrt-stream")
@@ -272,8 +285,11 @@ class Stream:
             while self._executing >= self.concurrency:
                 self._gate.wait()
             self._executing += 1
+            width = self.concurrency
         try:
-            return self.session.run(feeds, output_names)
+            # each executing request gets its share of the cores (see nnrt_core.thread_budget)
+            with use_thread_budget(share_of_cores(width)):
+                return self.session.run(feeds, output_names)
         finally:
             with self._gate:
                 self._executing -= 1

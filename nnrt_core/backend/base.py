@@ -127,6 +127,11 @@ class CompiledPartition(abc.ABC):
             fut.set_exception(e)
         return fut
 
+    def prepare_thread_budget(self, threads: int) -> None:
+        """Get ready to run requests with a budget of ``threads`` (see
+        :mod:`nnrt_core.thread_budget`), so that the first such run costs no
+        set-up; called by streams.  Nothing to do for most backends."""
+
     def serialize(self) -> bytes | None:
         """Bytes ``Backend.load_compiled`` can turn back into this partition,
         or ``None`` when the backend cannot cache compiled partitions."""

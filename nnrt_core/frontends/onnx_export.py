@@ -21,14 +21,65 @@ from nnrt_core.ir import (
     ValueType,
 )
 
-__all__ = ["to_onnx", "graph_to_onnx", "array_to_tensor"]
+__all__ = ["to_onnx", "graph_to_onnx", "array_to_tensor", "ExternalWeights"]
 
 
-def to_onnx(model: Model | Graph, *, ir_version: int | None = None) -> onnx.ModelProto:
+class ExternalWeights:
+    """Collects large initializers left out of an exported model.
+
+    Each one is written as an ONNX external-data reference (``location``,
+    ``offset``, ``length``) into a virtual region where every tensor starts on
+    a 64-byte boundary; the arrays themselves stay ours (``names`` /
+    ``arrays``), to be handed to a runtime in memory (ORT's
+    ``add_external_initializers``) or written out by :meth:`region`."""
+
+    ALIGN = 64
+
+    def __init__(self, location: str, min_bytes: int = 1024) -> None:
+        self.location = location
+        self.min_bytes = min_bytes
+        self.names: list[str] = []
+        self.arrays: list[np.ndarray] = []
+        self.offsets: list[int] = []
+        self.size = 0
+
+    def take(self, arr: np.ndarray, name: str) -> onnx.TensorProto | None:
+        """An external reference for ``arr``, or None to store it inline (small,
+        or a dtype without a plain ONNX byte layout)."""
+        if arr.nbytes < self.min_bytes or arr.dtype.kind not in "biuf" or not arr.dtype.isnative \
+                or arr.dtype.type not in _PLAIN_DTYPES:
+            return None
+        arr = np.ascontiguousarray(arr)
+        off = -(-self.size // self.ALIGN) * self.ALIGN
+        t = onnx.TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(arr.dtype), dims=arr.shape)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", self.location), ("offset", str(off)), ("length", str(arr.nbytes))):
+            t.external_data.add(key=key, value=value)
+        self.names.append(name)
+        self.arrays.append(arr)
+        self.offsets.append(off)
+        self.size = off + arr.nbytes
+        return t
+
+    def region(self) -> bytes:
+        """The weights laid out at their offsets (one copy, for writing to a file)."""
+        buf = bytearray(self.size)
+        for arr, off in zip(self.arrays, self.offsets):
+            buf[off:off + arr.nbytes] = arr.view(np.uint8).reshape(-1).data
+        return bytes(buf)
+
+
+_PLAIN_DTYPES = frozenset({np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+                           np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
+
+
+def to_onnx(model: Model | Graph, *, ir_version: int | None = None,
+            external: ExternalWeights | None = None) -> onnx.ModelProto:
     """Export a model (or a bare graph with its ``opset_imports``) to ONNX.
 
     ``ir_version`` caps the written IR version (e.g. the highest one the
-    installed onnxruntime accepts)."""
+    installed onnxruntime accepts); with ``external`` the main graph's large
+    initializers are left out as external-data references it collects."""
     graph = model.graph if isinstance(model, Model) else model
     opsets = dict(graph.opset_imports) or {"": 13}
     if "" not in opsets and "ai.onnx" in opsets:
@@ -38,7 +89,7 @@ def to_onnx(model: Model | Graph, *, ir_version: int | None = None) -> onnx.Mode
         if node.domain not in opsets:
             opsets[node.domain] = node.opset or 1
     proto = helper.make_model(
-        graph_to_onnx(graph),
+        graph_to_onnx(graph, external),
         opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
     )
     if isinstance(model, Model):
@@ -54,7 +105,7 @@ def to_onnx(model: Model | Graph, *, ir_version: int | None = None) -> onnx.Mode
     return proto
 
 
-def graph_to_onnx(graph: Graph) -> onnx.GraphProto:
+def graph_to_onnx(graph: Graph, external: ExternalWeights | None = None) -> onnx.GraphProto:
     nodes = []
     for n in graph.nodes:
         nodes.append(
@@ -70,7 +121,7 @@ def graph_to_onnx(graph: Graph) -> onnx.GraphProto:
         nodes[-1].attribute.extend(_attribute(a) for a in n.attributes.values())
     inputs = [_value_info(v) for v in graph.inputs]
     outputs = [_value_info(v) for v in graph.outputs]
-    inits = [array_to_tensor(v.const, v.name) for v in graph.initializers.values()]
+    inits = [_initializer(v.const, v.name, external) for v in graph.initializers.values()]
     value_info = [
         _value_info(v)
         for n in graph.nodes
@@ -79,6 +130,11 @@ def graph_to_onnx(graph: Graph) -> onnx.GraphProto:
     ]
     return helper.make_graph(nodes, graph.name, inputs, outputs, inits, doc_string=graph.doc or None,
                              value_info=value_info)
+
+
+def _initializer(arr: np.ndarray, name: str, external: ExternalWeights | None) -> onnx.TensorProto:
+    ref = external.take(arr, name) if external is not None else None
+    return ref if ref is not None else array_to_tensor(arr, name)
 
 
 def array_to_tensor(arr: np.ndarray, name: str) -> onnx.TensorProto:

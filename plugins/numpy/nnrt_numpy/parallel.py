@@ -37,6 +37,8 @@ from typing import Callable
 
 import numpy as np
 
+from nnrt_core.thread_budget import thread_budget
+
 __all__ = ["run_chunks", "threads", "set_threads", "matmul"]
 
 _cores = os.cpu_count() or 1
@@ -64,10 +66,14 @@ def idle_cores() -> int:
 def threads() -> int:
     """How many threads a split kernel may use now: the run's limit (set by
     :func:`nnrt_numpy.blas.enter`), and when that limit was not given
-    explicitly, no more than the cores idle right now."""
+    explicitly, no more than the run's thread budget
+    (:mod:`nnrt_core.thread_budget`) and the cores idle right now."""
     n, adaptive = getattr(_local, "state", (1, False))
     if n > 1 and adaptive:
-        return min(n, idle_cores())
+        budget = thread_budget()  # a stream's share of the cores for this run
+        if budget is not None and budget < n:
+            n = budget
+        return min(n, idle_cores()) if n > 1 else 1
     return n
 
 

@@ -10,6 +10,7 @@ import onnxruntime as ort
 
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import ConfigError
+from nnrt_core.frontends.onnx_export import ExternalWeights
 from nnrt_core.ir import DataType, Graph, Node
 
 from nnrt_onnxruntime import __version__
@@ -17,7 +18,7 @@ from nnrt_onnxruntime.capability import CapabilityCache, Prober
 from nnrt_onnxruntime.deviations import known_deviation
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
 from nnrt_onnxruntime.export import export_partition, max_ir_version
-from nnrt_onnxruntime.offline import OptimizedModel, machine_fingerprint
+from nnrt_onnxruntime.offline import PARTITION_WEIGHTS, OptimizedModel, external_arrays, machine_fingerprint
 from nnrt_onnxruntime.partition import OrtPartition, unpack_blob
 from nnrt_onnxruntime.providers import list_devices, provider_kind
 
@@ -137,9 +138,12 @@ class OnnxRuntimeBackend(Backend):
 
     # ------------------------------------------------------------- compile
     def _compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition:
-        model = export_partition(graph).SerializeToString()
+        # large initializers stay our arrays: ORT reads them in place (no
+        # protobuf copy), and every session of the partition shares them
+        weights = ExternalWeights(PARTITION_WEIGHTS)
+        model = export_partition(graph, weights).SerializeToString()
         return OrtPartition(self, graph.name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
-                            model, options, {n.name: n.op_type for n in graph.nodes})
+                            model, options, {n.name: n.op_type for n in graph.nodes}, weights=weights)
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
         from nnrt_core.errors import CompileError, NnrtError
@@ -152,9 +156,16 @@ class OnnxRuntimeBackend(Backend):
                     f"compiled onnxruntime partition {header.get('name')!r} was optimized for another machine or "
                     f"onnxruntime ({header['optimized_for']}); this one is {machine_fingerprint()}; recompile it")
             optimized = OptimizedModel(model, weights)
+        external = None
+        if optimized is None and header.get("weights") is not None:
+            if header["weights"] != PARTITION_WEIGHTS:
+                raise CompileError(f"compiled onnxruntime partition {header.get('name')!r} names an unknown "
+                                   f"weights region {header['weights']!r}")
+            external = external_arrays(model, weights, f"compiled partition {header.get('name')!r}",
+                                       PARTITION_WEIGHTS)
         try:
             return OrtPartition(self, str(header["name"]), header["inputs"], header["outputs"], model, options,
-                                header.get("node_ops") or {}, optimized=optimized)
+                                header.get("node_ops") or {}, optimized=optimized, weights=external)
         except NnrtError:
             raise
         except Exception as e:

@@ -12,7 +12,7 @@ import logging
 import onnx
 from onnx import helper
 
-from nnrt_core.frontends.onnx_export import to_onnx
+from nnrt_core.frontends.onnx_export import ExternalWeights, to_onnx
 from nnrt_core.ir import Graph, Node, OptionalType, SequenceType, TensorType, Value, ValueType
 from nnrt_core.ir.clone import clone_node
 from nnrt_core.ir.dtypes import DataType
@@ -77,10 +77,11 @@ def max_ir_version() -> int:
     return best
 
 
-def export_partition(graph: Graph) -> onnx.ModelProto:
+def export_partition(graph: Graph, external: ExternalWeights | None = None) -> onnx.ModelProto:
     """A partition graph as an ONNX model onnxruntime accepts (boundary inputs
-    and outputs, only the initializers it reads, its opset imports)."""
-    return to_onnx(graph, ir_version=max_ir_version())
+    and outputs, only the initializers it reads, its opset imports); with
+    ``external``, its large initializers are left out and collected there."""
+    return to_onnx(graph, ir_version=max_ir_version(), external=external)
 
 
 def probe_type(t: ValueType | None, what: str, exact: bool = False) -> ValueType:

@@ -28,14 +28,19 @@ from typing import Any
 import numpy as np
 
 from nnrt_core.errors import CompileError
+from nnrt_core.frontends.onnx_export import ExternalWeights
 
-__all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays"]
+__all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays", "OPTIMIZED_WEIGHTS",
+           "PARTITION_WEIGHTS"]
 
 #: CPU features that change the kernels (and layouts) ORT's optimizers pick
 _FEATURES = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
              "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16", "asimd", "sve")
 
 _OPT_NAME, _BIN_NAME = "optimized.onnx", "optimized.bin"
+#: external-data locations: ORT's optimized graph's weights, and a plain
+#: partition's weights (its large initializers, kept out of the model bytes)
+OPTIMIZED_WEIGHTS, PARTITION_WEIGHTS = _BIN_NAME, "weights.bin"
 
 
 @lru_cache(maxsize=1)
@@ -80,10 +85,10 @@ def optimize_and_save(create_session: Any, so: Any) -> tuple[Any, OptimizedModel
     return sess, OptimizedModel(model, weights)
 
 
-def external_arrays(model: bytes, weights: Any, what: str) -> tuple[bytes, list[str], list[np.ndarray]]:
-    """The optimized graph with every external tensor resolved to a numpy
-    view of ``weights`` (no copy).  Offsets, lengths, dtypes and shapes are
-    checked: the bytes come from a file."""
+def external_arrays(model: bytes, weights: Any, what: str, location: str = OPTIMIZED_WEIGHTS) -> ExternalWeights:
+    """Every external tensor of ``model`` (all must point at ``location``)
+    resolved to a numpy view of ``weights`` (no copy).  Offsets, lengths,
+    dtypes and shapes are checked: the bytes come from a file."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -92,12 +97,13 @@ def external_arrays(model: bytes, weights: Any, what: str) -> tuple[bytes, list[
     except Exception as e:  # protobuf raises its own DecodeError
         raise CompileError(f"{what}: the optimized onnxruntime graph does not parse: {e}") from None
     region = memoryview(weights).cast("B")
-    names, arrays = [], []
+    out = ExternalWeights(location)
+    out.size = len(region)
     for t in proto.graph.initializer:
         if t.data_location != TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in t.external_data}
-        if info.get("location") != _BIN_NAME:
+        if info.get("location") != location:
             raise CompileError(f"{what}: initializer {t.name!r} points outside the stored weights "
                                f"(location {info.get('location')!r})")
         try:
@@ -109,6 +115,7 @@ def external_arrays(model: bytes, weights: Any, what: str) -> tuple[bytes, list[
         if off < 0 or n != count * dtype.itemsize or off + n > len(region) or dtype.kind in "OUSV":
             raise CompileError(f"{what}: initializer {t.name!r} ({dtype} {list(t.dims)}) does not fit the stored "
                                f"weights (offset {off}, length {n}, region {len(region)} bytes)")
-        names.append(t.name)
-        arrays.append(np.frombuffer(region, dtype, count, off).reshape(tuple(t.dims)))
-    return bytes(model), names, arrays
+        out.names.append(t.name)
+        out.arrays.append(np.frombuffer(region, dtype, count, off).reshape(tuple(t.dims)))
+        out.offsets.append(off)
+    return out

@@ -19,6 +19,8 @@ import json
 import logging
 import re
 import struct
+import threading
+import time
 import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -26,10 +28,18 @@ import numpy as np
 
 from nnrt_core.backend.base import CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
+from nnrt_core.frontends.onnx_export import ExternalWeights
+from nnrt_core.thread_budget import CORES, thread_budget
 
 from nnrt_onnxruntime.capability import first_line
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
-from nnrt_onnxruntime.offline import OptimizedModel, external_arrays, machine_fingerprint, optimize_and_save
+from nnrt_onnxruntime.offline import (
+    PARTITION_WEIGHTS,
+    OptimizedModel,
+    external_arrays,
+    machine_fingerprint,
+    optimize_and_save,
+)
 from nnrt_onnxruntime.providers import make_session_options, normalize_providers, provider_kind
 
 if TYPE_CHECKING:
@@ -88,26 +98,35 @@ class OrtPartition(CompiledPartition):
 
     def __init__(self, backend: "OnnxRuntimeBackend", name: str, input_names: Sequence[str],
                  output_names: Sequence[str], model: bytes, options: CompileOptions,
-                 node_ops: Mapping[str, str] | None = None, *, optimized: OptimizedModel | None = None) -> None:
+                 node_ops: Mapping[str, str] | None = None, *, optimized: OptimizedModel | None = None,
+                 weights: ExternalWeights | None = None) -> None:
         # no graph: partitions are also rebuilt from serialized bytes.  With
         # ``optimized`` (a warm start) ``model`` is ORT's optimized graph and
         # runs as it is; otherwise ORT optimizes ``model``, keeping its
         # optimized form when ``options.serializable`` asks for it.
+        # ``weights``: the initializers ``model`` references as external data
+        # (ours; ORT reads them in place, and every session of this partition
+        # shares them).
         self.backend = backend
         self.name = name
         self.input_names = list(input_names)
         self.output_names = list(output_names)
         self._model = model
         self._node_ops = dict(node_ops or {})
+        self._options = options
         self._optimized = optimized
-        self._external: tuple[list[str], list[Any]] | None = None
+        self._preoptimized = optimized is not None
         if optimized is not None:
+            weights = external_arrays(optimized.model, optimized.weights, f"partition {name!r}")
+        self._weights = weights if weights is not None and weights.names else None
+        self._external: tuple[list[str], list[Any]] | None = None
+        if self._weights is not None:
             import onnxruntime as ort
 
-            self._model, names, arrays = external_arrays(optimized.model, optimized.weights, f"partition {name!r}")
             # the OrtValues (and the arrays they point into) live as long as the partition
-            self._external = (names, [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays])
-        self.session, self._info, kept = _create_session(backend, self._model, options, self._external)
+            self._external = (self._weights.names, [ort.OrtValue.ortvalue_from_numpy(a) for a in self._weights.arrays])
+        self.session, self._info, kept = _create_session(backend, self._model, options, self._external,
+                                                         self._preoptimized)
         if optimized is None and kept is not None:
             self._optimized = kept
         self._info["stored_form"] = "optimized" if self._optimized is not None else "onnx"
@@ -119,10 +138,7 @@ class OrtPartition(CompiledPartition):
         self._info["io"] = self.io
         self._out = list(self.output_names)
         sess = self.session
-        # the C session's run skips the Python wrapper's per-call feed check
-        # (the core already validated feeds); same semantics otherwise
-        inner = getattr(sess, "_sess", None)
-        self._sess_run = inner.run if inner is not None and hasattr(inner, "run") else sess.run
+        self._sess_run = _fast_run(sess)
         ins, outs = sess.get_inputs(), sess.get_outputs()
         self._tensor_io = all(t.type.startswith("tensor(") for t in ins + outs)
         # boundary values numpy cannot exchange with ORT (bfloat16, float8, int4...)
@@ -130,12 +146,65 @@ class OrtPartition(CompiledPartition):
         self._exotic_out = {o.name: EXOTIC_BY_ORT_TYPE[o.type] for o in outs if o.type in EXOTIC_BY_ORT_TYPE}
         self._host = self.io == "numpy" and not self._exotic_in and not self._exotic_out
         self._info["path"] = "fast" if self._host else ("exotic-dtypes" if self.io == "numpy" else "iobinding")
+        # threads follow the run's budget (nnrt_core.thread_budget) unless the
+        # user fixed them: a run given fewer threads than there are cores goes
+        # to a session with that many intra-op threads, made on first use
+        extra = options.extra or {}
+        self._adaptive = (self._host and not options.num_threads and "intra_op_num_threads" not in extra
+                          and self._info["providers"] == ["CPUExecutionProvider"])
+        self._by_threads: dict[int, Any] = {}
+        self._by_threads_lock = threading.Lock()
+        self._info["adaptive_threads"] = self._adaptive
+
+    def prepare_thread_budget(self, threads: int) -> None:
+        if self._adaptive and threads < CORES:
+            self._run_for_threads(threads)
+
+    def _run_for_threads(self, threads: int) -> Any:
+        """The fast run function of the session with ``threads`` intra-op
+        threads (created once, sharing this partition's weights)."""
+        run = self._by_threads.get(threads)
+        if run is not None:
+            return run
+        import onnxruntime as ort
+
+        with self._by_threads_lock:
+            run = self._by_threads.get(threads)
+            if run is None:
+                so, _ = make_session_options(self._options)
+                so.intra_op_num_threads = threads
+                if self._optimized is not None and not self._preoptimized:
+                    # ORT already optimized this partition once: reuse its graph
+                    model = self._optimized.model
+                    _add_external(so, _ortvalues(self._thread_weights()), True)
+                else:
+                    model = self._model
+                    _add_external(so, self._external, self._preoptimized)
+                t0 = time.perf_counter()
+                sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+                log.info("onnxruntime: partition %r: a %d-thread session for runs with that budget (%.0f ms)",
+                         self.name, threads, 1e3 * (time.perf_counter() - t0))
+                run = self._by_threads[threads] = _fast_run(sess)
+        return run
+
+    def _thread_weights(self) -> ExternalWeights:
+        """The weights of ORT's optimized graph, resolved once."""
+        w = self.__dict__.get("_optimized_weights")
+        if w is None:
+            w = self._optimized_weights = external_arrays(self._optimized.model, self._optimized.weights,
+                                                          f"partition {self.name!r}")
+        return w
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         if self._host:
+            run = self._sess_run
+            if self._adaptive:
+                budget = thread_budget()
+                if budget is not None and budget < CORES:
+                    run = self._run_for_threads(budget)
             try:
-                outs = self._sess_run(self._out, inputs, None)
+                outs = run(self._out, inputs, None)
             except Exception as e:
                 raise self._error(e) from e
             return dict(zip(self.output_names, outs))
@@ -224,7 +293,7 @@ class OrtPartition(CompiledPartition):
             so = self.session.get_session_options()
             so.enable_profiling = True
             so.profile_file_prefix = os.path.join(folder, "ort")
-            _add_external(so, self._external)
+            _add_external(so, self._external, self._preoptimized)
             sess = ort.InferenceSession(self._model, so, providers=self.session.get_providers())
             try:
                 t0 = time.perf_counter()
@@ -256,27 +325,44 @@ class OrtPartition(CompiledPartition):
         if self._optimized is not None:
             header["optimized_for"] = machine_fingerprint()
             return pack_blob(header, self._optimized.model, self._optimized.weights)
+        if self._weights is not None:
+            header["weights"] = PARTITION_WEIGHTS
+            return pack_blob(header, self._model, self._weights.region())
         return pack_blob(header, self._model)
 
     def describe(self) -> dict[str, Any]:
         return dict(self._info, nodes=len(self._node_ops))
 
 
-def _add_external(so: Any, external: tuple[list[str], list[Any]] | None) -> None:
-    """Hand pre-optimized weights to ORT (OrtValues over our buffers, no
-    copy) and switch its optimizers off (the graph is already optimized)."""
+def _fast_run(sess: Any) -> Any:
+    """The C session's run: it skips the Python wrapper's per-call feed check
+    (the core already validated feeds); same semantics otherwise."""
+    inner = getattr(sess, "_sess", None)
+    return inner.run if inner is not None and hasattr(inner, "run") else sess.run
+
+
+def _ortvalues(weights: ExternalWeights) -> tuple[list[str], list[Any]]:
+    import onnxruntime as ort
+
+    return weights.names, [ort.OrtValue.ortvalue_from_numpy(a) for a in weights.arrays]
+
+
+def _add_external(so: Any, external: tuple[list[str], list[Any]] | None, preoptimized: bool) -> None:
+    """Hand the weights to ORT (OrtValues over our buffers, no copy); switch
+    its optimizers off when the graph is ORT's own, already optimized."""
     if external is None:
         return
     import onnxruntime as ort
 
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if preoptimized:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     names, values = external
     if names:
         so.add_external_initializers(names, values)
 
 
 def _create_session(backend: "OnnxRuntimeBackend", model: bytes, options: CompileOptions,
-                    external: tuple[list[str], list[Any]] | None = None,
+                    external: tuple[list[str], list[Any]] | None = None, preoptimized: bool = False,
                     ) -> tuple[Any, dict[str, Any], OptimizedModel | None]:
     """An InferenceSession on the requested provider, falling back (visibly)
     to the CPU provider when it fails to initialize; also ORT's optimized form
@@ -286,7 +372,7 @@ def _create_session(backend: "OnnxRuntimeBackend", model: bytes, options: Compil
     import onnxruntime as ort
 
     so, summary = make_session_options(options)
-    _add_external(so, external)
+    _add_external(so, external, preoptimized)
     extra = options.extra or {}
     if extra.get("providers") is not None:
         requested = normalize_providers(extra["providers"])
@@ -308,7 +394,7 @@ def _create_session(backend: "OnnxRuntimeBackend", model: bytes, options: Compil
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if options.serializable and external is None and names == ["CPUExecutionProvider"]:
+            if options.serializable and not preoptimized and names == ["CPUExecutionProvider"]:
                 sess, kept = optimize_and_save(
                     lambda so_: ort.InferenceSession(model, so_, providers=names,
                                                      provider_options=[o for _, o in requested]), so)
