@@ -151,18 +151,21 @@ class ConcurrencyTuner:
     """Chooses how many requests execute at once, by measurement.
 
     Under load (the stream is full), it measures the completion rate over
-    ``window`` completions with ``high`` requests executing, with one per
+    ``window`` completions (and at least ``min_seconds``) with ``high``
+    requests executing, with one per
     core (``cores``, when fewer than ``high``) and with 1, keeps the fastest
     (the most concurrent of those within ``margin`` of it), and measures
     again after ``recheck`` completions.  A window is restarted whenever the
     stream runs dry, so idle gaps are never counted."""
 
     def __init__(self, high: int, window: int | None = None, recheck: int = 256, margin: float = 0.03,
-                 start: int | None = None, cores: int | None = None) -> None:
+                 start: int | None = None, cores: int | None = None, min_seconds: float = 0.1) -> None:
         self.high = high
         cores = cores if cores is not None else (os.cpu_count() or 1)
         self.levels = sorted({high, max(1, min(cores, high)), 1}, reverse=True)  #: concurrencies tried
         self.window = window or max(4, 2 * high)
+        #: a window also lasts at least this long (a few ms of a small model are noise)
+        self.min_seconds = min_seconds
         self.recheck = recheck
         self.margin = margin
         self.limit = start if start in self.levels else high
@@ -194,7 +197,7 @@ class ConcurrencyTuner:
             self._restart(now)
             return
         self._count += 1
-        if self._count < self.window:
+        if self._count < self.window or now - self._window_start < self.min_seconds:
             return
         self.rates[self.limit] = self._count / max(now - self._window_start, 1e-9)
         self._plan.pop(0)

@@ -335,20 +335,20 @@ from nnrt_core.streams import ConcurrencyTuner  # noqa: E402
 
 
 def test_tuner_keeps_all_in_flight_when_parallel_is_faster():
-    tuner = ConcurrencyTuner(3, window=4, cores=8)
+    tuner = ConcurrencyTuner(3, window=4, cores=8, min_seconds=0.0)
     _feed_tuner(tuner, {3: 0.01, 1: 0.03}, 40)
     assert tuner.chosen == 3 and tuner.limit == 3
     assert tuner.rates[3] > tuner.rates[1]
 
 
 def test_tuner_falls_back_to_one_at_a_time_when_that_is_faster():
-    tuner = ConcurrencyTuner(2, window=4, cores=2)
+    tuner = ConcurrencyTuner(2, window=4, cores=2, min_seconds=0.0)
     _feed_tuner(tuner, {2: 0.012, 1: 0.010}, 40)  # e.g. VGG-19: weights thrash the caches
     assert tuner.chosen == 1 and tuner.limit == 1
 
 
 def test_tuner_prefers_parallel_within_the_margin_and_rechecks():
-    tuner = ConcurrencyTuner(2, window=4, recheck=10, margin=0.05)
+    tuner = ConcurrencyTuner(2, window=4, recheck=10, margin=0.05, min_seconds=0.0)
     _feed_tuner(tuner, {2: 0.0102, 1: 0.0100}, 20)  # 2 % slower: a tie
     assert tuner.chosen == 2
     t = _feed_tuner(tuner, {2: 0.02, 1: 0.01}, 40)  # the machine got busy: measured again
@@ -357,7 +357,7 @@ def test_tuner_prefers_parallel_within_the_margin_and_rechecks():
 
 
 def test_tuner_ignores_idle_gaps():
-    tuner = ConcurrencyTuner(2, window=3)
+    tuner = ConcurrencyTuner(2, window=3, min_seconds=0.0)
     t = 0.0
     for i in range(60):  # bursts of 5 saturated completions, then the stream runs dry for 5 s
         t += 0.01 if tuner.limit == 2 else 0.02
@@ -408,6 +408,7 @@ def test_auto_stream_remembers_its_choice_on_the_session():
     with sess.stream(max_in_flight=2) as stream:
         assert stream.tuner is not None
         stream.tuner.window = 2
+        stream.tuner.min_seconds = 0.0
         for _ in range(40):
             stream.submit({"x": x})
         stream.wait_all()
@@ -426,7 +427,7 @@ def test_stream_rejects_bad_concurrency(bad):
 
 
 def test_tuner_tries_one_request_per_core_when_more_are_in_flight():
-    tuner = ConcurrencyTuner(4, window=4, cores=2)
+    tuner = ConcurrencyTuner(4, window=4, cores=2, min_seconds=0.0)
     assert tuner.levels == [4, 2, 1]
     _feed_tuner(tuner, {4: 0.012, 2: 0.010, 1: 0.018}, 60)  # 4 on 2 cores oversubscribes
     assert tuner.chosen == 2 and set(tuner.rates) == {4, 2, 1}
