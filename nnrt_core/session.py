@@ -614,12 +614,15 @@ class Session:
     def _check_feeds(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
         fast = self._fast_feed_specs
         if fast is not None and type(feeds) is dict and len(feeds) == len(fast):
-            for name, dtype, ndim, fixed in fast:  # the common case, checked cheaply
+            for name, dtype, ndim, fixed, static in fast:  # the common case, checked cheaply
                 x = feeds.get(name)
-                if type(x) is not np.ndarray or x.dtype != dtype or x.ndim != ndim:
+                if type(x) is not np.ndarray or (x.dtype is not dtype and x.dtype != dtype):
                     break
                 shape = x.shape
-                if any(shape[i] != d for i, d in fixed):
+                if static is not None:
+                    if shape != static:
+                        break
+                elif len(shape) != ndim or any(shape[i] != d for i, d in fixed):
                     break
             else:
                 return feeds
@@ -654,8 +657,8 @@ class _PartitionMeta:
     outputs: tuple[str, ...]
 
 
-def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tuple]] | None:
-    """(name, dtype, rank, fixed dims) per input when every input is a tensor
+def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tuple, tuple | None]] | None:
+    """(name, dtype, rank, fixed dims, the shape when all dims are fixed) per input when every input is a tensor
     of known dtype and rank; None otherwise (then every run takes the slow check)."""
     specs = []
     for v in inputs:
@@ -669,7 +672,8 @@ def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tupl
         if dtype == np.dtype(object):
             return None
         fixed = tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int))
-        specs.append((v.name, dtype, len(t.shape), fixed))
+        static = tuple(t.shape) if len(fixed) == len(t.shape) else None  # one tuple compare
+        specs.append((v.name, dtype, len(t.shape), fixed, static))
     return specs
 
 

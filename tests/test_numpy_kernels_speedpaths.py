@@ -187,3 +187,35 @@ def test_blas_enter_leave_restore_the_thread_state():
     finally:
         blas.leave()
     assert getattr(parallel._local, "state", (1, False)) == before
+
+
+# ------------------------------------------- IEEE arithmetic without errstate
+def _div_log_model():
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Div", ["a", "b"], ["q"], name="div"),
+                           helper.make_node("Log", ["a"], ["l"], name="log")], "ieee",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("q", TensorProto.FLOAT, [3]),
+                           helper.make_tensor_value_info("l", TensorProto.FLOAT, [3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("mode", ["default", "warnings-as-errors", "seterr-raise"])
+def test_elementwise_kernels_give_ieee_results_whatever_the_callers_error_settings(mode):
+    import contextlib
+    import warnings
+
+    from nnrt_core import ScheduleConfig, Session
+
+    sess = Session(_div_log_model(), ScheduleConfig(backends=["numpy"]))
+    feeds = {"a": np.array([1.0, -1.0, 0.0], np.float32), "b": np.array([0.0, 0.0, 0.0], np.float32)}
+    ctx = np.errstate(all="raise") if mode == "seterr-raise" else contextlib.nullcontext()
+    with warnings.catch_warnings(record=True) as caught, ctx:
+        if mode == "warnings-as-errors":
+            warnings.simplefilter("error")  # placed before nnrt_numpy's own filter
+        out = sess.run(feeds)
+    np.testing.assert_array_equal(out["q"][:2], [np.inf, -np.inf])
+    assert np.isnan(out["q"][2]) and np.isnan(out["l"][1]) and out["l"][2] == -np.inf
+    assert [(str(w.message), w.filename) for w in caught if issubclass(w.category, RuntimeWarning)] == []

@@ -14,6 +14,7 @@ import numpy as np
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
 from nnrt_core.ir import Graph, Node, TensorType, Value
 
+from nnrt_numpy import ieee
 from nnrt_numpy.arena import FRESH_OUTPUT_OPS, ArenaPlan, plan_arena
 from nnrt_numpy.fusion import Chain, find_chains
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
@@ -82,7 +83,7 @@ def _make_kernel(info: NodeInfo) -> Kernel:
 
 
 class _Step:
-    __slots__ = ("kernel", "ins", "outs", "scope_names", "scope_slots", "dead", "node", "chain", "place")
+    __slots__ = ("kernel", "ins", "outs", "scope_names", "scope_slots", "dead", "node", "chain", "place", "plain_ins")
 
     def __init__(self, kernel: Kernel, ins: list[int], outs: list[int], node: Node) -> None:
         self.kernel = kernel
@@ -164,6 +165,46 @@ class GraphProgram:
         self.placed = self._place_concat_inputs(graph, slot) if fuse else 0
         self._plan_lifetimes()
         self.arena: ArenaPlan | None = self._plan_arena() if fuse else None
+        if self.arena is None and not self.scope_in and all(
+                st.place is None and not st.scope_slots for st in self.steps):
+            # nothing but kernels on registers: the lean loop (per-call overhead
+            # matters for small graphs); a missing optional input (-1) reads a
+            # register that stays None
+            for st in self.steps:
+                st.plain_ins = [i if i >= 0 else self.nslots for i in st.ins]
+            self._regs = [None] * (self.nslots + 1)
+            for slot_, c in self.consts:
+                self._regs[slot_] = c
+            self.run = self._run_plain  # type: ignore[method-assign]
+
+    def _run_plain(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
+        """:meth:`run` for programs without arena, placements or outer scope."""
+        regs = self._regs.copy()
+        for s, x in zip(self.input_slots, inputs):
+            regs[s] = x
+        step = None
+        fp = ieee.enter()
+        try:
+            for step in self.steps:
+                outs = step.kernel(*[regs[i] for i in step.plain_ins])
+                for s, o in zip(step.outs, outs):
+                    regs[s] = o
+                for s in step.dead:
+                    regs[s] = None
+        except NnrtError:
+            raise
+        except Exception as e:
+            raise self._failure(step, e) from e
+        finally:
+            ieee.leave(fp)
+        return [np.asarray(o) if isinstance(o, np.generic) else o for o in (regs[s] for s in self.output_slots)]
+
+    def _failure(self, step: "_Step | None", e: Exception) -> ExecutionError:
+        n = step.node if step is not None else None
+        where = f"node {n.name!r} ({n.op_type})" if n is not None else f"graph {self.graph.name!r}"
+        if step is not None and step.chain is not None:
+            where += " fused with " + ", ".join(f"{m.name!r} ({m.op_type})" for m in step.chain.nodes[1:])
+        return ExecutionError(f"{where} failed: {type(e).__name__}: {e}")
 
     def _place_concat_inputs(self, graph: Graph, slot) -> int:
         """Concat placement: a Conv (or fused chain) step whose output is read
@@ -288,6 +329,7 @@ class GraphProgram:
         step = None
         arena = self.arena
         planned = arena.acquire() if arena is not None else None
+        fp = ieee.enter()
         try:
             for index, step in enumerate(self.steps):
                 args = [regs[i] if i >= 0 else None for i in step.ins]
@@ -312,12 +354,9 @@ class GraphProgram:
         except NnrtError:
             raise
         except Exception as e:
-            n = step.node if step is not None else None
-            where = f"node {n.name!r} ({n.op_type})" if n is not None else f"graph {self.graph.name!r}"
-            if step is not None and step.chain is not None:
-                where += " fused with " + ", ".join(f"{m.name!r} ({m.op_type})" for m in step.chain.nodes[1:])
-            raise ExecutionError(f"{where} failed: {type(e).__name__}: {e}") from e
+            raise self._failure(step, e) from e
         finally:
+            ieee.leave(fp)
             if planned is not None:
                 arena.release(planned)
         # numpy ops on 0-d arrays give numpy scalars (np.take, a + b): outputs are always arrays

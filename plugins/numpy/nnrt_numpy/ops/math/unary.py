@@ -57,13 +57,13 @@ TABLE: dict[str, tuple[Callable[[np.ndarray], np.ndarray], int]] = {
 
 
 class Unary(Kernel):
-    """``y = fn(x)``; floating-point warnings (log(0), sqrt(-1)...) are silenced."""
+    """``y = fn(x)``; log(0), sqrt(-1)... give IEEE results without warnings
+    (programs run with numpy's floating-point errors off, see :mod:`nnrt_numpy.ieee`)."""
 
     fn: Callable[[np.ndarray], np.ndarray]
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
-        with np.errstate(all="ignore"):
-            return (type(self).fn(x),)
+        return (type(self).fn(x),)
 
 
 for _name, (_fn, _since) in TABLE.items():
