@@ -592,8 +592,9 @@ class Session:
 
     def _prepare_thread_budgets(self, budgets: Iterable[int]) -> None:
         """Let every partition prepare for runs with these thread budgets."""
+        budgets = sorted(set(budgets))
         for st in self._executor.steps:
-            for threads in sorted(set(budgets)):
+            for threads in budgets:
                 st.compiled.prepare_thread_budget(threads)
 
     def stream(self, max_in_flight: int = 2, callback: Any = None,

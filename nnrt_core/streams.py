@@ -27,7 +27,6 @@ finishes in the background, is dropped.  The session stays usable either way.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import ConfigError, ExecutionError
-from nnrt_core.thread_budget import share_of_cores, use_thread_budget
+from nnrt_core.thread_budget import CORES, share_of_cores, use_thread_budget
 
 if TYPE_CHECKING:
     from nnrt_core.session import Session
@@ -51,7 +50,7 @@ Outputs = dict[str, np.ndarray]
 
 def default_workers() -> int:
     """Worker threads of a session's ``run_async`` pool: one per CPU core (at least 2)."""
-    return max(2, os.cpu_count() or 1)
+    return max(2, CORES)
 
 
 class RunFuture(Future):
@@ -161,7 +160,7 @@ class ConcurrencyTuner:
     def __init__(self, high: int, window: int | None = None, recheck: int = 256, margin: float = 0.03,
                  start: int | None = None, cores: int | None = None, min_seconds: float = 0.1) -> None:
         self.high = high
-        cores = cores if cores is not None else (os.cpu_count() or 1)
+        cores = cores if cores is not None else CORES
         self.levels = sorted({high, max(1, min(cores, high)), 1}, reverse=True)  #: concurrencies tried
         self.window = window or max(4, 2 * high)
         #: a window also lasts at least this long (a few ms of a small model are noise)

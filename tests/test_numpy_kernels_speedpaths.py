@@ -181,7 +181,7 @@ def test_blas_enter_leave_restore_the_thread_state():
     blas.enter(2)
     try:
         if blas.available() and blas.SPLIT:
-            assert parallel.threads() == min(2, parallel._cores) or parallel.threads() == 2
+            assert parallel.threads() == min(2, parallel.CORES) or parallel.threads() == 2
         blas.enter(0)  # nested run: adaptive
         blas.leave()
     finally:

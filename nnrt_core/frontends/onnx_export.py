@@ -46,8 +46,7 @@ class ExternalWeights:
     def take(self, arr: np.ndarray, name: str) -> onnx.TensorProto | None:
         """An external reference for ``arr``, or None to store it inline (small,
         or a dtype without a plain ONNX byte layout)."""
-        if arr.nbytes < self.min_bytes or arr.dtype.kind not in "biuf" or not arr.dtype.isnative \
-                or arr.dtype.type not in _PLAIN_DTYPES:
+        if arr.nbytes < self.min_bytes or arr.dtype.type not in _PLAIN_DTYPES or not arr.dtype.isnative:
             return None
         arr = np.ascontiguousarray(arr)
         off = -(-self.size // self.ALIGN) * self.ALIGN

@@ -37,11 +37,10 @@ from typing import Callable
 
 import numpy as np
 
-from nnrt_core.thread_budget import thread_budget
+from nnrt_core.thread_budget import CORES, thread_budget
 
 __all__ = ["run_chunks", "threads", "set_threads", "matmul"]
 
-_cores = os.cpu_count() or 1
 _local = threading.local()
 
 
@@ -55,12 +54,12 @@ def idle_cores() -> int:
     """Cores not running another task right now, counting the caller's own
     core as idle (the runnable-task count of ``/proc/loadavg``, about 2 µs)."""
     if _loadavg_fd < 0:
-        return _cores
+        return CORES
     try:
         running = int(os.pread(_loadavg_fd, 128, 0).split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
-        return _cores
-    return max(1, _cores - (running - 1))
+        return CORES
+    return max(1, CORES - (running - 1))
 
 
 def threads() -> int:
@@ -136,7 +135,7 @@ def _helpers(k: int) -> list[queue.SimpleQueue]:
 def run_chunks(fn: Callable[[int], None], n: int, nthreads: int | None = None) -> None:
     """Call ``fn(i)`` for ``i`` in ``range(n)``, on up to ``nthreads`` threads
     (default :func:`threads`) including the caller; returns when all are done."""
-    k = min(n, nthreads if nthreads is not None else threads(), _cores)
+    k = min(n, nthreads if nthreads is not None else threads(), CORES)
     if k <= 1 or getattr(_local, "inside", False):
         for i in range(n):
             fn(i)

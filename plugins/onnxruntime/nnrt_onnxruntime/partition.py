@@ -121,10 +121,8 @@ class OrtPartition(CompiledPartition):
         self._weights = weights if weights is not None and weights.names else None
         self._external: tuple[list[str], list[Any]] | None = None
         if self._weights is not None:
-            import onnxruntime as ort
-
             # the OrtValues (and the arrays they point into) live as long as the partition
-            self._external = (self._weights.names, [ort.OrtValue.ortvalue_from_numpy(a) for a in self._weights.arrays])
+            self._external = _ortvalues(self._weights)
         self.session, self._info, kept = _create_session(backend, self._model, options, self._external,
                                                          self._preoptimized)
         if optimized is None and kept is not None:
@@ -171,15 +169,10 @@ class OrtPartition(CompiledPartition):
         with self._by_threads_lock:
             run = self._by_threads.get(threads)
             if run is None:
+                model, external, preoptimized = self._thread_source()
                 so, _ = make_session_options(self._options)
                 so.intra_op_num_threads = threads
-                if self._optimized is not None and not self._preoptimized:
-                    # ORT already optimized this partition once: reuse its graph
-                    model = self._optimized.model
-                    _add_external(so, _ortvalues(self._thread_weights()), True)
-                else:
-                    model = self._model
-                    _add_external(so, self._external, self._preoptimized)
+                _add_external(so, external, preoptimized)
                 t0 = time.perf_counter()
                 sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
                 log.info("onnxruntime: partition %r: a %d-thread session for runs with that budget (%.0f ms)",
@@ -187,13 +180,19 @@ class OrtPartition(CompiledPartition):
                 run = self._by_threads[threads] = _fast_run(sess)
         return run
 
-    def _thread_weights(self) -> ExternalWeights:
-        """The weights of ORT's optimized graph, resolved once."""
-        w = self.__dict__.get("_optimized_weights")
-        if w is None:
-            w = self._optimized_weights = external_arrays(self._optimized.model, self._optimized.weights,
-                                                          f"partition {self.name!r}")
-        return w
+    def _thread_source(self) -> tuple[bytes, tuple[list[str], list[Any]] | None, bool]:
+        """(model, weights as OrtValues, already optimized) that the extra
+        sessions are built from, worked out once (under the lock): ORT's
+        optimized graph when this partition kept one, else the partition's own."""
+        src = self.__dict__.get("_source")
+        if src is None:
+            if self._optimized is not None and not self._preoptimized:
+                weights = external_arrays(self._optimized.model, self._optimized.weights, f"partition {self.name!r}")
+                src = (self._optimized.model, _ortvalues(weights), True)
+            else:
+                src = (self._model, self._external, self._preoptimized)
+            self._source = src
+        return src
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
