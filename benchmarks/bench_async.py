@@ -13,7 +13,7 @@ of the rounds is reported), on the onnx wheel's `light` models:
 * N requests in flight through ``Session.stream`` with its default
   ``concurrency="auto"`` (it measures all-N-executing against one at a time
   and keeps the faster).  Each executing request gets its share of the cores
-  (``nnrt_core.thread_budget``): NumPy splits no convolution beyond it;
+  (``nnrt_core.runtime.thread_budget``): NumPy splits no convolution beyond it;
   ONNX Runtime runs it on a session with that many intra-op threads (the
   default session when the stream runs one at a time).  With ``--fixed``:
   all N execute, one thread each (NumPy: BLAS threads = 1 through
@@ -39,7 +39,7 @@ import numpy as np
 import onnx
 
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.bench import measure_throughput
+from nnrt_core.tools.bench import measure_throughput
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ALL_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",

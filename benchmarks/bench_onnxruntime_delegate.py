@@ -100,7 +100,7 @@ def bench(name: str, model: onnx.ModelProto | str, iters: int, warmup: int, thre
     if breakdown:
         # the backend's own share: its compiled partition called directly (no
         # Session feed checks, no executor), against the same raw session
-        part = nn._compiled[0]
+        part = nn.compiled_model.compiled[0]
         t_p, t_r = interleave(lambda: part.run(feeds), lambda: raw.run(None, feeds), iters, warmup)
         m_p, m_r = statistics.median(t_p), statistics.median(t_r)
         print(f"{'':10s} partition.run {m_p * 1e6:10.1f} us   raw ort {m_r * 1e6:10.1f} us   "

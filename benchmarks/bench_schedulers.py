@@ -86,7 +86,7 @@ def cpu_row(name: str, iters: int) -> dict[str, Any]:
     _, cost_rebuild = build(path, ScheduleConfig(backends=["onnxruntime", "numpy"], scheduler="cost"))
     med = interleaved_medians({"numpy": numpy_s, "onnxruntime": ort_s, "cost": cost_s}, feeds_for(numpy_s), iters)
     best = min(med["numpy"], med["onnxruntime"])
-    chosen = cost_s._scheduler.chosen
+    chosen = cost_s.compiled_model.scheduler.chosen
     return {"model": name, "numpy_ms": med["numpy"] * 1e3, "onnxruntime_ms": med["onnxruntime"] * 1e3,
             "cost_ms": med["cost"] * 1e3, "ratio": med["cost"] / best,
             "cost_plan": chosen.label if chosen else "priority", "partitions": len(cost_s.partitions),
@@ -95,7 +95,7 @@ def cpu_row(name: str, iters: int) -> dict[str, Any]:
 
 def npu_row(name: str) -> dict[str, Any]:
     sess, _ = build(light_path(name), ScheduleConfig(backends=["npu_emu", "onnxruntime", "numpy"], scheduler="cost"))
-    sched = sess._scheduler
+    sched = sess.compiled_model.scheduler
     singles = {p.label: p.seconds for p in sched.plans if p.problem is None and p.label != "per-node"}
     per_node = next((p.seconds for p in sched.plans if p.label == "per-node" and p.problem is None), None)
     best_label = min(singles, key=singles.get)

@@ -21,12 +21,14 @@ from nnrt_core.errors import (
     UnsupportedNodeError,
 )
 from nnrt_core.registry import default_registry
-from nnrt_core.session import PartitionInfo, Session, TensorInfo, load_model
-from nnrt_core.tensor import Tensor
-from nnrt_core.streams import Completion, RunFuture, Stream
-from nnrt_core.profiler import Trace
+from nnrt_core.compiler import CompiledModel, PartitionInfo, compile_model, load_model
+from nnrt_core.runtime.feeds import TensorInfo
+from nnrt_core.runtime.streams import Completion, RunFuture, Stream
+from nnrt_core.runtime.tensor import Tensor
+from nnrt_core.session import Session
+from nnrt_core.tools.profiler import Trace
 
-__version__ = "0.1.0"
+from nnrt_core.version import __version__
 
 __all__ = [
     "Backend",
@@ -36,6 +38,7 @@ __all__ = [
     "CompiledPartition",
     "CompileError",
     "CompileOptions",
+    "CompiledModel",
     "Completion",
     "ConfigError",
     "DeviceInfo",
@@ -60,6 +63,7 @@ __all__ = [
     "Trace",
     "UnsupportedNodeError",
     "available_operations",
+    "compile_model",
     "default_registry",
     "devices",
     "load_model",

@@ -27,7 +27,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from nnrt_core.backend.base import Backend
-    from nnrt_core.scheduling import Scheduler
+    from nnrt_core.placement.scheduler import Scheduler
 
 __all__ = ["PROJECT", "hookspec", "hookimpl", "BackendSpec", "SchedulerSpec"]
 
@@ -51,6 +51,6 @@ class SchedulerSpec:
 
     @hookspec
     def nnrt_schedulers(self) -> "Sequence[type[Scheduler]]":
-        """Return the :class:`~nnrt_core.scheduling.Scheduler` subclasses this
+        """Return the :class:`~nnrt_core.placement.Scheduler` subclasses this
         plugin provides (placement strategies selected by
         ``ScheduleConfig.scheduler``)."""

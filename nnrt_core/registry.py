@@ -248,6 +248,14 @@ class Registry:
         recs = [r for r in self.backends.values() if r.available]
         return sorted(recs, key=lambda r: (-r.priority, r.name))
 
+    def host_evaluator(self) -> Backend | None:
+        """The first available backend (by priority) that declares
+        ``evaluates_constants``: it folds constants and runs calibration."""
+        for rec in self.available_backends():
+            if rec.backend is not None and rec.backend.evaluates_constants:
+                return rec.backend
+        return None
+
     def scheduler(self, name: str) -> SchedulerRecord:
         try:
             return self.schedulers[name]

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError, ExecutionError, InputError, NnrtError
-from nnrt_core.streams import Completion, RunFuture, RunPool, Stream
+from nnrt_core.runtime.streams import Completion, RunFuture, RunPool, Stream
 
 NUMPY = ScheduleConfig(backends=["numpy"])
 
@@ -58,13 +58,13 @@ class Gate:
     many are inside at once."""
 
     def __init__(self, sess: Session) -> None:
-        self.inner = sess._executor.run
+        self.inner = sess.executor.run
         self.release = threading.Event()
         self.started = threading.Semaphore(0)
         self.lock = threading.Lock()
         self.active = 0
         self.peak = 0
-        sess._executor.run = self  # type: ignore[method-assign]
+        sess.executor.run = self  # type: ignore[method-assign]
 
     def __call__(self, feeds):
         with self.lock:
@@ -145,7 +145,7 @@ def test_cancel_pending_and_running_requests_keeps_session_usable():
     sess = Session(small_cnn(), NUMPY)
     x = batches(1)[0]
     gate = Gate(sess)
-    workers = sess._run_pool().workers
+    workers = sess.run_pool().workers
     running = [sess.run_async({"x": x}) for _ in range(workers)]
     for _ in range(workers):
         assert gate.started.acquire(timeout=10)
@@ -331,7 +331,7 @@ def _feed_tuner(tuner, seconds_per_completion, n, t0=0.0):
     return t
 
 
-from nnrt_core.streams import ConcurrencyTuner  # noqa: E402
+from nnrt_core.runtime.streams import ConcurrencyTuner  # noqa: E402
 
 
 def test_tuner_keeps_all_in_flight_when_parallel_is_faster():
@@ -413,7 +413,7 @@ def test_auto_stream_remembers_its_choice_on_the_session():
             stream.submit({"x": x})
         stream.wait_all()
     assert stream.tuner.chosen in (1, 2)
-    assert sess._concurrency_choice == {2: stream.tuner.chosen}
+    assert sess.concurrency_choices == {2: stream.tuner.chosen}
     again = sess.stream(max_in_flight=2)
     assert again.concurrency == stream.tuner.chosen and again.tuner.chosen == stream.tuner.chosen
     again.close()

@@ -1,4 +1,4 @@
-"""nnrt_core.bench and ``nnrt bench``."""
+"""nnrt_core.tools.bench and ``nnrt bench``."""
 from __future__ import annotations
 
 import io
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.bench import ProgressBar, bench_session, measure_throughput, percentiles
-from nnrt_core.cli import main
+from nnrt_core.tools.bench import ProgressBar, bench_session, measure_throughput, percentiles
+from nnrt_core.tools.cli import main
 from nnrt_core.errors import ConfigError, NnrtError
 from test_async import batches, pairs_model, small_cnn
 

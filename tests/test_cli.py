@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from nnrt_core.cli import main
+from nnrt_core.tools.cli import main
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:

@@ -35,7 +35,7 @@ def test_example_plugin_is_not_in_this_interpreter():
 
 
 def test_installed_plugin_listed_by_devices(venv):
-    out = subprocess.run([str(venv), "-m", "nnrt_core.cli", "devices", "--json"],
+    out = subprocess.run([str(venv), "-m", "nnrt_core.tools.cli", "devices", "--json"],
                          capture_output=True, text=True, check=True).stdout
     backends = {b["name"]: b for b in json.loads(out)["backends"]}
     assert backends["example"]["available"] is True

@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from nnrt_core import InputError, ScheduleConfig, Session
-from nnrt_core.memory_plan import Buffer, align, lower_bound, plan_offsets
+from nnrt_core.runtime.memory_plan import Buffer, align, lower_bound, plan_offsets
 
 
 def _overlap(a: Buffer, b: Buffer) -> bool:

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import nnrt_core.model_cache as model_cache_mod
+import nnrt_core.storage.model_cache as model_cache_mod
 from nnrt_core import ConfigError, ScheduleConfig, Session, SessionFileError
-from nnrt_core import session_file
+from nnrt_core.storage import session_file
 from nnrt_core.errors import CompileError
-from nnrt_core.model_cache import ModelCache
+from nnrt_core.storage.model_cache import ModelCache
 from conftest import make_registry
 from fakes import fake_plugin, make_fake_backend
 
@@ -79,7 +79,7 @@ def test_cli_compile_then_run_in_a_new_process(tmp_path, x):
     model = tmp_path / "cnn.onnx"
     model.write_bytes(small_cnn())
     out = tmp_path / "cnn.nnrt"
-    r = subprocess.run([sys.executable, "-m", "nnrt_core.cli", "compile", str(model), "--backend", "npu_emu",
+    r = subprocess.run([sys.executable, "-m", "nnrt_core.tools.cli", "compile", str(model), "--backend", "npu_emu",
                         "-o", str(out), "--json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
@@ -309,7 +309,7 @@ def test_npu_blob_of_format_1_still_loads():
     from nnrt_npu_emu import blob as npu_blob
 
     sess = Session(small_cnn(), ScheduleConfig(backends=["npu_emu"]))
-    part = next(s.compiled for s in sess._executor.steps if s.backend.name == "npu_emu")
+    part = next(s.compiled for s in sess.executor.steps if s.backend.name == "npu_emu")
     new = part.serialize()
     fixed = struct.Struct("<8sIIQQ32s")
     magic, _, flags, hlen, wlen, _ = fixed.unpack_from(new)
@@ -325,7 +325,7 @@ def test_npu_blob_of_format_1_still_loads():
 
 # ------------------------------------------ onnxruntime: optimized partitions
 def _ort_partition(sess):
-    return next(s.compiled for s in sess._executor.steps if s.backend.name == "onnxruntime")
+    return next(s.compiled for s in sess.executor.steps if s.backend.name == "onnxruntime")
 
 
 def test_cached_onnxruntime_partition_loads_pre_optimized(tmp_path, x):

@@ -18,7 +18,7 @@ NUMPY = ScheduleConfig(backends=["numpy"])
 
 
 def _program(sess):
-    return sess._executor.steps[0].compiled.program
+    return sess.executor.steps[0].compiled.program
 
 
 def _without_arena(monkeypatch):

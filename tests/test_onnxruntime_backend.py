@@ -302,7 +302,7 @@ def test_whole_model_fast_path():
     np.testing.assert_array_equal(out, a + a)
     assert isinstance(out, np.ndarray) and sess.stats()["host_device_copies"] == 0
     # the partition's per-call work is one C-level run with precomputed names
-    part = sess._compiled[0]
+    part = sess.compiled_model.compiled[0]
     assert part.run({"a": a, "b": a})["c"].shape == (1, 16)
 
 
@@ -337,7 +337,7 @@ def test_ortvalues_stay_in_ort_memory_between_ort_partitions():
     assert [p.backend for p in parts] == ["ort_ortvalue", "hostrelu", "ort_ortvalue"]
     assert parts[0].details["io"] == "ortvalue" and parts[0].details["path"] == "iobinding"
     seen: list[dict[str, Any]] = []
-    last = sess._compiled[2]
+    last = sess.compiled_model.compiled[2]
     orig = last.run
 
     def spy(inputs):

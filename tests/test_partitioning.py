@@ -11,7 +11,7 @@ from fakes import fake_plugin, make_fake_backend
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError, UnsupportedNodeError
 from nnrt_core.frontends import load_onnx
-from nnrt_core.partitioning import merge_islands, partition_graph
+from nnrt_core.placement import merge_islands, partition_graph
 
 
 def model(nodes, inputs=("x",), outputs=("y",), shape=(2, 3)) -> onnx.ModelProto:

@@ -433,7 +433,7 @@ def test_no_fusion_when_the_conv_output_is_read_elsewhere():
 def test_cli_partition_shows_passes(capsys, light_dir):
     import json
 
-    from nnrt_core.cli import main
+    from nnrt_core.tools.cli import main
 
     model = str(light_dir / "light_squeezenet.onnx")
     assert main(["partition", model, "--backends", "numpy", "--passes", "--optimization-level", "all"]) == 0

@@ -9,9 +9,9 @@ import pytest
 from fakes import fake_plugin, make_fake_backend
 from conftest import make_registry
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.cli import main
+from nnrt_core.tools.cli import main
 from nnrt_core.errors import InputError
-from nnrt_core.profiler import HOST_PID, Trace
+from nnrt_core.tools.profiler import HOST_PID, Trace
 from test_async import batches, small_cnn
 
 

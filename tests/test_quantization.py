@@ -21,7 +21,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.cli import main
+from nnrt_core.tools.cli import main
 from nnrt_core.errors import ConfigError, NnrtError, QuantizationError
 from nnrt_core.frontends import load_onnx
 from nnrt_core.quantization import (

@@ -91,7 +91,7 @@ def test_cost_scheduler_picks_the_measured_faster_backend():
     assert set(sess.placement.values()) == {"fast"} and len(sess.partitions) == 1
     details = sess.partitions[0].details
     assert details["estimate_source"] == "measured" and details["estimated_ms"] < 4
-    labels = [p.label for p in sess._scheduler.plans]
+    labels = [p.label for p in sess.compiled_model.scheduler.plans]
     assert labels[0] == "fast only" and "slow only" in labels
     assert all("cost: plan 'fast only'" in r.reason for r in sess.placement_report)
     np.testing.assert_allclose(sess.run(X)["y"], reference(m, X)[0], rtol=1e-6)
@@ -105,7 +105,7 @@ def test_cost_scheduler_picks_the_measured_faster_backend():
 
 
 def test_considered_plans_survive_save_and_show_in_the_cli(tmp_path, capsys):
-    from nnrt_core import cli
+    from nnrt_core.tools import cli
 
     m = chain("Relu", "Neg")
     sess = Session(m, ScheduleConfig(backends=["numpy", "onnxruntime"], scheduler="cost",
@@ -128,15 +128,15 @@ def test_cost_scheduler_caches_measurements_per_machine(tmp_path, monkeypatch):
     cfg = ScheduleConfig(backends=["slow", "fast"], scheduler="cost")
     m = chain("Relu", "Neg", "Abs")
     first = Session(m, cfg, registry=reg)
-    assert first._scheduler.measured_partitions > 0
+    assert first.compiled_model.scheduler.measured_partitions > 0
     (profile_file,) = tmp_path.glob("schedule_profiles-v*-*.json")
     assert json.loads(profile_file.read_text())  # backend|options|signature -> seconds
     second = Session(m, cfg, registry=reg)
-    assert second._scheduler.measured_partitions == 0  # every timing came from the cache
+    assert second.compiled_model.scheduler.measured_partitions == 0  # every timing came from the cache
     assert second.placement == first.placement
     # a different graph (other shapes) is measured again
     third = Session(model([helper.make_node("Relu", ["x"], ["y"], name="r")], shape=(4, 5)), cfg, registry=reg)
-    assert third._scheduler.measured_partitions > 0
+    assert third.compiled_model.scheduler.measured_partitions > 0
 
 
 def test_cost_scheduler_respects_pins_and_capabilities():
@@ -163,8 +163,8 @@ def test_cost_scheduler_uses_device_cost_model_and_transfers():
     sess = Session(m, ScheduleConfig(backends=["npu", "cpu"], backup=None, scheduler="cost"), registry=reg)
     assert set(sess.placement.values()) == {"npu"}
     assert sess.partitions[0].details["estimate_source"] == "cost model"
-    chosen = sess._scheduler.chosen
-    singles = [p for p in sess._scheduler.plans if p.label.endswith(("only", "first"))]
+    chosen = sess.compiled_model.scheduler.chosen
+    singles = [p for p in sess.compiled_model.scheduler.plans if p.label.endswith(("only", "first"))]
     assert chosen.seconds <= min(p.seconds for p in singles)
     assert chosen.transfer_seconds > 0  # x up, y down
     np.testing.assert_allclose(sess.run(X)["y"], reference(m, X)[0], rtol=1e-6)
@@ -263,7 +263,7 @@ def test_independent_partitions_on_different_devices_overlap():
     m = _two_branch_model()
     sess = Session(m, ScheduleConfig(backends=["dev", "host"], backup=None), registry=reg)
     assert [p.backend for p in sess.partitions] == ["dev", "host", "dev"]
-    assert sess._executor.overlap
+    assert sess.executor.overlap
     d, h = reg.backend("dev").backend, reg.backend("host").backend
     got = sess.run(X)["y"]
     np.testing.assert_allclose(got, reference(m, X)[0], rtol=1e-6)

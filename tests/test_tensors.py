@@ -43,7 +43,7 @@ def test_npu_input_and_output_stay_on_the_device(x):
 def test_fake_device_backend_tensor_feed_is_not_uploaded_again(x):
     fake = make_fake_backend("dev", {"Relu", "Sigmoid", "Neg"}, priority=50, device_memory=True)
     sess = Session(_chain(), ScheduleConfig(backends=["dev"]), registry=make_registry(fake_plugin(fake)))
-    backend = sess._executor.steps[0].backend
+    backend = sess.executor.steps[0].backend
     want = sess.run({"x": x})["y"]
     uploads = backend.to_device_calls
     t = sess.allocate_input("x")

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.backend import CompiledPartition
-from nnrt_core.thread_budget import CORES, share_of_cores, thread_budget, use_thread_budget
+from nnrt_core.runtime.thread_budget import CORES, share_of_cores, thread_budget, use_thread_budget
 
 from conftest import make_registry
 from fakes import fake_plugin, make_fake_backend
@@ -54,7 +54,7 @@ class _Recorder:
     def __init__(self, sess: Session) -> None:
         self.seen: list[int | None] = []
         self.prepared: list[int] = []
-        for st in sess._executor.steps:
+        for st in sess.executor.steps:
             real_run = st.compiled.run
             st.compiled.run = self._run(real_run)
             st.compiled.prepare_thread_budget = self.prepared.append
@@ -115,7 +115,7 @@ def _conv_model():
 
 
 def _ort_partition(sess: Session):
-    (step,) = sess._executor.steps
+    (step,) = sess.executor.steps
     return step.compiled
 
 

@@ -12,10 +12,10 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import make_registry
 from fakes import fake_plugin, make_fake_backend
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.accuracy import check_accuracy, compare_tensors
-from nnrt_core.cli import main
+from nnrt_core.tools.accuracy import check_accuracy, compare_tensors
+from nnrt_core.tools.cli import main
 from nnrt_core.errors import ConfigError
-from nnrt_core.visualize import format_partition_table, partition_rows, placement_svg
+from nnrt_core.tools.visualize import format_partition_table, partition_rows, placement_svg
 from test_partitioning import X, chain, model
 
 

@@ -1,4 +1,4 @@
-"""Weights shared between sessions (nnrt_core.weights)."""
+"""Weights shared between sessions (nnrt_core.storage.weights)."""
 from __future__ import annotations
 
 import gc
@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.weights import MIN_SHARED_BYTES, WeightStore
+from nnrt_core.storage.weights import MIN_SHARED_BYTES, WeightStore
 
 
 def mlp(seed: int = 0):

@@ -129,7 +129,7 @@ class CompiledPartition(abc.ABC):
 
     def prepare_thread_budget(self, threads: int) -> None:
         """Get ready to run requests with a budget of ``threads`` (see
-        :mod:`nnrt_core.thread_budget`), so that the first such run costs no
+        :mod:`nnrt_core.runtime.thread_budget`), so that the first such run costs no
         set-up; called by streams.  Nothing to do for most backends."""
 
     def serialize(self) -> bytes | None:
@@ -166,6 +166,9 @@ class Backend(abc.ABC):
     #: True when tensors live in host memory as numpy arrays (no copies needed
     #: between two such backends)
     host_memory: ClassVar[bool] = True
+    #: True when this backend can evaluate any constant sub-graph it accepts on
+    #: the host at build time (constant folding and calibration use it)
+    evaluates_constants: ClassVar[bool] = False
 
     # -- availability and devices -------------------------------------------
     def availability(self) -> str | None:
@@ -264,6 +267,12 @@ class Backend(abc.ABC):
 
     def _estimate_cost(self, graph: Graph, options: CompileOptions) -> dict[str, float] | None:
         return None
+
+    @property
+    def has_cost_model(self) -> bool:
+        """True when the backend implements ``_estimate_cost`` (schedulers ask
+        it before building partitions for it)."""
+        return type(self)._estimate_cost is not Backend._estimate_cost
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
         """Rebuild a partition from ``CompiledPartition.serialize()`` output."""

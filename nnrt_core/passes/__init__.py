@@ -13,6 +13,7 @@ from nnrt_core.passes.constant_folding import ConstantFolding, ShapeFolding, fol
 from nnrt_core.passes.cse import CommonSubexpressionElimination
 from nnrt_core.passes.fusion import ActivationFusion, BackendSupport
 from nnrt_core.passes.layout import TransposeReshapeCancellation
+from nnrt_core.passes.shapes import StaticShapeRefinement
 from nnrt_core.passes.manager import ALL_PASSES, PassManager, PassReport, PassSummary, default_passes
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "PassResult",
     "PassSummary",
     "ShapeFolding",
+    "StaticShapeRefinement",
     "TransposeReshapeCancellation",
     "default_passes",
     "fold_constants",

@@ -95,6 +95,9 @@ class Pass(abc.ABC):
     name: ClassVar[str]
     level: ClassVar[str]
     description: ClassVar[str] = ""
+    #: run only once the other passes reached a fixed point; if it changes the
+    #: graph they run again (a few rounds at most)
+    after_fixed_point: ClassVar[bool] = False
 
     @abc.abstractmethod
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult: ...

@@ -105,18 +105,21 @@ class PassReport:
 
 class PassManager:
     """Runs the passes of ``level`` (or the given ``passes``) over a graph
-    until none changes anything, at most ``max_iterations`` times.
+    until none changes anything, at most ``max_iterations`` times.  Passes
+    marked ``after_fixed_point`` run then; when they change the graph, the
+    others run to a fixed point again (at most ``max_rounds`` more times).
 
     With ``validate=True`` the graph is checked after every pass and a broken
     invariant raises :class:`GraphError` naming the pass.
     """
 
     def __init__(self, level: str = "basic", passes: Sequence[Pass] | None = None, *,
-                 max_iterations: int = 4, validate: bool = False) -> None:
+                 max_iterations: int = 4, max_rounds: int = 4, validate: bool = False) -> None:
         level_rank(level)  # ConfigError on an unknown level
         self.level = level
         self.passes = list(passes) if passes is not None else default_passes(level)
         self.max_iterations = max(1, max_iterations)
+        self.max_rounds = max(0, max_rounds)  #: re-runs after an ``after_fixed_point`` pass changed the graph
         self.validate = validate
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassReport:
@@ -126,23 +129,41 @@ class PassManager:
                             ops_before=dict(Counter(n.qualified_op for n in graph.nodes)))
         for p in self.passes:
             report.passes[p.name] = PassSummary(p.name, p.level)
-        for _ in range(self.max_iterations if self.passes else 0):
-            report.iterations += 1
-            changed = False
-            for p in self.passes:
-                t = time.perf_counter()
-                result = p.run(graph, ctx)
-                report.passes[p.name].add(result, time.perf_counter() - t)
-                changed |= result.changed
-                if self.validate and result.changed:
-                    try:
-                        graph.validate()
-                    except GraphError as e:
-                        raise GraphError(f"pass {p.name!r} broke the graph: {e}") from e
-            if not changed:
+        regular = [p for p in self.passes if not p.after_fixed_point]
+        final = [p for p in self.passes if p.after_fixed_point]
+        for round_ in range(1 + (self.max_rounds if final else 0)):
+            changed = self._to_fixed_point(graph, ctx, regular, report)
+            if round_ > 0 and not changed:
+                break
+            if round_ == self.max_rounds or not final or not self._run_each(graph, ctx, final, report):
                 break
         report.nodes_after = len(graph.nodes)
         report.ops_after = dict(Counter(n.qualified_op for n in graph.nodes))
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _to_fixed_point(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport) -> bool:
+        """Run ``passes`` until none changes anything; True when any did."""
+        any_change = False
+        for _ in range(self.max_iterations if passes else 0):
+            report.iterations += 1
+            changed = self._run_each(graph, ctx, passes, report)
+            any_change |= changed
+            if not changed:
+                break
+        return any_change
+
+    def _run_each(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport) -> bool:
+        changed = False
+        for p in passes:
+            t = time.perf_counter()
+            result = p.run(graph, ctx)
+            report.passes[p.name].add(result, time.perf_counter() - t)
+            changed |= result.changed
+            if self.validate and result.changed:
+                try:
+                    graph.validate()
+                except GraphError as e:
+                    raise GraphError(f"pass {p.name!r} broke the graph: {e}") from e
+        return changed
 

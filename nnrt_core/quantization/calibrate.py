@@ -27,7 +27,7 @@ from nnrt_core.ir.clone import clone_graph
 from nnrt_core.quantization.config import QuantizationConfig
 from nnrt_core.quantization.data import CalibrationSet
 from nnrt_core.quantization.progress import Progress
-from nnrt_core.registry import Registry
+from nnrt_core.registry import Registry, default_registry
 
 __all__ = ["TensorStats", "calibrate", "choose_range", "kl_threshold"]
 
@@ -177,7 +177,12 @@ def calibrate(graph: Graph, names: Sequence[str], data: CalibrationSet, cfg: Qua
     from nnrt_core.session import Session  # session imports passes; keep import order simple
 
     model, exposed = _exposing_model(graph, names)
-    sess = Session(model, ScheduleConfig(backends=["numpy"], backup="numpy", optimization_level="none"),
+    registry = registry if registry is not None else default_registry()
+    host = registry.host_evaluator()
+    if host is None:
+        raise QuantizationError("calibration runs the model on a host backend that evaluates constants "
+                                "(Backend.evaluates_constants, e.g. 'numpy'); none is available")
+    sess = Session(model, ScheduleConfig(backends=[host.name], backup=host.name, optimization_level="none"),
                    registry=registry)
     inputs = {v.name for v in graph.inputs}
     stats = {n: TensorStats(n) for n in names}

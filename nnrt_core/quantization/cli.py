@@ -1,4 +1,4 @@
-"""``nnrt quantize MODEL --calibration DATA -o OUT`` (registered by ``nnrt_core.cli``)."""
+"""``nnrt quantize MODEL --calibration DATA -o OUT`` (registered by ``nnrt_core.tools.cli``)."""
 from __future__ import annotations
 
 import argparse

@@ -31,9 +31,8 @@ from typing import ClassVar
 
 from nnrt_core.hookspec import hookimpl
 from nnrt_core.ir import Node
-from nnrt_core.partitioning import PartitionPlan, partition_graph
-from nnrt_core.scheduling import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, PlacementContext,
-                                  Scheduler)
+from nnrt_core.placement import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, PartitionPlan,
+                                  PlacementContext, PlacementResult, Scheduler, partition_graph)
 from nnrt_schedulers.profiling import ProfileCache, Profiler, cache_directory
 
 __all__ = ["CostScheduler", "MaxPerformanceScheduler", "MinPowerScheduler", "PlanEstimate", "MeasuredCostModel"]
@@ -107,9 +106,11 @@ class CostScheduler(Scheduler):
         self.chosen: PlanEstimate | None = None
         self.measured_partitions = 0  #: partitions timed by the last placement (0 = all from the cache)
         self.problems: list[str] = []  #: what could not be compiled or measured
+        #: the per-node plan with its island merges (events, reasons), kept for when it is chosen
+        self._per_node_merges = PlacementResult({})
 
     # ------------------------------------------------------------ placing
-    def _place(self, ctx: PlacementContext) -> dict[str, str]:
+    def _place(self, ctx: PlacementContext) -> PlacementResult:
         cache = ProfileCache(cache_directory(ctx.config.cache_dir))
         profiler = Profiler(ctx, cache)
         model = MeasuredCostModel(ctx, profiler)
@@ -124,26 +125,25 @@ class CostScheduler(Scheduler):
         feasible = [p for p in evaluated if p.problem is None]
         key = (lambda p: p.joules) if self.objective == "energy" else (lambda p: p.seconds)
         self.plans = sorted(feasible, key=key) + [p for p in evaluated if p.problem is not None]
-        ctx.considered = [dict(p.to_dict(), chosen=False) for p in self.plans]
         if not feasible:  # nothing could be measured: priority order, compile errors reported by the session
             self.chosen = None
             reasons = "; ".join(p.problem or "" for p in evaluated)[:500]
             log.warning("cost scheduler could not evaluate any plan (%s); using priority order", reasons)
-            for n in ctx.graph.nodes:
-                ctx.reasons[n.name] = f"{self.name}: no plan could be evaluated ({reasons}); priority order"
-            return dict(candidates[0][1])
+            why = f"{self.name}: no plan could be evaluated ({reasons}); priority order"
+            return PlacementResult(dict(candidates[0][1]), reasons={n.name: why for n in ctx.graph.nodes},
+                                   considered=[dict(p.to_dict(), chosen=False) for p in self.plans])
         best = self._prefer_simple(self.plans[0], feasible, key)
         self.chosen = best
         self.plans = [best] + [p for p in self.plans if p is not best]
-        ctx.considered = [dict(p.to_dict(), chosen=p is best) for p in self.plans]
-        for plan, seconds, source in best.partitions:
-            ctx.estimates[(plan.backend, tuple(plan.node_names()))] = (seconds, source)
         others = ", ".join(f"{p.label} {self._score(p)}" for p in self.plans[1:4] if p.problem is None)
         why = f"{self.name}: plan {best.label!r} {self._score(best)}" + (f" (vs {others})" if others else "")
-        for n in ctx.graph.nodes:
-            if n.name not in ctx.pins:
-                ctx.reasons.setdefault(n.name, why)
-        return dict(best.assignment)
+        merged = self._per_node_merges if best.label == "per-node" else PlacementResult({})
+        return PlacementResult(
+            dict(best.assignment), events=merged.events,
+            reasons={n.name: merged.reasons.get(n.name, why) for n in ctx.graph.nodes if n.name not in ctx.pins},
+            estimates={(plan.backend, tuple(plan.node_names())): (seconds, source)
+                       for plan, seconds, source in best.partitions},
+            considered=[dict(p.to_dict(), chosen=p is best) for p in self.plans])
 
     @staticmethod
     def _prefer_simple(best: PlanEstimate, feasible: list[PlanEstimate], key) -> PlanEstimate:
@@ -175,9 +175,10 @@ class CostScheduler(Scheduler):
             add(f"{b} only" if all(ctx.capabilities[b].supports(n.name) for n in ctx.graph.nodes)
                 else f"{b} first", self._prefer(ctx, b))
         if len({b for b in names}) > 1:
-            per_node = self._per_node_plan(ctx, model)
-            per_node = self.merge_small_islands(ctx, per_node, model)
-            add("per-node", per_node)
+            per_node = PlacementResult(self._per_node_plan(ctx, model))
+            self.merge_small_islands(ctx, per_node, model)
+            self._per_node_merges = per_node
+            add("per-node", per_node.assignment)
         return plans
 
     @staticmethod

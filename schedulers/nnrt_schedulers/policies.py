@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from nnrt_core.backend.base import Backend
 from nnrt_core.hookspec import hookimpl
-from nnrt_core.scheduling import PlacementContext, Scheduler
+from nnrt_core.placement import PlacementContext, PlacementResult, Scheduler
 
 __all__ = ["DevicePreferenceScheduler", "PreferNpuScheduler", "PreferCpuScheduler"]
 
@@ -34,9 +34,10 @@ class DevicePreferenceScheduler(Scheduler):
             selected.append(ctx.backup)
         return selected
 
-    def _place(self, ctx: PlacementContext) -> dict[str, str]:
+    def _place(self, ctx: PlacementContext) -> PlacementResult:
         order = self.order(ctx)
         out: dict[str, str] = {}
+        reasons: dict[str, str] = {}
         for node in ctx.graph.nodes:
             pinned = ctx.pins.get(node.name)
             if pinned is not None:
@@ -45,12 +46,12 @@ class DevicePreferenceScheduler(Scheduler):
             out[node.name] = next(b.name for b in order if ctx.capabilities[b.name].supports(node.name))
             first = order[0].name
             if out[node.name] != first:
-                ctx.reasons[node.name] = (f"{self.name}: {first} rejected it; next preferred backend"
-                                          if not ctx.capabilities[first].supports(node.name)
-                                          else f"{self.name}")
+                reasons[node.name] = (f"{self.name}: {first} rejected it; next preferred backend"
+                                      if not ctx.capabilities[first].supports(node.name)
+                                      else f"{self.name}")
             else:
-                ctx.reasons[node.name] = f"{self.name}: preferred {_device_type(order[0], ctx)} backend"
-        return out
+                reasons[node.name] = f"{self.name}: preferred {_device_type(order[0], ctx)} backend"
+        return PlacementResult(out, reasons)
 
 
 def _device_type(b: Backend, ctx: PlacementContext) -> str:

@@ -6,7 +6,7 @@ capability answer claims it; nodes nobody claims go to the backup.
 from __future__ import annotations
 
 from nnrt_core.hookspec import hookimpl
-from nnrt_core.scheduling import PlacementContext, Scheduler
+from nnrt_core.placement import PlacementContext, PlacementResult, Scheduler
 
 __all__ = ["PriorityScheduler"]
 
@@ -15,12 +15,12 @@ class PriorityScheduler(Scheduler):
     name = "priority"
     description = "first backend in priority order that supports the node; backup for the rest"
 
-    def _place(self, ctx: PlacementContext) -> dict[str, str]:
+    def _place(self, ctx: PlacementContext) -> PlacementResult:
         out: dict[str, str] = {}
         for node in ctx.graph.nodes:
             pinned = ctx.pins.get(node.name)
             out[node.name] = pinned if pinned is not None else ctx.candidates(node)[0].name
-        return out
+        return PlacementResult(out)
 
 
 @hookimpl

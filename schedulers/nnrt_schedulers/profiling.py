@@ -33,8 +33,8 @@ from nnrt_core.backend.base import Backend, CompiledPartition
 from nnrt_core.errors import NnrtError
 from nnrt_core.ir import Graph, Node, TensorType, Value
 from nnrt_core.ir.graph import AttrKind
-from nnrt_core.partitioning import PartitionPlan, partition_graph
-from nnrt_core.scheduling import PartitionKey, PlacementContext
+from nnrt_core.placement import PartitionPlan, partition_graph
+from nnrt_core.placement import PartitionKey, PlacementContext
 
 __all__ = ["ProfileCache", "Profiler", "partition_signature", "machine_id", "cache_directory",
            "synthesize_feeds"]
@@ -297,7 +297,7 @@ class Profiler:
         plan alike); the minimum per plan.  Catches what per-partition timings
         miss (e.g. one runtime's spinning threads slowing the next partition).
         Cached like partition timings; None for a plan that cannot run."""
-        from nnrt_core.executor import ExecutionStep, Executor
+        from nnrt_core.runtime.executor import ExecutionStep, Executor
 
         graph = self.ctx.graph
         keys = ["plan|" + hashlib.sha256("\n".join(

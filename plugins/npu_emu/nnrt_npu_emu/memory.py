@@ -1,6 +1,6 @@
 """Emulated device memory: an arena with a first-fit allocator.  Workspace
 offsets are planned at compile time by the core's lifetime planner
-(:mod:`nnrt_core.memory_plan`)."""
+(:mod:`nnrt_core.runtime.memory_plan`)."""
 from __future__ import annotations
 
 import bisect
@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from nnrt_core.errors import ExecutionError
-from nnrt_core.memory_plan import ALIGN, Buffer, align, plan_offsets  # the core's lifetime planner
+from nnrt_core.runtime.memory_plan import ALIGN, Buffer, align, plan_offsets  # the core's lifetime planner
 
 __all__ = ["ALIGN", "align", "DeviceMemoryError", "DeviceArena", "Buffer", "plan_offsets"]
 

@@ -3,7 +3,7 @@
 Steps whose kernel writes into a caller-given buffer (``accepts_out``: Conv,
 FusedConv and the fused chains headed by them) get their output in one arena
 per run, at offsets from the core's lifetime planner
-(:func:`nnrt_core.memory_plan.plan_offsets`, greedy by size, best fit), so
+(:func:`nnrt_core.runtime.memory_plan.plan_offsets`, greedy by size, best fit), so
 buffers alive at the same time never share bytes and the others reuse them.
 
 Lifetimes are alias-aware.  A kernel that does not write into a planned
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core.memory_plan import Buffer, lower_bound, plan_offsets
+from nnrt_core.runtime.memory_plan import Buffer, lower_bound, plan_offsets
 
 __all__ = ["ArenaPlan", "plan_arena", "FRESH_OUTPUT_OPS"]
 

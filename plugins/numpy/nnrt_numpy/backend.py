@@ -59,6 +59,7 @@ class NumpyBackend(Backend):
     device_type = "cpu"
     default_priority = 10  # the embedded default: lowest of the shipped backends
     supported_options = frozenset({"num_threads"})  # BLAS threads while a partition runs (nnrt_numpy.blas)
+    evaluates_constants = True  # the reference kernels fold constants and run calibration
 
     def devices(self) -> list[DeviceInfo]:
         return [

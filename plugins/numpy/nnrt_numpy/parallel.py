@@ -37,7 +37,7 @@ from typing import Callable
 
 import numpy as np
 
-from nnrt_core.thread_budget import CORES, thread_budget
+from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
 __all__ = ["run_chunks", "threads", "set_threads", "matmul"]
 
@@ -66,7 +66,7 @@ def threads() -> int:
     """How many threads a split kernel may use now: the run's limit (set by
     :func:`nnrt_numpy.blas.enter`), and when that limit was not given
     explicitly, no more than the run's thread budget
-    (:mod:`nnrt_core.thread_budget`) and the cores idle right now."""
+    (:mod:`nnrt_core.runtime.thread_budget`) and the cores idle right now."""
     n, adaptive = getattr(_local, "state", (1, False))
     if n > 1 and adaptive:
         budget = thread_budget()  # a stream's share of the cores for this run

@@ -29,7 +29,7 @@ import numpy as np
 from nnrt_core.backend.base import CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
 from nnrt_core.frontends.onnx_export import ExternalWeights
-from nnrt_core.thread_budget import CORES, thread_budget
+from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
 from nnrt_onnxruntime.capability import first_line
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
@@ -144,7 +144,7 @@ class OrtPartition(CompiledPartition):
         self._exotic_out = {o.name: EXOTIC_BY_ORT_TYPE[o.type] for o in outs if o.type in EXOTIC_BY_ORT_TYPE}
         self._host = self.io == "numpy" and not self._exotic_in and not self._exotic_out
         self._info["path"] = "fast" if self._host else ("exotic-dtypes" if self.io == "numpy" else "iobinding")
-        # threads follow the run's budget (nnrt_core.thread_budget) unless the
+        # threads follow the run's budget (nnrt_core.runtime.thread_budget) unless the
         # user fixed them: a run given fewer threads than there are cores goes
         # to a session with that many intra-op threads, made on first use
         extra = options.extra or {}

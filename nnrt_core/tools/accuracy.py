@@ -21,6 +21,7 @@ from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError, InputError
 from nnrt_core.ir.clone import clone_graph
 from nnrt_core.registry import Registry
+from nnrt_core.runtime.feeds import random_feeds as synthetic_feeds
 
 __all__ = ["TensorDiff", "PartitionAccuracy", "AccuracyReport", "check_accuracy", "compare_tensors", "random_feeds"]
 
@@ -127,22 +128,7 @@ def compare_tensors(name: str, got: Any, ref: Any) -> TensorDiff:
 def random_feeds(session: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Feeds for ``session``: uniform [0, 1) floats, small non-negative integers,
     symbolic dims as 1."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for info in session.inputs:
-        if info.kind != "tensor" or info.dtype is None or info.shape is None:
-            raise InputError(f"input {info.name!r} is a {info.kind}; pass feeds explicitly")
-        shape = tuple(d if isinstance(d, int) else 1 for d in info.shape)
-        dt = np.dtype(info.dtype)
-        if dt.kind == "f":
-            feeds[info.name] = rng.random(shape).astype(dt)
-        elif dt.kind in "iu":
-            feeds[info.name] = rng.integers(0, 3, size=shape).astype(dt)
-        elif dt.kind == "b":
-            feeds[info.name] = rng.integers(0, 2, size=shape).astype(bool)
-        else:
-            raise InputError(f"input {info.name!r} has dtype {dt}; pass feeds explicitly")
-    return feeds
+    return synthetic_feeds(session.inputs, seed, floats="uniform", int_high=3)
 
 
 class _Capture:
@@ -176,8 +162,7 @@ def check_accuracy(model: Any, config: ScheduleConfig | None = None, *, feeds: M
     reg.backend(reference)  # ConfigError listing the installed backends
     feeds = dict(feeds) if feeds is not None else random_feeds(sess, seed)
     capture = _Capture()
-    results = sess._executor.run_observed(sess._check_feeds(feeds), capture)
-    got_outputs = dict(zip(sess._executor.graph_outputs, results))
+    got_outputs = sess.run_observed(feeds, capture)
 
     ref_graph = clone_graph(sess.graph)
     values = ref_graph.value_map()
@@ -199,6 +184,6 @@ def check_accuracy(model: Any, config: ScheduleConfig | None = None, *, feeds: M
         parts.append(acc)
     outputs = [compare_tensors(name, np.asarray(got_outputs[name]) if not isinstance(got_outputs[name], list)
                                else got_outputs[name], ref[name])
-               for name in sess._executor.graph_outputs if name in ref]
+               for name in got_outputs if name in ref]
     backends = list(dict.fromkeys(p.backend for p in sess.partitions))
     return AccuracyReport(reference, backends, parts, outputs)

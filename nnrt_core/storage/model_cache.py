@@ -2,7 +2,7 @@
 
 A session built with a cache directory stores its compiled form (placement
 plus every partition's ``serialize()`` bytes, in the session-file format of
-:mod:`nnrt_core.session_file`) under a key covering the model bytes, the
+:mod:`nnrt_core.storage.session_file`) under a key covering the model bytes, the
 configuration, the nnrt and backend versions and the backends' device
 profiles.  The next session with the same key loads it instead of compiling.
 
@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from nnrt_core.errors import ConfigError, SessionFileError
-from nnrt_core.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode, write_atomic
+from nnrt_core.storage.files import write_atomic
+from nnrt_core.storage.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode
 
 __all__ = ["ModelCache", "model_digest"]
 
@@ -99,7 +100,7 @@ class ModelCache:
     @staticmethod
     def key(model_digest: str, config: dict[str, Any], backends: list[dict[str, Any]]) -> str:
         """The cache key: model digest + config + nnrt and backend versions + devices."""
-        from nnrt_core import __version__
+        from nnrt_core.version import __version__
 
         cfg = {k: v for k, v in config.items() if k not in ("cache_dir", "cache_version")}
         blob = json.dumps({"model": model_digest, "config": cfg, "nnrt": __version__, "format": FORMAT_VERSION,

@@ -33,15 +33,25 @@ from collections import deque
 from concurrent.futures import CancelledError, Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import _base as _futures_base
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from nnrt_core.errors import ConfigError, ExecutionError
-from nnrt_core.thread_budget import CORES, share_of_cores, use_thread_budget
+from nnrt_core.runtime.thread_budget import CORES, share_of_cores, use_thread_budget
 
-if TYPE_CHECKING:
-    from nnrt_core.session import Session
+
+class StreamTarget(Protocol):
+    """What a :class:`Stream` needs of the session it drives (``Session`` is one)."""
+
+    #: measured concurrency per ``max_in_flight``, remembered between streams
+    concurrency_choices: dict[int, int]
+
+    def run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None) -> dict[str, Any]: ...
+
+    def validate_feeds(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]: ...
+
+    def prepare_thread_budgets(self, budgets: Iterable[int]) -> None: ...
 
 __all__ = ["RunFuture", "Completion", "Stream", "RunPool", "ConcurrencyTuner", "default_workers"]
 
@@ -243,7 +253,7 @@ class Stream:
     Without a callback, ``wait_all`` returns the completions.
     """
 
-    def __init__(self, session: "Session", max_in_flight: int = 2,
+    def __init__(self, session: StreamTarget, max_in_flight: int = 2,
                  callback: Callable[[Completion], Any] | None = None,
                  output_names: Sequence[str] | None = None, concurrency: int | str = "auto") -> None:
         if not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1:
@@ -260,10 +270,10 @@ class Stream:
         self.output_names = list(output_names) if output_names is not None else None
         self.tuner: ConcurrencyTuner | None = None
         if concurrency == "auto" and max_in_flight > 1:
-            self.tuner = ConcurrencyTuner(max_in_flight, start=session._concurrency_choice.get(max_in_flight))
+            self.tuner = ConcurrencyTuner(max_in_flight, start=session.concurrency_choices.get(max_in_flight))
         self._fixed_limit = max_in_flight if concurrency == "auto" else int(concurrency)
         levels = self.tuner.levels if self.tuner is not None else [self._fixed_limit]
-        session._prepare_thread_budgets({share_of_cores(k) for k in levels})
+        session.prepare_thread_budgets({share_of_cores(k) for k in levels})
         self._gate = threading.Condition()
         self._executing = 0
         self._pool = RunPool(self._gated_run, max_in_flight, name="nnrt-stream")
@@ -289,7 +299,7 @@ class Stream:
             self._executing += 1
             width = self.concurrency
         try:
-            # each executing request gets its share of the cores (see nnrt_core.thread_budget)
+            # each executing request gets its share of the cores (see nnrt_core.runtime.thread_budget)
             with use_thread_budget(share_of_cores(width)):
                 return self.session.run(feeds, output_names)
         finally:
@@ -301,7 +311,7 @@ class Stream:
                     self.tuner.completed(time.perf_counter(),
                                          saturated=self._submitted - self._completed >= self.max_in_flight)
                     if self.tuner.chosen is not None and self.tuner.chosen != before:
-                        self.session._concurrency_choice[self.max_in_flight] = self.tuner.chosen
+                        self.session.concurrency_choices[self.max_in_flight] = self.tuner.chosen
                 self._gate.notify_all()
 
     # ----------------------------------------------------------- requests
@@ -312,7 +322,7 @@ class Stream:
         and use no slot.  The arrays must stay unchanged until the run ends."""
         if self._closed:
             raise ExecutionError("stream is closed")
-        checked = self.session._check_feeds(feeds)
+        checked = self.session.validate_feeds(feeds)
         checked = dict(checked)  # the caller may reuse its dict
         self._slots.acquire()
         with self._cond:

@@ -14,13 +14,14 @@ graph in execution order and reports three numbers:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Hashable, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.ir import Graph, TensorType, Value
 
-__all__ = ["ALIGN", "align", "Buffer", "MemoryPlan", "plan_offsets", "plan_graph", "lower_bound"]
+__all__ = ["ALIGN", "align", "Buffer", "MemoryPlan", "MemoryPlans", "plan_offsets", "plan_graph", "lower_bound",
+           "static_value_sizes"]
 
 ALIGN = 64
 
@@ -177,3 +178,35 @@ def static_value_sizes(graph: Graph, input_shapes: dict[str, tuple[int, ...]]) -
             continue
         sizes[vi.name] = int(np.prod(dims, dtype=np.int64)) * itemsize
     return sizes
+
+
+class MemoryPlans:
+    """The memory plans of one compiled graph, cached per input shapes, and
+    the figures reported for it (``stored`` figures for a graph loaded from a
+    session file, which has no nodes to plan)."""
+
+    def __init__(self, graph: Graph, stored: dict[str, Any] | None = None) -> None:
+        self.graph = graph
+        self.stored = stored
+        self._plans: dict[tuple, MemoryPlan] = {}
+        self._last: MemoryPlan | None = None
+
+    def plan(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> MemoryPlan:
+        """The plan for ``input_shapes`` (needed while shapes are dynamic)."""
+        key = tuple(sorted((k, tuple(int(d) for d in v)) for k, v in (input_shapes or {}).items()))
+        if key not in self._plans:
+            sizes = static_value_sizes(self.graph, dict(key)) if key else None
+            self._plans[key] = self._last = plan_graph(self.graph, sizes)
+        return self._plans[key]
+
+    def stats(self) -> dict[str, Any]:
+        """``planned_peak_bytes``, ``naive_bytes`` and ``lower_bound_bytes`` of
+        the latest plan (``None`` while shapes are dynamic and no plan fixed them)."""
+        if self.stored is not None:
+            return dict(self.stored)
+        plan = self._last
+        if plan is None and self.graph.nodes:
+            plan = self.plan()
+        if plan is None or plan.unplanned:
+            return {"planned_peak_bytes": None, "naive_bytes": None, "lower_bound_bytes": None}
+        return {k: v for k, v in plan.as_stats().items() if k != "unplanned_values"}

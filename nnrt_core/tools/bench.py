@@ -2,7 +2,7 @@
 
 Used by ``nnrt bench`` and ``benchmarks/bench_async.py``.  Latency is measured
 one run at a time on the calling thread; throughput with ``in_flight`` = 1 is
-the same one-at-a-time loop, with N > 1 a :class:`~nnrt_core.streams.Stream`
+the same one-at-a-time loop, with N > 1 a :class:`~nnrt_core.runtime.streams.Stream`
 keeping N requests going.
 """
 from __future__ import annotations

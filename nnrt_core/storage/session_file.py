@@ -13,7 +13,7 @@ stored in our own format; no pickle, nothing is evaluated::
                  offset, length and checksum in the header
 
 Format 2 checks entries with XXH3-128 (``"xxh3_128"``), format 1 with sha256
-(``"sha256"``); both are read (see :mod:`nnrt_core.checksum`).
+(``"sha256"``); both are read (see :mod:`nnrt_core.storage.checksum`).
 
 Partition entries hold ``CompiledPartition.serialize()`` bytes, which the
 backend named in the entry turns back into a partition with
@@ -25,19 +25,18 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nnrt_core import checksum
+from nnrt_core.storage import checksum
 from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "NewerFormatError", "PartitionRecord", "SessionImage", "encode", "decode",
-           "looks_like_session_file", "read_session_file", "write_atomic", "type_to_json", "type_from_json"]
+           "looks_like_session_file", "read_session_file", "type_to_json", "type_from_json"]
 
 MAGIC = b"NNRTSES\x00"
 FORMAT_VERSION = 2
@@ -252,22 +251,3 @@ def decode(data: bytes, *, what: str = "session file") -> SessionImage:
         raise
     except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError, AttributeError) as e:
         raise SessionFileError(f"{what} has a malformed header: {type(e).__name__}: {e}") from None
-
-
-# ------------------------------------------------------------------ write
-def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a unique temporary file and an
-    atomic rename, so readers never see a half-written file."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return p

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
-from nnrt_core.tensor import Tensor
+from nnrt_core.runtime.tensor import Tensor
 
 __all__ = ["ExecutionStep", "Executor", "StepObserver"]
 
@@ -97,7 +97,7 @@ class Executor:
             keep_on_device: bool = False) -> list[Any]:
         """Outputs in graph-output order.  ``owners`` names the device backend
         holding a feed (zero-copy inputs); with ``keep_on_device`` outputs
-        produced on a device come back as :class:`~nnrt_core.tensor.Tensor`
+        produced on a device come back as :class:`~nnrt_core.runtime.tensor.Tensor`
         without a copy to the host."""
         if self._single is not None and not owners:
             outs = self._single.run(feeds)

@@ -16,7 +16,8 @@ from nnrt_core.config import OPTIMIZATION_LEVELS, PERFORMANCE_MODES, PRECISIONS,
 from nnrt_core.errors import InputError, NnrtError
 from nnrt_core.registry import default_registry
 from nnrt_core.quantization.cli import add_quantize_parser
-from nnrt_core.session import Session, TensorInfo
+from nnrt_core.runtime.feeds import TensorInfo, random_feeds
+from nnrt_core.session import Session
 
 __all__ = ["main", "build_parser"]
 
@@ -97,22 +98,8 @@ def make_inputs(infos: Sequence[TensorInfo], given: Sequence[str], seed: int) ->
             feeds[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise InputError(f"--input {name}: cannot read {path!r} as a .npy file: {e}") from e
-    rng = np.random.default_rng(seed)
-    for info in infos:
-        if info.name in feeds:
-            continue
-        if info.kind != "tensor" or info.dtype is None:
-            raise InputError(f"input {info.name!r} is a {info.kind}; give it with --input")
-        shape = tuple(d if isinstance(d, int) else 1 for d in (info.shape or ()))
-        dt = np.dtype(info.dtype)
-        if dt.kind == "f":
-            feeds[info.name] = rng.standard_normal(shape).astype(dt)
-        elif dt.kind in "iu":
-            feeds[info.name] = rng.integers(0, 10, size=shape).astype(dt)
-        elif dt.kind == "b":
-            feeds[info.name] = rng.integers(0, 2, size=shape).astype(bool)
-        else:
-            raise InputError(f"input {info.name!r} has dtype {dt}; give it with --input")
+    missing = [info for info in infos if info.name not in feeds]
+    feeds.update(random_feeds(missing, seed, floats="normal", int_high=10, hint="give it with --input"))
     return feeds
 
 
@@ -152,7 +139,7 @@ def _partition_rows(sess: Session) -> list[dict[str, Any]]:
 
 
 def _print_partitions(sess: Session) -> None:
-    from nnrt_core.visualize import format_partition_table
+    from nnrt_core.tools.visualize import format_partition_table
 
     print(format_partition_table(sess))  # partition, backend, nodes, estimated cost, op types, boundary
     for e in sess.events:
@@ -193,7 +180,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     if getattr(args, "passes", False):
         data["passes"] = sess.pass_report.to_dict()
     if getattr(args, "svg", None):
-        from nnrt_core.visualize import write_placement_svg
+        from nnrt_core.tools.visualize import write_placement_svg
 
         data["svg"] = str(write_placement_svg(sess, args.svg, title=Path(str(args.model)).name))
     if args.json:
@@ -224,7 +211,7 @@ def _print_considered(plans: list[dict[str, Any]]) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from nnrt_core.accuracy import check_accuracy
+    from nnrt_core.tools.accuracy import check_accuracy
 
     cfg = config_from_args(args)
     feeds = None
@@ -321,7 +308,7 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from nnrt_core.bench import bench_session
+    from nnrt_core.tools.bench import bench_session
 
     in_flight = _int_list(args.in_flight, "--in-flight")
     if args.runs < 1 or args.warmup < 0:

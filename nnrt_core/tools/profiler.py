@@ -29,18 +29,19 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import weakref
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
 from nnrt_core.errors import ExecutionError, InputError, NnrtError
-from nnrt_core.executor import ExecutionStep
+from nnrt_core.compiler.model import CompiledModel
+from nnrt_core.ir import Node
+from nnrt_core.runtime.executor import ExecutionStep, StepObserver
 
-if TYPE_CHECKING:
-    from nnrt_core.session import Session
 
-__all__ = ["Trace", "Profiler", "profile_session", "HOST_PID", "SIMULATED_PID"]
+__all__ = ["Trace", "Profiler", "profile_run", "HOST_PID", "SIMULATED_PID"]
 
 HOST_PID = 1  #: process of the host timeline (run, partitions, nodes, transfers)
 SIMULATED_PID = 2  #: first process of simulated device timelines
@@ -111,37 +112,34 @@ def _json_default(x: Any) -> Any:
     return str(x)
 
 
-class Profiler:
-    """A ``StepObserver`` building the trace of one run of ``session``."""
+#: single-node programs per compiled partition (None: not possible), kept as long as the partition lives
+_NODE_PROGRAMS: "weakref.WeakKeyDictionary[CompiledPartition, list[tuple[str, str, CompiledPartition]] | None]" = \
+    weakref.WeakKeyDictionary()
 
-    def __init__(self, session: "Session") -> None:
-        self.session = session
+
+class Profiler:
+    """A ``StepObserver`` building the trace of one run of ``model``."""
+
+    def __init__(self, model: CompiledModel) -> None:
+        self.model = model
         self.events: list[dict[str, Any]] = []
         self.origin = time.perf_counter()
         self._tids: dict[str, int] = {}
         self._sim_pids: dict[str, int] = {}
-        self._meta = self._partition_meta()
-        self._plans = self._plans_by_compiled()
-        self._node_programs: dict[int, list[tuple[str, str, CompiledPartition]] | None] = \
-            session.__dict__.setdefault("_profiler_node_programs", {})
-        self._metadata(HOST_PID, "process_name", {"name": f"nnrt: {session.graph.name or 'model'}"})
+        #: id(compiled) -> (partition name, its nodes) when the graph has them (not for loaded models)
+        self._parts: dict[int, tuple[str, list[Node]]] = {}
+        #: id(compiled) -> (node names, op types of one-node partitions)
+        self._meta: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        by_name = {n.name: n for n in model.graph.nodes}
+        for info, step in zip(model.partitions, model.steps):
+            nodes = [by_name[n] for n in info.nodes if n in by_name]
+            self._meta[id(step.compiled)] = (info.nodes, info.op_types)
+            if len(nodes) == len(info.nodes):
+                self._parts[id(step.compiled)] = (f"p{info.index}_{info.backend}", nodes)
+        self._metadata(HOST_PID, "process_name", {"name": f"nnrt: {model.graph.name or 'model'}"})
         self._metadata(HOST_PID, "process_sort_index", {"sort_index": 0})
         self._thread(HOST_PID, _RUN_TID, "run", 0)
         self._thread(HOST_PID, _TRANSFER_TID, "transfers", 1000)
-
-    # --------------------------------------------------------- bookkeeping
-    def _partition_meta(self) -> dict[int, tuple[tuple[str, ...], tuple[str, ...]]]:
-        """id(compiled) -> (node names, op types), when the session knows them."""
-        metas = getattr(self.session, "_part_meta", None) or []
-        compiled = getattr(self.session, "_compiled", None) or []
-        return {id(c): (tuple(m.nodes), tuple(m.op_types)) for m, c in zip(metas, compiled)}
-
-    def _plans_by_compiled(self) -> dict[int, Any]:
-        plans = getattr(self.session, "plans", None) or []
-        compiled = getattr(self.session, "_compiled", None) or []
-        if len(plans) != len(compiled):
-            return {}
-        return {id(c): p for p, c in zip(plans, compiled)}
 
     def _us(self, t: float) -> float:
         return round((t - self.origin) * 1e6, 3)
@@ -223,30 +221,29 @@ class Profiler:
     def _node_programs_for(self, compiled: CompiledPartition,
                            backend: Backend) -> list[tuple[str, str, CompiledPartition]] | None:
         """Single-node partitions compiled on ``backend`` for every node of
-        ``compiled`` (cached per session); None when not possible."""
-        key = id(compiled)
-        if key in self._node_programs:
-            return self._node_programs[key]
-        plan = self._plans.get(key)
+        ``compiled`` (cached per compiled partition); None when not possible."""
+        if compiled in _NODE_PROGRAMS:
+            return _NODE_PROGRAMS[compiled]
+        part = self._parts.get(id(compiled))
         programs: list[tuple[str, str, CompiledPartition]] | None = None
-        if plan is not None and len(plan.nodes) > 1:
+        if part is not None and len(part[1]) > 1:
             from nnrt_core.ir.clone import extract_subgraph
 
-            graph = self.session.graph
-            options = self.session.config.compile_options(backend.name)
+            name, nodes = part
+            options = self.model.config.compile_options(backend.name)
             programs = []
             try:
-                for node in plan.nodes:
+                for node in nodes:
                     seen: dict[int, Any] = {}
                     for v in node.all_inputs():
                         if not (v.const is not None and v.producer is None):
                             seen.setdefault(id(v), v)
-                    sub = extract_subgraph(graph, [node], list(seen.values()), list(node.outputs),
-                                           name=f"{plan.name}/{node.name}")
+                    sub = extract_subgraph(self.model.graph, [node], list(seen.values()), list(node.outputs),
+                                           name=f"{name}/{node.name}")
                     programs.append((node.name, node.qualified_op, backend.compile(sub, options)))
             except (NnrtError, KeyError):
                 programs = None  # fall back to one slice for the partition
-        self._node_programs[key] = programs
+        _NODE_PROGRAMS[compiled] = programs
         return programs
 
     @staticmethod
@@ -290,17 +287,16 @@ class Profiler:
                                          "simulated_us": float(p["time_us"])}})
 
 
-def profile_session(session: "Session", feeds: Mapping[str, Any]) -> Trace:
-    """Run ``session`` once on ``feeds`` with profiling; see the module docstring."""
-    checked = session._check_feeds(feeds)
-    prof = Profiler(session)
-    executor = session._executor
+def profile_run(model: CompiledModel, run_observed: Callable[[Mapping[str, Any], StepObserver], dict[str, Any]],
+                feeds: Mapping[str, Any]) -> Trace:
+    """Run ``model`` once on ``feeds`` through ``run_observed`` (``Session.run_observed``)
+    with profiling; see the module docstring."""
+    prof = Profiler(model)
     t0 = time.perf_counter()
-    results = executor.run_observed(checked, prof)
+    outputs = run_observed(feeds, prof)
     t1 = time.perf_counter()
     prof.slice("run", "run", t0, t1, HOST_PID, _RUN_TID,
-               {"partitions": len(executor.steps), "outputs": list(executor.graph_outputs)})
-    outputs = dict(zip(executor.graph_outputs, results))
-    meta = {"nnrt_graph": session.graph.name, "wall_ms": (t1 - t0) * 1e3,
-            "backends": sorted({st.backend.name for st in executor.steps})}
+               {"partitions": len(model.steps), "outputs": list(outputs)})
+    meta = {"nnrt_graph": model.graph.name, "wall_ms": (t1 - t0) * 1e3,
+            "backends": sorted({st.backend.name for st in model.steps})}
     return Trace(prof.events, outputs, t1 - t0, meta)

@@ -1,0 +1,113 @@
+"""``compile_model``: the staged build, with the offline-file and model-cache
+shortcuts."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from nnrt_core.compiler.backends import BackendSelection, host_evaluator, select_backends
+from nnrt_core.compiler.explain import explain
+from nnrt_core.compiler.image import from_image, to_image
+from nnrt_core.compiler.load import load_model
+from nnrt_core.compiler.model import CompiledModel, EventLog
+from nnrt_core.compiler.optimize import optimize
+from nnrt_core.compiler.place import place_and_compile
+from nnrt_core.config import ScheduleConfig
+from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
+from nnrt_core.registry import Registry, default_registry
+from nnrt_core.storage.model_cache import ModelCache, model_digest
+from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
+from nnrt_core.storage.weights import share_graph_weights
+
+__all__ = ["compile_model", "load_compiled"]
+
+log = logging.getLogger("nnrt.session")
+
+
+def compile_model(model: Any, config: ScheduleConfig | None = None,
+                  registry: Registry | None = None) -> CompiledModel:
+    """Build ``model`` (path, bytes, ``onnx.ModelProto``, IR ``Model``/``Graph``,
+    or a session file) for ``config``: select backends -> optimize -> place ->
+    partition -> compile with fallback -> explain.  With ``config.cache_dir`` a
+    cached build is loaded instead, or the new one stored."""
+    if config is not None and not isinstance(config, ScheduleConfig):
+        raise ConfigError(f"config must be a ScheduleConfig, got {type(config).__name__}")
+    registry = registry if registry is not None else default_registry()
+    if looks_like_session_file(model):  # an offline model from ``nnrt compile`` / ``Session.save``
+        return load_compiled(model, config, registry)
+    config = config if config is not None else ScheduleConfig()
+    events = EventLog()
+    selection = select_backends(config, registry, events)
+    cache, key = _open_cache(model, config, selection, events)
+    if cache is not None:
+        cached = _load_cached(cache, key, config, registry)
+        if cached is not None:
+            return cached
+    built = _build(model, config, registry, selection, events)
+    if cache is not None:
+        built.cache_path = str(cache.path(key))
+        _store_cached(built, cache, key)
+    return built
+
+
+def load_compiled(source: Any, config: ScheduleConfig | None, registry: Registry) -> CompiledModel:
+    """A compiled model from session-file bytes or a path; its stored config
+    applies unless ``config`` is given."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        image = decode(source, what="session bytes")
+    else:
+        image = read_session_file(source)
+    if config is None:
+        config = ScheduleConfig.from_dict({**image.config, "cache_dir": None})
+    return from_image(image, config, registry)
+
+
+def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: BackendSelection,
+           events: EventLog) -> CompiledModel:
+    graph = load_model(model, config.input_shapes).graph
+    graph.topological_sort()
+    scheduler = registry.scheduler(config.scheduler).cls()
+    pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
+    sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
+    placement = place_and_compile(graph, config, selection, scheduler, events)
+    return explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
+
+
+# ------------------------------------------------------------------ the cache
+def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
+                events: EventLog) -> tuple[ModelCache | None, str]:
+    if config.cache_dir is None:
+        return None, ""
+    cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if unusable
+    digest = model_digest(model)
+    if digest is None:
+        events.add("cache_disabled", "-", "model cache skipped: this model cannot be keyed")
+        return None, ""
+    backends = [b.cache_fingerprint() for b in selection.candidates]
+    return cache, cache.key(digest, config.to_dict(), backends)
+
+
+def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig, registry: Registry) -> CompiledModel | None:
+    image, why = cache.load(key)
+    path = str(cache.path(key))
+    if image is None:
+        log.info("model cache %s: %s", path, why)
+        return None
+    try:
+        loaded = from_image(image, config, registry)
+    except NnrtError as e:  # e.g. a device blob the backend now refuses: rebuild
+        log.warning("model cache: cannot load %s (%s); rebuilding", path, e)
+        return None
+    loaded.cache_hit, loaded.cache_path = True, path
+    return loaded
+
+
+def _store_cached(built: CompiledModel, cache: ModelCache, key: str) -> None:
+    try:
+        image = to_image(built)
+    except SessionFileError as e:
+        built.events.add("cache_disabled", "-", f"model cache not written: {e}")
+        return
+    problem = cache.store(key, image)
+    if problem is not None:
+        built.events.add("cache_disabled", "-", f"model cache not written ({problem}); running without a cache")

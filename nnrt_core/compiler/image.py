@@ -1,0 +1,78 @@
+"""A :class:`CompiledModel` as a storable :class:`SessionImage` and back
+(offline files and the model cache store this form)."""
+from __future__ import annotations
+
+from typing import Any
+
+from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
+from nnrt_core.config import ScheduleConfig
+from nnrt_core.errors import SessionFileError
+from nnrt_core.ir import Graph, Value
+from nnrt_core.passes import PassReport
+from nnrt_core.placement import NodePlacement, PlacementEvent
+from nnrt_core.registry import Registry
+from nnrt_core.runtime.executor import ExecutionStep
+from nnrt_core.storage.session_file import PartitionRecord, SessionImage
+from nnrt_core.version import __version__
+
+__all__ = ["to_image", "from_image"]
+
+_MEMORY_STATS = ("planned_peak_bytes", "naive_bytes", "lower_bound_bytes")
+
+
+def to_image(model: CompiledModel) -> SessionImage:
+    """The storable form of ``model``; :class:`SessionFileError` when a
+    backend cannot serialize its partitions."""
+    op_of = {p.node: p.op_type for p in model.placement}
+    parts = []
+    for info, step in zip(model.partitions, model.steps):
+        blob = step.compiled.serialize()
+        if blob is None:
+            raise SessionFileError(f"backend {info.backend!r} cannot serialize compiled partitions "
+                                   f"(partition {info.index}), so this session cannot be saved")
+        parts.append(PartitionRecord(info.index, info.backend, str(step.backend.version), step.compiled.name,
+                                     [(n, op_of.get(n, "")) for n in info.nodes], list(info.inputs),
+                                     list(info.outputs), blob))
+    g = model.graph
+    return SessionImage(
+        config=model.config.to_dict(),
+        inputs=[(v.name, v.type) for v in g.inputs], outputs=[(v.name, v.type) for v in g.outputs],
+        partitions=parts, placement=[p.to_dict() for p in model.placement],
+        events=[e.to_dict() for e in model.events], constants=dict(model.constants),
+        meta={"nnrt_version": __version__, "graph_name": g.name, "folded_nodes": model.folded_nodes,
+              "memory": model.memory_plans.stats(), "passes": model.pass_report.to_dict(),
+              "considered_plans": model.considered_plans})
+
+
+def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) -> CompiledModel:
+    """Load the compiled model ``image`` describes (no source model needed);
+    its partitions are loaded by their backends."""
+    graph = Graph(str(image.meta.get("graph_name", "offline")),
+                  inputs=[Value(n, t) for n, t in image.inputs], outputs=[Value(n, t) for n, t in image.outputs])
+    steps, used = [], []
+    for rec in image.partitions:
+        reg = registry.backend(rec.backend)  # ConfigError listing installed backends
+        if not reg.available or reg.backend is None:
+            raise SessionFileError(f"the compiled session needs backend {rec.backend!r}, which is unavailable "
+                                   f"here: {reg.reason}")
+        backend = reg.backend
+        part = backend.load_compiled(rec.blob, config.compile_options(rec.backend))
+        if backend not in used:
+            used.append(backend)
+        steps.append(ExecutionStep(part, backend, list(rec.inputs), list(rec.outputs)))
+    meta = image.meta
+    memory = meta.get("memory")
+    plans = meta.get("considered_plans")
+    return CompiledModel(
+        config=config, graph=graph, steps=steps,
+        partitions=[PartitionInfo(r.index, r.backend, tuple(n for n, _ in r.nodes),
+                                  tuple(sorted({op for _, op in r.nodes})), tuple(r.inputs), tuple(r.outputs), {})
+                    for r in image.partitions],
+        placement=[NodePlacement(**p) for p in image.placement],
+        events=EventLog(PlacementEvent(**e) for e in image.events), constants=dict(image.constants),
+        backends=used, considered_plans=[dict(p) for p in plans if isinstance(p, dict)] if isinstance(plans, list)
+        else [],
+        pass_report=PassReport.from_dict(meta["passes"]) if isinstance(meta.get("passes"), dict)
+        else PassReport(config.optimization_level),
+        folded_nodes=int(meta.get("folded_nodes", 0) or 0),
+        stored_memory_stats={k: memory.get(k) for k in _MEMORY_STATS} if isinstance(memory, dict) else None)

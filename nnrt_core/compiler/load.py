@@ -1,0 +1,28 @@
+"""Stage 0: the model a build may transform, from whatever the user passed."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+from nnrt_core.frontends import load_onnx, to_onnx
+from nnrt_core.ir import Graph, Model
+from nnrt_core.ir.clone import clone_graph
+
+__all__ = ["load_model"]
+
+
+def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
+    """A path, bytes, ``onnx.ModelProto``, IR ``Model`` or IR ``Graph`` as a
+    Model the caller may transform (IR inputs are copied, weights shared).
+    ``input_shapes`` fixes free input dimensions before shape inference
+    (``ScheduleConfig.input_shapes``; IR models go through ONNX for it)."""
+    if input_shapes and isinstance(model, (Model, Graph)):
+        src = model if isinstance(model, Model) else Model(graph=model)
+        loaded = load_onnx(to_onnx(src), check=False, input_shapes=input_shapes)
+        loaded.base_dir = src.base_dir
+        return loaded
+    if isinstance(model, Model):
+        return dataclasses.replace(model, graph=clone_graph(model.graph), metadata=dict(model.metadata))
+    if isinstance(model, Graph):
+        return Model(graph=clone_graph(model))
+    return load_onnx(model, input_shapes=input_shapes or None)

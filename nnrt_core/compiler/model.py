@@ -1,0 +1,100 @@
+"""What a build produces: :class:`CompiledModel` (the value the cache and
+offline files store and load), :class:`PartitionInfo` (a partition as users see
+it) and :class:`EventLog` (visible fallbacks and warnings of a build)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.config import ScheduleConfig
+from nnrt_core.ir import Graph
+from nnrt_core.passes import PassReport
+from nnrt_core.placement import NodePlacement, PlacementEvent, Scheduler
+from nnrt_core.runtime.executor import ExecutionStep
+from nnrt_core.runtime.memory_plan import MemoryPlans
+from nnrt_core.storage.weights import SharingReport
+
+__all__ = ["CompiledModel", "EventLog", "PartitionInfo"]
+
+log = logging.getLogger("nnrt.session")
+
+
+class EventLog(list[PlacementEvent]):
+    """The visible events of a build: every fallback and skipped option is
+    logged as a warning and kept for the placement report."""
+
+    def add(self, kind: str, backend: str, message: str, nodes: Sequence[str] = ()) -> None:
+        self.append(PlacementEvent(kind, backend, message, list(nodes)))
+        log.warning("%s", message)
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One compiled partition as the user sees it."""
+
+    index: int
+    backend: str
+    nodes: tuple[str, ...]
+    op_types: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    details: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        for k in ("nodes", "op_types", "inputs", "outputs"):
+            d[k] = list(d[k])
+        d["details"] = dict(self.details)
+        return d
+
+
+@dataclass
+class CompiledModel:
+    """A model placed, partitioned and compiled across backends.
+
+    Built by :func:`nnrt_core.compiler.compile_model` from a source model, or
+    loaded from a session file / cache entry (then ``graph`` holds only the
+    inputs and outputs, and ``scheduler`` is ``None``)."""
+
+    config: ScheduleConfig
+    graph: Graph
+    steps: list[ExecutionStep]  #: compiled partitions in execution order, with their backends and boundaries
+    partitions: list[PartitionInfo]  #: one per step (``details`` empty; :meth:`partition_infos` fills them)
+    placement: list[NodePlacement]
+    events: EventLog
+    constants: dict[str, np.ndarray] = field(default_factory=dict)  #: graph outputs that are constants
+    backends: list[Backend] = field(default_factory=list)  #: selected (or, when loaded, used) backends
+    backup: Backend | None = None
+    scheduler: Scheduler | None = None
+    estimates: dict[int, tuple[float, str]] = field(default_factory=dict)  #: partition -> (seconds, source)
+    considered_plans: list[dict[str, Any]] = field(default_factory=list)
+    pass_report: PassReport = field(default_factory=lambda: PassReport("none"))
+    folded_nodes: int = 0
+    weight_sharing: SharingReport = field(default_factory=SharingReport)
+    stored_memory_stats: dict[str, Any] | None = None  #: figures read from a session file
+    cache_hit: bool = False
+    cache_path: str | None = None
+
+    def __post_init__(self) -> None:
+        #: the memory plans of ``graph``'s intermediates (stored figures for a loaded model)
+        self.memory_plans = MemoryPlans(self.graph, self.stored_memory_stats)
+
+    @property
+    def compiled(self) -> list[CompiledPartition]:
+        return [st.compiled for st in self.steps]
+
+    def partition_infos(self) -> list[PartitionInfo]:
+        """The partitions with each backend's ``describe()`` and the cost estimate."""
+        out = []
+        for info, step in zip(self.partitions, self.steps):
+            details = step.compiled.describe()
+            est = self.estimates.get(info.index)
+            if est is not None:  # estimated cost of one run (see nnrt_core.placement.CostModel)
+                details = {**details, "estimated_ms": est[0] * 1e3, "estimate_source": est[1]}
+            out.append(PartitionInfo(info.index, info.backend, info.nodes, info.op_types, info.inputs,
+                                     info.outputs, details))
+        return out

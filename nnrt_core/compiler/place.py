@@ -1,0 +1,71 @@
+"""Stages 3-5: place every node, partition the graph, compile each partition;
+a partition that fails to compile gives its nodes back for re-placement."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nnrt_core.backend.base import Capability, CompiledPartition
+from nnrt_core.compiler.backends import BackendSelection
+from nnrt_core.compiler.model import EventLog
+from nnrt_core.config import ScheduleConfig
+from nnrt_core.errors import CompileError
+from nnrt_core.ir import Graph
+from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, PlacementResult, Scheduler
+
+__all__ = ["Placement", "place_and_compile"]
+
+
+@dataclass
+class Placement:
+    """The outcome of placing and compiling: the context the scheduler saw,
+    its answer, the partitions and their compiled forms (same order)."""
+
+    context: PlacementContext
+    result: PlacementResult
+    plans: list[PartitionPlan]
+    compiled: list[CompiledPartition]
+
+
+def place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSelection, scheduler: Scheduler,
+                      events: EventLog) -> Placement:
+    """Ask every candidate backend for its capability, then place, partition
+    and compile until every partition compiles (``compile_fallback`` events)."""
+    caps: dict[str, Capability] = {b.name: b.capability(graph, config.compile_options(b.name))
+                                   for b in selection.candidates}
+    compiled_cache: dict[PartitionKey, CompiledPartition] = {}
+    for _attempt in range(1 + len(graph.nodes) * max(1, len(caps))):
+        ctx = PlacementContext(graph, selection.backends, selection.backup, caps, config, config.pins,
+                               compiled=compiled_cache)
+        result = scheduler.place(ctx)
+        plans = scheduler.partition(graph, result.assignment)
+        compiled = _compile_all(graph, config, selection, plans, compiled_cache)
+        if isinstance(compiled, list):
+            return Placement(ctx, result, plans, compiled)
+        plan, err = compiled
+        names = plan.node_names()
+        for n in names:
+            caps[plan.backend].supported.discard(n)
+            caps[plan.backend].rejected[n] = f"partition failed to compile: {err}"
+        events.add("compile_fallback", plan.backend,
+                   f"backend {plan.backend!r} failed to compile partition {plan.name} "
+                   f"({len(names)} nodes): {err}; re-placing its nodes", names)
+    raise CompileError("placement did not converge")  # pragma: no cover - each attempt removes a (node, backend) pair
+
+
+def _compile_all(graph: Graph, config: ScheduleConfig, selection: BackendSelection, plans: list[PartitionPlan],
+                 cache: dict[PartitionKey, CompiledPartition]
+                 ) -> list[CompiledPartition] | tuple[PartitionPlan, CompileError]:
+    """Every plan compiled (reusing ``cache``), or the first plan that failed and why."""
+    out: list[CompiledPartition] = []
+    for plan in plans:
+        key = (plan.backend, tuple(plan.node_names()))
+        compiled = cache.get(key)
+        if compiled is None:
+            backend = selection.named(plan.backend)
+            try:
+                compiled = backend.compile(plan.to_graph(graph), config.compile_options(backend.name))
+            except CompileError as e:
+                return plan, e
+            cache[key] = compiled
+        out.append(compiled)
+    return out

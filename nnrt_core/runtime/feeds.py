@@ -1,0 +1,183 @@
+"""Feeds: the description of a model's inputs and outputs
+(:class:`TensorInfo`), their validation (:class:`FeedValidator`: a cheap check
+for the common case, a precise error otherwise) and synthetic feeds for tools
+(:func:`random_feeds`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.errors import InputError
+from nnrt_core.ir import Dim, OptionalType, SequenceType, TensorType, Value
+from nnrt_core.runtime.tensor import Tensor
+
+__all__ = ["TensorInfo", "FeedValidator", "tensor_info", "random_feeds", "shape_text"]
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Name, element type and shape of a session input or output."""
+
+    name: str
+    dtype: np.dtype | None
+    shape: tuple[Dim, ...] | None
+    kind: str = "tensor"  #: tensor | sequence | optional
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": str(self.dtype) if self.dtype is not None else None,
+                "shape": list(self.shape) if self.shape is not None else None, "kind": self.kind}
+
+
+class FeedValidator:
+    """Checks feeds against a graph's inputs (names, dtypes, ranks, static dims)."""
+
+    def __init__(self, inputs: Sequence[Value]) -> None:
+        self.inputs = list(inputs)
+        self._fast = _fast_feed_specs(self.inputs)
+
+    def __call__(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``feeds`` itself when it is a dict of host arrays matching the
+        inputs exactly (the common case, checked cheaply); else the checked
+        feeds (numpy scalars as arrays...) or :class:`InputError`."""
+        fast = self._fast
+        if fast is not None and type(feeds) is dict and len(feeds) == len(fast):
+            for name, dtype, ndim, fixed, static in fast:  # the common case, checked cheaply
+                x = feeds.get(name)
+                if type(x) is not np.ndarray or (x.dtype is not dtype and x.dtype != dtype):
+                    break
+                shape = x.shape
+                if static is not None:
+                    if shape != static:
+                        break
+                elif len(shape) != ndim or any(shape[i] != d for i, d in fixed):
+                    break
+            else:
+                return feeds
+        return self.check(feeds)
+
+    def check(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        """Full validation with a precise error for whatever is wrong."""
+        if not isinstance(feeds, Mapping):
+            raise InputError(f"feeds must be a mapping of input name -> array, got {type(feeds).__name__}")
+        expected = {v.name: v for v in self.inputs}
+        unknown = sorted(set(feeds) - set(expected))
+        if unknown:
+            raise InputError(f"unknown input(s) {unknown}; the model's inputs are {list(expected)}")
+        missing = [n for n in expected if n not in feeds]
+        if missing:
+            raise InputError(f"missing input(s) {missing}; expected "
+                             f"{[str(tensor_info(expected[n]).to_dict()) for n in missing]}")
+        return {name: _check_one(name, v, feeds[name]) for name, v in expected.items()}
+
+
+def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tuple, tuple | None]] | None:
+    """(name, dtype, rank, fixed dims, the shape when all dims are fixed) per input when every input is a tensor
+    of known dtype and rank; None otherwise (then every run takes the slow check)."""
+    specs = []
+    for v in inputs:
+        t = v.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            return None
+        try:
+            dtype = t.dtype.numpy
+        except TypeError:
+            return None
+        if dtype == np.dtype(object):
+            return None
+        fixed = tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int))
+        static = tuple(t.shape) if len(fixed) == len(t.shape) else None  # one tuple compare
+        specs.append((v.name, dtype, len(t.shape), fixed, static))
+    return specs
+
+
+def tensor_info(v: Value) -> TensorInfo:
+    """The :class:`TensorInfo` of a graph input or output."""
+    if isinstance(v.type, TensorType):
+        try:
+            dt = v.type.dtype.numpy
+        except TypeError:
+            dt = None
+        return TensorInfo(v.name, dt, v.type.shape)
+    kind = "sequence" if isinstance(v.type, SequenceType) else "optional" if isinstance(v.type, OptionalType) else "unknown"
+    return TensorInfo(v.name, None, None, kind)
+
+
+def _check_one(name: str, v: Value, x: Any) -> Any:
+    t = v.type
+    if isinstance(t, SequenceType):
+        if not isinstance(x, list):
+            raise InputError(f"input {name!r} expects a sequence (list of arrays), got {type(x).__name__}")
+        return x
+    if isinstance(t, OptionalType):
+        return x
+    if not isinstance(t, TensorType):
+        return x
+    if isinstance(x, Tensor):  # zero-copy tensor: check what it holds, never copy it
+        want = t.dtype.numpy
+        if x.dtype != want or (t.shape is not None and (
+                len(x.shape) != len(t.shape)
+                or any(isinstance(d, int) and d != g for d, g in zip(t.shape, x.shape)))):
+            raise InputError(f"tensor fed to input {name!r} holds {x.dtype}{list(x.shape)}; the input expects "
+                             f"{want}{shape_text(t.shape) if t.shape is not None else '[?]'}")
+        return x
+    if isinstance(x, np.generic):  # numpy scalar -> 0-d array
+        x = np.asarray(x)
+    if not isinstance(x, np.ndarray):
+        if np.isscalar(x) or isinstance(x, (list, tuple)):
+            raise InputError(f"input {name!r} expects a numpy array of {t}, got {type(x).__name__}")
+        if hasattr(x, "__array__"):
+            x = np.asarray(x)
+        else:
+            raise InputError(f"input {name!r} expects a numpy array of {t}, got {type(x).__name__}")
+    try:
+        want = t.dtype.numpy
+    except TypeError:
+        want = None
+    if want is not None:
+        ok = x.dtype == want or (want == np.dtype(object) and x.dtype.kind in "OU")
+        if not ok:
+            raise InputError(f"input {name!r} expects dtype {want}, got {x.dtype}")
+        if want == np.dtype(object) and x.dtype.kind == "U":
+            x = x.astype(object)
+    if t.shape is not None:
+        if x.ndim != len(t.shape):
+            raise InputError(f"input {name!r} expects rank {len(t.shape)} (shape {shape_text(t.shape)}), "
+                             f"got shape {tuple(x.shape)}")
+        for i, (d, got) in enumerate(zip(t.shape, x.shape)):
+            if isinstance(d, int) and d != got:
+                raise InputError(f"input {name!r} expects dimension {i} to be {d} "
+                                 f"(shape {shape_text(t.shape)}), got shape {tuple(x.shape)}")
+    return x
+
+
+def shape_text(shape: tuple) -> str:
+    """``[1, ?, 224]``: a shape with unknown dimensions as ``?``."""
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def random_feeds(inputs: Sequence[TensorInfo], seed: int = 0, *, floats: str = "uniform", int_high: int = 3,
+                 hint: str = "pass feeds explicitly") -> dict[str, np.ndarray]:
+    """Synthetic feeds for ``inputs`` (symbolic dims as 1): floats uniform in
+    [0, 1) or standard ``"normal"``, integers in ``[0, int_high)`` (all zeros,
+    valid indices, with ``int_high=1``), booleans random (False with
+    ``int_high=1``).  :class:`InputError` (ending in ``hint``) for inputs that
+    are not tensors of a known numeric dtype and rank."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for info in inputs:
+        if info.kind != "tensor" or info.dtype is None or info.shape is None:
+            what = info.kind if info.kind != "tensor" else "tensor of unknown dtype or rank"
+            raise InputError(f"input {info.name!r} is a {what}; {hint}")
+        shape = tuple(d if isinstance(d, int) else 1 for d in info.shape)
+        dt = np.dtype(info.dtype)
+        if dt.kind == "f":
+            x = rng.standard_normal(shape) if floats == "normal" else rng.random(shape)
+            feeds[info.name] = x.astype(dt)
+        elif dt.kind in "iub":
+            high = int_high if dt.kind != "b" else min(int_high, 2)
+            feeds[info.name] = (rng.integers(0, high, size=shape) if high > 1 else np.zeros(shape)).astype(dt)
+        else:
+            raise InputError(f"input {info.name!r} has dtype {dt}; {hint}")
+    return feeds
