@@ -8,7 +8,7 @@ checksummed offline models) and its timing (a per-op cycle model).
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from nnrt_npu_emu.version import __version__
 
 __all__ = ["__version__", "save_offline", "load_offline"]
 

@@ -14,7 +14,6 @@ import numpy as np
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError
 from nnrt_core.ir import Graph
-from nnrt_npu_emu import __version__
 from nnrt_npu_emu.blob import OfflineModelError, decode, encode
 from nnrt_npu_emu.cost import summarize
 from nnrt_npu_emu.lowering import Analysis, lower_graph, why_unsupported
@@ -23,6 +22,7 @@ from nnrt_npu_emu.ops import Unsupported
 from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, load_profiles
 from nnrt_npu_emu.program import Operand, Program
 from nnrt_npu_emu.queue import CommandQueue
+from nnrt_npu_emu.version import __version__
 
 __all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
 
@@ -156,7 +156,7 @@ class NpuPartition(CompiledPartition):
             x = inputs[spec.name]
             if isinstance(x, NpuTensor):
                 if x.device is not self.device:
-                    x = self.backend._migrate(x, self.device)
+                    x = self.backend.migrate(x, self.device)
             else:
                 x = self.backend.to_device(np.asarray(x), self.device.id)
             if x.dtype != np.dtype(spec.dtype) or list(x.shape) != list(spec.shape):
@@ -373,7 +373,7 @@ class NpuEmuBackend(Backend):
 
     def to_device(self, array: np.ndarray, device: str | None = None) -> NpuTensor:
         if isinstance(array, NpuTensor):
-            return array if device is None else self._migrate(array, self.device(device))
+            return array if device is None else self.migrate(array, self.device(device))
         a = np.asarray(array)
         if a.dtype.kind not in "fiub":
             raise ExecutionError(f"npu_emu cannot hold {a.dtype} tensors")
@@ -393,7 +393,8 @@ class NpuEmuBackend(Backend):
             self.transfers.bytes_to_host += out.nbytes
         return out
 
-    def _migrate(self, t: NpuTensor, dev: NpuDevice) -> NpuTensor:
+    def migrate(self, t: NpuTensor, dev: NpuDevice) -> NpuTensor:
+        """Copy ``t`` into the memory of another chip ``dev`` (a counted device-to-device copy)."""
         new = NpuTensor(dev, t.shape, t.dtype)
         new.data[...] = t.data
         with self.transfers.lock:

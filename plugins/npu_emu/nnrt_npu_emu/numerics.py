@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "STORAGE", "storage_dtype", "f32", "erf", "quantize", "dequantize", "requantize",
+    "STORAGE", "FP16_MAX", "storage_dtype", "f32", "erf", "quantize", "dequantize", "requantize",
     "qparams_shape", "tolerance",
 ]
 
 #: compute precision -> storage dtype of float activations and weights
 STORAGE = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16), "int8": np.dtype(np.int8)}
-_FP16_MAX = float(np.finfo(np.float16).max)
+#: largest finite fp16 value: the chip's fp16 stores saturate to +-FP16_MAX
+FP16_MAX = float(np.finfo(np.float16).max)
 
 
 def storage_dtype(precision: str) -> np.dtype:

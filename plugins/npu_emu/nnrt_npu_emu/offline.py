@@ -6,6 +6,7 @@ from pathlib import Path
 
 from nnrt_core.backend import CompileOptions, CompiledPartition
 from nnrt_core.errors import CompileError
+from nnrt_core.session_file import write_atomic
 
 __all__ = ["save_offline", "load_offline", "SUFFIX"]
 
@@ -17,11 +18,7 @@ def save_offline(compiled: CompiledPartition, path: str | os.PathLike) -> Path:
     blob = compiled.serialize()
     if blob is None:
         raise CompileError(f"partition {compiled.name!r} cannot be saved as an offline model")
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_bytes(blob)
-    os.replace(tmp, p)
-    return p
+    return write_atomic(path, blob)
 
 
 def load_offline(path: str | os.PathLike, options: CompileOptions | None = None, backend=None):

@@ -7,96 +7,9 @@ read fp16/fp32 storage, accumulate in fp32 and round on the store.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
-
-import numpy as np
-
-from nnrt_core.ir import Node, Value
+from nnrt_npu_emu.ops.common import (KERNELS, OPS, LowerContext, OpDef, Step, Unsupported, attr_ints, kernel, op,
+                                     store)
+from nnrt_npu_emu.ops import elementwise, nn, quant, resize, tensor  # noqa: F401  (registers the ops)
 
 __all__ = ["OpDef", "Step", "LowerContext", "OPS", "KERNELS", "op", "kernel", "Unsupported",
            "attr_ints", "store"]
-
-
-class Unsupported(Exception):
-    """Raised by a check or lowering: the node cannot run on the chip (the reason)."""
-
-
-class LowerContext(Protocol):
-    """What op definitions may ask about the graph being lowered."""
-
-    precision: str  #: compute precision of float ops: fp32 | fp16
-
-    def const(self, v: Value | None) -> np.ndarray | None: ...
-    def is_const(self, v: Value | None) -> bool: ...
-    def shape(self, v: Value) -> tuple[int, ...]: ...
-
-
-@dataclass
-class Step:
-    """One device instruction before memory planning.  ``ins`` entries are
-    graph values, new constant arrays (transformed weights) or None."""
-
-    kernel: str
-    ins: list[Value | np.ndarray | None]
-    outs: list[Value]
-    attrs: dict[str, Any] = field(default_factory=dict)
-    macs: int = 0
-
-
-@dataclass(frozen=True)
-class OpDef:
-    name: str
-    lower: Callable[[Node, LowerContext], list[Step]]
-    check: Callable[[Node, LowerContext], str | None] | None = None
-    #: inputs that must be compile-time constants (parameters, not weights)
-    const_inputs: tuple[int, ...] = ()
-    #: int8 strategy inside a DQ->op->Q group: "int" exact integer, "generic"
-    #: dequantize->fp32->requantize (LUT / internal high precision), "none"
-    int8: str = "generic"
-    #: ops that may have non-float tensors (shape math) only when folded
-    fold_only: bool = False
-
-
-OPS: dict[str, OpDef] = {}
-KERNELS: dict[str, Callable[[Sequence[np.ndarray], Sequence[np.ndarray], dict], None]] = {}
-
-
-def op(name: str, *, check=None, const_inputs: tuple[int, ...] = (), int8: str = "generic",
-       fold_only: bool = False):
-    def deco(fn):
-        OPS[name] = OpDef(name, fn, check, const_inputs, int8, fold_only)
-        return fn
-    return deco
-
-
-def kernel(name: str):
-    def deco(fn):
-        KERNELS[name] = fn
-        return fn
-    return deco
-
-
-def attr_ints(node: Node, name: str, default: Sequence[int] | None = None) -> list[int] | None:
-    v = node.attr(name, None)
-    if v is None:
-        return None if default is None else list(default)
-    return [int(x) for x in v]
-
-
-_FP16_MAX = float(np.finfo(np.float16).max)
-
-
-def store(out: np.ndarray, value: Any) -> None:
-    """Write a result into an output view (rounding to its storage type)."""
-    value = np.asarray(value)
-    if value.shape != out.shape:
-        value = value.reshape(out.shape)
-    if out.dtype.kind in "iu" and value.dtype.kind == "f":
-        value = np.rint(value)
-    elif out.dtype == np.float16 and value.dtype != np.float16:
-        value = np.clip(value, -_FP16_MAX, _FP16_MAX)  # the chip's stores saturate (NaN stays NaN)
-    np.copyto(out, value, casting="unsafe")
-
-
-from nnrt_npu_emu.ops import elementwise, nn, quant, resize, tensor  # noqa: E402,F401  (register)

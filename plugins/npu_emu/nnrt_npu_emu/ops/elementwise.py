@@ -5,7 +5,7 @@ import numpy as np
 
 from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import erf, f32
-from nnrt_npu_emu.ops import Step, Unsupported, attr_ints, kernel, op, store
+from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store
 
 __all__: list[str] = []
 

@@ -8,7 +8,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import f32
-from nnrt_npu_emu.ops import Step, Unsupported, attr_ints, kernel, op, store
+from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store
 
 __all__ = ["conv_nd", "pool_nd"]
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import dequantize, qparams_shape, quantize
-from nnrt_npu_emu.ops import KERNELS, Step, Unsupported, kernel, op, store
+from nnrt_npu_emu.ops.common import KERNELS, Step, Unsupported, kernel, op, store
 from nnrt_npu_emu.ops.nn import conv_nd
 
 __all__ = ["qparams"]

@@ -5,7 +5,7 @@ import numpy as np
 
 from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import f32
-from nnrt_npu_emu.ops import Step, Unsupported, kernel, op, store
+from nnrt_npu_emu.ops.common import Step, Unsupported, kernel, op, store
 
 __all__: list[str] = []
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from nnrt_core.ir import Node
-from nnrt_npu_emu.ops import _FP16_MAX, Step, Unsupported, attr_ints, kernel, op, store
+from nnrt_npu_emu.numerics import FP16_MAX
+from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store
 
 __all__: list[str] = []
 
@@ -220,7 +221,7 @@ def _k_cast(ins, outs, a):
     elif outs[0].dtype.kind == "b":
         x = x != 0
     elif outs[0].dtype == np.float16 and x.dtype != np.float16:
-        x = np.clip(x, -_FP16_MAX, _FP16_MAX)  # saturating, like every fp16 store of the chip
+        x = np.clip(x, -FP16_MAX, FP16_MAX)  # saturating, like every fp16 store of the chip
     np.copyto(outs[0], x.reshape(outs[0].shape), casting="unsafe")
 
 
