@@ -31,8 +31,7 @@ import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
 from nnrt_core.errors import NnrtError
-from nnrt_core.ir import Graph, Node, TensorType, Value
-from nnrt_core.ir.graph import AttrKind
+from nnrt_core.ir import AttrKind, Graph, Node, TensorType, Value
 from nnrt_core.partitioning import PartitionPlan, partition_graph
 from nnrt_core.scheduling import PartitionKey, PlacementContext
 
