@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from nnrt_core.ir.graph import Attribute, AttrKind, Graph, Node, Value
+from nnrt_core.ir.attributes import Attribute, AttrKind
+from nnrt_core.ir.graph import Graph, Node, Value
 
 __all__ = ["clone_value", "clone_node", "clone_graph", "extract_subgraph"]
 

@@ -8,7 +8,6 @@ may read values of enclosing graphs by reference ("outer scope").
 """
 from __future__ import annotations
 
-import enum
 import heapq
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
@@ -16,105 +15,11 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from nnrt_core.errors import GraphError
+from nnrt_core.ir.attributes import Attribute
 from nnrt_core.ir.dtypes import DataType
+from nnrt_core.ir.types import Dim, TensorType, ValueType
 
-__all__ = [
-    "Dim",
-    "TensorType",
-    "SequenceType",
-    "OptionalType",
-    "ValueType",
-    "AttrKind",
-    "Attribute",
-    "Value",
-    "Node",
-    "Graph",
-    "Model",
-]
-
-Dim = int | str | None  # static size, symbolic name, or unknown
-
-
-# --------------------------------------------------------------------- types
-@dataclass(frozen=True)
-class TensorType:
-    """Element type plus shape; ``shape is None`` means unknown rank."""
-
-    dtype: DataType
-    shape: tuple[Dim, ...] | None = None
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.shape is None else len(self.shape)
-
-    @property
-    def is_static(self) -> bool:
-        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
-
-    def __str__(self) -> str:
-        if self.shape is None:
-            return f"{self.dtype.name.lower()}[?]"
-        dims = ",".join("?" if d is None else str(d) for d in self.shape)
-        return f"{self.dtype.name.lower()}[{dims}]"
-
-
-@dataclass(frozen=True)
-class SequenceType:
-    elem: "ValueType | None"
-
-    def __str__(self) -> str:
-        return f"seq({self.elem})"
-
-
-@dataclass(frozen=True)
-class OptionalType:
-    elem: "ValueType | None"
-
-    def __str__(self) -> str:
-        return f"optional({self.elem})"
-
-
-ValueType = TensorType | SequenceType | OptionalType
-
-
-# ---------------------------------------------------------------- attributes
-class AttrKind(enum.IntEnum):
-    """Attribute kinds, numbered like ONNX's ``AttributeProto.AttributeType``."""
-
-    UNDEFINED = 0
-    FLOAT = 1
-    INT = 2
-    STRING = 3
-    TENSOR = 4
-    GRAPH = 5
-    FLOATS = 6
-    INTS = 7
-    STRINGS = 8
-    TENSORS = 9
-    GRAPHS = 10
-    SPARSE_TENSOR = 11
-    SPARSE_TENSORS = 12
-    TYPE_PROTO = 13
-    TYPE_PROTOS = 14
-
-
-@dataclass
-class Attribute:
-    """A node attribute.  ``value`` is a Python int/float/str, a numpy array
-    (TENSOR), a :class:`Graph` (GRAPH), a :class:`ValueType` (TYPE_PROTO) or a
-    list of those."""
-
-    name: str
-    kind: AttrKind
-    value: Any
-    ref_attr_name: str | None = None  # attribute reference inside functions
-
-    def graphs(self) -> list["Graph"]:
-        if self.kind == AttrKind.GRAPH:
-            return [self.value]
-        if self.kind == AttrKind.GRAPHS:
-            return list(self.value)
-        return []
+__all__ = ["Value", "Node", "Graph", "Model"]
 
 
 # --------------------------------------------------------------------- values

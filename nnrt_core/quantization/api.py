@@ -142,6 +142,83 @@ def _upgrade_opset(model: Any, need: int) -> tuple[Any, tuple[int, int] | None]:
     return converted, (opset, need)
 
 
+def _resolve_config(config: QuantizationConfig | None, options: dict[str, Any]) -> QuantizationConfig:
+    """``config`` (default: a fresh one) with the keyword ``options`` applied to its fields."""
+    cfg = config if config is not None else QuantizationConfig()
+    if not isinstance(cfg, QuantizationConfig):
+        raise ConfigError(f"config must be a QuantizationConfig, got {type(cfg).__name__}")
+    if options:
+        known = {f.name for f in dataclasses.fields(QuantizationConfig)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"unknown quantization option(s) {unknown}; valid: {', '.join(sorted(known))}")
+        cfg = cfg.replace(**options)
+    return cfg
+
+
+def _load_float_model(model: Any, cfg: QuantizationConfig) -> tuple[Model, tuple[int, int] | None]:
+    """A fresh, topologically sorted IR copy of ``model`` (upgraded to the opset ``cfg`` needs), checked
+    for quantization, and the ``(from, to)`` opset upgrade when one was made."""
+    from nnrt_core.session import load_model  # session imports this package's siblings
+
+    model, upgraded = _upgrade_opset(model, _PER_CHANNEL_OPSET if cfg.per_channel else _QDQ_OPSET)
+    m = load_model(model)
+    m.graph.topological_sort()
+    _check_model(m, cfg)
+    return m, upgraded
+
+
+def _run_basic_passes(g: Graph, reg: Registry) -> None:
+    """The 'basic' passes (as ONNX Runtime's pre-processing does): constants folded, BatchNormalization
+    and per-channel Mul/Add folded into the Conv before it (one int8 op instead of two), identities gone."""
+    numpy_rec = reg.backends.get("numpy")
+    if numpy_rec is None or not numpy_rec.available:
+        raise QuantizationError("calibration runs the model on the 'numpy' backend, which is not available")
+    PassManager("basic").run(g, PassContext(evaluator=numpy_rec.backend))
+    g.topological_sort()
+
+
+def _activation_params(activations: list[str], shared: dict[str, str], fixed: dict[str, tuple[float, float]],
+                       stats: dict[str, TensorStats], cfg: QuantizationConfig) -> dict[str, QParams]:
+    """Parameters of each of a plan's ``activations``: those of the tensor it ``shared`` with, the range
+    ``fixed`` by its op, or its calibrated range."""
+    params: dict[str, QParams] = {}
+    for t in activations:  # topological order: a shared tensor's source is decided first
+        src = shared.get(t)
+        if src is not None and src in params:
+            params[t] = params[src]
+        elif t in fixed:
+            params[t] = activation_qparams(*fixed[t], cfg)
+        else:
+            lo, hi = choose_range(stats[t], cfg)
+            params[t] = activation_qparams(lo, hi, cfg)
+    return params
+
+
+def _checked_proto(m: Model, ir_version: int) -> onnx.ModelProto:
+    """``m`` exported to ONNX and passed through ``onnx.checker`` (full check)."""
+    try:
+        proto = to_onnx(m, ir_version=ir_version)
+        proto.producer_name = proto.producer_name or "nnrt"
+        onnx.checker.check_model(proto, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:  # pragma: no cover - a bug
+        raise QuantizationError(f"the quantized model does not pass the ONNX checker: {e}") from e
+    return proto
+
+
+def _tensor_report(activations: list[str], shared: dict[str, str], fixed: dict[str, tuple[float, float]],
+                   params: dict[str, QParams], stats: dict[str, TensorStats]) -> dict[str, dict[str, Any]]:
+    """Per activation: observed range, chosen range and parameters, and where they came from."""
+    tensors = {}
+    for t in activations:
+        p, st = params[t], stats[t]
+        tensors[t] = {"observed_min": st.min, "observed_max": st.max, "range": [p.lo, p.hi], "scale": p.scale,
+                      "zero_point": p.zero_point, "dtype": p.dtype,
+                      **({"shares": shared[t]} if t in shared else {}),
+                      **({"fixed_by_op": True} if t in fixed else {})}
+    return tensors
+
+
 def quantize(model: Any, calibration: Any, output: str | os.PathLike | None = None, *,
              config: QuantizationConfig | None = None, progress: bool | None = None,
              registry: Registry | None = None, **options: Any) -> QuantizationResult:
@@ -157,32 +234,13 @@ def quantize(model: Any, calibration: Any, output: str | os.PathLike | None = No
 
     Returns a :class:`QuantizationResult` whose ``proto`` is a standard ONNX
     QDQ model (checked with ``onnx.checker``)."""
-    from nnrt_core.session import load_model  # session imports this package's siblings
-
     t0 = time.perf_counter()
-    cfg = config if config is not None else QuantizationConfig()
-    if not isinstance(cfg, QuantizationConfig):
-        raise ConfigError(f"config must be a QuantizationConfig, got {type(cfg).__name__}")
-    if options:
-        known = {f.name for f in dataclasses.fields(QuantizationConfig)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(f"unknown quantization option(s) {unknown}; valid: {', '.join(sorted(known))}")
-        cfg = cfg.replace(**options)
+    cfg = _resolve_config(config, options)
     reg = registry if registry is not None else default_registry()
-    model, upgraded = _upgrade_opset(model, _PER_CHANNEL_OPSET if cfg.per_channel else _QDQ_OPSET)
-    m = load_model(model)
+    m, upgraded = _load_float_model(model, cfg)
     g = m.graph
-    g.topological_sort()
-    _check_model(m, cfg)
     data: CalibrationSet = load_calibration(calibration, g.inputs, batch_size=cfg.batch_size)
-    numpy_rec = reg.backends.get("numpy")
-    if numpy_rec is None or not numpy_rec.available:
-        raise QuantizationError("calibration runs the model on the 'numpy' backend, which is not available")
-    # the 'basic' passes (as ONNX Runtime's pre-processing does): constants folded, BatchNormalization
-    # and per-channel Mul/Add folded into the Conv before it (one int8 op instead of two), identities gone
-    PassManager("basic").run(g, PassContext(evaluator=numpy_rec.backend))
-    g.topological_sort()
+    _run_basic_passes(g, reg)
     ir_version = max(int(m.ir_version or 0), 7)
     size_before = len(to_onnx(m, ir_version=ir_version).SerializeToString())
     nodes_before = len(g.nodes)
@@ -192,34 +250,14 @@ def quantize(model: Any, calibration: Any, output: str | os.PathLike | None = No
                                 + (f" (every node stays float: {dict(list(plan.skipped.items())[:5])})"
                                    if plan.skipped else ""))
     stats: dict[str, TensorStats] = calibrate(g, plan.activations, data, cfg, registry=reg, progress=progress)
-    params: dict[str, QParams] = {}
-    for t in plan.activations:  # topological order: a shared tensor's source is decided first
-        src = plan.shared.get(t)
-        if src is not None and src in params:
-            params[t] = params[src]
-        elif t in plan.fixed:
-            params[t] = activation_qparams(*plan.fixed[t], cfg)
-        else:
-            lo, hi = choose_range(stats[t], cfg)
-            params[t] = activation_qparams(lo, hi, cfg)
+    params = _activation_params(plan.activations, plan.shared, plan.fixed, stats, cfg)
     rep = apply_plan(g, plan, params, cfg)
-    try:
-        proto = to_onnx(m, ir_version=ir_version)
-        proto.producer_name = proto.producer_name or "nnrt"
-        onnx.checker.check_model(proto, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:  # pragma: no cover - a bug
-        raise QuantizationError(f"the quantized model does not pass the ONNX checker: {e}") from e
-    tensors = {}
-    for t in plan.activations:
-        p, st = params[t], stats[t]
-        tensors[t] = {"observed_min": st.min, "observed_max": st.max, "range": [p.lo, p.hi], "scale": p.scale,
-                      "zero_point": p.zero_point, "dtype": p.dtype,
-                      **({"shares": plan.shared[t]} if t in plan.shared else {}),
-                      **({"fixed_by_op": True} if t in plan.fixed else {})}
+    proto = _checked_proto(m, ir_version)
     report = QuantizationReport(
         config=cfg, samples=data.samples, runs=len(data.feeds), nodes=nodes_before,
         quantized_nodes=[n.name for n in plan.nodes], op_counts=dict(Counter(n.op_type for n in plan.nodes)),
-        fused_activations=dict(plan.fused), skipped_nodes=dict(plan.skipped), tensors=tensors,
+        fused_activations=dict(plan.fused), skipped_nodes=dict(plan.skipped),
+        tensors=_tensor_report(plan.activations, plan.shared, plan.fixed, params, stats),
         weights=rep.weights, biases=rep.biases, qdq_nodes=rep.qdq_nodes, size_before=size_before,
         size_after=len(proto.SerializeToString()), seconds=time.perf_counter() - t0,
         ignored_arrays=list(data.ignored), opset_upgraded=upgraded,

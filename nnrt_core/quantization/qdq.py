@@ -123,32 +123,28 @@ def _weight_axis(n: Node, w: np.ndarray, per_channel: bool) -> int | None | str:
     return "not a weight op"  # pragma: no cover
 
 
-def plan_quantization(graph: Graph, cfg: QuantizationConfig) -> QuantPlan:
-    """Choose the nodes, activations, weights and biases to quantize."""
-    plan = QuantPlan()
-    graph_inputs = {id(v) for v in graph.inputs}
-    outputs = {id(v) for v in graph.outputs}
-    chosen: list[Node] = []
-    for n in graph.nodes:
-        why = _eligible(n, cfg, graph_inputs)
-        if why is None:
-            chosen.append(n)
-        else:
-            plan.skipped[n.name or n.op_type] = why
+def _fused_activations(chosen: list[Node], graph_outputs: set[int], graph_inputs: set[int]) -> dict[str, str]:
+    """Float tensor -> the chosen Relu/Clip that is its only reader (fused into the op producing it)."""
+    fused: dict[str, str] = {}
     chosen_ids = {id(n) for n in chosen}
-    # activations fused into their producer
     for n in chosen:
         if n.op_type in FUSED_ACTIVATIONS:
             continue
         outs = [v for v in n.outputs if v.name]
-        if len(outs) != 1 or id(outs[0]) in outputs:
+        if len(outs) != 1 or id(outs[0]) in graph_outputs:
             continue
         users = outs[0].consumers()
         if len(outs[0].uses) == 1 and users[0].op_type in FUSED_ACTIVATIONS and id(users[0]) in chosen_ids:
             act = users[0]
             if act.op_type == "Clip" and not all(_is_const(v, graph_inputs) for v in act.inputs[1:] if v is not None):
                 continue
-            plan.fused[outs[0].name] = act.name
+            fused[outs[0].name] = act.name
+    return fused
+
+
+def _plan_tensors(plan: QuantPlan, chosen: list[Node], cfg: QuantizationConfig, graph_outputs: set[int],
+                  graph_inputs: set[int]) -> None:
+    """Add the chosen nodes, their activations (in topological order), weights and fixed ranges to ``plan``."""
     seen: set[str] = set()
 
     def add(v: Value) -> None:
@@ -169,11 +165,14 @@ def plan_quantization(graph: Graph, cfg: QuantizationConfig) -> QuantPlan:
                 continue
             add(v)
         for v in n.outputs:
-            if v.name and (cfg.quantize_outputs or id(v) not in outputs):
+            if v.name and (cfg.quantize_outputs or id(v) not in graph_outputs):
                 add(v)
                 if n.op_type in FIXED_RANGES and v.name in seen:
                     plan.fixed[v.name] = FIXED_RANGES[n.op_type]
-    # biases: need the weight quantized and the activation input quantized
+
+
+def _plan_biases(plan: QuantPlan, graph_inputs: set[int]) -> None:
+    """Quantize a Conv/Gemm bias to int32 when its weight and activation input are quantized."""
     wnodes = {id(s.node): s for s in plan.weights}
     acts = set(plan.activations)
     for n in plan.nodes:
@@ -191,7 +190,11 @@ def plan_quantization(graph: Graph, cfg: QuantizationConfig) -> QuantPlan:
                                     or n.attr("transA", 0) not in (0, 1)):
             continue
         plan.biases[id(n)] = 2
-    # data-movement outputs reuse their input's parameters
+
+
+def _plan_shared(plan: QuantPlan) -> None:
+    """Data-movement outputs reuse their input's parameters (through to the tensor that owns them)."""
+    acts = set(plan.activations)
     for n in plan.nodes:
         if n.op_type not in PASSTHROUGH_OPS or not n.inputs or n.inputs[0] is None:
             continue
@@ -202,6 +205,24 @@ def plan_quantization(graph: Graph, cfg: QuantizationConfig) -> QuantPlan:
         for v in n.outputs:
             if v.name in acts:
                 plan.shared[v.name] = root
+
+
+def plan_quantization(graph: Graph, cfg: QuantizationConfig) -> QuantPlan:
+    """Choose the nodes, activations, weights and biases to quantize."""
+    plan = QuantPlan()
+    graph_inputs = {id(v) for v in graph.inputs}
+    outputs = {id(v) for v in graph.outputs}
+    chosen: list[Node] = []
+    for n in graph.nodes:
+        why = _eligible(n, cfg, graph_inputs)
+        if why is None:
+            chosen.append(n)
+        else:
+            plan.skipped[n.name or n.op_type] = why
+    plan.fused = _fused_activations(chosen, outputs, graph_inputs)
+    _plan_tensors(plan, chosen, cfg, outputs, graph_inputs)
+    _plan_biases(plan, graph_inputs)
+    _plan_shared(plan)
     return plan
 
 
@@ -264,12 +285,61 @@ class RewriteReport:
     qdq_nodes: int = 0
 
 
-def apply_plan(graph: Graph, plan: QuantPlan, params: dict[str, QParams], cfg: QuantizationConfig) -> RewriteReport:
-    """Insert the Q/DQ pairs and quantized weights of ``plan`` into ``graph`` (in place)."""
-    rep = RewriteReport()
-    names = _Names(graph)
-    vm = graph.value_map()
-    # -- weights and biases (before activations: biases read the original x value names)
+def _bias_quantization(n: Node, bias_idx: int, scale: np.ndarray, axis: int | None,
+                       params: dict[str, QParams]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The weight scale widened so ``n``'s bias fits int32 at ``x_scale * w_scale``, that bias scale
+    (a scalar when per tensor) and the int32 bias."""
+    b = n.inputs[bias_idx].const.astype(np.float64)
+    xs = float(np.float32(params[n.inputs[0].name].scale))
+    # a bias too large for int32 at x_scale*w_scale: widen that channel's (the tensor's) weight scale
+    need = np.abs(b) / (xs * (_INT32_MAX - 1))
+    scale = np.maximum(scale, need.max() if axis is None else need)
+    bscale = (np.float32(xs) * scale.astype(np.float32)).astype(np.float32)  # scalar when per tensor
+    bq = np.clip(np.rint(b / bscale.astype(np.float64)), -_INT32_MAX, _INT32_MAX).astype(np.int32)
+    return scale, bscale, bq
+
+
+def _dequantized_weight(graph: Graph, names: _Names, wv: Value, w: np.ndarray, scale32: np.ndarray,
+                        axis: int | None, rep: RewriteReport) -> Value:
+    """Add ``wv``'s int8 weight, its scale and zero point, and the DequantizeLinear reading them;
+    return that DequantizeLinear's output (and record the weight in ``rep``)."""
+    q = _quantize_weight(w, scale32, axis)
+    qv = _const(graph, names, f"{wv.name}_quantized", q)
+    sv = _const(graph, names, f"{wv.name}_scale", scale32 if axis is not None else scale32.reshape(()))
+    zv = _const(graph, names, f"{wv.name}_zero_point",
+                np.zeros(scale32.shape if axis is not None else (), np.int8))
+    dq_out = Value(names(f"{wv.name}_dequantized"), TensorType(DataType.FLOAT, tuple(w.shape)))
+    attrs = [Attribute("axis", AttrKind.INT, int(axis))] if axis is not None else []
+    graph.add_node(Node("DequantizeLinear", [qv, sv, zv], [dq_out], name=names(f"{wv.name}_DequantizeLinear"),
+                        attributes=attrs))
+    rep.qdq_nodes += 1
+    s_b = scale32.reshape([-1 if i == axis else 1 for i in range(w.ndim)]) if axis is not None else scale32
+    err = float(np.abs(q.astype(np.float32) * s_b - w).max()) if w.size else 0.0
+    rep.weights.append({"name": wv.name, "shape": list(w.shape), "axis": axis, "max_abs_error": err})
+    return dq_out
+
+
+def _dequantize_bias(graph: Graph, names: _Names, n: Node, bias_idx: int, bq: np.ndarray,
+                     bscale: np.ndarray, per_channel: bool, rep: RewriteReport) -> None:
+    """Make ``n`` read its bias as the int32 ``bq`` behind a DequantizeLinear."""
+    bv = n.inputs[bias_idx]
+    base = f"{n.name or bv.name}_bias"
+    qv = _const(graph, names, f"{base}_quantized", bq)
+    sv = _const(graph, names, f"{base}_scale", bscale if per_channel else bscale.reshape(()))
+    zv = _const(graph, names, f"{base}_zero_point", np.zeros(bscale.shape if per_channel else (), np.int32))
+    out = Value(names(f"{base}_dequantized"), TensorType(DataType.FLOAT, tuple(bq.shape)))
+    attrs = [Attribute("axis", AttrKind.INT, 0)] if per_channel else []
+    graph.add_node(Node("DequantizeLinear", [qv, sv, zv], [out], name=names(f"{base}_DequantizeLinear"),
+                        attributes=attrs))
+    graph.set_input(n, bias_idx, out)
+    rep.biases += 1
+    rep.qdq_nodes += 1
+
+
+def _quantize_weights(graph: Graph, plan: QuantPlan, params: dict[str, QParams], names: _Names,
+                      rep: RewriteReport) -> None:
+    """Put every planned weight (and its node's bias) behind a DequantizeLinear; nodes sharing a weight
+    at the same axis and scale share its DequantizeLinear."""
     wcache: dict[tuple[str, int | None, bytes], Value] = {}
     for slot in plan.weights:
         n = slot.node
@@ -280,71 +350,57 @@ def apply_plan(graph: Graph, plan: QuantPlan, params: dict[str, QParams], cfg: Q
         bias_idx = plan.biases.get(id(n))
         bq = bscale = None
         if bias_idx is not None:
-            b = n.inputs[bias_idx].const.astype(np.float64)
-            xs = float(np.float32(params[n.inputs[0].name].scale))
-            # a bias too large for int32 at x_scale*w_scale: widen that channel's (the tensor's) weight scale
-            need = np.abs(b) / (xs * (_INT32_MAX - 1))
-            scale = np.maximum(scale, need.max() if axis is None else need)
-            bscale = (np.float32(xs) * scale.astype(np.float32)).astype(np.float32)  # scalar when per tensor
-            bq = np.clip(np.rint(b / bscale.astype(np.float64)), -_INT32_MAX, _INT32_MAX).astype(np.int32)
+            scale, bscale, bq = _bias_quantization(n, bias_idx, scale, axis, params)
         scale32 = scale.astype(np.float32)
         key = (wv.name, axis, scale32.tobytes())
         dq_out = wcache.get(key)
         if dq_out is None:
-            q = _quantize_weight(w, scale32, axis)
-            qv = _const(graph, names, f"{wv.name}_quantized", q)
-            sv = _const(graph, names, f"{wv.name}_scale", scale32 if axis is not None else scale32.reshape(()))
-            zv = _const(graph, names, f"{wv.name}_zero_point",
-                        np.zeros(scale32.shape if axis is not None else (), np.int8))
-            dq_out = Value(names(f"{wv.name}_dequantized"), TensorType(DataType.FLOAT, tuple(w.shape)))
-            attrs = [Attribute("axis", AttrKind.INT, int(axis))] if axis is not None else []
-            graph.add_node(Node("DequantizeLinear", [qv, sv, zv], [dq_out], name=names(f"{wv.name}_DequantizeLinear"),
-                                attributes=attrs))
-            wcache[key] = dq_out
-            rep.qdq_nodes += 1
-            s_b = scale32.reshape([-1 if i == axis else 1 for i in range(w.ndim)]) if axis is not None else scale32
-            err = float(np.abs(q.astype(np.float32) * s_b - w).max()) if w.size else 0.0
-            rep.weights.append({"name": wv.name, "shape": list(w.shape), "axis": axis, "max_abs_error": err})
+            dq_out = wcache[key] = _dequantized_weight(graph, names, wv, w, scale32, axis, rep)
         graph.set_input(n, slot.index, dq_out)
         if bq is not None:
-            bv = n.inputs[bias_idx]
-            base = f"{n.name or bv.name}_bias"
-            qv = _const(graph, names, f"{base}_quantized", bq)
-            per = axis is not None
-            sv = _const(graph, names, f"{base}_scale", bscale if per else bscale.reshape(()))
-            zv = _const(graph, names, f"{base}_zero_point", np.zeros(bscale.shape if per else (), np.int32))
-            out = Value(names(f"{base}_dequantized"), TensorType(DataType.FLOAT, tuple(bq.shape)))
-            attrs = [Attribute("axis", AttrKind.INT, 0)] if per else []
-            graph.add_node(Node("DequantizeLinear", [qv, sv, zv], [out], name=names(f"{base}_DequantizeLinear"),
-                                attributes=attrs))
-            graph.set_input(n, bias_idx, out)
-            rep.biases += 1
-            rep.qdq_nodes += 1
-    # drop float initializers nothing reads any more
+            _dequantize_bias(graph, names, n, bias_idx, bq, bscale, axis is not None, rep)
+
+
+def _drop_unused_initializers(graph: Graph) -> None:
+    """Remove the initializers nothing reads any more (neither a graph input nor a graph output)."""
     inputs = {v.name for v in graph.inputs}
     for name, v in list(graph.initializers.items()):
         if not v.uses and name not in inputs and all(o is not v for o in graph.outputs):
             del graph.initializers[name]
-    # -- activations
+
+
+def _quantize_activation(graph: Graph, names: _Names, v: Value, p: QParams) -> None:
+    """Route every reader of ``v`` through ``QuantizeLinear -> DequantizeLinear`` with parameters ``p``;
+    a graph output keeps its name (it becomes the DequantizeLinear's output)."""
+    t = v.name
+    s_arr, z_arr = p.arrays()
+    sv = _const(graph, names, f"{t}_scale", s_arr)
+    zv = _const(graph, names, f"{t}_zero_point", z_arr)
+    qdt = DataType.INT8 if p.dtype == "int8" else DataType.UINT8
+    qv = Value(names(f"{t}_quantized"), TensorType(qdt, v.shape))
+    dqv = Value(names(f"{t}_dequantized"), TensorType(DataType.FLOAT, v.shape))
+    was_output = any(o is v for o in graph.outputs)
+    graph.replace_all_uses(v, dqv)
+    graph.add_node(Node("QuantizeLinear", [v, sv, zv], [qv], name=names(f"{t}_QuantizeLinear")))
+    graph.add_node(Node("DequantizeLinear", [qv, sv, zv], [dqv], name=names(f"{t}_DequantizeLinear")))
+    if was_output and any(i is v for i in graph.inputs):  # an input passed straight through stays as is
+        graph.outputs = [v if o is dqv else o for o in graph.outputs]
+    elif was_output:  # the graph output keeps its name: it is now the DequantizeLinear's output
+        old = names(f"{t}_float")
+        names.used.add(t)
+        v.name, dqv.name = old, t
+
+
+def apply_plan(graph: Graph, plan: QuantPlan, params: dict[str, QParams], cfg: QuantizationConfig) -> RewriteReport:
+    """Insert the Q/DQ pairs and quantized weights of ``plan`` into ``graph`` (in place)."""
+    rep = RewriteReport()
+    names = _Names(graph)
+    vm = graph.value_map()
+    # weights and biases before activations: biases read the original x value names
+    _quantize_weights(graph, plan, params, names, rep)
+    _drop_unused_initializers(graph)
     for t in plan.activations:
-        v = vm[t]
-        p = params[t]
-        s_arr, z_arr = p.arrays()
-        sv = _const(graph, names, f"{t}_scale", s_arr)
-        zv = _const(graph, names, f"{t}_zero_point", z_arr)
-        qdt = DataType.INT8 if p.dtype == "int8" else DataType.UINT8
-        qv = Value(names(f"{t}_quantized"), TensorType(qdt, v.shape))
-        dqv = Value(names(f"{t}_dequantized"), TensorType(DataType.FLOAT, v.shape))
-        was_output = any(o is v for o in graph.outputs)
-        graph.replace_all_uses(v, dqv)
-        graph.add_node(Node("QuantizeLinear", [v, sv, zv], [qv], name=names(f"{t}_QuantizeLinear")))
-        graph.add_node(Node("DequantizeLinear", [qv, sv, zv], [dqv], name=names(f"{t}_DequantizeLinear")))
-        if was_output and any(i is v for i in graph.inputs):  # an input passed straight through stays as is
-            graph.outputs = [v if o is dqv else o for o in graph.outputs]
-        elif was_output:  # the graph output keeps its name: it is now the DequantizeLinear's output
-            old = names(f"{t}_float")
-            names.used.add(t)
-            v.name, dqv.name = old, t
+        _quantize_activation(graph, names, vm[t], params[t])
         rep.activations += 1
         rep.qdq_nodes += 2
     graph.topological_sort()

@@ -31,10 +31,8 @@ import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
 from nnrt_core.errors import NnrtError
-from nnrt_core.ir import Graph, Node, TensorType, Value
-from nnrt_core.ir.graph import AttrKind
-from nnrt_core.placement import PartitionPlan, partition_graph
-from nnrt_core.placement import PartitionKey, PlacementContext
+from nnrt_core.ir import AttrKind, Graph, Node, TensorType, Value
+from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, partition_graph
 
 __all__ = ["ProfileCache", "Profiler", "partition_signature", "machine_id", "cache_directory",
            "synthesize_feeds"]
