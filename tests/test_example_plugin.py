@@ -1,5 +1,5 @@
-"""The third-party example plugin, really pip-installed into a fresh virtual
-environment, is discovered by `nnrt devices` and runs a model."""
+"""The third-party example plugin, really pip-installed (into a folder of its
+own), is discovered by `nnrt devices` and runs a model."""
 from __future__ import annotations
 
 import json
@@ -15,17 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> Path:
-    env_dir = tmp_path_factory.mktemp("venv") / "env"
-    # system site-packages: the venv sees the installed nnrt-core, numpy, pip and setuptools
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)], check=True)
-    py = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+def plugin_env(tmp_path_factory) -> dict[str, str]:
+    """The environment of a process that has the example plugin pip-installed
+    (into its own folder on PYTHONPATH, so this interpreter, in a virtual
+    environment or not, keeps seeing the installed nnrt-core, numpy and onnx)."""
+    target = tmp_path_factory.mktemp("plugin") / "site"
     proc = subprocess.run(
-        [str(py), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         str(ROOT / "examples" / "example_backend")],
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+         "--target", str(target), str(ROOT / "examples" / "example_backend")],
         capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    return py
+    paths = [str(target), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def test_example_plugin_is_not_in_this_interpreter():
@@ -34,16 +35,16 @@ def test_example_plugin_is_not_in_this_interpreter():
     assert "example" not in Registry().backends
 
 
-def test_installed_plugin_listed_by_devices(venv):
-    out = subprocess.run([str(venv), "-m", "nnrt_core.tools.cli", "devices", "--json"],
-                         capture_output=True, text=True, check=True).stdout
+def test_installed_plugin_listed_by_devices(plugin_env):
+    out = subprocess.run([sys.executable, "-m", "nnrt_core.tools.cli", "devices", "--json"],
+                         capture_output=True, text=True, check=True, env=plugin_env).stdout
     backends = {b["name"]: b for b in json.loads(out)["backends"]}
     assert backends["example"]["available"] is True
     assert backends["example"]["plugin"] == "example"
     assert "numpy" in backends
 
 
-def test_installed_plugin_runs_a_model(venv):
+def test_installed_plugin_runs_a_model(plugin_env):
     script = textwrap.dedent("""
         import numpy as np
         from onnx import TensorProto, helper
@@ -61,6 +62,6 @@ def test_installed_plugin_runs_a_model(venv):
         assert np.allclose(y, ref), (y, ref)
         print(s.placement)
     """)
-    out = subprocess.run([str(venv), "-c", script], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=plugin_env)
     assert out.returncode == 0, out.stderr
     assert "'relu': 'example'" in out.stdout and "'softmax': 'numpy'" in out.stdout

@@ -2,7 +2,6 @@
 (offline files and the model cache store this form)."""
 from __future__ import annotations
 
-from typing import Any
 
 from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
 from nnrt_core.config import ScheduleConfig

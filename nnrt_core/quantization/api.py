@@ -159,7 +159,7 @@ def _resolve_config(config: QuantizationConfig | None, options: dict[str, Any]) 
 def _load_float_model(model: Any, cfg: QuantizationConfig) -> tuple[Model, tuple[int, int] | None]:
     """A fresh, topologically sorted IR copy of ``model`` (upgraded to the opset ``cfg`` needs), checked
     for quantization, and the ``(from, to)`` opset upgrade when one was made."""
-    from nnrt_core.session import load_model  # session imports this package's siblings
+    from nnrt_core.compiler.load import load_model
 
     model, upgraded = _upgrade_opset(model, _PER_CHANNEL_OPSET if cfg.per_channel else _QDQ_OPSET)
     m = load_model(model)
@@ -171,10 +171,11 @@ def _load_float_model(model: Any, cfg: QuantizationConfig) -> tuple[Model, tuple
 def _run_basic_passes(g: Graph, reg: Registry) -> None:
     """The 'basic' passes (as ONNX Runtime's pre-processing does): constants folded, BatchNormalization
     and per-channel Mul/Add folded into the Conv before it (one int8 op instead of two), identities gone."""
-    numpy_rec = reg.backends.get("numpy")
-    if numpy_rec is None or not numpy_rec.available:
-        raise QuantizationError("calibration runs the model on the 'numpy' backend, which is not available")
-    PassManager("basic").run(g, PassContext(evaluator=numpy_rec.backend))
+    evaluator = reg.host_evaluator()
+    if evaluator is None:
+        raise QuantizationError("calibration runs the model on a host backend that evaluates constants "
+                                "(Backend.evaluates_constants, e.g. 'numpy'); none is available")
+    PassManager("basic").run(g, PassContext(evaluator=evaluator))
     g.topological_sort()
 
 

@@ -174,7 +174,7 @@ def calibrate(graph: Graph, names: Sequence[str], data: CalibrationSet, cfg: Qua
               registry: Registry | None = None, progress: bool | None = None,
               on_run: Callable[[], None] | None = None) -> dict[str, TensorStats]:
     """Statistics of the tensors ``names`` of ``graph`` over the calibration set."""
-    from nnrt_core.session import Session  # session imports passes; keep import order simple
+    from nnrt_core.session import Session  # the session is this tool's client API (imported when used)
 
     model, exposed = _exposing_model(graph, names)
     registry = registry if registry is not None else default_registry()

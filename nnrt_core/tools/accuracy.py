@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_core.config import ScheduleConfig
-from nnrt_core.errors import ConfigError, InputError
+from nnrt_core.errors import ConfigError
 from nnrt_core.ir.clone import clone_graph
 from nnrt_core.registry import Registry
 from nnrt_core.runtime.feeds import random_feeds as synthetic_feeds

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import platform
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,9 +29,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
-from nnrt_core.errors import NnrtError
-from nnrt_core.ir import AttrKind, Graph, Node, TensorType, Value
+from nnrt_core.errors import InputError, NnrtError
+from nnrt_core.ir import AttrKind, Graph, Node, Value
 from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, partition_graph
+from nnrt_core.runtime.feeds import random_feeds, tensor_info
+from nnrt_core.storage.files import write_atomic
 
 __all__ = ["ProfileCache", "Profiler", "partition_signature", "machine_id", "cache_directory",
            "synthesize_feeds"]
@@ -136,10 +137,7 @@ class ProfileCache:
                 except (OSError, ValueError):
                     merged = {}
                 merged.update(self._data)
-                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".profiles-", suffix=".tmp")
-                with os.fdopen(fd, "w") as f:
-                    json.dump(merged, f, sort_keys=True)
-                os.replace(tmp, self.path)
+                write_atomic(self.path, json.dumps(merged, sort_keys=True).encode())
                 self._dirty = False
             except OSError as e:  # a read-only cache only costs re-measuring
                 log.warning("cannot write schedule profile cache %s: %s", self.path, e)
@@ -149,24 +147,10 @@ def synthesize_feeds(graph: Graph, seed: int = 0) -> dict[str, Any] | None:
     """Deterministic feeds for timing: normal floats, zero integers (valid
     indices), False booleans; symbolic dims become 1.  None when an input is
     not a tensor of known rank."""
-    rng = np.random.default_rng(seed)
-    feeds: dict[str, Any] = {}
-    for v in graph.inputs:
-        t = v.type
-        if not isinstance(t, TensorType) or t.shape is None:
-            return None
-        try:
-            dt = t.dtype.numpy
-        except TypeError:
-            return None
-        shape = tuple(d if isinstance(d, int) else 1 for d in t.shape)
-        if dt.kind == "f":
-            feeds[v.name] = rng.standard_normal(shape).astype(dt)
-        elif dt.kind in "iub":
-            feeds[v.name] = np.zeros(shape, dt)
-        else:
-            return None
-    return feeds
+    try:
+        return random_feeds([tensor_info(v) for v in graph.inputs], seed, floats="normal", int_high=1)
+    except InputError:
+        return None
 
 
 class Profiler:

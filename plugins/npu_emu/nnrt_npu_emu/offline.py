@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nnrt_core.backend import CompileOptions, CompiledPartition
 from nnrt_core.errors import CompileError
-from nnrt_core.session_file import write_atomic
+from nnrt_core.storage.files import write_atomic
 
 __all__ = ["save_offline", "load_offline", "SUFFIX"]
 

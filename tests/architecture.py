@@ -1,0 +1,172 @@
+"""Static facts about nnrt's own source (nnrt_core, the shipped plugins and
+schedulers): the import graph, private names reached across modules, module
+and function sizes.  ``tests/test_architecture.py`` holds the rules; run this
+file to print the findings:  python tests/architecture.py"""
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Module", "load_modules", "import_cycles", "private_accesses", "long_functions", "ROOT"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def package_dirs(root: Path = ROOT) -> list[Path]:
+    """The first-party packages: the core, every plugin under plugins/, the schedulers."""
+    return [root / "nnrt_core", *sorted((root / "plugins").glob("*/nnrt_*")), root / "schedulers" / "nnrt_schedulers"]
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    tree: ast.Module
+    lines: int
+    imports: set[str] = field(default_factory=set)  #: first-party modules imported (anywhere in the file)
+    defined: set[str] = field(default_factory=set)  #: names defined here (functions, classes, attributes)
+
+
+def _module_name(path: Path, dirs: list[Path]) -> str:
+    for d in dirs:
+        if path.is_relative_to(d):
+            parts = list(path.relative_to(d.parent).with_suffix("").parts)
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise ValueError(path)
+
+
+def _resolve(mod: Module, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = mod.name.split(".")
+    if mod.path.name != "__init__.py":
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def load_modules(root: Path = ROOT) -> dict[str, Module]:
+    """Every first-party module with its first-party imports (type-checking
+    and function-level imports included: they are dependencies too)."""
+    dirs = package_dirs(root)
+    mods: dict[str, Module] = {}
+    for d in dirs:
+        for p in sorted(d.rglob("*.py")):
+            text = p.read_text()
+            tree = ast.parse(text)
+            m = Module(_module_name(p, dirs), p, tree, len(text.splitlines()))
+            m.defined = _defined_names(tree)
+            mods[m.name] = m
+    for m in mods.values():
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.Import):
+                m.imports |= {a.name for a in node.names if a.name in mods}
+            elif isinstance(node, ast.ImportFrom):
+                target = _resolve(m, node)
+                for a in node.names:
+                    sub = f"{target}.{a.name}"
+                    m.imports.add(sub if sub in mods else target)
+        m.imports = {i for i in m.imports if i in mods and i != m.name}
+    return mods
+
+
+def import_cycles(mods: dict[str, Module]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(mods[v].imports):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(mods)))
+    try:
+        for v in sorted(mods):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return cycles
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_accesses(mods: dict[str, Module]) -> list[str]:
+    """``from m import _x`` of a first-party module, and ``obj._x`` where ``_x``
+    is not defined in the accessing module (``self``/``cls``/``super()`` are
+    the object's own business)."""
+    found = []
+    for m in mods.values():
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.ImportFrom):
+                target = _resolve(m, node)
+                if target.split(".")[0] in {n.split(".")[0] for n in mods}:
+                    found += [f"{m.name}:{node.lineno} from {target} import {a.name}"
+                              for a in node.names if _is_private(a.name)]
+            elif isinstance(node, ast.Attribute) and _is_private(node.attr) and node.attr not in m.defined:
+                base = node.value
+                if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                    continue
+                if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+                    continue
+                found.append(f"{m.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def long_functions(mods: dict[str, Module], limit: int) -> list[str]:
+    out = []
+    for m in mods.values():
+        for node in ast.walk(m.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > limit:
+                    out.append(f"{m.name}.{node.name}: {n} lines")
+    return out
+
+
+if __name__ == "__main__":
+    modules = load_modules()
+    print("import cycles:", import_cycles(modules) or "none")
+    print("private accesses:", *private_accesses(modules) or ["none"], sep="\n  ")
+    print("functions over 80 lines:", *long_functions(modules, 80) or ["none"], sep="\n  ")
+    print("modules over 450 lines:", *[f"{m.name}: {m.lines}" for m in modules.values() if m.lines > 450] or ["none"],
+          sep="\n  ")
