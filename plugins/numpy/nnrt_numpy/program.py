@@ -14,10 +14,10 @@ import numpy as np
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
 from nnrt_core.ir import Graph, Node, TensorType, Value
 
-from nnrt_numpy import ieee
 from nnrt_numpy.arena import FRESH_OUTPUT_OPS, ArenaPlan, plan_arena
 from nnrt_numpy.fusion import Chain, find_chains
 from nnrt_numpy.graph_facts import is_static_shape, value_dtype, value_readers
+from nnrt_numpy.ieee import ieee_arithmetic
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
 
 __all__ = ["GraphProgram", "node_info"]
@@ -178,13 +178,13 @@ class GraphProgram:
                 self._regs[slot_] = c
             self.run = self._run_plain  # type: ignore[method-assign]
 
+    @ieee_arithmetic
     def _run_plain(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
         """:meth:`run` for programs without arena, placements or outer scope."""
         regs = self._regs.copy()
         for s, x in zip(self.input_slots, inputs):
             regs[s] = x
         step = None
-        fp = ieee.enter()
         try:
             for step in self.steps:
                 outs = step.kernel(*[regs[i] for i in step.plain_ins])
@@ -196,8 +196,6 @@ class GraphProgram:
             raise
         except Exception as e:
             raise self._failure(step, e) from e
-        finally:
-            ieee.leave(fp)
         return [np.asarray(o) if isinstance(o, np.generic) else o for o in (regs[s] for s in self.output_slots)]
 
     def _failure(self, step: "_Step | None", e: Exception) -> ExecutionError:
@@ -312,6 +310,7 @@ class GraphProgram:
             if s not in keep:
                 self.steps[i].dead.append(s)
 
+    @ieee_arithmetic
     def run(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
         regs: list[Any] = [None] * self.nslots
         for s, c in self.consts:
@@ -326,7 +325,6 @@ class GraphProgram:
         step = None
         arena = self.arena
         planned = arena.acquire() if arena is not None else None
-        fp = ieee.enter()
         try:
             for index, step in enumerate(self.steps):
                 args = [regs[i] if i >= 0 else None for i in step.ins]
@@ -353,7 +351,6 @@ class GraphProgram:
         except Exception as e:
             raise self._failure(step, e) from e
         finally:
-            ieee.leave(fp)
             if planned is not None:
                 arena.release(planned)
         # numpy ops on 0-d arrays give numpy scalars (np.take, a + b): outputs are always arrays
