@@ -32,8 +32,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy import special
 
-from nnrt_core.ir import Graph, Node, TensorType, Value
+from nnrt_core.ir import Graph, Node, Value
 
+from nnrt_numpy.graph_facts import is_static_shape, value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
 
 __all__ = ["Chain", "find_chains"]
@@ -41,19 +42,6 @@ __all__ = ["Chain", "find_chains"]
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: kernels whose first output is always a freshly allocated array
 _HEADS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Concat", "Sum", "Add", "Mul"}
-
-
-def _dtype(v: Value | None) -> np.dtype | None:
-    if v is None or not isinstance(v.type, TensorType):
-        return None
-    try:
-        return np.dtype(v.type.dtype.numpy)
-    except TypeError:
-        return None
-
-
-def _static(shape) -> bool:
-    return shape is not None and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
 
 
 def _channel_vector(c: np.ndarray, shape: tuple) -> np.ndarray | None:
@@ -136,21 +124,6 @@ class Chain:
         return self.run(*args, out=out)
 
 
-def _readers(graph: Graph) -> dict[int, list]:
-    """Who reads each value of ``graph``: nodes (once per input position), and
-    ``None`` for sub-graph reads and graph outputs."""
-    readers: dict[int, list] = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            if v is not None:
-                readers.setdefault(id(v), []).append(n)
-        for v in n.outer_inputs():
-            readers.setdefault(id(v), []).append(None)
-    for v in graph.outputs:
-        readers.setdefault(id(v), []).append(None)
-    return readers
-
-
 def _const_operand(node: Node, y: Value) -> tuple[int, np.ndarray | None, Value | None]:
     """For a binary node reading ``y``: (index of y, constant other operand or None, other Value)."""
     iy = 0 if node.inputs[0] is y else 1
@@ -164,7 +137,7 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
     if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
         return None
     out = node.outputs[0]
-    if _dtype(out) != ydt or out.shape is None or tuple(out.shape) != yshape:
+    if value_dtype(out) != ydt or out.shape is None or tuple(out.shape) != yshape:
         return None
     t = ydt.type
     if op == "Relu":
@@ -197,7 +170,7 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
         if node.inputs[0] is y and node.inputs[1] is y:
             return None
         iy, c, other = _const_operand(node, y)
-        if other is None or _dtype(other) != ydt:
+        if other is None or value_dtype(other) != ydt:
             return None
         if c is not None:
             vec = _channel_vector(c, yshape)
@@ -216,7 +189,7 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
 def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel]) -> list[Chain]:
     """Chains of ``graph.nodes`` worth fusing.  ``kernels[i]`` is the kernel of
     ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a (modified) NodeInfo."""
-    readers = _readers(graph)
+    readers = value_readers(graph)
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     taken: set[int] = set()
     chains: list[Chain] = []
@@ -226,8 +199,8 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
         if len(head.outputs) != 1 or head.subgraphs():
             continue
         y = head.outputs[0]
-        ydt = _dtype(y)
-        if ydt not in _FLOATS or not _static(y.shape) or len(y.shape) == 0:  # ufuncs return scalars for 0-d
+        ydt = value_dtype(y)
+        if ydt not in _FLOATS or not is_static_shape(y.shape) or len(y.shape) == 0:  # ufuncs return scalars for 0-d
             continue
         yshape = tuple(y.shape)
         if head.op_type == "BatchNormalization" and _bn_affine(head, kernels[i]) is None:

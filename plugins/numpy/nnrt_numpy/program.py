@@ -14,9 +14,10 @@ import numpy as np
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
 from nnrt_core.ir import Graph, Node, TensorType, Value
 
-from nnrt_numpy import ieee
 from nnrt_numpy.arena import FRESH_OUTPUT_OPS, ArenaPlan, plan_arena
 from nnrt_numpy.fusion import Chain, find_chains
+from nnrt_numpy.graph_facts import is_static_shape, value_dtype, value_readers
+from nnrt_numpy.ieee import ieee_arithmetic
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
 
 __all__ = ["GraphProgram", "node_info"]
@@ -177,13 +178,13 @@ class GraphProgram:
                 self._regs[slot_] = c
             self.run = self._run_plain  # type: ignore[method-assign]
 
+    @ieee_arithmetic
     def _run_plain(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
         """:meth:`run` for programs without arena, placements or outer scope."""
         regs = self._regs.copy()
         for s, x in zip(self.input_slots, inputs):
             regs[s] = x
         step = None
-        fp = ieee.enter()
         try:
             for step in self.steps:
                 outs = step.kernel(*[regs[i] for i in step.plain_ins])
@@ -195,8 +196,6 @@ class GraphProgram:
             raise
         except Exception as e:
             raise self._failure(step, e) from e
-        finally:
-            ieee.leave(fp)
         return [np.asarray(o) if isinstance(o, np.generic) else o for o in (regs[s] for s in self.output_slots)]
 
     def _failure(self, step: "_Step | None", e: Exception) -> ExecutionError:
@@ -213,9 +212,7 @@ class GraphProgram:
         (per call: concurrent runs share nothing).  The Concat step then only
         copies the inputs that were not placed.  Returns the number of placed
         inputs."""
-        from nnrt_numpy.fusion import _readers, _dtype, _static
-
-        readers = _readers(graph)
+        readers = value_readers(graph)
         outputs = {id(v) for v in graph.outputs}
         producer: dict[int, int] = {}  # output slot -> step index
         for i, st in enumerate(self.steps):
@@ -227,8 +224,8 @@ class GraphProgram:
             if st.chain is not None or node.op_type != "Concat" or node.domain not in ("", "ai.onnx"):
                 continue
             y = node.outputs[0]
-            dt = _dtype(y)
-            if dt is None or dt.kind != "f" or not _static(y.shape) or len(y.shape) < 2:
+            dt = value_dtype(y)
+            if dt is None or dt.kind != "f" or not is_static_shape(y.shape) or len(y.shape) < 2:
                 continue
             shape = tuple(y.shape)
             axis = getattr(st.kernel, "axis", None)
@@ -243,7 +240,7 @@ class GraphProgram:
             plan: list[tuple[int, int, int] | None] = []  # (producer step, start, stop) per input
             start = 0
             for v in node.inputs:
-                if not _static(v.shape) or len(v.shape) != len(shape) or _dtype(v) != dt:
+                if not is_static_shape(v.shape) or len(v.shape) != len(shape) or value_dtype(v) != dt:
                     plan = []
                     break
                 stop = start + v.shape[axis]
@@ -282,8 +279,6 @@ class GraphProgram:
         """Steps that write into a given buffer (Conv, FusedConv, fused chains)
         and have one static float output get it from the run's arena (see
         :mod:`nnrt_numpy.arena`)."""
-        from nnrt_numpy.fusion import _dtype, _static
-
         candidates: dict[int, tuple[tuple[int, ...], np.dtype]] = {}
         fresh = {i for i, st in enumerate(self.steps) if st.chain is None and st.kernel is not None
                  and st.node.domain in ("", "ai.onnx") and st.node.op_type in FRESH_OUTPUT_OPS
@@ -294,8 +289,8 @@ class GraphProgram:
             if st.chain is None and not getattr(st.kernel, "accepts_out", False):
                 continue
             v = st.chain.output if st.chain is not None else st.node.outputs[0]
-            dt = _dtype(v)
-            if dt is None or dt.kind != "f" or not _static(v.shape):
+            dt = value_dtype(v)
+            if dt is None or dt.kind != "f" or not is_static_shape(v.shape):
                 continue
             candidates[i] = (tuple(v.shape), dt)
         return plan_arena(self.steps, self.output_slots, {s for s, _ in self.consts}, candidates, fresh)
@@ -315,6 +310,7 @@ class GraphProgram:
             if s not in keep:
                 self.steps[i].dead.append(s)
 
+    @ieee_arithmetic
     def run(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
         regs: list[Any] = [None] * self.nslots
         for s, c in self.consts:
@@ -329,7 +325,6 @@ class GraphProgram:
         step = None
         arena = self.arena
         planned = arena.acquire() if arena is not None else None
-        fp = ieee.enter()
         try:
             for index, step in enumerate(self.steps):
                 args = [regs[i] if i >= 0 else None for i in step.ins]
@@ -356,7 +351,6 @@ class GraphProgram:
         except Exception as e:
             raise self._failure(step, e) from e
         finally:
-            ieee.leave(fp)
             if planned is not None:
                 arena.release(planned)
         # numpy ops on 0-d arrays give numpy scalars (np.take, a + b): outputs are always arrays

@@ -2,7 +2,7 @@
 ``nnrt.backends``).  See ``README.md`` in the plugin folder for the design."""
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from nnrt_onnxruntime.version import __version__
 
 __all__ = ["__version__", "OnnxRuntimeBackend"]
 

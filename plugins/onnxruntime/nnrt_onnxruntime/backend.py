@@ -13,14 +13,14 @@ from nnrt_core.errors import ConfigError
 from nnrt_core.frontends.onnx_export import ExternalWeights
 from nnrt_core.ir import DataType, Graph, Node
 
-from nnrt_onnxruntime import __version__
 from nnrt_onnxruntime.capability import CapabilityCache, Prober
 from nnrt_onnxruntime.deviations import known_deviation
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
 from nnrt_onnxruntime.export import export_partition, max_ir_version
 from nnrt_onnxruntime.offline import PARTITION_WEIGHTS, OptimizedModel, external_arrays, machine_fingerprint
 from nnrt_onnxruntime.partition import OrtPartition, unpack_blob
-from nnrt_onnxruntime.providers import list_devices, provider_kind
+from nnrt_onnxruntime.version import __version__
+from nnrt_onnxruntime.providers import device_index, list_devices, provider_kind
 
 __all__ = ["OnnxRuntimeBackend"]
 
@@ -78,14 +78,8 @@ class OnnxRuntimeBackend(Backend):
                     return d
         return super().find_device(selector)
 
-    @staticmethod
-    def device_index(selector: str | None) -> int:
-        if selector and ":" in selector:
-            idx = selector.split(":", 1)[1]
-            if not idx.isdigit():
-                raise ConfigError(f"device {selector!r}: the index after ':' must be a number")
-            return int(idx)
-        return 0
+    #: the device number of a selector such as ``cuda:1`` (0 without one)
+    device_index = staticmethod(device_index)
 
     def cache_fingerprint(self) -> dict[str, Any]:
         """The base facts plus the CPU features and ORT version: cached

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import numpy as np
 
 from nnrt_core.frontends.onnx_export import graph_to_onnx
 from nnrt_core.ir import AttrKind, Node, OptionalType, SequenceType, TensorType, ValueType
+from nnrt_core.session_file import write_atomic
 
 from nnrt_onnxruntime.export import UntypedInputError, build_probe_model, quiet_session_options
 
@@ -227,19 +227,7 @@ class CapabilityCache:
             data = {"format": CACHE_FORMAT, "onnxruntime": self.ort_version, "entries": merged}
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as f:
-                        json.dump(data, f, separators=(",", ":"), sort_keys=True)
-                        f.flush()
-                        os.fsync(f.fileno())
-                    os.replace(tmp, self.path)
-                except BaseException:
-                    try:
-                        os.unlink(tmp)
-                    except OSError:
-                        pass
-                    raise
+                write_atomic(self.path, json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8"))
             except OSError as e:
                 log.warning("cannot write capability cache %s: %s", self.path, e)
                 return

@@ -22,11 +22,11 @@ import struct
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend.base import CompiledPartition, CompileOptions
+from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
 from nnrt_core.frontends.onnx_export import ExternalWeights
 from nnrt_core.runtime.thread_budget import CORES, thread_budget
@@ -40,10 +40,7 @@ from nnrt_onnxruntime.offline import (
     machine_fingerprint,
     optimize_and_save,
 )
-from nnrt_onnxruntime.providers import make_session_options, normalize_providers, provider_kind
-
-if TYPE_CHECKING:
-    from nnrt_onnxruntime.backend import OnnxRuntimeBackend
+from nnrt_onnxruntime.providers import device_index, make_session_options, normalize_providers, provider_kind
 
 __all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
 
@@ -96,7 +93,7 @@ def unpack_blob(blob: bytes) -> tuple[dict[str, Any], bytes, memoryview]:
 class OrtPartition(CompiledPartition):
     """One ORT session running a partition (see the module docstring)."""
 
-    def __init__(self, backend: "OnnxRuntimeBackend", name: str, input_names: Sequence[str],
+    def __init__(self, backend: Backend, name: str, input_names: Sequence[str],
                  output_names: Sequence[str], model: bytes, options: CompileOptions,
                  node_ops: Mapping[str, str] | None = None, *, optimized: OptimizedModel | None = None,
                  weights: ExternalWeights | None = None) -> None:
@@ -360,7 +357,7 @@ def _add_external(so: Any, external: tuple[list[str], list[Any]] | None, preopti
         so.add_external_initializers(names, values)
 
 
-def _create_session(backend: "OnnxRuntimeBackend", model: bytes, options: CompileOptions,
+def _create_session(backend: Backend, model: bytes, options: CompileOptions,
                     external: tuple[list[str], list[Any]] | None = None, preoptimized: bool = False,
                     ) -> tuple[Any, dict[str, Any], OptimizedModel | None]:
     """An InferenceSession on the requested provider, falling back (visibly)
@@ -379,7 +376,7 @@ def _create_session(backend: "OnnxRuntimeBackend", model: bytes, options: Compil
         device_id = None
     else:
         device = backend.find_device(options.device)
-        index = backend.device_index(options.device)
+        index = device_index(options.device)
         popts = {str(k): str(v) for k, v in dict(extra.get("provider_options") or {}).items()}
         if provider_kind(device.name).takes_device_id:
             popts.setdefault("device_id", str(index))

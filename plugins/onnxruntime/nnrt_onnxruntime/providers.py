@@ -17,6 +17,7 @@ __all__ = [
     "OPT_LEVELS",
     "make_session_options",
     "normalize_providers",
+    "device_index",
 ]
 
 log = logging.getLogger("nnrt.onnxruntime")
@@ -203,3 +204,13 @@ def normalize_providers(value: Any) -> list[tuple[str, dict[str, str]]]:
         else:
             raise ConfigError(f"onnxruntime provider entries must be a name or [name, {{options}}], got {p!r}")
     return out
+
+
+def device_index(selector: str | None) -> int:
+    """The device number of a selector such as ``cuda:1`` (0 without one)."""
+    if selector and ":" in selector:
+        idx = selector.split(":", 1)[1]
+        if not idx.isdigit():
+            raise ConfigError(f"device {selector!r}: the index after ':' must be a number")
+        return int(idx)
+    return 0

@@ -3,7 +3,7 @@ string attributes (FusedConv / FusedGemm), GELU variants, and scalar
 quantization parameters."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy.special import erf  # exact GELU needs erf; numpy has none
@@ -74,3 +74,21 @@ def scalar(v: np.ndarray | None, fail: Callable[[str], Exception], name: str, de
     if a.size != 1:
         raise fail(f"{name} must be a scalar (per-tensor), got shape {a.shape}")
     return float(a.reshape(()).astype(np.float64))
+
+
+def in_place_activation(name: Any, params: list[float], dtype: np.dtype) -> Activation | None:
+    """An activation applied in place (``f(y)`` modifies ``y``), or None."""
+    if isinstance(name, bytes):
+        name = name.decode()
+    t = dtype.type
+    if name == "Relu":
+        zero = t(0)
+        return lambda y: np.maximum(y, zero, out=y)
+    if name == "LeakyRelu":
+        alpha = t(params[0] if params else 0.01)
+        return lambda y: np.multiply(y, alpha, out=y, where=y < 0)
+    if name == "Clip":
+        lo = params[0] if len(params) > 0 else -np.inf
+        hi = params[1] if len(params) > 1 else np.inf
+        return lambda y: np.clip(y, t(lo), t(hi), out=y)
+    return None

@@ -18,27 +18,9 @@ from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
 from ..nn.conv import Conv
 from ..quant._conv import conv_nd, parse_conv_attrs
-from ._util import MS, make_activation
+from ._util import MS, in_place_activation, make_activation
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _in_place(name: Any, params: list[float], dtype: np.dtype):
-    """An activation applied in place (``f(y)`` modifies ``y``), or None."""
-    if isinstance(name, bytes):
-        name = name.decode()
-    t = dtype.type
-    if name == "Relu":
-        zero = t(0)
-        return lambda y: np.maximum(y, zero, out=y)
-    if name == "LeakyRelu":
-        alpha = t(params[0] if params else 0.01)
-        return lambda y: np.multiply(y, alpha, out=y, where=y < 0)
-    if name == "Clip":
-        lo = params[0] if len(params) > 0 else -np.inf
-        hi = params[1] if len(params) > 1 else np.inf
-        return lambda y: np.clip(y, t(lo), t(hi), out=y)
-    return None
 
 
 @register
@@ -63,7 +45,7 @@ class FusedConv(Kernel):
                     self.fast = Conv(info)
                 except Exception:  # leave the error (if any) to the generic path at run time
                     self.fast = None
-                self.in_place = _in_place(node.attr("activation"), params, np.dtype(dt))
+                self.in_place = in_place_activation(node.attr("activation"), params, np.dtype(dt))
 
     @property
     def accepts_out(self) -> bool:

@@ -9,8 +9,7 @@ import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
-from ._util import MS, make_activation
-from .fused_conv import _in_place
+from ._util import MS, in_place_activation, make_activation
 
 
 def activation_params(node: NodeInfo) -> list[float]:
@@ -42,7 +41,7 @@ class FusedGemm(Kernel):
         self.trans_b = bool(node.attr("transB", 0))
         self.act = make_activation(node.attr("activation"), activation_params(node), self.fail)
         dt = node.dtype(0)
-        self.in_place = (_in_place(node.attr("activation"), activation_params(node), np.dtype(dt))
+        self.in_place = (in_place_activation(node.attr("activation"), activation_params(node), np.dtype(dt))
                          if dt in (np.dtype(np.float32), np.dtype(np.float64)) else None)
 
     def __call__(self, a, b, c=None) -> Sequence[Any]:

@@ -8,9 +8,11 @@ the edge (or dropped and the weights renormalized with ``exclude_outside``).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["COORD_MODES", "source_coords", "nearest_taps", "filter_taps", "apply_taps"]
+__all__ = ["COORD_MODES", "attr_text", "source_coords", "nearest_taps", "filter_taps", "apply_taps"]
 
 COORD_MODES = (
     "half_pixel",
@@ -21,6 +23,11 @@ COORD_MODES = (
     "tf_half_pixel_for_nn",
     "tf_crop_and_resize",
 )
+
+
+def attr_text(v: Any) -> str:
+    """A string attribute as ``str`` (ONNX attributes may arrive as bytes)."""
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def source_coords(

@@ -22,14 +22,10 @@ import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
-from ._resample import apply_taps, filter_taps, nearest_taps, source_coords
+from ._resample import apply_taps, attr_text, filter_taps, nearest_taps, source_coords
 
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 _POLICIES = ("stretch", "not_larger", "not_smaller")
-
-
-def _str(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def compute_dtype(dt: np.dtype) -> np.dtype:
@@ -99,20 +95,20 @@ class _ResizeBase(Kernel):
     _v18 = False
 
     def _setup(self, node: NodeInfo) -> None:
-        self.mode = _str(node.attr("mode", "nearest"))
+        self.mode = attr_text(node.attr("mode", "nearest"))
         if self.mode not in ("nearest", "linear", "cubic"):
             raise self.fail(f"mode must be nearest, linear or cubic, got {self.mode!r}")
-        self.coord_mode = _str(node.attr("coordinate_transformation_mode", "half_pixel"))
+        self.coord_mode = attr_text(node.attr("coordinate_transformation_mode", "half_pixel"))
         if self.coord_mode not in self._coord_modes:
             raise self.fail(f"coordinate_transformation_mode {self.coord_mode!r} is not one of {self._coord_modes}")
-        self.nearest_mode = _str(node.attr("nearest_mode", "round_prefer_floor"))
+        self.nearest_mode = attr_text(node.attr("nearest_mode", "round_prefer_floor"))
         if self.nearest_mode not in _NEAREST_MODES:
             raise self.fail(f"nearest_mode must be one of {_NEAREST_MODES}, got {self.nearest_mode!r}")
         self.cubic_a = float(node.attr("cubic_coeff_a", -0.75))
         self.exclude_outside = bool(node.attr("exclude_outside", 0))
         self.extrapolation_value = float(node.attr("extrapolation_value", 0.0))
         self.antialias = bool(node.attr("antialias", 0)) if self._v18 else False
-        self.policy = _str(node.attr("keep_aspect_ratio_policy", "stretch")) if self._v18 else "stretch"
+        self.policy = attr_text(node.attr("keep_aspect_ratio_policy", "stretch")) if self._v18 else "stretch"
         if self.policy not in _POLICIES:
             raise self.fail(f"keep_aspect_ratio_policy must be one of {_POLICIES}, got {self.policy!r}")
         axes = node.attr("axes") if self._v18 else None
@@ -190,7 +186,7 @@ class Resize10(Kernel):
     since_version = 10
 
     def _setup(self, node: NodeInfo) -> None:
-        self.mode = _str(node.attr("mode", "nearest"))
+        self.mode = attr_text(node.attr("mode", "nearest"))
         if self.mode not in ("nearest", "linear"):
             raise self.fail(f"mode must be nearest or linear in Resize-10, got {self.mode!r}")
 

@@ -9,14 +9,15 @@ import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
-from .resize import _str, upsample_legacy
+from ._resample import attr_text
+from .resize import upsample_legacy
 
 
 class _UpsampleBase(Kernel):
     op_type = "Upsample"
 
     def _setup(self, node: NodeInfo) -> None:
-        self.mode = _str(node.attr("mode", "nearest"))
+        self.mode = attr_text(node.attr("mode", "nearest"))
         if self.mode == "bilinear":
             self.mode = "linear"
         if self.mode not in ("nearest", "linear"):

@@ -4,9 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernel import NodeInfo, register
-from ._pool import PoolBase
+from ._pool import PoolBase, is_same_pool_2d
 from ._spatial import pad_spatial, pooled_reduce, same_pool_2d, window_reduce
-from .maxpool import _same
 
 
 @register
@@ -38,7 +37,7 @@ class AveragePool(PoolBase):
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
         begin, end, out, extra = self.geometry(x.shape)
-        y = same_pool_2d(x, self.kernel, begin, np.add) if _same(self, x, out, extra) else None
+        y = same_pool_2d(x, self.kernel, begin, np.add) if is_same_pool_2d(self, x, out, extra) else None
         if y is not None:  # stride 1, output as large as the input: flat passes, no padded copy
             pass
         elif min(self.strides) > 1 or not any(begin):  # strided: no padded copy (same sums, same order)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernel import NodeInfo, register
-from ._pool import PoolBase, lowest
+from ._pool import PoolBase, is_same_pool_2d, lowest
 from ._spatial import pad_spatial, pooled_reduce, same_pool_2d, window_reduce, window_view
 
 
@@ -22,7 +22,7 @@ class MaxPool(PoolBase):
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
         begin, end, out, extra = self.geometry(x.shape)
-        if not self.want_indices and _same(self, x, out, extra):
+        if not self.want_indices and is_same_pool_2d(self, x, out, extra):
             y = same_pool_2d(x, self.kernel, begin, np.maximum)
             if y is not None:
                 return (y,)
@@ -54,9 +54,3 @@ class MaxPool(PoolBase):
             lin = np.ravel_multi_index(coords[::-1], spatial[::-1])
         base = (np.arange(n * c, dtype=np.int64) * int(np.prod(spatial))).reshape((n, c) + (1,) * nd)
         return y, (lin + base).astype(np.int64)
-
-
-def _same(k, x: np.ndarray, out, extra) -> bool:
-    """Stride 1, dilation 1, 2-D, output as large as the input (see same_pool_2d)."""
-    return (len(k.kernel) == 2 and max(k.strides) == 1 and max(k.dilations) == 1 and not any(extra)
-            and tuple(out) == x.shape[2:] and x.dtype.kind == "f")
