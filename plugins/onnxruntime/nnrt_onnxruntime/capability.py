@@ -32,7 +32,7 @@ import numpy as np
 
 from nnrt_core.frontends.onnx_export import graph_to_onnx
 from nnrt_core.ir import AttrKind, Node, OptionalType, SequenceType, TensorType, ValueType
-from nnrt_core.session_file import write_atomic
+from nnrt_core.storage.files import write_atomic
 
 from nnrt_onnxruntime.export import UntypedInputError, build_probe_model, quiet_session_options
 

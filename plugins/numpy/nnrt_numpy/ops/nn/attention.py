@@ -44,6 +44,40 @@ class Attention(Kernel):
         b, s, hid = x.shape
         return x.reshape(b, s, int(heads), hid // int(heads)).transpose(0, 2, 1, 3)
 
+    def _allowed(self, attn_mask, nonpad_kv_seqlen, past_key, b: int, sq: int, total: int,
+                 ct) -> tuple[np.ndarray, np.ndarray | None]:
+        """Which (query, key) pairs may attend (mask, padding, causal and
+        sliding windows) and the additive float mask, if any."""
+        allowed = np.ones((1, 1, 1, 1), dtype=bool)
+        bias = None
+        if attn_mask is not None:
+            m = attn_mask
+            if m.shape[-1] < total:
+                fill = False if m.dtype == np.bool_ else -np.inf
+                pad = np.full(m.shape[:-1] + (total - m.shape[-1],), fill, dtype=m.dtype)
+                m = np.concatenate([m, pad], axis=-1)
+            if m.dtype == np.bool_:
+                allowed = allowed & m
+            else:
+                bias = m.astype(ct)
+        past_len = 0 if past_key is None else past_key.shape[2]
+        j = np.arange(total)
+        i = np.arange(sq)[:, None]
+        if nonpad_kv_seqlen is not None and past_key is None:
+            lens = nonpad_kv_seqlen.astype(np.int64).reshape(b, 1, 1, 1)
+            offset = lens - sq
+            allowed = allowed & (j < lens)
+        else:
+            offset = np.full((1, 1, 1, 1), past_len, dtype=np.int64)
+        pos = i + offset  # absolute query positions
+        if self.is_causal:
+            allowed = allowed & (j <= pos)
+        if self.left >= 0:
+            allowed = allowed & (j >= pos - self.left)
+        if self.right >= 0:
+            allowed = allowed & (j <= pos + self.right)
+        return allowed, bias
+
     def __call__(self, q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None):
         out_dtype = q.dtype
         q4 = self._heads(q, self.q_heads, "Q")
@@ -78,34 +112,7 @@ class Attention(Kernel):
             scores = np.tanh(scores / ct(self.softcap)) * ct(self.softcap)
         qk_capped = scores
 
-        allowed = np.ones((1, 1, 1, 1), dtype=bool)
-        bias = None
-        if attn_mask is not None:
-            m = attn_mask
-            if m.shape[-1] < total:
-                fill = False if m.dtype == np.bool_ else -np.inf
-                pad = np.full(m.shape[:-1] + (total - m.shape[-1],), fill, dtype=m.dtype)
-                m = np.concatenate([m, pad], axis=-1)
-            if m.dtype == np.bool_:
-                allowed = allowed & m
-            else:
-                bias = m.astype(ct)
-        past_len = 0 if past_key is None else past_key.shape[2]
-        j = np.arange(total)
-        i = np.arange(sq)[:, None]
-        if nonpad_kv_seqlen is not None and past_key is None:
-            lens = nonpad_kv_seqlen.astype(np.int64).reshape(b, 1, 1, 1)
-            offset = lens - sq
-            allowed = allowed & (j < lens)
-        else:
-            offset = np.full((1, 1, 1, 1), past_len, dtype=np.int64)
-        pos = i + offset  # absolute query positions
-        if self.is_causal:
-            allowed = allowed & (j <= pos)
-        if self.left >= 0:
-            allowed = allowed & (j >= pos - self.left)
-        if self.right >= 0:
-            allowed = allowed & (j <= pos + self.right)
+        allowed, bias = self._allowed(attn_mask, nonpad_kv_seqlen, past_key, b, sq, total, ct)
         allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, scores.shape))
         with np.errstate(invalid="ignore", over="ignore"):
             biased = scores if bias is None else scores + bias
