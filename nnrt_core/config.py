@@ -25,6 +25,13 @@ PRIORITIES = ("low", "medium", "high")
 OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
 
 
+#: the defaults a config starts from: the reference backend and the priority
+#: scheduler, whose distributions nnrt-core depends on (the embedded plugins,
+#: loaded even with plugin autoload disabled)
+DEFAULT_BACKUP = "numpy"
+DEFAULT_SCHEDULER = "priority"
+
+
 @dataclass(frozen=True)
 class ScheduleConfig:
     """Session configuration.
@@ -53,8 +60,8 @@ class ScheduleConfig:
     """
 
     backends: tuple[str, ...] | str = "auto"
-    backup: str | None = "numpy"
-    scheduler: str = "priority"
+    backup: str | None = DEFAULT_BACKUP
+    scheduler: str = DEFAULT_SCHEDULER
     num_threads: int = 0
     precision: str = "fp32"
     performance_mode: str = "none"

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from nnrt_core.backend.base import Backend
+from nnrt_core.config import DEFAULT_BACKUP, DEFAULT_SCHEDULER
 from nnrt_core.errors import ConfigError, PluginError
 from nnrt_core.hookspec import PROJECT, BackendSpec, SchedulerSpec
 
@@ -48,7 +49,7 @@ log = logging.getLogger("nnrt.registry")
 BACKEND_GROUP = "nnrt.backends"
 SCHEDULER_GROUP = "nnrt.schedulers"
 #: entry-point names loaded even when autoloading is disabled
-EMBEDDED_PLUGINS = frozenset({"numpy", "priority"})
+EMBEDDED_PLUGINS = frozenset({DEFAULT_BACKUP, DEFAULT_SCHEDULER})  #: the config defaults, always loaded
 ENV_DISABLE_AUTOLOAD = "NNRT_DISABLE_PLUGIN_AUTOLOAD"
 ENV_PLUGINS = "NNRT_PLUGINS"
 ENV_BLOCK = "NNRT_BLOCK_PLUGINS"
