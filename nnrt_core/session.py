@@ -204,7 +204,7 @@ class Session:
         """Re-infer static types once the passes folded what hid them (e.g. a
         Reshape target computed from Shape), then run the passes again; a few
         rounds at most.  Their changes are added to ``pass_report``."""
-        from nnrt_core.frontends.onnx_import import refine_static_shapes
+        from nnrt_core.frontends import refine_static_shapes
 
         report = self.pass_report
         for _ in range(4):
