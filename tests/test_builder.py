@@ -208,10 +208,11 @@ def test_contrib_domain_operator():
 
 def test_every_numpy_kernel_has_a_schema_the_builder_validates_against():
     kernel = pytest.importorskip("nnrt_numpy.kernel")
-    from nnrt_core.builder.schema import _onnxruntime_schemas, find_schema, newest_opset
+    from nnrt_core.builder.schema import find_schema, newest_opset
+    from nnrt_core.frontends.onnx import onnxruntime_schemas
 
     for domain, op in sorted({(d, o) for d, o, _ in kernel.REGISTRY.ops()}):
-        if domain and not _onnxruntime_schemas():
+        if domain and not onnxruntime_schemas():
             continue
         assert find_schema(op, domain, newest_opset(domain)).name == op
 

@@ -22,7 +22,7 @@ def test_loop16_seq_none_output_matches():
     import numpy as np
     from onnx.backend.test.loader import load_model_tests
 
-    from nnrt_core.onnx_backend import nnrt_backend
+    from nnrt_core.frontends.onnx.backend_adapter import nnrt_backend
 
     case = next(c for c in load_model_tests(kind="node") if c.name == "test_loop16_seq_none")
     rep = nnrt_backend(ScheduleConfig(backends=["numpy"])).prepare(case.model)

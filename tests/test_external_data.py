@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends import load_onnx
-from nnrt_core.frontends.onnx_import import MMAP_MIN_BYTES
+from nnrt_core.frontends.onnx import MMAP_MIN_BYTES
 from nnrt_core.storage.model_cache import model_digest
 
 BIG = ("w1", "b1", "w2")  # initializers of MMAP_MIN_BYTES or more
@@ -218,7 +218,7 @@ def test_large_tensor_inside_the_file_is_mapped(tmp_path):
 
 
 def test_external_tensor_not_resolved_by_the_loader_is_refused():
-    from nnrt_core.frontends.onnx_import import tensor_to_array
+    from nnrt_core.frontends.onnx import tensor_to_array
 
     t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2])
     t.data_location = TensorProto.EXTERNAL

@@ -144,7 +144,7 @@ def _mixed_graph() -> Graph:
 
 
 def _unchecked(m: onnx.ModelProto):
-    from nnrt_core.frontends.onnx_import import load_onnx
+    from nnrt_core.frontends import load_onnx
 
     return load_onnx(m, check=False)  # checker off: custom domains, hand-made graphs
 

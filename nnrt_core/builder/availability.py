@@ -9,6 +9,7 @@ from typing import Any
 from nnrt_core.backend.base import DeviceInfo
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import BackendUnavailableError, ConfigError
+from nnrt_core.frontends import load_onnx
 from nnrt_core.ir import Graph, Model
 from nnrt_core.registry import Registry, default_registry
 
@@ -99,6 +100,4 @@ def _graph_of(model: Any) -> Graph:
         return model.graph
     if isinstance(model, Graph):
         return model
-    from nnrt_core.session import load_model
-
-    return load_model(model).graph
+    return load_onnx(model).graph  # what Session loads from a path, bytes or ModelProto

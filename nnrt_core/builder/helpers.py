@@ -8,14 +8,13 @@ default applies).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from nnrt_core.builder.dtypes import as_dtype
 from nnrt_core.builder.schema import BuilderError, find_schema
-
-if TYPE_CHECKING:  # pragma: no cover
-    from nnrt_core.builder.graph_builder import Operand, Var
+from nnrt_core.builder.var import Operand, Var
 
 __all__ = ["TypedOps"]
 
@@ -119,9 +118,7 @@ class TypedOps:
 
     def cast(self, x: Operand, dtype: Any, *, name: str | None = None) -> Var:
         """``x`` converted to element type ``dtype`` (numpy dtype, name or DataType)."""
-        from nnrt_core.builder.graph_builder import _as_dtype
-
-        return self.op("Cast", [x], {"to": int(_as_dtype(dtype, "Cast 'to'"))}, name=name)
+        return self.op("Cast", [x], {"to": int(as_dtype(dtype, "Cast 'to'"))}, name=name)
 
     # ------------------------------------------------------ convolution
     def conv(self, x: Operand, w: Operand, b: Operand | None = None, *, strides: Sequence[int] | None = None,

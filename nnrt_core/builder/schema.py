@@ -4,22 +4,30 @@ checks and per-node type/shape inference.
 Operators of the ONNX domains are checked against ``onnx.defs``; operators of
 other domains (``com.microsoft``...) against the contrib schemas of ONNX
 Runtime when it is installed (arity, attributes and type constraints only:
-their output shapes are not inferred).
+their output shapes are not inferred).  Schema lookup and inference go
+through :mod:`nnrt_core.frontends.onnx`.
 """
 from __future__ import annotations
 
 import difflib
-import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper, shape_inference
 
 from nnrt_core.errors import GraphError
-from nnrt_core.frontends.onnx_export import _attribute, _type_proto
-from nnrt_core.frontends.onnx_import import type_from_proto
+from nnrt_core.frontends.onnx import (
+    ONNX_DOMAINS,
+    NodeInferenceError,
+    has_onnx_op,
+    infer_node_types,
+    newest_domain_version,
+    newest_opset_version,
+    oldest_onnx_version,
+    onnx_op_names,
+    onnx_schema,
+    onnxruntime_schemas,
+)
 from nnrt_core.ir import (
     Attribute,
     AttrKind,
@@ -45,8 +53,6 @@ __all__ = [
     "infer_output_types",
 ]
 
-#: domains whose schemas (with shape inference) ship with the installed onnx
-ONNX_DOMAINS = frozenset({""} | {s.domain for s in onnx.defs.get_all_schemas_with_history()}) - {"ai.onnx"}
 #: constant inputs up to this many elements are handed to shape inference
 #: (shape tensors of Reshape, Slice, Pad...); bigger ones (weights) are not
 MAX_INFERENCE_DATA = 4096
@@ -103,37 +109,11 @@ def _param_type(p: Any) -> str:
 
 
 # ------------------------------------------------------------------ lookup
-@functools.lru_cache(maxsize=1)
-def _onnxruntime_schemas() -> dict[tuple[str, str], list[Any]]:
-    """(domain, op) -> contrib schemas of every version, oldest first."""
-    try:
-        from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
-    except ImportError:
-        return {}
-    get_all = getattr(ort_state, "get_all_operator_schema", None)
-    if get_all is None:
-        return {}
-    table: dict[tuple[str, str], list[Any]] = {}
-    for s in get_all():
-        domain = "" if s.domain == "ai.onnx" else s.domain
-        if domain in ONNX_DOMAINS and onnx.defs.has(s.name, domain):
-            continue  # onnx's own schema (with shape inference) wins
-        table.setdefault((domain, s.name), []).append(s)
-    for versions in table.values():
-        versions.sort(key=lambda s: s.since_version)
-    return table
-
-
-@functools.lru_cache(maxsize=None)
-def _onnx_op_names(domain: str) -> tuple[str, ...]:
-    return tuple(sorted({s.name for s in onnx.defs.get_all_schemas_with_history() if s.domain == domain}))
-
-
 def known_operators(domain: str = "") -> tuple[str, ...]:
     """Every operator name the builder can validate in ``domain``."""
-    contrib = {op for d, op in _onnxruntime_schemas() if d == domain}
+    contrib = {op for d, op in onnxruntime_schemas() if d == domain}
     if domain in ONNX_DOMAINS:
-        return tuple(sorted(set(_onnx_op_names(domain)) | contrib))
+        return tuple(sorted(set(onnx_op_names(domain)) | contrib))
     return tuple(sorted(contrib))
 
 
@@ -141,11 +121,8 @@ def newest_opset(domain: str) -> int:
     """The newest version of ``domain`` the installed onnx (or onnxruntime,
     for its contrib domains) knows."""
     if domain in ONNX_DOMAINS:
-        if domain == "":
-            return onnx.defs.onnx_opset_version()
-        return max((s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.domain == domain),
-                   default=1)
-    return max((s.since_version for (d, _), ss in _onnxruntime_schemas().items() if d == domain for s in ss),
+        return newest_opset_version() if domain == "" else newest_domain_version(domain)
+    return max((s.since_version for (d, _), ss in onnxruntime_schemas().items() if d == domain for s in ss),
                default=1)
 
 
@@ -153,25 +130,23 @@ def find_schema(op_type: str, domain: str, opset: int) -> OpSpec:
     """The newest schema of ``op_type`` whose version is <= ``opset``;
     :class:`BuilderError` with the closest known names otherwise."""
     if domain in ONNX_DOMAINS:
-        try:
-            return OpSpec(onnx.defs.get_schema(op_type, opset, domain), "onnx")
-        except onnx.defs.SchemaError:
-            pass
-        contrib = [s for s in _onnxruntime_schemas().get((domain, op_type), []) if s.since_version <= opset]
+        schema = onnx_schema(op_type, domain, opset)
+        if schema is not None:
+            return OpSpec(schema, "onnx")
+        contrib = [s for s in onnxruntime_schemas().get((domain, op_type), []) if s.since_version <= opset]
         if contrib:  # an onnxruntime operator in an ONNX domain (SimplifiedLayerNormalization)
             return OpSpec(contrib[-1], "onnxruntime")
-        if onnx.defs.has(op_type, domain):
-            first = onnx.defs.get_schema(op_type, onnx.defs.onnx_opset_version(), domain)
-            oldest = min(s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                         if s.name == op_type and s.domain == domain)
+        if has_onnx_op(op_type, domain):
+            first = onnx_schema(op_type, domain, newest_opset_version())
+            oldest = oldest_onnx_version(op_type, domain)
             raise BuilderError(f"operator {op_type!r} exists from opset {oldest} of domain "
                                f"{domain or 'ai.onnx'!r}; the builder uses opset {opset} "
                                f"(newest schema: version {first.since_version})")
     else:
-        versions = [s for s in _onnxruntime_schemas().get((domain, op_type), []) if s.since_version <= opset]
+        versions = [s for s in onnxruntime_schemas().get((domain, op_type), []) if s.since_version <= opset]
         if versions:
             return OpSpec(versions[-1], "onnxruntime")
-        if not _onnxruntime_schemas():
+        if not onnxruntime_schemas():
             raise BuilderError(f"operator {op_type!r} of domain {domain!r} cannot be validated: only ONNX "
                                "domains are known without onnxruntime installed")
     raise BuilderError(_unknown_message(op_type, domain))
@@ -351,31 +326,23 @@ def infer_output_types(
     based guess for schemas ONNX does not know)."""
     if not spec.inferable:
         return _guess_from_constraints(spec, inputs, len(output_names))
-    node = helper.make_node(op_type, [v.name if v is not None else "" for v in inputs], list(output_names),
-                            domain=domain or None)
-    try:
-        node.attribute.extend(_attribute(a) for a in attributes)
-    except GraphError as e:
-        raise BuilderError(f"{where}: {e}") from e
-    types: dict[str, onnx.TypeProto] = {}
-    data: dict[str, onnx.TensorProto] = {}
+    types: dict[str, ValueType] = {}
+    data: dict[str, np.ndarray] = {}
     for v in inputs:
         if v is None:
             continue
         if v.type is not None and type_string(v.type) is not None:
-            types[v.name] = _type_proto(v.type)
+            types[v.name] = v.type
         if v.const is not None and v.const.size <= MAX_INFERENCE_DATA and v.const.dtype != object:
-            data[v.name] = numpy_helper.from_array(v.const, v.name)
+            data[v.name] = v.const
     try:
-        inferred = shape_inference.infer_node_outputs(
-            spec.schema, node, types, data,
-            opset_imports=[helper.make_opsetid(d, ver) for d, ver in opsets.items()],
-        )
-    except Exception as e:  # InferenceError, ValidationError, SchemaError
+        return infer_node_types(spec.schema, op_type, domain, [v.name if v is not None else "" for v in inputs],
+                                output_names, attributes, types, data, opsets)
+    except NodeInferenceError as e:
         shown = ", ".join(f"{i}: {v.name!r} {v.type}" for i, v in enumerate(inputs) if v is not None)
-        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise BuilderError(f"{where}: {message} (inputs {shown or 'none'})") from e
-    return [type_from_proto(inferred[n]) if n in inferred else None for n in output_names]
+        raise BuilderError(f"{where}: {e} (inputs {shown or 'none'})") from e
+    except GraphError as e:  # an attribute ONNX cannot hold
+        raise BuilderError(f"{where}: {e}") from e
 
 
 def _guess_from_constraints(spec: OpSpec, inputs: Sequence[Value | None], count: int) -> list[ValueType | None]:

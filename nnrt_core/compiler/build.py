@@ -15,7 +15,8 @@ from nnrt_core.compiler.place import place_and_compile
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
 from nnrt_core.registry import Registry, default_registry
-from nnrt_core.storage.model_cache import ModelCache, model_digest
+from nnrt_core.frontends import model_digest
+from nnrt_core.storage.model_cache import ModelCache
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
 from nnrt_core.storage.weights import share_graph_weights
 

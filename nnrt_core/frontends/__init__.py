@@ -1,7 +1,16 @@
-"""Model importers and exporters (the only part of nnrt that knows ONNX protos)."""
+"""Model importers and exporters; :mod:`nnrt_core.frontends.onnx` is the only
+part of nnrt that knows ONNX protos."""
 from __future__ import annotations
 
-from nnrt_core.frontends.onnx_export import to_onnx
-from nnrt_core.frontends.onnx_import import load_onnx, refine_static_shapes
+from nnrt_core.frontends.onnx import (
+    ExternalWeights,
+    infer_static_types,
+    load_onnx,
+    model_digest,
+    parse_model_proto,
+    refine_static_shapes,
+    to_onnx,
+)
 
-__all__ = ["load_onnx", "refine_static_shapes", "to_onnx"]
+__all__ = ["ExternalWeights", "infer_static_types", "load_onnx", "model_digest", "parse_model_proto",
+           "refine_static_shapes", "to_onnx"]

@@ -10,12 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import onnx
-import onnx.version_converter
-
 from nnrt_core.errors import ConfigError, QuantizationError
-from nnrt_core.frontends.onnx_export import to_onnx
-from nnrt_core.frontends.onnx_import import parse_model_proto
+from nnrt_core.frontends.onnx import (
+    ModelCheckError,
+    ModelProto,
+    check_model,
+    convert_opset,
+    default_opset,
+    parse_model_proto,
+    to_onnx,
+)
 from nnrt_core.ir import Graph, Model, TensorType
 from nnrt_core.passes import PassContext, PassManager
 from nnrt_core.quantization.calibrate import TensorStats, calibrate, choose_range
@@ -93,7 +97,7 @@ class QuantizationResult:
     """The quantized model (IR and ONNX) and its report."""
 
     model: Model
-    proto: onnx.ModelProto
+    proto: ModelProto
     report: QuantizationReport
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -130,11 +134,11 @@ def _upgrade_opset(model: Any, need: int) -> tuple[Any, tuple[int, int] | None]:
     if isinstance(model, (Model, Graph)):
         return model, None
     proto, _ = parse_model_proto(model)
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    opset = default_opset(proto)
     if opset is None or opset >= need:
         return proto, None
     try:
-        converted = onnx.version_converter.convert_version(proto, need)
+        converted = convert_opset(proto, need)
     except Exception as e:  # the converter raises bare RuntimeErrors for ops it cannot adapt
         raise QuantizationError(f"the model uses ONNX opset {opset} and quantization needs opset >= {need}; "
                                 f"onnx.version_converter could not upgrade it: {str(e).splitlines()[0]}") from None
@@ -196,13 +200,13 @@ def _activation_params(activations: list[str], shared: dict[str, str], fixed: di
     return params
 
 
-def _checked_proto(m: Model, ir_version: int) -> onnx.ModelProto:
-    """``m`` exported to ONNX and passed through ``onnx.checker`` (full check)."""
+def _checked_proto(m: Model, ir_version: int) -> ModelProto:
+    """``m`` exported to ONNX and passed through the ONNX checker (full check)."""
     try:
         proto = to_onnx(m, ir_version=ir_version)
         proto.producer_name = proto.producer_name or "nnrt"
-        onnx.checker.check_model(proto, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:  # pragma: no cover - a bug
+        check_model(proto, full_check=True)
+    except ModelCheckError as e:  # pragma: no cover - a bug
         raise QuantizationError(f"the quantized model does not pass the ONNX checker: {e}") from e
     return proto
 

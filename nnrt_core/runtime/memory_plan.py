@@ -142,41 +142,27 @@ def plan_graph(graph: Graph, sizes: dict[str, int] | None = None) -> MemoryPlan:
 
 def static_value_sizes(graph: Graph, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
     """Byte sizes of the graph's values once the inputs have ``input_shapes``
-    (ONNX shape inference with data propagation over the exported graph)."""
-    import onnx
-
+    (ONNX shape inference with data propagation, through the ONNX frontend)."""
     from nnrt_core.errors import InputError
-    from nnrt_core.frontends import to_onnx
+    from nnrt_core.frontends import infer_static_types
 
-    names = {v.name for v in graph.inputs}
-    unknown = sorted(set(input_shapes) - names)
+    inputs = {v.name: v for v in graph.inputs}
+    unknown = sorted(set(input_shapes) - set(inputs))
     if unknown:
-        raise InputError(f"memory plan: unknown input(s) {unknown}; inputs: {sorted(names)}")
-    proto = to_onnx(graph)
-    del proto.graph.value_info[:]
-    for inp in proto.graph.input:
-        if inp.name in input_shapes and inp.type.HasField("tensor_type"):
-            shape = inp.type.tensor_type.shape
-            dims = input_shapes[inp.name]
-            if len(shape.dim) != len(dims):
-                raise InputError(f"memory plan: input {inp.name!r} has rank {len(shape.dim)}, got shape {dims}")
-            for d, n in zip(shape.dim, dims):
-                d.ClearField("dim_param")
-                d.dim_value = int(n)
-    inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+        raise InputError(f"memory plan: unknown input(s) {unknown}; inputs: {sorted(inputs)}")
+    for v in graph.inputs:
+        if v.name in input_shapes and isinstance(v.type, TensorType):
+            rank = len(v.type.shape) if v.type.shape is not None else 0
+            dims = input_shapes[v.name]
+            if rank != len(dims):
+                raise InputError(f"memory plan: input {v.name!r} has rank {rank}, got shape {dims}")
     sizes: dict[str, int] = {}
-    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-        tt = vi.type.tensor_type
-        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
-            continue
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        if any(d is None for d in dims):
-            continue
+    for name, t in infer_static_types(graph, input_shapes).items():
         try:
-            itemsize = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
-        except (KeyError, TypeError, ValueError):
+            itemsize = t.dtype.itemsize
+        except TypeError:  # no host storage (UNDEFINED)
             continue
-        sizes[vi.name] = int(np.prod(dims, dtype=np.int64)) * itemsize
+        sizes[name] = int(np.prod(t.shape, dtype=np.int64)) * itemsize
     return sizes
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nnrt_core.errors import ConfigError, SessionFileError
+from nnrt_core.frontends import model_digest  # re-exported: the cache key of a model
 from nnrt_core.storage.files import write_atomic
 from nnrt_core.storage.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode
 
@@ -37,49 +38,6 @@ __all__ = ["ModelCache", "model_digest"]
 log = logging.getLogger("nnrt.cache")
 
 SUFFIX = ".nnrtc"
-
-
-def model_digest(model: Any) -> str | None:
-    """A sha256 over the model's bytes (and its external data files' names,
-    sizes and times), or ``None`` when the model cannot be keyed."""
-    import onnx
-
-    from nnrt_core.frontends import to_onnx
-    from nnrt_core.ir import Graph, Model
-
-    h = hashlib.sha256()
-    if isinstance(model, (bytes, bytearray, memoryview)):
-        h.update(bytes(model))
-    elif isinstance(model, (str, os.PathLike)):
-        p = Path(model)
-        try:
-            data = p.read_bytes()
-        except OSError:
-            return None  # the loader reports a missing file properly
-        h.update(data)
-        if b"location" in data:  # maybe external data: key its files too
-            try:
-                proto = onnx.load_model_from_string(data)
-                from onnx.external_data_helper import _get_all_tensors, uses_external_data
-
-                for t in _get_all_tensors(proto):
-                    if uses_external_data(t):
-                        loc = next((e.value for e in t.external_data if e.key == "location"), "")
-                        f = p.parent / loc
-                        st = f.stat() if f.is_file() else None
-                        h.update(f"{loc}:{st.st_size if st else -1}:{st.st_mtime_ns if st else -1}".encode())
-            except Exception:
-                return None
-    elif isinstance(model, onnx.ModelProto):
-        h.update(model.SerializeToString())
-    elif isinstance(model, (Model, Graph)):
-        try:
-            h.update(to_onnx(model).SerializeToString())
-        except Exception:
-            return None
-    else:
-        return None
-    return h.hexdigest()
 
 
 class ModelCache:

@@ -10,7 +10,7 @@ import onnxruntime as ort
 
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import ConfigError
-from nnrt_core.frontends.onnx_export import ExternalWeights
+from nnrt_core.frontends.onnx import ExternalWeights
 from nnrt_core.ir import DataType, Graph, Node
 
 from nnrt_onnxruntime.capability import CapabilityCache, Prober

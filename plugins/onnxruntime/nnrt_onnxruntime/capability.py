@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from nnrt_core.frontends.onnx_export import graph_to_onnx
+from nnrt_core.frontends.onnx import graph_to_onnx
 from nnrt_core.ir import AttrKind, Node, OptionalType, SequenceType, TensorType, ValueType
 from nnrt_core.storage.files import write_atomic
 

@@ -12,7 +12,7 @@ import logging
 import onnx
 from onnx import helper
 
-from nnrt_core.frontends.onnx_export import ExternalWeights, to_onnx
+from nnrt_core.frontends.onnx import ExternalWeights, to_onnx
 from nnrt_core.ir import Graph, Node, OptionalType, SequenceType, TensorType, Value, ValueType
 from nnrt_core.ir.clone import clone_node
 from nnrt_core.ir.dtypes import DataType

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from nnrt_core.errors import CompileError
-from nnrt_core.frontends.onnx_export import ExternalWeights
+from nnrt_core.frontends.onnx import ExternalWeights
 
 __all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays", "OPTIMIZED_WEIGHTS",
            "PARTITION_WEIGHTS"]

@@ -28,7 +28,7 @@ import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
-from nnrt_core.frontends.onnx_export import ExternalWeights
+from nnrt_core.frontends.onnx import ExternalWeights
 from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
 from nnrt_onnxruntime.capability import first_line

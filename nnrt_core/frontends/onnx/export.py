@@ -1,5 +1,5 @@
-"""nnrt IR -> ``onnx.ModelProto`` (used by the ONNX Runtime delegate and by
-``nnrt`` commands that write models)."""
+"""nnrt IR -> ONNX protos (used by the ONNX Runtime delegate, by shape
+inference and by ``nnrt`` commands that write models)."""
 from __future__ import annotations
 
 from typing import Any
@@ -21,7 +21,8 @@ from nnrt_core.ir import (
     ValueType,
 )
 
-__all__ = ["to_onnx", "graph_to_onnx", "array_to_tensor", "ExternalWeights"]
+__all__ = ["ExternalWeights", "array_to_tensor", "attribute_to_proto", "graph_to_onnx", "to_onnx", "type_to_proto",
+           "value_info"]
 
 
 class ExternalWeights:
@@ -105,6 +106,7 @@ def to_onnx(model: Model | Graph, *, ir_version: int | None = None,
 
 
 def graph_to_onnx(graph: Graph, external: ExternalWeights | None = None) -> onnx.GraphProto:
+    """``graph`` as a ``GraphProto`` (node output types as ``value_info``)."""
     nodes = []
     for n in graph.nodes:
         nodes.append(
@@ -117,18 +119,18 @@ def graph_to_onnx(graph: Graph, external: ExternalWeights | None = None) -> onnx
                 doc_string=n.doc or None,
             )
         )
-        nodes[-1].attribute.extend(_attribute(a) for a in n.attributes.values())
-    inputs = [_value_info(v) for v in graph.inputs]
-    outputs = [_value_info(v) for v in graph.outputs]
+        nodes[-1].attribute.extend(attribute_to_proto(a) for a in n.attributes.values())
+    inputs = [value_info(v) for v in graph.inputs]
+    outputs = [value_info(v) for v in graph.outputs]
     inits = [_initializer(v.const, v.name, external) for v in graph.initializers.values()]
-    value_info = [
-        _value_info(v)
+    typed = [
+        value_info(v)
         for n in graph.nodes
         for v in n.outputs
         if v.name and v.type is not None and v not in graph.outputs
     ]
     return helper.make_graph(nodes, graph.name, inputs, outputs, inits, doc_string=graph.doc or None,
-                             value_info=value_info)
+                             value_info=typed)
 
 
 def _initializer(arr: np.ndarray, name: str, external: ExternalWeights | None) -> onnx.TensorProto:
@@ -137,6 +139,7 @@ def _initializer(arr: np.ndarray, name: str, external: ExternalWeights | None) -
 
 
 def array_to_tensor(arr: np.ndarray, name: str) -> onnx.TensorProto:
+    """``arr`` as a ``TensorProto`` (object arrays as strings)."""
     if arr.dtype == object:
         t = onnx.TensorProto(name=name, data_type=onnx.TensorProto.STRING, dims=arr.shape)
         t.string_data.extend(x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in arr.flat)
@@ -144,25 +147,28 @@ def array_to_tensor(arr: np.ndarray, name: str) -> onnx.TensorProto:
     return numpy_helper.from_array(arr, name)
 
 
-def _type_proto(t: ValueType | None) -> onnx.TypeProto:
+def type_to_proto(t: ValueType | None) -> onnx.TypeProto:
+    """An IR type as an ONNX ``TypeProto`` (empty for ``None``)."""
     if isinstance(t, TensorType):
         shape = None if t.shape is None else [d if d is not None else None for d in t.shape]
         return helper.make_tensor_type_proto(int(t.dtype), shape)
     if isinstance(t, SequenceType):
-        return helper.make_sequence_type_proto(_type_proto(t.elem))
+        return helper.make_sequence_type_proto(type_to_proto(t.elem))
     if isinstance(t, OptionalType):
-        return helper.make_optional_type_proto(_type_proto(t.elem))
+        return helper.make_optional_type_proto(type_to_proto(t.elem))
     return onnx.TypeProto()
 
 
-def _value_info(v: Value) -> onnx.ValueInfoProto:
+def value_info(v: Value) -> onnx.ValueInfoProto:
+    """The ``ValueInfoProto`` declaring ``v``'s name and type."""
     vi = onnx.ValueInfoProto(name=v.name)
     if v.type is not None:
-        vi.type.CopyFrom(_type_proto(v.type))
+        vi.type.CopyFrom(type_to_proto(v.type))
     return vi
 
 
-def _attribute(a: Attribute) -> onnx.AttributeProto:
+def attribute_to_proto(a: Attribute) -> onnx.AttributeProto:
+    """An IR attribute as an ``AttributeProto``; :class:`GraphError` when its value does not fit its kind."""
     value: Any = a.value
     k = a.kind
     if a.ref_attr_name:
@@ -177,9 +183,9 @@ def _attribute(a: Attribute) -> onnx.AttributeProto:
     elif k == AttrKind.GRAPHS:
         value = [graph_to_onnx(g) for g in value]
     elif k == AttrKind.TYPE_PROTO:
-        value = _type_proto(value)
+        value = type_to_proto(value)
     elif k == AttrKind.TYPE_PROTOS:
-        value = [_type_proto(x) for x in value]
+        value = [type_to_proto(x) for x in value]
     try:
         return helper.make_attribute(a.name, value, attr_type=int(k))
     except (TypeError, ValueError) as e:

@@ -1,4 +1,4 @@
-"""An ``onnx.backend.base.Backend`` over :class:`nnrt_core.Session`.
+"""An ``onnx.backend.base.Backend`` over :class:`nnrt_core.Session` (the ONNX test-suite adapter).
 
 This is the ecosystem's standard adapter: it lets ``onnx.backend.test.BackendTest``
 run the ONNX conformance suites (node cases, real models) through nnrt::

@@ -1,0 +1,266 @@
+"""ONNX protos -> nnrt IR: tensors, types, attributes, graphs and models."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx.external_data import mapped_key
+from nnrt_core.frontends.onnx.protos import MAX_TENSOR_BYTES, declared_bytes, first_line, mappable_dtype, unknown_dim
+from nnrt_core.ir import (
+    Attribute,
+    AttrKind,
+    DataType,
+    Graph,
+    Model,
+    Node,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    Value,
+    ValueType,
+)
+
+__all__ = ["model_from_proto", "sparse_to_dense", "tensor_to_array", "type_from_proto"]
+
+
+def tensor_to_array(t: onnx.TensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """Decode a ``TensorProto``, refusing inconsistent or oversized data.
+
+    A tensor ``load_external_data`` mapped is a read-only view of its entry
+    in ``mapped`` (no copy); any other external tensor is refused (its file
+    was never checked)."""
+    declared = declared_bytes(t)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        key = mapped_key(t)
+        raw = mapped.get(key) if mapped is not None and key is not None else None
+        dtype = mappable_dtype(t)
+        if raw is None or dtype is None:
+            raise ModelLoadError(f"tensor {t.name!r} stores its data in an external file that was not loaded "
+                                 "(only initializers and tensor attributes of a model loaded from a path are)")
+        if declared is None or raw.nbytes != declared:
+            raise ModelLoadError(f"tensor {t.name!r} declares shape {list(t.dims)} ({declared} bytes) "
+                                 f"but its external data holds {raw.nbytes} bytes")
+        return raw.view(dtype).reshape(tuple(t.dims))
+    if t.HasField("raw_data") and declared is not None and len(t.raw_data) != declared:
+        raise ModelLoadError(
+            f"tensor {t.name!r} declares shape {list(t.dims)} ({declared} bytes) "
+            f"but holds {len(t.raw_data)} bytes of data"
+        )
+    try:
+        arr = numpy_helper.to_array(t)
+    except Exception as e:
+        raise ModelLoadError(f"tensor {t.name!r} could not be decoded: {first_line(e)}") from e
+    if arr.dtype == object:
+        arr = np.array([x.decode("utf-8") if isinstance(x, bytes) else x for x in arr.flat],
+                       dtype=object).reshape(arr.shape)
+    return arr
+
+
+def sparse_to_dense(sp: onnx.SparseTensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """A ``SparseTensorProto`` as a dense array (size-checked)."""
+    values = tensor_to_array(sp.values, mapped)
+    dims = tuple(sp.dims)
+    n = int(np.prod(dims)) if dims else 1
+    if n * values.dtype.itemsize > MAX_TENSOR_BYTES:
+        raise ModelLoadError(f"sparse tensor of shape {dims} is too large to densify")
+    dense = np.zeros(n, dtype=values.dtype)
+    idx = tensor_to_array(sp.indices, mapped).astype(np.int64)
+    if idx.ndim == 2:
+        idx = np.ravel_multi_index(idx.T, dims)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ModelLoadError("sparse tensor index out of range")
+    dense[idx.reshape(-1)] = values.reshape(-1)
+    return dense.reshape(dims)
+
+
+def type_from_proto(tp: onnx.TypeProto) -> ValueType | None:
+    """An ONNX ``TypeProto`` as an IR type (``None`` for kinds the IR lacks)."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type" or kind == "sparse_tensor_type":
+        tt = getattr(tp, kind)
+        shape = None
+        if tt.HasField("shape"):
+            # a negative dim_value (Paddle2ONNX's -1) or dim_param "?" means "any size"
+            shape = tuple(
+                None if unknown_dim(d) else d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim
+            )
+        try:
+            dtype = DataType(tt.elem_type)
+        except ValueError:
+            dtype = DataType.UNDEFINED
+        return TensorType(dtype, shape)
+    if kind == "sequence_type":
+        return SequenceType(type_from_proto(tp.sequence_type.elem_type))
+    if kind == "optional_type":
+        return OptionalType(type_from_proto(tp.optional_type.elem_type))
+    return None
+
+
+def model_from_proto(proto: onnx.ModelProto, mapped: Mapping[str, np.ndarray] | None = None) -> Model:
+    """Translate a (checked, inlined) ``ModelProto`` into an IR ``Model``;
+    ``mapped``: the external data ``load_external_data`` mapped."""
+    return _ProtoConverter(mapped).model(proto)
+
+
+class _ProtoConverter:
+    """Translates protos into IR, resolving names through nested scopes."""
+
+    def __init__(self, mapped: Mapping[str, np.ndarray] | None = None) -> None:
+        self.mapped = mapped
+
+    def model(self, proto: onnx.ModelProto) -> Model:
+        opsets = {(o.domain or ""): o.version for o in proto.opset_import}
+        graph = self.graph(proto.graph, opsets, parent=None, scope=[])
+        return Model(
+            graph=graph,
+            ir_version=proto.ir_version,
+            producer_name=proto.producer_name,
+            producer_version=proto.producer_version,
+            domain=proto.domain,
+            model_version=proto.model_version,
+            doc=proto.doc_string,
+            metadata={p.key: p.value for p in proto.metadata_props},
+        )
+
+    def graph(
+        self,
+        gp: onnx.GraphProto,
+        opsets: dict[str, int],
+        parent: Graph | None,
+        scope: list[dict[str, Value]],
+    ) -> Graph:
+        g = Graph(gp.name or "graph", opset_imports=opsets if parent is None else {}, parent=parent,
+                  doc=gp.doc_string)
+        local: dict[str, Value] = {}
+        types = {vi.name: type_from_proto(vi.type) for vi in gp.value_info}
+        for vi in gp.output:
+            types.setdefault(vi.name, type_from_proto(vi.type))
+        for t in gp.initializer:
+            v = Value(t.name, const=tensor_to_array(t, self.mapped))
+            g.add_initializer(v)
+            local[t.name] = v
+        for vi in gp.input:
+            if vi.name in local:
+                # IR < 4 models list initializers as inputs too; we keep them as constants
+                continue
+            v = Value(vi.name, type_from_proto(vi.type))
+            g.inputs.append(v)
+            local[vi.name] = v
+        chain = scope + [local]
+        for k, np_ in enumerate(gp.node):
+            g.add_node(self.node(np_, k, g, chain, types))
+        for vi in gp.output:
+            v = local.get(vi.name)
+            if v is None:
+                try:
+                    v = _lookup(chain, g, vi.name, "graph output", 0)
+                except ModelLoadError:
+                    raise ModelLoadError(f"graph {g.name!r}: output {vi.name!r} is never produced") from None
+            if v.type is None:
+                v.type = type_from_proto(vi.type)
+            g.outputs.append(v)
+        for name, t in types.items():
+            if name in local and local[name].type is None:
+                local[name].type = t
+        _make_names_unique(g)
+        return g
+
+    def node(self, np_: onnx.NodeProto, k: int, g: Graph, chain: list[dict[str, Value]],
+             types: Mapping[str, ValueType | None]) -> Node:
+        """The IR node of ``np_`` (the ``k``-th node of ``g``); its outputs
+        are declared in the innermost scope of ``chain``."""
+        local = chain[-1]
+        desc = f"node {np_.name or f'#{k}'!r} ({np_.op_type})"
+        inputs = [_lookup(chain, g, n, desc, i) if n else None for i, n in enumerate(np_.input)]
+        outputs = []
+        for n in np_.output:
+            v = Value(n, types.get(n))
+            if n:
+                if n in local:
+                    raise ModelLoadError(f"graph {g.name!r}: {desc} redefines value {n!r}")
+                local[n] = v
+            outputs.append(v)
+        attrs = [self.attribute(a, g, chain, desc) for a in np_.attribute]
+        return Node(
+            np_.op_type,
+            inputs,
+            outputs,
+            name=np_.name or f"{np_.op_type}_{k}",
+            domain=np_.domain,
+            attributes=attrs,
+            doc=np_.doc_string,
+        )
+
+    def attribute(self, a: onnx.AttributeProto, g: Graph, chain: list[dict[str, Value]], desc: str) -> Attribute:
+        kind = AttrKind(a.type)
+        try:
+            if kind == AttrKind.SPARSE_TENSOR:
+                return Attribute(a.name, AttrKind.TENSOR, sparse_to_dense(a.sparse_tensor, self.mapped),
+                                 ref_attr_name=a.ref_attr_name or None)
+            value = self.attribute_value(a, kind, g, chain)
+            if value is _UNSUPPORTED:
+                raise ModelLoadError(f"{desc}: attribute {a.name!r} has unsupported kind {kind.name}")
+        except ModelLoadError as e:
+            if desc in str(e):
+                raise
+            raise ModelLoadError(f"{desc}: attribute {a.name!r}: {e}") from e
+        return Attribute(a.name, kind, value, ref_attr_name=a.ref_attr_name or None)
+
+    def attribute_value(self, a: onnx.AttributeProto, kind: AttrKind, g: Graph,
+                        chain: list[dict[str, Value]]) -> Any:
+        """The Python value of attribute ``a`` of ``kind`` (``_UNSUPPORTED`` for other kinds)."""
+        if kind == AttrKind.FLOAT:
+            return float(a.f)
+        if kind == AttrKind.INT:
+            return int(a.i)
+        if kind == AttrKind.STRING:
+            return a.s.decode("utf-8", errors="surrogateescape")
+        if kind == AttrKind.TENSOR:
+            return tensor_to_array(a.t, self.mapped)
+        if kind == AttrKind.GRAPH:
+            return self.graph(a.g, {}, g, chain)
+        if kind == AttrKind.FLOATS:
+            return [float(x) for x in a.floats]
+        if kind == AttrKind.INTS:
+            return [int(x) for x in a.ints]
+        if kind == AttrKind.STRINGS:
+            return [s.decode("utf-8", errors="surrogateescape") for s in a.strings]
+        if kind == AttrKind.TENSORS:
+            return [tensor_to_array(t, self.mapped) for t in a.tensors]
+        if kind == AttrKind.GRAPHS:
+            return [self.graph(x, {}, g, chain) for x in a.graphs]
+        if kind == AttrKind.TYPE_PROTO:
+            return type_from_proto(a.tp)
+        if kind == AttrKind.TYPE_PROTOS:
+            return [type_from_proto(t) for t in a.type_protos]
+        return _UNSUPPORTED
+
+
+_UNSUPPORTED = object()
+
+
+def _lookup(chain: list[dict[str, Value]], g: Graph, name: str, node_desc: str, i: int) -> Value:
+    """The value ``name`` resolves to, innermost scope first."""
+    for frame in reversed(chain):
+        if name in frame:
+            return frame[name]
+    raise ModelLoadError(
+        f"graph {g.name!r}: {node_desc} input {i} reads {name!r}, which no earlier node, "
+        "graph input or initializer defines"
+    )
+
+
+def _make_names_unique(g: Graph) -> None:
+    seen: set[str] = set()
+    for n in g.nodes:
+        base = n.name
+        k = 1
+        while n.name in seen:
+            n.name = f"{base}__{k}"
+            k += 1
+        seen.add(n.name)

@@ -1,0 +1,90 @@
+"""``model_digest``: the sha256 that keys a model in the compiled-model cache."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import onnx
+
+from nnrt_core.frontends.onnx.export import to_onnx
+from nnrt_core.ir import Graph, Model
+
+__all__ = ["model_digest"]
+
+
+def model_digest(model: Any) -> str | None:
+    """A sha256 over the model's bytes (and its external data files' names,
+    sizes and times), or ``None`` when the model cannot be keyed."""
+    h = hashlib.sha256()
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        h.update(bytes(model))
+    elif isinstance(model, (str, os.PathLike)):
+        p = Path(model)
+        try:
+            data = p.read_bytes()
+        except OSError:
+            return None  # the loader reports a missing file properly
+        h.update(data)
+        if b"location" in data:  # maybe external data: key its files too
+            try:
+                for entry in _external_files(onnx.load_model_from_string(data), p.parent):
+                    h.update(entry.encode())
+            except Exception:
+                return None
+    elif isinstance(model, onnx.ModelProto):
+        h.update(model.SerializeToString())
+    elif isinstance(model, (Model, Graph)):
+        try:
+            h.update(to_onnx(model).SerializeToString())
+        except Exception:
+            return None
+    else:
+        return None
+    return h.hexdigest()
+
+
+def _external_files(proto: onnx.ModelProto, folder: Path) -> Iterator[str]:
+    """"location:size:mtime" of every external tensor's file (-1 for a missing file)."""
+    for t in _tensors(proto):
+        if t.HasField("data_location") and t.data_location == onnx.TensorProto.EXTERNAL:
+            loc = next((e.value for e in t.external_data if e.key == "location"), "")
+            f = folder / loc
+            st = f.stat() if f.is_file() else None
+            yield f"{loc}:{st.st_size if st else -1}:{st.st_mtime_ns if st else -1}"
+
+
+def _tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """The model's tensors in the order the digest has always used: the
+    initializers of every graph, then the tensor attributes of every graph,
+    then those of local functions."""
+    yield from _initializers(proto.graph)
+    yield from _attribute_tensors(proto.graph)
+    for f in proto.functions:
+        yield from _attribute_tensors(f)
+
+
+def _subgraphs(a: onnx.AttributeProto) -> Iterator[onnx.GraphProto]:
+    if a.type == onnx.AttributeProto.GRAPH:
+        yield a.g
+    if a.type == onnx.AttributeProto.GRAPHS:
+        yield from a.graphs
+
+
+def _initializers(g: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from g.initializer
+    for n in g.node:
+        for a in n.attribute:
+            for sub in _subgraphs(a):
+                yield from _initializers(sub)
+
+
+def _attribute_tensors(g: onnx.GraphProto | onnx.FunctionProto) -> Iterator[onnx.TensorProto]:
+    for n in g.node:
+        for a in n.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            for sub in _subgraphs(a):
+                yield from _attribute_tensors(sub)

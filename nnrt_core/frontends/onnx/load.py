@@ -1,0 +1,201 @@
+"""ONNX file / bytes / ``ModelProto`` -> nnrt IR.
+
+Parsing, checking, function inlining and shape inference are done by the
+``onnx`` package; this frontend only translates protos into IR objects and
+adds the safety checks an untrusted file needs: external data must stay
+inside the model's folder, and no tensor may claim more bytes than its data
+holds or than ``MAX_TENSOR_BYTES``.  External data is mapped, not read (see
+:mod:`nnrt_core.frontends.onnx.external_data`).
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnx.inliner
+
+from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx.convert import model_from_proto
+from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
+from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
+from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
+from nnrt_core.ir import Model
+
+__all__ = ["ModelCheckError", "check_model", "load_onnx", "parse_model_proto", "sort_nodes"]
+
+log = logging.getLogger("nnrt.onnx")
+
+
+class ModelCheckError(ValueError):
+    """The ONNX checker (or its full check's shape inference) rejected a model."""
+
+
+def check_model(proto: onnx.ModelProto, *, full_check: bool = False) -> None:
+    """Run ``onnx.checker`` on ``proto``; :class:`ModelCheckError` (with the
+    checker's message) when it fails."""
+    try:
+        onnx.checker.check_model(proto, full_check=full_check)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        raise ModelCheckError(str(e)) from e
+
+
+def parse_model_proto(source: ModelSource) -> tuple[onnx.ModelProto, str | None]:
+    """Parse ``source`` into a ``ModelProto`` with external data resolved.
+
+    Returns the proto and the folder external data was resolved against.
+    External data is read into the tensors' ``raw_data`` (a copy);
+    :func:`load_onnx` maps it instead.
+    """
+    proto, base_dir = _parse_source(source)
+    load_external_data(proto, base_dir)
+    return proto, base_dir
+
+
+def _parse_source(source: ModelSource) -> tuple[onnx.ModelProto, str | None]:
+    """``source`` as a ``ModelProto`` (external data not resolved) and its folder."""
+    base_dir: str | None = None
+    if isinstance(source, onnx.ModelProto):
+        proto = source
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        proto = _parse_bytes(bytes(source), "<bytes>")
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise ModelLoadError(f"model file {str(path)!r} does not exist or is not a file")
+        base_dir = str(path.resolve().parent)
+        proto = _parse_bytes(path.read_bytes(), str(path))
+    else:
+        raise ModelLoadError(
+            f"cannot load a model from {type(source).__name__}; expected a path, bytes, "
+            "onnx.ModelProto or nnrt_core.ir.Model"
+        )
+    return proto, base_dir
+
+
+def _parse_bytes(data: bytes, what: str) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as e:
+        raise ModelLoadError(f"{what} is not a valid ONNX protobuf: {first_line(e)}") from e
+    if not proto.HasField("graph"):
+        raise ModelLoadError(f"{what} holds no ONNX graph (is it an ONNX model?)")
+    return proto
+
+
+def load_onnx(
+    source: ModelSource,
+    *,
+    check: bool = True,
+    infer_shapes: bool = True,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> Model:
+    """Load an ONNX model into the IR (see module docstring).
+
+    ``input_shapes`` (input name -> concrete shape) fixes free input
+    dimensions before shape inference, like ONNX Runtime's free-dimension
+    overrides or OpenVINO's ``reshape``: the static shapes then propagate
+    through the graph.  A name that is no graph input, a wrong rank or a size
+    that contradicts a fixed dimension is a :class:`ConfigError`."""
+    proto, base_dir = _parse_source(source)
+    mapped: dict[str, np.ndarray] = {}  # mapped external data, see load_external_data
+    load_external_data(proto, base_dir, mapped)
+    if _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
+        proto = copy_model(proto) if proto is source else proto
+        sort_nodes(proto.graph)
+    if check:
+        try:
+            onnx.checker.check_model(for_checker(proto) if mapped else proto)
+        except (onnx.checker.ValidationError, ValueError) as e:
+            raise ModelLoadError(f"ONNX model is invalid: {first_line(e)}") from e
+    if proto.functions:
+        try:
+            proto = onnx.inliner.inline_local_functions(proto)
+        except Exception as e:  # pragma: no cover - depends on onnx internals
+            raise ModelLoadError(f"could not inline the model's local functions: {first_line(e)}") from e
+    owned = proto is not source  # never modify a ModelProto the caller handed us
+    if has_unknown_dims(proto):
+        if not owned:
+            proto, owned = copy_model(proto), True
+        clear_unknown_dims(proto)
+    if input_shapes:
+        if not owned:
+            proto, owned = copy_model(proto), True
+        apply_input_shapes(proto, input_shapes)
+    if infer_shapes:
+        try:
+            proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        except Exception as e:
+            log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
+    model = model_from_proto(proto, mapped)
+    model.base_dir = base_dir
+    return model
+
+
+# -------------------------------------------------------- node order
+def _node_reads(n: onnx.NodeProto) -> Iterator[str]:
+    """Names ``n`` reads: its inputs and what its sub-graphs read from outside."""
+    yield from (x for x in n.input if x)
+    for g in subgraphs(n):
+        inner = {x.name for x in g.input} | {t.name for t in g.initializer} | {o for m in g.node for o in m.output}
+        for m in g.node:
+            yield from (x for x in _node_reads(m) if x not in inner)
+
+
+def _unsorted(g: onnx.GraphProto, outer: set[str]) -> bool:
+    known = set(outer) | {x.name for x in g.input} | {t.name for t in g.initializer}
+    produced = {o for n in g.node for o in n.output}
+    for n in g.node:
+        if any(x in produced and x not in known for x in _node_reads(n)):
+            return True
+        known.update(n.output)
+        if any(_unsorted(sub, known) for sub in subgraphs(n)):
+            return True
+    return False
+
+
+def _needs_sorting(proto: onnx.ModelProto) -> bool:
+    return _unsorted(proto.graph, set())
+
+
+def sort_nodes(g: onnx.GraphProto) -> None:
+    """Put the nodes of ``g`` (and of its sub-graphs) in a topological order,
+    in place, keeping the given order wherever it is already valid.  Names no
+    node produces (inputs, initializers, outer values) count as available;
+    a cycle leaves the remaining nodes in their order (the checker reports it)."""
+    for n in g.node:
+        for sub in subgraphs(n):
+            sort_nodes(sub)
+    nodes = list(g.node)
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    deps = [{producer[x] for x in _node_reads(n) if x in producer and producer[x] != i}
+            for i, n in enumerate(nodes)]
+    users: list[list[int]] = [[] for _ in nodes]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    missing = [len(d) for d in deps]
+    ready = [i for i, m in enumerate(missing) if m == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) < len(nodes):  # a cycle: keep the rest as it was
+        done = set(order)
+        order += [i for i in range(len(nodes)) if i not in done]
+    sorted_nodes = [nodes[i] for i in order]
+    copies = [onnx.NodeProto() for _ in sorted_nodes]
+    for c, n in zip(copies, sorted_nodes):
+        c.CopyFrom(n)
+    del g.node[:]
+    g.node.extend(copies)

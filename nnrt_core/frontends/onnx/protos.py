@@ -1,0 +1,128 @@
+"""Small ONNX proto helpers shared by the frontend's modules."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterator
+
+import numpy as np
+import onnx
+from onnx import ModelProto
+
+from nnrt_core.errors import ModelLoadError
+from nnrt_core.ir import DataType
+
+__all__ = ["MAX_TENSOR_BYTES", "ModelProto", "ModelSource", "PACKED_TYPES", "all_tensors", "copy_model",
+           "declared_bytes", "first_line", "mappable_dtype", "subgraphs", "unknown_dim"]
+
+#: Largest tensor (bytes) a model may declare; larger ones are refused before allocation.
+MAX_TENSOR_BYTES = int(os.environ.get("NNRT_MAX_TENSOR_BYTES", 8 << 30))
+
+#: What the loaders accept: a path, serialized bytes or a parsed ``ModelProto``.
+ModelSource = str | os.PathLike | bytes | ModelProto
+
+#: sub-byte element types: several elements per byte, never viewed in place
+PACKED_TYPES = frozenset(
+    {DataType.INT4, DataType.UINT4, DataType.FLOAT4E2M1, DataType.INT2, DataType.UINT2,
+     DataType.FLOAT6E2M3, DataType.FLOAT6E3M2}
+)
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (its type name when empty)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def copy_model(proto: ModelProto) -> ModelProto:
+    """A deep copy of ``proto``."""
+    c = ModelProto()
+    c.CopyFrom(proto)
+    return c
+
+
+def subgraphs(n: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs in ``n``'s attributes (If branches, Loop/Scan bodies)."""
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
+def _graph_tensors(g: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from g.initializer
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                yield a.t
+            elif a.type == onnx.AttributeProto.TENSORS:
+                yield from a.tensors
+            elif a.type == onnx.AttributeProto.SPARSE_TENSOR:
+                yield a.sparse_tensor.values
+                yield a.sparse_tensor.indices
+            elif a.type == onnx.AttributeProto.GRAPH:
+                yield from _graph_tensors(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g2 in a.graphs:
+                    yield from _graph_tensors(g2)
+
+
+def all_tensors(proto: ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of ``proto`` that may hold data: initializers and tensor
+    attributes of the graph and its sub-graphs, tensor attributes of local
+    functions."""
+    yield from _graph_tensors(proto.graph)
+    for f in proto.functions:
+        for n in f.node:
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    yield a.t
+
+
+def unknown_dim(d: onnx.TensorShapeProto.Dimension) -> bool:
+    """A dimension that says "any size" in a non-standard way: a negative
+    ``dim_value`` (Paddle2ONNX writes -1) or the ``dim_param`` "?" (which
+    ONNX would otherwise take for one symbol shared by every such dim)."""
+    return (d.HasField("dim_value") and d.dim_value < 0) or (d.HasField("dim_param") and d.dim_param == "?")
+
+
+def declared_bytes(t: onnx.TensorProto) -> int | None:
+    """Bytes a fixed-width tensor must hold, after checking the size limit."""
+    n = 1
+    for d in t.dims:
+        if d < 0:
+            raise ModelLoadError(f"tensor {t.name!r} has a negative dimension {list(t.dims)}")
+        n *= d
+    try:
+        dtype = DataType(t.data_type)
+    except ValueError:
+        raise ModelLoadError(f"tensor {t.name!r} has unknown element type {t.data_type}") from None
+    if dtype == DataType.STRING:
+        return None
+    packed = dtype in PACKED_TYPES  # sub-byte types: several elements per byte
+    nbytes = n if packed else n * (dtype.itemsize if dtype != DataType.UNDEFINED else 1)
+    if nbytes > MAX_TENSOR_BYTES:
+        raise ModelLoadError(
+            f"tensor {t.name!r} declares shape {list(t.dims)} ({nbytes} bytes), above the "
+            f"limit of {MAX_TENSOR_BYTES} bytes (NNRT_MAX_TENSOR_BYTES); refused"
+        )
+    return None if packed else nbytes
+
+
+def mappable_dtype(t: onnx.TensorProto) -> np.dtype | None:
+    """The numpy type that views ``t``'s raw bytes as they are (what
+    ``numpy_helper.to_array`` decodes raw data to), or ``None`` where the
+    data needs decoding: strings, bit-packed types (int4, float4, 2- and
+    6-bit types), unknown types, segments, or a big-endian host."""
+    if sys.byteorder != "little" or t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) \
+            or t.HasField("segment"):
+        return None
+    try:
+        dt = DataType(t.data_type)
+        if dt in PACKED_TYPES:
+            return None
+        np_dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type))
+    except (ValueError, KeyError, TypeError):
+        return None
+    return np_dtype if np_dtype.itemsize == dt.itemsize and not np_dtype.hasobject else None
