@@ -53,7 +53,8 @@ class Session:
         #: runs the compiled steps (advanced use: tests and tools observe or wrap it)
         self.executor = Executor(cm.steps, [v.name for v in cm.graph.outputs], cm.constants,
                                  [v.name for v in cm.graph.inputs])
-        self.validate_feeds = FeedValidator(cm.graph.inputs)
+        #: ``validate_feeds(feeds)``: the checked feeds (``feeds`` itself when already right) or InputError
+        self.validate_feeds = FeedValidator(cm.graph.inputs).validate
         #: streams' measured concurrency, per ``max_in_flight``, remembered for the next stream
         self.concurrency_choices: dict[int, int] = {}
         self._async_pool: RunPool | None = None
@@ -187,6 +188,8 @@ class Session:
                 else:
                     raw[name] = x
             results = self.executor.run(raw, owners, keep_on_device)
+        if output_names is None:
+            return dict(zip(self.executor.graph_outputs, results))
         return self._named(results, output_names)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> dict[str, Any]:

@@ -37,7 +37,7 @@ class FeedValidator:
         self.inputs = list(inputs)
         self._fast = _fast_feed_specs(self.inputs)
 
-    def __call__(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
+    def validate(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
         """``feeds`` itself when it is a dict of host arrays matching the
         inputs exactly (the common case, checked cheaply); else the checked
         feeds (numpy scalars as arrays...) or :class:`InputError`."""
