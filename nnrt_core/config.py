@@ -17,9 +17,13 @@ from typing import Any, Mapping
 from nnrt_core.backend.base import CompileOptions
 from nnrt_core.errors import ConfigError
 
-__all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "OPTIMIZATION_LEVELS"]
+__all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "OPTIMIZATION_LEVELS",
+           "SPECIALIZE_SHAPES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER"]
 
 PRECISIONS = ("fp32", "fp16", "int8")
+SPECIALIZE_SHAPES = ("auto", "always", "never")
+#: options that change how a session runs, not what it compiles (left out of cache keys)
+RUNTIME_OPTIONS = ("specialize_shapes", "max_specializations")
 PERFORMANCE_MODES = ("none", "low", "medium", "high", "extreme")
 PRIORITIES = ("low", "medium", "high")
 OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
@@ -57,6 +61,15 @@ class ScheduleConfig:
         OpenVINO's ``reshape``); checked against the model when it loads.
     strict
         refuse (instead of warn about) options a selected backend ignores.
+    specialize_shapes
+        ``"auto"`` (default): a model with free input dimensions is planned
+        again for the concrete shapes of each new input signature it runs with
+        (MNN's resize) when a selected backend needs static shapes
+        (``Backend.needs_static_shapes``); ``"always"`` whatever the backends;
+        ``"never"`` keeps the one dynamic plan.
+    max_specializations
+        how many specialized plans a session keeps (least recently used
+        evicted first).
     """
 
     backends: tuple[str, ...] | str = "auto"
@@ -74,6 +87,8 @@ class ScheduleConfig:
     devices: Mapping[str, str] = field(default_factory=dict)
     strict: bool = False
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    specialize_shapes: str = "auto"
+    max_specializations: int = 8
 
     def __post_init__(self) -> None:
         b = self.backends
@@ -115,6 +130,10 @@ class ScheduleConfig:
             raise ConfigError(f"backend_options must map backend names to option tables, got {self.backend_options!r}")
         object.__setattr__(self, "backend_options", {k: dict(v) for k, v in self.backend_options.items()})
         object.__setattr__(self, "input_shapes", _input_shapes(self.input_shapes))
+        _choice("specialize_shapes", self.specialize_shapes, SPECIALIZE_SHAPES)
+        if not isinstance(self.max_specializations, int) or isinstance(self.max_specializations, bool) \
+                or not 1 <= self.max_specializations <= 1024:
+            raise ConfigError(f"max_specializations must be an integer in 1..1024, got {self.max_specializations!r}")
 
     # ------------------------------------------------------------ building
     @classmethod

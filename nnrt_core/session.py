@@ -8,29 +8,32 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-import numpy as np
-
-from nnrt_core.compiler import CompiledModel, PartitionInfo, compile_model, load_model
+from nnrt_core.compiler import CompiledModel, EventLog, PartitionInfo, compile_model, load_model
 from nnrt_core.compiler.image import to_image
+from nnrt_core.compiler.specialize import Specializations, check_shapes, free_inputs, wants_specialization
 from nnrt_core.config import ScheduleConfig
-from nnrt_core.errors import InputError, SessionFileError
-from nnrt_core.ir import Graph, TensorType
-from nnrt_core.passes import PassReport
-from nnrt_core.placement import NodePlacement, PlacementEvent
+from nnrt_core.errors import ConfigError, InputError, SessionFileError
+from nnrt_core.ir import Graph
+from nnrt_core.placement import PlacementEvent
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.runtime.executor import Executor, StepObserver
-from nnrt_core.runtime.feeds import FeedValidator, TensorInfo, shape_text, tensor_info
+from nnrt_core.runtime.feeds import FeedValidator, TensorInfo, allocate_input, tensor_info
 from nnrt_core.runtime.memory_plan import MemoryPlan
+from nnrt_core.runtime.plan import RunPlan
 from nnrt_core.runtime.streams import RunFuture, RunPool, Stream, default_workers
 from nnrt_core.runtime.tensor import Tensor
 from nnrt_core.storage.files import write_atomic
-from nnrt_core.storage.session_file import SessionImage, encode
-from nnrt_core.storage.weights import SharingReport
+from nnrt_core.storage.session_file import SessionImage, encode, looks_like_session_file
 
 if TYPE_CHECKING:
     from nnrt_core.tools.profiler import Trace
 
 __all__ = ["Session", "TensorInfo", "PartitionInfo", "load_model"]
+
+
+def _from_plan(name: str, doc: str) -> property:
+    """A read-only view of the current plan's ``CompiledModel.<name>``."""
+    return property(lambda self: getattr(self.compiled_model, name), doc=doc)
 
 
 class Session:
@@ -46,68 +49,96 @@ class Session:
                  registry: Registry | None = None) -> None:
         t0 = time.perf_counter()
         self.registry = registry if registry is not None else default_registry()
-        #: the build: steps, partitions, placement report, events (see nnrt_core.compiler)
-        self.compiled_model: CompiledModel = compile_model(model, config, self.registry)
-        self.config: ScheduleConfig = self.compiled_model.config
-        cm = self.compiled_model
-        #: runs the compiled steps (advanced use: tests and tools observe or wrap it)
-        self.executor = Executor(cm.steps, [v.name for v in cm.graph.outputs], cm.constants,
-                                 [v.name for v in cm.graph.inputs])
+        generic = compile_model(model, config, self.registry)
+        self.config: ScheduleConfig = generic.config
+        #: the plan every run starts from (the dynamic one when inputs have free dimensions)
+        self.generic_plan = self._plan = RunPlan.of(generic)
+        self._validator = FeedValidator(generic.graph.inputs)
         #: ``validate_feeds(feeds)``: the checked feeds (``feeds`` itself when already right) or InputError
-        self.validate_feeds = FeedValidator(cm.graph.inputs).validate
+        self.validate_feeds = self._validator.validate
+        #: shape specialization: visible events of this session (specialized, evicted, failed)
+        self.session_events = EventLog()
+        self.specializations = self._specializations(model, generic)
         #: streams' measured concurrency, per ``max_in_flight``, remembered for the next stream
         self.concurrency_choices: dict[int, int] = {}
+        self._thread_budgets: set[int] = set()
         self._async_pool: RunPool | None = None
         self.build_seconds = time.perf_counter() - t0
 
+    def _specializations(self, source: Any, generic: CompiledModel) -> Specializations[RunPlan] | None:
+        names = free_inputs(generic.graph.inputs)
+        if not names or not wants_specialization(self.config, self.registry):
+            return None
+        if looks_like_session_file(source):  # a compiled file: no source model to plan again
+            self.session_events.add("specialization_unavailable", "-", "inputs have free dimensions but this "
+                                    "session was loaded from a compiled file; it runs its stored plan")
+            return None
+        return Specializations(source, self.config, self.registry, names, self._new_plan, self.session_events)
+
+    def _new_plan(self, model: CompiledModel) -> RunPlan:
+        plan = RunPlan.of(model)
+        for threads in sorted(self._thread_budgets):
+            for st in plan.executor.steps:
+                st.compiled.prepare_thread_budget(threads)
+        return plan
+
+    def _plan_for(self, feeds: Mapping[str, Any]) -> RunPlan:
+        """The plan for validated ``feeds``: their signature's specialization (built on first sight)."""
+        specs = self.specializations
+        sig, plan, cached = specs.lookup(feeds)
+        if not cached:
+            plan = specs.specialize(sig)
+        self._plan = plan = plan if plan is not None else self.generic_plan
+        return plan
+
+    def reshape(self, shapes: Mapping[str, Sequence[int]]) -> None:
+        """Plan for these input shapes now (MNN's resize): the plan becomes the
+        one :attr:`placement` / :attr:`partitions` describe and runs with these
+        shapes use it.  Needs free input dimensions and specialization on."""
+        if self.specializations is None:
+            raise ConfigError("reshape needs a model with free input dimensions and specialize_shapes not "
+                              "'never' (or 'always' when no selected backend needs static shapes)")
+        sig = check_shapes(self.specializations.names, shapes)
+        self._validator.check_shapes(dict(zip(self.specializations.names, sig)))
+        self._plan = self.specializations.specialize(sig) or self.generic_plan
+
     # ---------------------------------------------------------------- views
+    @property
+    def compiled_model(self) -> CompiledModel:
+        """The plan of the latest run's input signature (see nnrt_core.compiler)."""
+        return self._plan.model
+
+    @property
+    def executor(self) -> Executor:
+        """Runs the current plan's steps (advanced use: tests and tools observe or wrap it)."""
+        return self._plan.executor
+
     @property
     def graph(self) -> Graph:
         """The optimized graph (inputs and outputs only for a loaded compiled model)."""
-        return self.compiled_model.graph
+        return self._plan.model.graph
 
     @property
     def events(self) -> list[PlacementEvent]:
-        return self.compiled_model.events
+        """Fallbacks and decisions of the current plan, then this session's specialization events."""
+        return [*self._plan.model.events, *self.session_events]
 
     @property
     def fallbacks(self) -> list[PlacementEvent]:
-        return list(self.compiled_model.events)
+        return self.events
 
-    @property
-    def placement_report(self) -> list[NodePlacement]:
-        return self.compiled_model.placement
-
-    @property
-    def considered_plans(self) -> list[dict[str, Any]]:
-        """The candidate placements a cost-based scheduler weighed, chosen first."""
-        return self.compiled_model.considered_plans
-
-    @property
-    def pass_report(self) -> PassReport:
-        return self.compiled_model.pass_report
-
-    @property
-    def folded_nodes(self) -> int:
-        return self.compiled_model.folded_nodes
-
-    @property
-    def weight_sharing(self) -> SharingReport:
-        """Constants this session shares with other sessions."""
-        return self.compiled_model.weight_sharing
-
-    @property
-    def cache_hit(self) -> bool:
-        return self.compiled_model.cache_hit
-
-    @property
-    def cache_path(self) -> str | None:
-        """The cache entry used or written."""
-        return self.compiled_model.cache_path
+    placement_report = _from_plan("placement", "Where every node of the current plan runs and why.")
+    considered_plans = _from_plan("considered_plans", "The candidate placements a cost-based scheduler weighed, "
+                                                      "chosen first.")
+    pass_report = _from_plan("pass_report", "What the graph passes changed.")
+    folded_nodes = _from_plan("folded_nodes", "Nodes constant-folded at build.")
+    weight_sharing = _from_plan("weight_sharing", "Constants this session shares with other sessions.")
+    cache_hit = _from_plan("cache_hit", "Whether the plan came from the model cache.")
+    cache_path = _from_plan("cache_path", "The cache entry used or written.")
 
     @property
     def inputs(self) -> list[TensorInfo]:
-        return [tensor_info(v) for v in self.graph.inputs]
+        return [tensor_info(v) for v in self.generic_plan.model.graph.inputs]
 
     @property
     def outputs(self) -> list[TensorInfo]:
@@ -176,8 +207,9 @@ class Session:
         memory is used without a copy).  With ``keep_on_device`` outputs a
         device backend produced stay there, returned as ``Tensor`` s."""
         checked = self.validate_feeds(feeds)
+        executor = (self._plan_for(checked) if self.specializations is not None else self._plan).executor
         if checked is feeds and not keep_on_device:  # plain host arrays: the fast path
-            results = self.executor.run(checked)
+            results = executor.run(checked)
         else:
             raw, owners = {}, {}
             for name, x in checked.items():
@@ -187,15 +219,18 @@ class Session:
                         owners[name] = x.backend
                 else:
                     raw[name] = x
-            results = self.executor.run(raw, owners, keep_on_device)
+            results = executor.run(raw, owners, keep_on_device)
         if output_names is None:
-            return dict(zip(self.executor.graph_outputs, results))
+            return dict(zip(executor.graph_outputs, results))
         return self._named(results, output_names)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> dict[str, Any]:
         """Run once with ``observer`` seeing every step and transfer (the
         profiler and the accuracy check use it); outputs as :meth:`run`."""
-        return self._named(self.executor.run_observed(self.validate_feeds(feeds), observer), None)
+        checked = self.validate_feeds(feeds)
+        if self.specializations is not None:
+            self._plan_for(checked)
+        return self._named(self.executor.run_observed(checked, observer), None)
 
     def _named(self, results: list[Any], output_names: Sequence[str] | None) -> dict[str, Any]:
         out = dict(zip(self.executor.graph_outputs, results))
@@ -211,28 +246,7 @@ class Session:
         it (host memory when several backends or a host backend read it).
         Fill it through ``tensor.numpy()`` (a view where device memory is
         mapped) or ``tensor.copy_from(array)``; feeding it costs no copy."""
-        spec = next((v for v in self.graph.inputs if v.name == name), None)
-        if spec is None:
-            raise InputError(f"unknown input {name!r}; the model's inputs are {[v.name for v in self.graph.inputs]}")
-        t = spec.type
-        if not isinstance(t, TensorType) or t.shape is None:
-            raise InputError(f"input {name!r} is not a tensor of known rank; it cannot be allocated")
-        dims = list(t.shape)
-        if shape is not None:
-            shape = tuple(int(d) for d in shape)
-            if len(shape) != len(dims) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape)) \
-                    or any(s < 0 for s in shape):
-                raise InputError(f"input {name!r} has shape {shape_text(t.shape)}; cannot allocate {list(shape)}")
-        elif all(isinstance(d, int) for d in dims):
-            shape = tuple(dims)
-        else:
-            raise InputError(f"input {name!r} has dynamic shape {shape_text(t.shape)}; pass shape=")
-        dtype = t.dtype.numpy
-        readers = {id(st.backend): st.backend for st in self.executor.steps if name in st.inputs}
-        backend = next(iter(readers.values())) if len(readers) == 1 else None
-        if backend is None or backend.host_memory:
-            return Tensor(np.empty(shape, dtype), None, shape, dtype)
-        return Tensor(backend.allocate(shape, dtype), backend, shape, dtype)
+        return allocate_input(self.generic_plan.model.graph.inputs, self.executor.steps, name, shape)
 
     # ------------------------------------------------- async, streams, profiling
     def run_async(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None) -> RunFuture:
@@ -259,9 +273,9 @@ class Session:
 
     def prepare_thread_budgets(self, budgets: Iterable[int]) -> None:
         """Let every partition prepare for runs with these thread budgets."""
-        budgets = sorted(set(budgets))
+        self._thread_budgets |= set(budgets)
         for st in self.executor.steps:
-            for threads in budgets:
+            for threads in sorted(self._thread_budgets):
                 st.compiled.prepare_thread_budget(threads)
 
     def stream(self, max_in_flight: int = 2, callback: Any = None,

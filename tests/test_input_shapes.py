@@ -100,7 +100,12 @@ def test_static_shapes_let_the_npu_claim_nodes():
     assert fixed.outputs[0].shape == (1, 4, 1, 1)
     out = fixed.run({"x": x})["y"]
     np.testing.assert_allclose(out, ref, rtol=2e-2, atol=5e-3 * np.abs(ref).max())
-    np.testing.assert_array_equal(dyn.run({"x": x})["y"], ref)
+    never = Session(m, ScheduleConfig(**NPU, specialize_shapes="never"))
+    np.testing.assert_array_equal(never.run({"x": x})["y"], ref)
+    assert set(never.placement.values()) == {"onnxruntime"}
+    # without input_shapes, the first run plans for its shapes: the same placement as given shapes
+    np.testing.assert_array_equal(dyn.run({"x": x})["y"], out)
+    assert dyn.placement == fixed.placement
 
     # a feed of another shape is refused like any other wrong feed
     with pytest.raises(InputError, match="dimension 2 to be 16"):

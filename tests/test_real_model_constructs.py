@@ -63,9 +63,10 @@ def test_negative_dim_value_is_dynamic():
         assert not isinstance(t.shape[0], int) and not t.is_static
     x = RNG.random((1, 3, 12, 20), dtype=np.float32)
     ref = _ort(m, {"x": x})[0]
-    for cfg in (ScheduleConfig(backends=["numpy"]), ScheduleConfig(**NPU)):
+    # the NPU's run is planned for the feed's shapes (fp16 chip): its tolerance is fp16's
+    for cfg, rtol in ((ScheduleConfig(backends=["numpy"]), 1e-5), (ScheduleConfig(**NPU), 2e-2)):
         sess = Session(m, cfg)
-        np.testing.assert_allclose(sess.run({"x": x})["y"], ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(sess.run({"x": x})["y"], ref, rtol=rtol, atol=rtol * np.abs(ref).max())
         # the NPU declines the dynamic nodes when asked, instead of failing to compile them
         assert not [e for e in sess.events if e.kind == "compile_fallback"], sess.events
     sess = Session(m, ScheduleConfig(**NPU))
@@ -79,7 +80,8 @@ def test_dim_param_question_mark_is_not_one_shared_symbol():
     g = load_onnx(m).graph
     assert g.inputs[0].type.shape == (1, None, None)
     x = RNG.random((1, 2, 5), dtype=np.float32)
-    np.testing.assert_array_equal(Session(m).run({"x": x})["y"], np.maximum(x, 0))
+    # exact on the reference backend ("auto" would plan this run for the fp16 NPU)
+    np.testing.assert_array_equal(Session(m, ScheduleConfig(backends=["numpy"])).run({"x": x})["y"], np.maximum(x, 0))
 
 
 # ------------------------------------- unsorted graphs (fp16 converters)

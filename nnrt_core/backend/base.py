@@ -169,6 +169,10 @@ class Backend(abc.ABC):
     #: True when this backend can evaluate any constant sub-graph it accepts on
     #: the host at build time (constant folding and calibration use it)
     evaluates_constants: ClassVar[bool] = False
+    #: True when the backend declines nodes whose shapes are not static: a
+    #: session with free input dimensions then plans again per input signature
+    #: (``ScheduleConfig.specialize_shapes``)
+    needs_static_shapes: ClassVar[bool] = False
 
     # -- availability and devices -------------------------------------------
     def availability(self) -> str | None:

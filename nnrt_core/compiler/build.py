@@ -12,7 +12,7 @@ from nnrt_core.compiler.load import load_model
 from nnrt_core.compiler.model import CompiledModel, EventLog
 from nnrt_core.compiler.optimize import optimize
 from nnrt_core.compiler.place import place_and_compile
-from nnrt_core.config import ScheduleConfig
+from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.frontends import model_digest
@@ -85,7 +85,8 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
         events.add("cache_disabled", "-", "model cache skipped: this model cannot be keyed")
         return None, ""
     backends = [b.cache_fingerprint() for b in selection.candidates]
-    return cache, cache.key(digest, config.to_dict(), backends)
+    compiled_by = {k: v for k, v in config.to_dict().items() if k not in RUNTIME_OPTIONS}
+    return cache, cache.key(digest, compiled_by, backends)
 
 
 def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig, registry: Registry) -> CompiledModel | None:

@@ -27,9 +27,10 @@ class EventLog(list[PlacementEvent]):
     """The visible events of a build: every fallback and skipped option is
     logged as a warning and kept for the placement report."""
 
-    def add(self, kind: str, backend: str, message: str, nodes: Sequence[str] = ()) -> None:
+    def add(self, kind: str, backend: str, message: str, nodes: Sequence[str] = (), *,
+            level: int = logging.WARNING) -> None:
         self.append(PlacementEvent(kind, backend, message, list(nodes)))
-        log.warning("%s", message)
+        log.log(level, "%s", message)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from nnrt_core.errors import InputError
 from nnrt_core.ir import Dim, OptionalType, SequenceType, TensorType, Value
 from nnrt_core.runtime.tensor import Tensor
 
-__all__ = ["TensorInfo", "FeedValidator", "tensor_info", "random_feeds", "shape_text"]
+__all__ = ["TensorInfo", "FeedValidator", "allocate_input", "tensor_info", "random_feeds", "shape_text"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,18 @@ class FeedValidator:
             raise InputError(f"missing input(s) {missing}; expected "
                              f"{[str(tensor_info(expected[n]).to_dict()) for n in missing]}")
         return {name: _check_one(name, v, feeds[name]) for name, v in expected.items()}
+
+
+    def check_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        """:class:`InputError` when a shape contradicts its input's rank or static dimensions."""
+        expected = {v.name: v for v in self.inputs}
+        for name, shape in shapes.items():
+            t = expected[name].type if name in expected else None
+            if not isinstance(t, TensorType) or t.shape is None:
+                continue
+            if len(shape) != len(t.shape) or any(s < 0 for s in shape) or any(
+                    isinstance(d, int) and d != s for d, s in zip(t.shape, shape)):
+                raise InputError(f"input {name!r} has shape {shape_text(t.shape)}; cannot plan for {list(shape)}")
 
 
 def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tuple, tuple | None]] | None:
@@ -181,3 +193,31 @@ def random_feeds(inputs: Sequence[TensorInfo], seed: int = 0, *, floats: str = "
         else:
             raise InputError(f"input {info.name!r} has dtype {dt}; {hint}")
     return feeds
+
+
+def allocate_input(inputs: Sequence[Value], steps: Sequence[Any], name: str,
+                   shape: Sequence[int] | None = None) -> Tensor:
+    """A :class:`Tensor` for input ``name`` in the memory of the backend that
+    reads it among ``steps`` (host memory when several or a host backend do)."""
+    spec = next((v for v in inputs if v.name == name), None)
+    if spec is None:
+        raise InputError(f"unknown input {name!r}; the model's inputs are {[v.name for v in inputs]}")
+    t = spec.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        raise InputError(f"input {name!r} is not a tensor of known rank; it cannot be allocated")
+    dims = list(t.shape)
+    if shape is not None:
+        shape = tuple(int(d) for d in shape)
+        if len(shape) != len(dims) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape)) \
+                or any(s < 0 for s in shape):
+            raise InputError(f"input {name!r} has shape {shape_text(t.shape)}; cannot allocate {list(shape)}")
+    elif all(isinstance(d, int) for d in dims):
+        shape = tuple(dims)
+    else:
+        raise InputError(f"input {name!r} has dynamic shape {shape_text(t.shape)}; pass shape=")
+    dtype = t.dtype.numpy
+    readers = {id(st.backend): st.backend for st in steps if name in st.inputs}
+    backend = next(iter(readers.values())) if len(readers) == 1 else None
+    if backend is None or backend.host_memory:
+        return Tensor(np.empty(shape, dtype), None, shape, dtype)
+    return Tensor(backend.allocate(shape, dtype), backend, shape, dtype)

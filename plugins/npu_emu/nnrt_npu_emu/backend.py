@@ -221,6 +221,7 @@ class NpuEmuBackend(Backend):
     default_priority = 100
     supported_options = frozenset({"precision"})
     host_memory = False
+    needs_static_shapes = True  # the chip takes static shapes only: sessions specialize per input signature
 
     def __init__(self) -> None:
         self._lock = threading.RLock()

@@ -1,0 +1,150 @@
+"""Shape specialization: a session on a model with free input dimensions plans
+again for each new input signature (MNN's resize), so the NPU, which takes
+static shapes only, takes part without any config."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from nnrt_core import ConfigError, InputError, ScheduleConfig, Session
+from nnrt_core.compiler import specialize
+from nnrt_core.errors import CompileError
+
+NPU = dict(backends=["npu_emu", "onnxruntime"], backup="numpy")
+RNG = np.random.default_rng(7)
+
+
+def _model():
+    """Conv -> Relu -> GlobalAveragePool over an image of free batch, height and width (weights of
+    6.9 KB: large enough to be shared between sessions and plans)."""
+    w = h.make_tensor("w", T.FLOAT, [64, 3, 3, 3], RNG.standard_normal(64 * 27).astype(np.float32).tolist())
+    g = h.make_graph(
+        [h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         h.make_node("Relu", ["c"], ["r"], name="relu"),
+         h.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")],
+        "dyn", [h.make_tensor_value_info("x", T.FLOAT, ["N", 3, "H", "W"])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["N", 64, 1, 1])], [w])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def _x(*shape):
+    return RNG.random(shape, dtype=np.float32)
+
+
+def _ort(m, x):
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def test_first_run_plans_for_its_shapes_like_given_input_shapes():
+    m, x = _model(), _x(2, 3, 8, 10)
+    sess = Session(m, ScheduleConfig(**NPU))
+    assert set(sess.placement.values()) == {"onnxruntime"}  # the dynamic plan: the NPU declines
+    out = sess.run({"x": x})["y"]
+    fixed = Session(m, ScheduleConfig(**NPU, input_shapes={"x": x.shape}))
+    assert sess.placement == fixed.placement and set(fixed.placement.values()) == {"npu_emu"}
+    np.testing.assert_array_equal(out, fixed.run({"x": x})["y"])
+    ref = _ort(m, x)
+    np.testing.assert_allclose(out, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
+    kinds = [e.kind for e in sess.events]
+    assert kinds.count("specialized") == 1
+    assert sess.generic_plan.model is not sess.compiled_model
+    assert sess.stats()["planned_peak_bytes"] is not None  # static shapes: the memory plan is known
+
+
+def test_seen_signature_reuses_its_plan_and_new_ones_switch():
+    sess = Session(_model(), ScheduleConfig(**NPU))
+    a, b = _x(1, 3, 8, 8), _x(1, 3, 6, 12)
+    sess.run({"x": a})
+    plan_a = sess.compiled_model
+    sess.run({"x": a})
+    assert sess.compiled_model is plan_a and len(sess.specializations) == 1
+    sess.run({"x": b})
+    assert sess.compiled_model is not plan_a and len(sess.specializations) == 2
+    assert sess.partitions[0].inputs == ("x",)
+    sess.run({"x": a})
+    assert sess.compiled_model is plan_a  # the latest run's signature is the one described
+    assert [e.kind for e in sess.events].count("specialized") == 2
+
+
+def test_cache_of_plans_is_bounded_and_evicts_visibly():
+    sess = Session(_model(), ScheduleConfig(**NPU, max_specializations=2))
+    for hw in (4, 5, 6, 4):
+        sess.run({"x": _x(1, 3, hw, hw)})
+    assert len(sess.specializations) == 2
+    assert sess.specializations.signatures() == [((1, 3, 6, 6),), ((1, 3, 4, 4),)]
+    evicted = [e for e in sess.events if e.kind == "specialization_evicted"]
+    assert len(evicted) == 2 and "x=[1, 3, 4, 4]" in evicted[0].message
+
+
+def test_reshape_plans_ahead_and_checks_shapes():
+    sess = Session(_model(), ScheduleConfig(**NPU))
+    sess.reshape({"x": [1, 3, 16, 16]})
+    assert set(sess.placement.values()) == {"npu_emu"} and len(sess.specializations) == 1
+    sess.run({"x": _x(1, 3, 16, 16)})
+    assert len(sess.specializations) == 1
+    with pytest.raises(InputError, match="cannot plan for"):
+        sess.reshape({"x": [1, 4, 16, 16]})  # contradicts the static channel dimension
+    with pytest.raises(InputError, match="unknown"):
+        sess.reshape({"x": [1, 3, 4, 4], "z": [1]})
+    with pytest.raises(InputError, match="dimension 1 to be 3"):
+        sess.run({"x": _x(1, 2, 4, 4)})  # the usual feed error, before any planning
+
+
+def test_modes_never_auto_and_always():
+    m, x = _model(), _x(1, 3, 5, 5)
+    never = Session(m, ScheduleConfig(**NPU, specialize_shapes="never"))
+    never.run({"x": x})
+    assert never.specializations is None and set(never.placement.values()) == {"onnxruntime"}
+    with pytest.raises(ConfigError, match="reshape needs"):
+        never.reshape({"x": [1, 3, 5, 5]})
+    numpy_only = Session(m, ScheduleConfig(backends=["numpy"]))  # no backend needs static shapes
+    assert numpy_only.specializations is None
+    always = Session(m, ScheduleConfig(backends=["numpy"], specialize_shapes="always"))
+    always.run({"x": x})
+    assert len(always.specializations) == 1
+    with pytest.raises(ConfigError, match="specialize_shapes must be one of"):
+        ScheduleConfig(specialize_shapes="sometimes")
+    with pytest.raises(ConfigError, match="max_specializations"):
+        ScheduleConfig(max_specializations=0)
+
+
+def test_a_signature_that_cannot_be_planned_falls_back_visibly(monkeypatch):
+    m, x = _model(), _x(1, 3, 7, 7)
+    sess = Session(m, ScheduleConfig(**NPU))
+
+    def broken(*args, **kwargs):
+        raise CompileError("device rejects this shape")
+
+    monkeypatch.setattr(specialize, "compile_model", broken)
+    out = sess.run({"x": x})["y"]
+    np.testing.assert_allclose(out, _ort(m, x), rtol=1e-5, atol=1e-6)  # the dynamic plan ran it
+    assert sess.compiled_model is sess.generic_plan.model
+    failed = [e for e in sess.events if e.kind == "specialization_failed"]
+    assert len(failed) == 1 and "device rejects this shape" in failed[0].message
+    sess.run({"x": x})  # remembered: not tried again
+    assert len([e for e in sess.events if e.kind == "specialization_failed"]) == 1
+
+
+def test_specializations_share_weights_and_use_the_model_cache(tmp_path):
+    m, x = _model(), _x(1, 3, 9, 9)
+    cfg = ScheduleConfig(**NPU, cache_dir=str(tmp_path))
+    first = Session(m, cfg)
+    first.run({"x": x})
+    assert first.weight_sharing.shared_bytes == first.weight_sharing.bytes > 0  # same weights as the generic plan
+    second = Session(m, cfg)
+    assert second.cache_hit  # the generic plan
+    second.run({"x": x})
+    assert second.cache_hit and set(second.placement.values()) == {"npu_emu"}  # the specialized one too
+
+
+def test_a_compiled_file_with_free_dims_says_it_cannot_specialize(tmp_path):
+    sess = Session(_model(), ScheduleConfig(backends=["onnxruntime"], backup="numpy", specialize_shapes="always"))
+    path = sess.save(tmp_path / "m.nnrt")
+    loaded = Session(path)
+    assert loaded.specializations is None
+    assert [e.kind for e in loaded.events] == ["specialization_unavailable"]
+    x = _x(1, 3, 4, 4)
+    np.testing.assert_array_equal(loaded.run({"x": x})["y"], sess.run({"x": x})["y"])
