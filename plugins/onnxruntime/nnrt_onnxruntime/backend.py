@@ -1,6 +1,7 @@
 """``OnnxRuntimeBackend``: delegates partitions to ONNX Runtime sessions."""
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
@@ -16,13 +17,15 @@ from nnrt_core.ir import DataType, Graph, Node
 from nnrt_onnxruntime.capability import CapabilityCache, Prober
 from nnrt_onnxruntime.deviations import known_deviation
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
-from nnrt_onnxruntime.export import export_partition, max_ir_version
+from nnrt_onnxruntime.export import export_partition, max_ir_version, relax_static_shapes
 from nnrt_onnxruntime.offline import PARTITION_WEIGHTS, OptimizedModel, external_arrays, machine_fingerprint
 from nnrt_onnxruntime.partition import OrtPartition, unpack_blob
 from nnrt_onnxruntime.version import __version__
 from nnrt_onnxruntime.providers import device_index, list_devices, provider_kind
 
 __all__ = ["OnnxRuntimeBackend"]
+
+log = logging.getLogger("nnrt.onnxruntime")
 
 
 class OnnxRuntimeBackend(Backend):
@@ -132,12 +135,30 @@ class OnnxRuntimeBackend(Backend):
 
     # ------------------------------------------------------------- compile
     def _compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition:
+        try:
+            return self._partition(graph, options, relaxed=False)
+        except Exception as e:
+            # ORT type-checks dead If branches with the static shapes of the values they read; a
+            # model saved with symbolic dims may only pass with those: retry with ranks only
+            if "InferenceError" not in str(e) or not any(n.subgraphs() for n in graph.nodes):
+                raise
+            log.info("onnxruntime: partition %s fails type inference with static shapes (%s); "
+                     "compiling it with ranks only", graph.name, str(e).splitlines()[0][:200])
+            return self._partition(graph, options, relaxed=True)
+
+    def _partition(self, graph: Graph, options: CompileOptions, *, relaxed: bool) -> OrtPartition:
         # large initializers stay our arrays: ORT reads them in place (no
         # protobuf copy), and every session of the partition shares them
         weights = ExternalWeights(PARTITION_WEIGHTS)
-        model = export_partition(graph, weights).SerializeToString()
-        return OrtPartition(self, graph.name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
-                            model, options, {n.name: n.op_type for n in graph.nodes}, weights=weights)
+        proto = export_partition(graph, weights)
+        if relaxed:
+            relax_static_shapes(proto)
+        part = OrtPartition(self, graph.name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
+                            proto.SerializeToString(), options, {n.name: n.op_type for n in graph.nodes},
+                            weights=weights)
+        if relaxed:
+            part.note("shapes", "ranks only (static shapes fail ORT's type inference of a sub-graph)")
+        return part
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
         from nnrt_core.errors import CompileError, NnrtError

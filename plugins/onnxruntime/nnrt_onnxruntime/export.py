@@ -21,6 +21,7 @@ __all__ = [
     "UntypedInputError",
     "max_ir_version",
     "export_partition",
+    "relax_static_shapes",
     "probe_type",
     "build_probe_model",
     "quiet_session_options",
@@ -82,6 +83,39 @@ def export_partition(graph: Graph, external: ExternalWeights | None = None) -> o
     and outputs, only the initializers it reads, its opset imports); with
     ``external``, its large initializers are left out and collected there."""
     return to_onnx(graph, ir_version=max_ir_version(), external=external)
+
+
+def relax_static_shapes(model: onnx.ModelProto) -> int:
+    """Keep only the element types and ranks of ``model``'s inputs, outputs
+    and value infos (sub-graphs included): every dimension becomes unknown.
+
+    ONNX Runtime type-checks every branch of an If with the shapes of the
+    values it reads, dead branches included; some exported models only
+    type-check with the symbolic dims they were saved with.  Returns how many
+    dimensions were relaxed."""
+    relaxed = 0
+
+    def relax(vi: onnx.ValueInfoProto) -> None:
+        nonlocal relaxed
+        t = vi.type
+        while t.HasField("sequence_type") or t.HasField("optional_type"):
+            t = t.sequence_type.elem_type if t.HasField("sequence_type") else t.optional_type.elem_type
+        if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
+            for d in t.tensor_type.shape.dim:
+                if d.HasField("dim_value") or d.HasField("dim_param"):
+                    relaxed += 1
+                d.Clear()
+
+    def walk(g: onnx.GraphProto) -> None:
+        for vi in [*g.input, *g.output, *g.value_info]:
+            relax(vi)
+        for n in g.node:
+            for a in n.attribute:
+                for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    walk(sub)
+
+    walk(model.graph)
+    return relaxed
 
 
 def probe_type(t: ValueType | None, what: str, exact: bool = False) -> ValueType:

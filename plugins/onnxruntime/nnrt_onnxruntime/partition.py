@@ -329,6 +329,10 @@ class OrtPartition(CompiledPartition):
     def describe(self) -> dict[str, Any]:
         return dict(self._info, nodes=len(self._node_ops))
 
+    def note(self, key: str, value: Any) -> None:
+        """Add a fact to :meth:`describe` (how the partition was compiled)."""
+        self._info[key] = value
+
 
 def _fast_run(sess: Any) -> Any:
     """The C session's run: it skips the Python wrapper's per-call feed check
