@@ -84,11 +84,7 @@ class Session:
 
     def _plan_for(self, feeds: Mapping[str, Any]) -> RunPlan:
         """The plan for validated ``feeds``: their signature's specialization (built on first sight)."""
-        specs = self.specializations
-        sig, plan, cached = specs.lookup(feeds)
-        if not cached:
-            plan = specs.specialize(sig)
-        self._plan = plan = plan if plan is not None else self.generic_plan
+        self._plan = plan = self.specializations.plan_for(feeds) or self.generic_plan
         return plan
 
     def reshape(self, shapes: Mapping[str, Sequence[int]]) -> None:

@@ -58,6 +58,7 @@ class Specializations(Generic[Plan]):
         self.events = events
         self.capacity = config.max_specializations
         self._plans: OrderedDict[Signature, Plan | None] = OrderedDict()
+        self._latest: Signature | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -67,21 +68,19 @@ class Specializations(Generic[Plan]):
         """The cached signatures, least recently used first."""
         return list(self._plans)
 
-    def signature(self, feeds: Mapping[str, Any]) -> Signature:
-        return tuple([tuple(feeds[n].shape) for n in self.names])
-
-    def lookup(self, feeds: Mapping[str, Any]) -> tuple[Signature, Plan | None, bool]:
-        """(signature, its plan or None, whether it is cached) for validated feeds."""
-        sig = tuple([tuple(feeds[n].shape) for n in self.names])
-        plans = self._plans
-        plan = plans.get(sig, _MISSING)
+    def plan_for(self, feeds: Mapping[str, Any]) -> Plan | None:
+        """The plan of validated ``feeds``' signature, built on first sight
+        (``None``: that signature cannot be specialized)."""
+        sig = tuple([feeds[n].shape for n in self.names])
+        plan = self._plans.get(sig, _MISSING)
         if plan is _MISSING:
-            return sig, None, False
-        if next(reversed(plans)) != sig:
+            return self.specialize(sig)
+        if sig != self._latest:  # most recently used last (a repeat of the latest costs nothing)
             with self._lock:
-                if sig in plans:
-                    plans.move_to_end(sig)
-        return sig, plan, True
+                if sig in self._plans:
+                    self._plans.move_to_end(sig)
+                self._latest = sig
+        return plan
 
     def specialize(self, sig: Signature) -> Plan | None:
         """Build (once) and cache the plan for ``sig``; ``None`` when it cannot be built."""
@@ -91,6 +90,7 @@ class Specializations(Generic[Plan]):
             shapes = {name: shape for name, shape in zip(self.names, sig)}
             plan = self._build(shapes)
             self._plans[sig] = plan
+            self._latest = sig
             while len(self._plans) > self.capacity:
                 old, _ = self._plans.popitem(last=False)
                 self.events.add("specialization_evicted", "-",
