@@ -59,7 +59,7 @@ def test_svg_colours_nodes_by_backend_and_marks_boundaries():
     npu = make_fake_backend("npu", ["Relu", "Add", "Neg"], priority=100)
     reg = make_registry(fake_plugin(npu))
     sess = Session(_branchy(), ScheduleConfig(backends=["npu"]), registry=reg)
-    svg = placement_svg(sess)
+    svg = placement_svg(sess, detail=True)  # the per-node picture (the default draws partitions)
     doc = xml.dom.minidom.parseString(svg)  # well-formed
     groups = {g.getAttribute("data-node"): g for g in doc.getElementsByTagName("g")}
     assert set(groups) == {"relu", "abs", "neg", "add"}

@@ -179,10 +179,12 @@ def cmd_partition(args: argparse.Namespace) -> int:
     }
     if getattr(args, "passes", False):
         data["passes"] = sess.pass_report.to_dict()
-    if getattr(args, "svg", None):
-        from nnrt_core.tools.visualize import write_placement_svg
+    for flag, detail in (("svg", False), ("svg_nodes", True)):
+        if getattr(args, flag, None):
+            from nnrt_core.tools.visualize import write_placement_svg
 
-        data["svg"] = str(write_placement_svg(sess, args.svg, title=Path(str(args.model)).name))
+            path = write_placement_svg(sess, getattr(args, flag), title=Path(str(args.model)).name, detail=detail)
+            data[flag] = str(path)
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:
@@ -191,7 +193,9 @@ def cmd_partition(args: argparse.Namespace) -> int:
         _print_partitions(sess)
         _print_considered(sess.considered_plans)
         if data.get("svg"):
-            print(f"graph coloured by backend written to {data['svg']}")
+            print(f"partition graph coloured by backend written to {data['svg']}")
+        if data.get("svg_nodes"):
+            print(f"every node coloured by backend written to {data['svg_nodes']}")
     return 0
 
 
@@ -369,7 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("partition", help="show where every node of a model would run")
     p.add_argument("model")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--svg", metavar="FILE", help="also write the graph, coloured by backend, as an SVG")
+    p.add_argument("--svg", metavar="FILE",
+                   help="also write the partition graph as an SVG that fits a screen: a box per partition "
+                        "coloured by backend, boundary tensors as edges, nodes in each box's tooltip")
+    p.add_argument("--svg-nodes", metavar="FILE",
+                   help="also write every node, coloured by backend, as an SVG (one row per dependency level; "
+                        "needs the source model, not a compiled file)")
     p.add_argument("--passes", action="store_true",
                    help="show what the optimization passes changed (op counts before/after)")
     p.add_argument("--optimization-level", choices=OPTIMIZATION_LEVELS,
