@@ -148,3 +148,23 @@ def test_a_compiled_file_with_free_dims_says_it_cannot_specialize(tmp_path):
     assert [e.kind for e in loaded.events] == ["specialization_unavailable"]
     x = _x(1, 3, 4, 4)
     np.testing.assert_array_equal(loaded.run({"x": x})["y"], sess.run({"x": x})["y"])
+
+
+def test_cli_partition_plans_for_the_given_inputs(tmp_path, capsys):
+    import json
+
+    import onnx
+
+    from nnrt_core.tools.cli import main
+
+    path = tmp_path / "dyn.onnx"
+    onnx.save(_model(), path)
+    np.save(tmp_path / "x.npy", _x(1, 3, 12, 12))
+    assert main(["partition", str(path), "--backends", "npu_emu,onnxruntime", "--json"]) == 0
+    dynamic = json.loads(capsys.readouterr().out)
+    assert {p["backend"] for p in dynamic["partitions"]} == {"onnxruntime"}
+    assert main(["partition", str(path), "--backends", "npu_emu,onnxruntime", "--input",
+                 f"x={tmp_path / 'x.npy'}", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert {p["backend"] for p in planned["partitions"]} == {"npu_emu"}
+    assert "specialized" in [e["kind"] for e in planned["events"]]

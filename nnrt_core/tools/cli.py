@@ -103,6 +103,14 @@ def make_inputs(infos: Sequence[TensorInfo], given: Sequence[str], seed: int) ->
     return feeds
 
 
+def plan_for_inputs(sess: Session, feeds: dict[str, Any]) -> None:
+    """Plan ``sess`` for the shapes of ``feeds`` now (models with free input
+    dimensions), so that placement reports and timings describe that plan."""
+    if sess.specializations is not None:
+        names = sess.specializations.names
+        sess.reshape({n: np.shape(feeds[n]) for n in names if n in feeds})
+
+
 # ---------------------------------------------------------------- commands
 def cmd_devices(args: argparse.Namespace) -> int:
     reg = default_registry()
@@ -169,6 +177,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
     if getattr(args, "optimization_level", None):
         cfg = cfg.replace(optimization_level=args.optimization_level)
     sess = Session(args.model, cfg)
+    if args.input:  # plan for the shapes of the given inputs, as a run with them would
+        plan_for_inputs(sess, make_inputs(sess.inputs, args.input, 0))
     data = {
         "model": str(args.model),
         "config": sess.config.to_dict(),
@@ -372,6 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("partition", help="show where every node of a model would run")
     p.add_argument("model")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="plan for the shapes of these inputs (models with free input dimensions)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--svg", metavar="FILE",
                    help="also write the partition graph as an SVG that fits a screen: a box per partition "
