@@ -12,7 +12,7 @@ import numpy as np
 from nnrt_core.ir import Node, Value
 from nnrt_npu_emu.lowering.analysis import Analysis, QGroup
 from nnrt_npu_emu.ops import OPS, Step, Unsupported
-from nnrt_npu_emu.ops.int8 import F32_EXACT, RAW_KERNELS
+from nnrt_npu_emu.ops.int8 import F32_EXACT, RAW_KERNELS, SPLIT
 from nnrt_npu_emu.ops.quant import qparams
 
 __all__ = ["OutQuant", "Int8StepBuilder", "HOMOGENEOUS"]
@@ -241,20 +241,16 @@ class Int8StepBuilder:
 
     @staticmethod
     def _exactness(w_abs_k: np.ndarray, x_max: float, bias: np.ndarray | None) -> dict[str, Any]:
-        """K-slices keeping every float32 partial sum exact, and whether the
-        int32 accumulator can overflow (then it saturates).  ``w_abs_k``: |w| of shape (M, K)."""
+        """How the GEMM stays exact (``f32``, ``split`` weights or ``f64``), and
+        whether the int32 accumulator can overflow (then it saturates).
+        ``w_abs_k``: the centered integer weights' magnitudes, (channels, K)."""
         b = np.abs(bias.astype(np.float64)) if bias is not None else 0.0
         total = float(np.max(w_abs_k.sum(axis=1) * x_max + b, initial=0.0))
-        K = w_abs_k.shape[1]
-        chunks = 1 if total < F32_EXACT else 2
-        while chunks < K:
-            edges = np.linspace(0, K, chunks + 1).astype(int)
-            worst = max(float(w_abs_k[:, a:e].sum(axis=1).max(initial=0.0)) * x_max
-                        for a, e in zip(edges[:-1], edges[1:]))
-            if worst < F32_EXACT:
-                break
-            chunks *= 2
-        return {"chunks": min(chunks, K), "saturate_acc": total > _INT32_MAX}
+        high = np.abs(np.rint(w_abs_k / SPLIT))
+        worst_part = max(float(high.sum(axis=1).max(initial=0.0)),
+                         float(np.abs(w_abs_k - SPLIT * high).sum(axis=1).max(initial=0.0))) * x_max
+        mode = "f32" if total < F32_EXACT else "split" if worst_part < F32_EXACT else "f64"
+        return {"gemm": mode, "saturate_acc": total > _INT32_MAX}
 
     def _conv(self, st: Step, o: OutQuant, act: dict[str, Any] | None) -> Step:
         """An integer-accumulating ``qconv`` step (int32 bias, per-channel multiplier)."""

@@ -7,10 +7,12 @@ import numpy as np
 
 from nnrt_npu_emu.ops.common import KERNELS, kernel
 
-__all__ = ["F32_EXACT", "centered", "requantize_into", "im2col", "exact_chunks", "RAW_KERNELS"]
+__all__ = ["F32_EXACT", "SPLIT", "centered", "requantize_into", "im2col", "split_weights", "RAW_KERNELS"]
 
 #: largest integer magnitude every float32 partial sum holds exactly
 F32_EXACT = float(2 ** 24)
+#: radix of the weight split of GEMMs whose float32 sums would not be exact
+SPLIT = 16
 #: data-movement kernels that may run on raw int8 data when the quantization of input and output agree
 RAW_KERNELS = frozenset({"concat", "transpose", "slice", "split", "unary"})
 _INT32 = (-2.0 ** 31, 2.0 ** 31 - 1)
@@ -36,11 +38,11 @@ def requantize_into(out: np.ndarray, acc: np.ndarray, mult, zero_point: int, lo:
     np.copyto(out, acc.reshape(out.shape), casting="unsafe")
 
 
-def exact_chunks(weight_abs_sums: np.ndarray, x_max: float) -> int:
-    """How many K-slices a GEMM needs so that every float32 partial sum of
-    ``|x| <= x_max`` times the weights is an exact integer."""
-    bound = float(np.max(weight_abs_sums, initial=0.0)) * x_max
-    return max(1, int(np.ceil(bound / F32_EXACT)))
+def split_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(high, low) float32 parts with ``w == SPLIT * high + low`` and |low| <= SPLIT / 2."""
+    high = np.rint(w * np.float32(1.0 / SPLIT))
+    low = w - high * np.float32(SPLIT)
+    return high, low
 
 
 def im2col(x: np.ndarray, k, strides, dil, group: int) -> tuple[np.ndarray, list[int]]:
@@ -58,18 +60,19 @@ def im2col(x: np.ndarray, k, strides, dil, group: int) -> tuple[np.ndarray, list
     return cols, osz
 
 
-def _gemm(w: np.ndarray, cols: np.ndarray, chunks: int) -> np.ndarray:
-    """``w @ cols`` over the K axis (-1 of ``w``, -2 of ``cols``), summed in
-    float64 over ``chunks`` slices when one float32 sum could be inexact."""
-    if chunks <= 1:
+def _gemm(w: np.ndarray, cols: np.ndarray, mode: str) -> np.ndarray:
+    """The exact integer product ``w @ cols``: one float32 GEMM (``f32``: every
+    partial sum fits 24 bits), two on the split weights combined in float64
+    (``split``), or one float64 GEMM (``f64``)."""
+    if mode == "f32":
         return np.matmul(w, cols)
-    K = w.shape[-1]
-    edges = np.linspace(0, K, chunks + 1).astype(int)
-    acc = None
-    for a, b in zip(edges[:-1], edges[1:]):
-        part = np.matmul(w[..., a:b], cols[..., a:b, :]).astype(np.float64)
-        acc = part if acc is None else acc + part
-    return acc
+    if mode == "split":
+        high, low = split_weights(w)
+        acc = np.matmul(high, cols).astype(np.float64)
+        acc *= SPLIT
+        acc += np.matmul(low, cols)
+        return acc
+    return np.matmul(w.astype(np.float64), cols.astype(np.float64))
 
 
 def _pad(x: np.ndarray, pads, fill: float) -> np.ndarray:
@@ -107,7 +110,7 @@ def _k_qconv(ins, outs, a):
         cols, osz = x.reshape(N, 1, x.shape[1], -1), list(x.shape[2:])
     else:
         cols, osz = im2col(x, k, a["strides"], a["dilations"], G)
-    acc = _gemm(w.reshape(G, M // G, -1), cols, a["chunks"])  # (N, G, Mg, P)
+    acc = _gemm(w.reshape(G, M // G, -1), cols, a["gemm"])  # (N, G, Mg, P)
     acc = acc.reshape(N, M, -1)
     _accumulate(acc, None if bias is None else bias.reshape(1, M, 1), a)
     requantize_into(out, acc, mult.reshape(1, M, 1), a["yz"], a["lo"], a["hi"])
@@ -124,7 +127,10 @@ def _k_qgemm(ins, outs, a):
         B -= wz.reshape(-1, 1) if a.get("transB") else wz
     if a.get("transB"):
         B = B.T
-    acc = _gemm(A, B, a["chunks"])
+    if a["gemm"] == "split":  # split the weights: (B^T A^T)^T
+        acc = np.swapaxes(_gemm(B.T, np.swapaxes(A, -1, -2), "split"), -1, -2)
+    else:
+        acc = _gemm(A, B, a["gemm"])
     _accumulate(acc, bias, a)
     requantize_into(outs[0], acc, mult, a["yz"], a["lo"], a["hi"])
 
