@@ -20,6 +20,13 @@ agreement against ONNX Runtime, the simulated device time of the cost model,
 and the host wall time of the emulator against the NumPy backend running the
 same QDQ model (medians, interleaved runs).  Targets: <= 3 partitions, every
 Conv an int8 instruction, cosine >= 0.99, wall ratio <= 1.5.
+
+The emulator's GEMMs use numpy's BLAS as configured (OpenBLAS: one thread per
+core, statically split), while the NumPy backend sets OpenBLAS to one thread
+and splits large products over its own threads; on a busy machine OpenBLAS's
+threads wait for each other.  ``OPENBLAS_NUM_THREADS=1 python
+benchmarks/bench_npu_int8.py`` compares the compute alone (both sides on one
+thread).
 """
 from __future__ import annotations
 
