@@ -279,11 +279,14 @@ class NpuEmuBackend(Backend):
 
     def resolve(self, options: CompileOptions) -> NpuDevice:
         """The device ``options`` ask for (``device``, ``extra['profile']``,
-        after loading ``extra['profile_file']``)."""
+        after loading ``extra['profile_file']``); with none named, the first
+        chip that computes in the requested precision (int8 models need an int8 chip)."""
         pf = options.extra.get("profile_file")
         if pf:
             self.add_profiles(pf)
         sel = options.device if options.device is not None else options.extra.get("profile")
+        if sel is None and options.precision == "int8":
+            return next((d for d in self._devices if "int8" in d.profile.dtypes), self._devices[0])
         return self.device(None if sel is None else str(sel))
 
     # ---------------------------------------------------------- capability

@@ -6,9 +6,10 @@ import numpy as np
 
 from nnrt_core.ir import Node, Value
 from nnrt_npu_emu.lowering.analysis import FLOAT_DTYPES, Analysis
+from nnrt_npu_emu.numerics import FP16_MAX
 from nnrt_npu_emu.ops import OPS, OpDef, Unsupported
 
-__all__ = ["why_unsupported"]
+__all__ = ["why_unsupported", "quantized_range"]
 
 
 def why_unsupported(node: Node, an: Analysis) -> str | None:
@@ -35,6 +36,7 @@ def why_unsupported(node: Node, an: Analysis) -> str | None:
         outs = [v for v in node.outputs if an.live(v)]
         _check_operands(node, an, d, data_in, outs)
         _check_dtypes(node, an, data_in, outs)
+        _check_fp16_range(node, an, outs)
         if d.check is not None:
             r = d.check(node, an)
             if r:
@@ -94,3 +96,51 @@ def _check_dtypes(node: Node, an: Analysis, data_in: list[Value], outs: list[Val
             continue
         raise Unsupported(f"dtype {dt} of {v.name!r} is not supported by chip {p.name!r} "
                           f"(float32/float16{'/int8' if an.int8 else ''})")
+
+
+def quantized_range(q: Node, an: Analysis) -> float | None:
+    """The largest magnitude the QuantizeLinear/DequantizeLinear ``q`` represents
+    (its scale times the farthest integer from the zero point); ``None`` when unknown."""
+    s = an.const(q.inputs[1]) if len(q.inputs) > 1 else None
+    if s is None:
+        return None
+    z = an.const(q.inputs[2]) if len(q.inputs) > 2 and q.inputs[2] is not None else None
+    qv = q.outputs[0] if q.op_type == "QuantizeLinear" else q.inputs[0]
+    try:
+        info = np.iinfo(an.dtype(qv))
+    except (Unsupported, ValueError):
+        return None
+    z64 = np.zeros(1) if z is None else np.asarray(z, np.float64).reshape(-1)
+    span = np.maximum(info.max - z64, z64 - info.min)
+    return float(np.max(np.abs(np.asarray(s, np.float64).reshape(-1)) * span))
+
+
+#: ops whose output magnitude bounds their input's (seen through when looking for the QuantizeLinear of a value)
+_RANGE_PRESERVING = frozenset({"Relu", "Clip", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
+
+
+def _quantizers(v: Value, depth: int = 4) -> list[Node]:
+    """The QuantizeLinear nodes reading ``v``, directly or through range-preserving ops."""
+    found: list[Node] = []
+    for u in v.consumers():
+        if u.op_type == "QuantizeLinear":
+            found.append(u)
+        elif u.op_type in _RANGE_PRESERVING and depth > 0 and u.outputs:
+            found += _quantizers(u.outputs[0], depth - 1)
+    return found
+
+
+def _check_fp16_range(node: Node, an: Analysis, outs: list[Value]) -> None:
+    """On an fp16 chip, refuse float ops whose values a Q/DQ pair says exceed
+    fp16 (the chip's stores would saturate them at 65504, e.g. the logits of
+    untrained models around 1e10): they stay on the host in fp32."""
+    if an.fprec != "fp16" or id(node) in an.member:
+        return
+    if node.op_type == "DequantizeLinear":
+        ranges = [(node.outputs[0], quantized_range(node, an))]
+    else:
+        ranges = [(v, quantized_range(q, an)) for v in outs for q in _quantizers(v)]
+    for v, r in ranges:
+        if r is not None and r > FP16_MAX:
+            raise Unsupported(f"value {v.name!r} is quantized to a range of +-{r:.3g}, beyond fp16 (+-{FP16_MAX:g}); "
+                              "the chip would saturate it")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from nnrt_npu_emu.ops.common import (KERNELS, OPS, LowerContext, OpDef, Step, Unsupported, attr_ints, kernel, op,
                                      store)
-from nnrt_npu_emu.ops import elementwise, nn, quant, resize, tensor  # noqa: F401  (registers the ops)
+from nnrt_npu_emu.ops import elementwise, int8, nn, quant, resize, tensor  # noqa: F401  (registers the ops)
 
 __all__ = ["OpDef", "Step", "LowerContext", "OPS", "KERNELS", "op", "kernel", "Unsupported",
            "attr_ints", "store"]

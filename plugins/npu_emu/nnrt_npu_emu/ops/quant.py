@@ -1,5 +1,6 @@
-"""QuantizeLinear / DequantizeLinear and the int8 kernels of folded
-DQ -> op -> Q groups (int32 accumulation, requantization on the store)."""
+"""QuantizeLinear / DequantizeLinear, and ``qgeneric``: the dequantize ->
+float kernel -> requantize form of int8 groups without an integer kernel
+(see :mod:`.int8` for those)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,6 @@ import numpy as np
 from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import dequantize, qparams_shape, quantize
 from nnrt_npu_emu.ops.common import KERNELS, Step, Unsupported, kernel, op, store
-from nnrt_npu_emu.ops.nn import conv_nd
 
 __all__ = ["qparams"]
 
@@ -103,40 +103,3 @@ def _k_qgeneric(ins, outs, a):
     for k in range(n_out):
         y = _act(tmp[k], a.get("act"))
         store(outs[k], quantize(y, ins[i + 2 * k], ins[i + 2 * k + 1], outs[k].dtype))
-
-
-def _int(q: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """Zero-point-corrected integers held exactly in float64 (BLAS-friendly)."""
-    return q.astype(np.float64) - z
-
-
-@kernel("qconv")
-def _k_qconv(ins, outs, a):
-    xq, xs, xz, wq, ws, wz, bias, ys, yz = ins
-    acc = conv_nd(_int(xq, xz), _int(wq, wz), a["strides"], a["pads"], a["dilations"], a["group"])
-    sp = xq.ndim - 2
-    if bias is not None:
-        acc += bias.astype(np.float64).reshape((1, -1) + (1,) * sp)
-    acc = np.clip(acc, -2 ** 31, 2 ** 31 - 1)  # int32 accumulator
-    real = acc * (xs.astype(np.float64) * ws.astype(np.float64).reshape((1, -1) + (1,) * sp))
-    store(outs[0], quantize(_act(real, a.get("act")), ys, yz, outs[0].dtype))
-
-
-@kernel("qgemm")
-def _k_qgemm(ins, outs, a):
-    aq, as_, az, bq, bs, bz, bias, ys, yz = ins
-    A, B = _int(aq, az), _int(bq, bz)
-    sb = bs.astype(np.float64)
-    if a.get("transA"):
-        A = A.T
-    if a.get("transB"):
-        B = B.T
-        sb = sb.T
-    acc = np.matmul(A, B)
-    if bias is not None:
-        acc = acc + bias.astype(np.float64)
-    acc = np.clip(acc, -2 ** 31, 2 ** 31 - 1)
-    real = acc * (as_.astype(np.float64) * sb.reshape(sb.shape[-1:] if sb.ndim else ()))
-    if a.get("alpha", 1.0) != 1.0:
-        real = real * a["alpha"]
-    store(outs[0], quantize(_act(real, a.get("act")), ys, yz, outs[0].dtype))
