@@ -214,3 +214,24 @@ def test_fp16_chip_keeps_out_of_range_values_on_the_host():
                                         devices={"npu_emu": "emu-npu-f16"})).run({"x": xv})["c_dq"]
     np.testing.assert_allclose(got, _ort(model, {"x": xv})[0])
     assert got.max() == pytest.approx(2e5)
+
+
+def test_offline_blob_of_another_plugin_version_is_refused_clearly():
+    from onnx import TensorProto as T
+    from onnx import helper as oh
+
+    from nnrt_core import ScheduleConfig, Session
+    from nnrt_npu_emu import blob as npu_blob
+    from nnrt_npu_emu.blob import OfflineModelError
+    from nnrt_npu_emu.version import __version__
+
+    g = oh.make_graph([oh.make_node("Relu", ["x"], ["y"], name="relu")], "m",
+                      [oh.make_tensor_value_info("x", T.FLOAT, [1, 8])], [oh.make_tensor_value_info("y", T.FLOAT, [1, 8])])
+    sess = Session(oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)]), ScheduleConfig(backends=["npu_emu"]))
+    part = sess.compiled_model.compiled[0]
+    meta, program, weights = npu_blob.decode(part.serialize())
+    old = npu_blob.encode(program, weights, {**meta, "producer": "nnrt-backend-npu-emu 0.0.1"})
+    backend = sess.compiled_model.steps[0].backend
+    with pytest.raises(OfflineModelError, match=f"compiled by 'nnrt-backend-npu-emu 0.0.1'; this is "
+                                                f"'nnrt-backend-npu-emu {__version__}'; recompile it"):
+        backend.load_compiled(old, sess.config.compile_options("npu_emu"))

@@ -343,6 +343,10 @@ class NpuEmuBackend(Backend):
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> NpuPartition:
         meta, program, weights = decode(blob)
+        producer = f"nnrt-backend-npu-emu {__version__}"
+        if meta.get("producer", producer) != producer:  # kernel operands may differ between versions
+            raise OfflineModelError(f"offline model was compiled by {meta.get('producer')!r}; this is "
+                                    f"{producer!r}; recompile it")
         chip = str(meta.get("chip_id", program.chip_id))
         if options.extra.get("profile_file"):
             self.add_profiles(options.extra["profile_file"])
