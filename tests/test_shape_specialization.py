@@ -168,3 +168,25 @@ def test_cli_partition_plans_for_the_given_inputs(tmp_path, capsys):
     planned = json.loads(capsys.readouterr().out)
     assert {p["backend"] for p in planned["partitions"]} == {"npu_emu"}
     assert "specialized" in [e["kind"] for e in planned["events"]]
+
+
+def test_evicted_and_deleted_plans_free_their_device_memory():
+    import gc
+
+    from nnrt_core import default_registry
+
+    npu = default_registry().backend("npu_emu").backend
+
+    def used() -> int:
+        gc.collect()
+        return sum(int(d.properties["memory_in_use"]) for d in npu.devices())
+
+    base = used()
+    sess = Session(_model(), ScheduleConfig(**NPU, max_specializations=1))
+    sess.run({"x": _x(1, 3, 8, 8)})
+    one_plan = used() - base
+    assert one_plan > 0
+    sess.run({"x": _x(1, 3, 9, 9)})  # evicts the first plan
+    assert used() - base < 1.5 * one_plan
+    del sess
+    assert used() == base

@@ -53,6 +53,9 @@ class CommandQueue:
             finally:
                 with self._lock:
                     self.completed += 1
+                # drop the finished job while waiting for the next one: its closure holds the
+                # partition, whose device memory is freed only when the partition is collected
+                job = fut = None
 
     @property
     def on_worker(self) -> bool:
