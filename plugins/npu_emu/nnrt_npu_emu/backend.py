@@ -14,15 +14,17 @@ import numpy as np
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError
 from nnrt_core.ir import Graph
+from nnrt_npu_emu.binding import BoundProgram
 from nnrt_npu_emu.blob import OfflineModelError, decode, encode
 from nnrt_npu_emu.cost import summarize
 from nnrt_npu_emu.lowering import Analysis, lower_graph, why_unsupported
 from nnrt_npu_emu.memory import DeviceArena, DeviceMemoryError
 from nnrt_npu_emu.ops import Unsupported
 from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, load_profiles
-from nnrt_npu_emu.program import Operand, Program
+from nnrt_npu_emu.program import Program
 from nnrt_npu_emu.queue import CommandQueue
 from nnrt_npu_emu.version import __version__
+from nnrt_numpy.blas import blas_threads  # the process's one BLAS/helper-thread policy (public API)
 
 __all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
 
@@ -114,6 +116,7 @@ class NpuPartition(CompiledPartition):
         self.estimate = summarize(program.instrs, device.profile)
         self.last_profile: dict[str, Any] | None = None
         self.runs = 0
+        self._bound: BoundProgram | None = None
         arena = device.arena
         self._const_off = arena.alloc(max(program.const_size, 1), f"weights of {name}")
         self._fin_c = weakref.finalize(self, arena.free, self._const_off)
@@ -165,22 +168,19 @@ class NpuPartition(CompiledPartition):
             bound.append(x)
         return bound
 
+    @property
+    def bound(self) -> BoundProgram:
+        """The program bound to this partition's device memory (built at the first run)."""
+        if self._bound is None:
+            self._bound = BoundProgram(self.program, self.device.arena, self._ws_off, self._const_off)
+        return self._bound
+
     def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor]) -> None:
-        arena = self.device.arena
-        ws, cst = self._ws_off, self._const_off
-
-        def view(o: Operand) -> np.ndarray:
-            if o.space == "ws":
-                return arena.view(ws + o.offset, o.dtype, tuple(o.shape))
-            if o.space == "const":
-                return arena.view(cst + o.offset, o.dtype, tuple(o.shape))
-            t = (ins if o.space == "in" else outs)[o.offset]
-            return arena.view(t.offset, o.dtype, tuple(o.shape))
-
+        bound = self.bound
         trace: list[float] = []
         t0 = time.perf_counter()
-        with np.errstate(all="ignore"):
-            self.program.execute(view, trace)
+        with np.errstate(all="ignore"), blas_threads():
+            bound.run(ins, outs, trace)
         wall = time.perf_counter() - t0
         self.runs += 1
         self.last_profile = {
