@@ -50,7 +50,7 @@ def round_fp16(x: np.ndarray, scratch: tuple[np.ndarray, np.ndarray] | None = No
     np.clip(x, -FP16_MAX, FP16_MAX, out=x)  # the chip's stores saturate
     bits = x.reshape(-1).view(np.uint32)
     step = np.bitwise_and(bits, _EXP_BITS, out=scratch[0][:n])
-    np.maximum(step, _MIN_NORMAL_BITS, out=step)
+    np.clip(step, _MIN_NORMAL_BITS, _EXP_BITS, out=step)  # (clip is faster than maximum)
     step += _MAGIC_BITS  # NaN's exponent wraps: NaN + anything stays NaN
     magic = step.view(np.float32)
     with np.errstate(invalid="ignore"):

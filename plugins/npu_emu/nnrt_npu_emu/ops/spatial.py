@@ -101,6 +101,28 @@ def _depthwise_into(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, out: np
         y += tmp
 
 
+def _depthwise_channels_last(x: np.ndarray, w: np.ndarray, k, strides, pads, dil, out: np.ndarray) -> None:
+    """Depthwise convolution (one filter per channel) as one einsum over a
+    window view of the padded input in (N, *spatial, C) layout: the filter
+    taps are summed in the same order as :func:`_depthwise_into`, with the
+    channel the contiguous inner axis and no temporaries."""
+    sp = len(k)
+    N, C = x.shape[:2]
+    x = pad_crop(x, [min(p, 0) for p in pads[:sp]], [min(p, 0) for p in pads[sp:]])  # negative pads crop
+    begin, end = [max(p, 0) for p in pads[:sp]], [max(p, 0) for p in pads[sp:]]
+    xl = np.zeros((N,) + tuple(x.shape[2 + i] + begin[i] + end[i] for i in range(sp)) + (C,), w.dtype)
+    xl[(slice(None),) + tuple(slice(begin[i], begin[i] + x.shape[2 + i]) for i in range(sp))] = np.moveaxis(x, 1, -1)
+    osz = out.shape[2:]
+    st = xl.strides
+    view = np.lib.stride_tricks.as_strided(
+        xl, (N,) + tuple(osz) + tuple(k) + (C,),
+        (st[0],) + tuple(st[1 + i] * strides[i] for i in range(sp)) + tuple(st[1 + i] * dil[i] for i in range(sp))
+        + (st[-1],), writeable=False)
+    wk = np.ascontiguousarray(np.moveaxis(w[:, 0], 0, -1))  # (*k, C)
+    sub, taps = "pqrstu"[:sp], "ghijkl"[:sp]
+    np.copyto(out, np.moveaxis(np.einsum(f"n{sub}{taps}c,{taps}c->n{sub}c", view, wk), -1, 1))
+
+
 def _ranges(n: int, parts: int) -> list[slice]:
     """``range(n)`` cut into ``parts`` contiguous, nearly equal slices."""
     parts = max(1, min(n, parts))
@@ -152,15 +174,19 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_di
     sp = x.ndim - 2
     if lhs_dilation and any(v > 1 for v in lhs_dilation):
         x = _dilate(x, lhs_dilation, ct)
-    xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
-    N, C = xp.shape[:2]
+    N, C = x.shape[:2]
     M, k = w.shape[0], [int(v) for v in w.shape[2:]]
-    osz = conv_output_size(xp.shape[2:], k, strides, dil)
+    osz = conv_output_size([x.shape[2 + i] + pads[i] + pads[sp + i] for i in range(sp)], k, strides, dil)
     G = int(group)
     shape = (N, M) + tuple(osz)
     direct = out is not None and out.shape == shape and out.dtype == ct and out.flags.c_contiguous
     y = out if direct else np.empty(shape, ct)
-    if w.shape[1] == 1 and G == C and G > 1:
+    depthwise = w.shape[1] == 1 and G == C and G > 1
+    if depthwise and M == C and int(np.prod(osz)) > 0:
+        _depthwise_channels_last(x, w, k, strides, list(pads), dil, y)
+        return y
+    xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
+    if depthwise:
         _depthwise_into(xp, w, k, strides, dil, osz, y)
     else:
         wm = np.ascontiguousarray(w.reshape(G, M // G, -1))
