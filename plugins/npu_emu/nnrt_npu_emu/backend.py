@@ -21,7 +21,7 @@ from nnrt_npu_emu.lowering import Analysis, lower_graph, why_unsupported
 from nnrt_npu_emu.memory import DeviceArena, DeviceMemoryError
 from nnrt_npu_emu.ops import Unsupported
 from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, load_profiles
-from nnrt_npu_emu.program import Program
+from nnrt_npu_emu.program import Operand, Program
 from nnrt_npu_emu.queue import CommandQueue
 from nnrt_npu_emu.version import __version__
 from nnrt_numpy.blas import blas_threads  # the process's one BLAS/helper-thread policy (public API)
@@ -188,6 +188,28 @@ class NpuPartition(CompiledPartition):
             "per_op": [dict(p, host_us=h * 1e6) for p, h in zip(self.estimate["per_op"], trace)],
         }
         self.backend.last_profile = self.last_profile
+
+    def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run the program literally (:meth:`Program.execute`): every operand
+        read from and written to device memory in its stored type (fp16
+        activations as fp16, weights as stored).  Slow; the fast bound program
+        must give the same bits.  Returns host arrays."""
+        bound = self._bind(inputs)
+        outs = [NpuTensor(self.device, t.shape, t.dtype) for t in self.program.outputs]
+        arena, ws, cst = self.device.arena, self._ws_off, self._const_off
+        base = {"ws": lambda i: ws, "const": lambda i: cst, "in": lambda i: bound[i].offset,
+                "out": lambda i: outs[i].offset}
+
+        def view(o: Operand) -> np.ndarray:
+            off = base[o.space](o.offset) + (o.offset if o.space in ("ws", "const") else 0)
+            return arena.view(off, np.dtype(o.dtype), tuple(o.shape))
+
+        def job() -> None:
+            with np.errstate(all="ignore"):
+                self.program.execute(view)
+
+        self.device.queue.submit(job).result()
+        return {n: t.data.copy() for n, t in zip(self.output_names, outs)}
 
     # ------------------------------------------------------------ offline
     def serialize(self) -> bytes:
