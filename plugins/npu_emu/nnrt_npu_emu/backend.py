@@ -14,6 +14,7 @@ import numpy as np
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError
 from nnrt_core.ir import Graph
+from nnrt_npu_emu.binding import BoundProgram
 from nnrt_npu_emu.blob import OfflineModelError, decode, encode
 from nnrt_npu_emu.cost import summarize
 from nnrt_npu_emu.lowering import Analysis, lower_graph, why_unsupported
@@ -23,6 +24,7 @@ from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, l
 from nnrt_npu_emu.program import Operand, Program
 from nnrt_npu_emu.queue import CommandQueue
 from nnrt_npu_emu.version import __version__
+from nnrt_numpy.blas import blas_threads  # the process's one BLAS/helper-thread policy (public API)
 
 __all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
 
@@ -114,6 +116,7 @@ class NpuPartition(CompiledPartition):
         self.estimate = summarize(program.instrs, device.profile)
         self.last_profile: dict[str, Any] | None = None
         self.runs = 0
+        self._bound: BoundProgram | None = None
         arena = device.arena
         self._const_off = arena.alloc(max(program.const_size, 1), f"weights of {name}")
         self._fin_c = weakref.finalize(self, arena.free, self._const_off)
@@ -165,22 +168,19 @@ class NpuPartition(CompiledPartition):
             bound.append(x)
         return bound
 
+    @property
+    def bound(self) -> BoundProgram:
+        """The program bound to this partition's device memory (built at the first run)."""
+        if self._bound is None:
+            self._bound = BoundProgram(self.program, self.device.arena, self._ws_off, self._const_off)
+        return self._bound
+
     def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor]) -> None:
-        arena = self.device.arena
-        ws, cst = self._ws_off, self._const_off
-
-        def view(o: Operand) -> np.ndarray:
-            if o.space == "ws":
-                return arena.view(ws + o.offset, o.dtype, tuple(o.shape))
-            if o.space == "const":
-                return arena.view(cst + o.offset, o.dtype, tuple(o.shape))
-            t = (ins if o.space == "in" else outs)[o.offset]
-            return arena.view(t.offset, o.dtype, tuple(o.shape))
-
+        bound = self.bound
         trace: list[float] = []
         t0 = time.perf_counter()
-        with np.errstate(all="ignore"):
-            self.program.execute(view, trace)
+        with np.errstate(all="ignore"), blas_threads():
+            bound.run(ins, outs, trace)
         wall = time.perf_counter() - t0
         self.runs += 1
         self.last_profile = {
@@ -188,6 +188,28 @@ class NpuPartition(CompiledPartition):
             "per_op": [dict(p, host_us=h * 1e6) for p, h in zip(self.estimate["per_op"], trace)],
         }
         self.backend.last_profile = self.last_profile
+
+    def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run the program literally (:meth:`Program.execute`): every operand
+        read from and written to device memory in its stored type (fp16
+        activations as fp16, weights as stored).  Slow; the fast bound program
+        must give the same bits.  Returns host arrays."""
+        bound = self._bind(inputs)
+        outs = [NpuTensor(self.device, t.shape, t.dtype) for t in self.program.outputs]
+        arena, ws, cst = self.device.arena, self._ws_off, self._const_off
+        base = {"ws": lambda i: ws, "const": lambda i: cst, "in": lambda i: bound[i].offset,
+                "out": lambda i: outs[i].offset}
+
+        def view(o: Operand) -> np.ndarray:
+            off = base[o.space](o.offset) + (o.offset if o.space in ("ws", "const") else 0)
+            return arena.view(off, np.dtype(o.dtype), tuple(o.shape))
+
+        def job() -> None:
+            with np.errstate(all="ignore"):
+                self.program.execute(view)
+
+        self.device.queue.submit(job).result()
+        return {n: t.data.copy() for n, t in zip(self.output_names, outs)}
 
     # ------------------------------------------------------------ offline
     def serialize(self) -> bytes:

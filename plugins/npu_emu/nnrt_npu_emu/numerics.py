@@ -6,7 +6,7 @@ import numpy as np
 
 __all__ = [
     "STORAGE", "FP16_MAX", "storage_dtype", "f32", "erf", "quantize", "dequantize", "requantize",
-    "qparams_shape", "tolerance",
+    "qparams_shape", "tolerance", "round_fp16", "is_fp16_value",
 ]
 
 #: compute precision -> storage dtype of float activations and weights
@@ -22,6 +22,51 @@ def storage_dtype(precision: str) -> np.dtype:
 def f32(a: np.ndarray) -> np.ndarray:
     """The fp32 view of an operand (the chip's accumulator type)."""
     return a if a.dtype == np.float32 else a.astype(np.float32)
+
+
+_EXP_BITS = np.uint32(0x7F800000)
+_SIGN_BIT = np.uint32(0x80000000)
+#: bits of 2**-14, the smallest normal fp16 exponent (the step of fp16 subnormals is 2**-24)
+_MIN_NORMAL_BITS = np.uint32(0x38800000)
+#: added to an exponent field: 2**(e + 13) * 1.5, whose fp32 ulp is the fp16 step 2**(e - 10)
+_MAGIC_BITS = np.uint32((13 << 23) | 0x400000)
+
+
+def round_fp16(x: np.ndarray, scratch: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Round the fp32 array ``x`` in place to fp16 values (returns ``x``): the
+    chip's store, bit for bit ``clip(x, +-FP16_MAX).astype(float16)``
+    widened back (round half to even, subnormals, NaN stays NaN, the sign of
+    zero kept) in a few vectorised passes instead of numpy's scalar casts.
+
+    Adding ``c = 1.5 * 2**(e + 13)`` (``e``: the exponent of ``x``, at least
+    -14) makes the fp32 sum's ulp the fp16 step at ``x``, so the fp32 add
+    rounds half to even onto the fp16 grid and subtracting ``c`` is exact.
+    ``scratch``: two flat arrays (uint32, float32) of at least ``x.size``."""
+    if x.dtype != np.float32 or not x.flags.c_contiguous:
+        raise ValueError("round_fp16 needs a contiguous float32 array")
+    n = x.size
+    if scratch is None or scratch[0].size < n:
+        scratch = (np.empty(n, np.uint32), np.empty(n, np.float32))
+    np.clip(x, -FP16_MAX, FP16_MAX, out=x)  # the chip's stores saturate
+    bits = x.reshape(-1).view(np.uint32)
+    step = np.bitwise_and(bits, _EXP_BITS, out=scratch[0][:n])
+    np.clip(step, _MIN_NORMAL_BITS, _EXP_BITS, out=step)  # (clip is faster than maximum)
+    step += _MAGIC_BITS  # NaN's exponent wraps: NaN + anything stays NaN
+    magic = step.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        y = np.add(x.reshape(-1), magic, out=scratch[1][:n])
+        y -= magic
+    sign = np.bitwise_and(bits, _SIGN_BIT, out=step)  # (x + c) - c is +0 for a negative x rounding to zero
+    np.bitwise_or(y.view(np.uint32), sign, out=bits)
+    return x
+
+
+def is_fp16_value(v: float | None) -> bool:
+    """Whether ``v`` (a constant of a kernel) is None or exactly an fp16 value."""
+    if v is None:
+        return True
+    with np.errstate(over="ignore"):
+        return bool(abs(v) <= FP16_MAX and float(np.float16(v)) == v)
 
 
 def erf(x: np.ndarray) -> np.ndarray:

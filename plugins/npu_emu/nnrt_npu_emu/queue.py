@@ -44,18 +44,16 @@ class CommandQueue:
     def _loop(self) -> None:
         while True:
             job, fut = self._q.get()
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                fut.set_result(job())
-            except BaseException as e:  # delivered to the waiting host thread
-                fut.set_exception(e)
-            finally:
-                with self._lock:
-                    self.completed += 1
-                # drop the finished job while waiting for the next one: its closure holds the
-                # partition, whose device memory is freed only when the partition is collected
-                job = fut = None
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(job())
+                except BaseException as e:  # delivered to the waiting host thread
+                    fut.set_exception(e)
+                finally:
+                    with self._lock:
+                        self.completed += 1
+            # a finished job must not keep its partition and tensors (device memory) alive while idle
+            del job, fut
 
     @property
     def on_worker(self) -> bool:

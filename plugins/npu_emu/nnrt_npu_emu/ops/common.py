@@ -10,7 +10,7 @@ import numpy as np
 from nnrt_core.ir import Node, Value
 from nnrt_npu_emu.numerics import FP16_MAX
 
-__all__ = ["OpDef", "Step", "LowerContext", "OPS", "KERNELS", "op", "kernel", "Unsupported",
+__all__ = ["OpDef", "Step", "LowerContext", "OPS", "KERNELS", "EXACT", "op", "kernel", "Unsupported",
            "attr_ints", "store"]
 
 
@@ -56,6 +56,9 @@ class OpDef:
 
 OPS: dict[str, OpDef] = {}
 KERNELS: dict[str, Callable[[Sequence[np.ndarray], Sequence[np.ndarray], dict], None]] = {}
+#: kernel -> predicate on its attributes: every float output element is one of
+#: its input elements or zero, so results need no rounding to the storage type
+EXACT: dict[str, Callable[[dict], bool]] = {}
 
 
 def op(name: str, *, check=None, const_inputs: tuple[int, ...] = (), int8: str = "generic",
@@ -66,9 +69,14 @@ def op(name: str, *, check=None, const_inputs: tuple[int, ...] = (), int8: str =
     return deco
 
 
-def kernel(name: str):
+def kernel(name: str, exact: bool | Callable[[dict], bool] = False):
+    """Register ``fn(ins, outs, attrs)`` as device kernel ``name``.  ``exact``
+    (or a predicate on the attributes): it only moves or selects values
+    (see :data:`EXACT`)."""
     def deco(fn):
         KERNELS[name] = fn
+        if exact:
+            EXACT[name] = exact if callable(exact) else (lambda attrs: True)
         return fn
     return deco
 
@@ -81,14 +89,20 @@ def attr_ints(node: Node, name: str, default: Sequence[int] | None = None) -> li
 
 
 
-def store(out: np.ndarray, value: Any) -> None:
-    """Write a result into an output view (rounding to its storage type)."""
+def store(out: np.ndarray, value: Any, owned: bool = False) -> None:
+    """Write a result into an output view (rounding to its storage type).
+
+    ``owned``: ``value`` is a temporary of the caller's, which the rounding
+    may overwrite instead of allocating another."""
     value = np.asarray(value)
+    if value is out:
+        return
     if value.shape != out.shape:
         value = value.reshape(out.shape)
     if out.dtype.kind in "iu" and value.dtype.kind == "f":
-        value = np.rint(value)
+        value = np.rint(value, out=value) if owned else np.rint(value)
     elif out.dtype == np.float16 and value.dtype != np.float16:
-        value = np.clip(value, -FP16_MAX, FP16_MAX)  # the chip's stores saturate (NaN stays NaN)
+        # the chip's stores saturate (NaN stays NaN)
+        value = np.clip(value, -FP16_MAX, FP16_MAX, out=value if owned and value.dtype.kind == "f" else None)
     np.copyto(out, value, casting="unsafe")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnrt_core.ir import Node
-from nnrt_npu_emu.numerics import erf, f32
+from nnrt_npu_emu.numerics import erf, f32, is_fp16_value
 from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store
 
 __all__: list[str] = []
@@ -62,7 +62,7 @@ for _name in _BINARY:
     op(_name, int8="generic")(_lower_binary(_name))
 
 
-@kernel("nary")
+@kernel("nary", exact=lambda a: a["fn"] in ("max", "min"))
 def _k_nary(ins, outs, a):
     fn = a["fn"]
     acc = _num(ins[0])
@@ -185,9 +185,43 @@ for _name in _UNARY:
         _lower_unary(_name))
 
 
-@kernel("unary")
+def _clip_into(x: np.ndarray, a: dict, out: np.ndarray) -> None:
+    lo, hi = a.get("min"), a.get("max")
+    if lo is not None and hi is not None:
+        np.clip(x, lo, hi, out=out)
+    elif lo is not None:
+        np.maximum(x, lo, out=out)
+    elif hi is not None:
+        np.minimum(x, hi, out=out)
+    else:
+        np.copyto(out, x)
+
+
+#: unary functions computed straight into an fp32 output (no temporaries)
+_INTO = {
+    "relu": lambda x, a, out: np.maximum(x, 0.0, out=out),
+    "neg": lambda x, a, out: np.negative(x, out=out),
+    "abs": lambda x, a, out: np.absolute(x, out=out),
+    "copy": lambda x, a, out: np.copyto(out, x),
+    "clip": _clip_into,
+}
+
+
+def _exact_unary(a: dict) -> bool:
+    """relu/neg/abs/copy select or negate input values; clip also its bounds (exact when fp16 values)."""
+    if a["fn"] == "clip":
+        return is_fp16_value(a.get("min")) and is_fp16_value(a.get("max"))
+    return a["fn"] in ("relu", "neg", "abs", "copy")
+
+
+@kernel("unary", exact=_exact_unary)
 def _k_unary(ins, outs, a):
-    store(outs[0], _unary(a["fn"], _num(ins[0]), a))
+    x, out, fn = ins[0], outs[0], a["fn"]
+    if fn in _INTO and x.dtype == out.dtype == np.float32 and x.shape == out.shape:
+        _INTO[fn](x, a, out)
+        return
+    y = _unary(fn, _num(x), a)
+    store(out, y, owned=y is not x)
 
 
 # -------------------------------------------------------------- reductions
@@ -225,7 +259,7 @@ for _name in _REDUCE:
     op(_name, const_inputs=(1,))(_lower_reduce(_name))
 
 
-@kernel("reduce")
+@kernel("reduce", exact=lambda a: a["fn"] in ("max", "min"))
 def _k_reduce(ins, outs, a):
     x = _num(ins[0])
     axes = tuple(a["axes"])

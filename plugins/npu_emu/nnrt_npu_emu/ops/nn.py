@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import f32
 from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store
+from nnrt_npu_emu.ops.spatial import conv_nd, pool_nd
 
 __all__ = ["conv_nd", "pool_nd"]
 
@@ -38,56 +38,6 @@ def _spatial_attrs(node: Node, cx, k: list[int]) -> tuple[list[int], list[int], 
     return strides, pads, dil
 
 
-def _pad_crop(x: np.ndarray, begin: list[int], end: list[int], value: float = 0.0) -> np.ndarray:
-    """Pad (positive) or crop (negative) the spatial axes of an NC... tensor."""
-    sp = len(begin)
-    if any(p > 0 for p in begin + end):
-        widths = [(0, 0), (0, 0)] + [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
-        x = np.pad(x, widths, constant_values=value)
-    if any(p < 0 for p in begin + end):
-        idx = (slice(None), slice(None)) + tuple(
-            slice(-b if b < 0 else 0, x.shape[2 + i] + e if e < 0 else None) for i, (b, e) in enumerate(zip(begin, end)))
-        x = x[idx]
-    return x
-
-
-def _windows(xp: np.ndarray, k, strides, dil, osz) -> np.ndarray:
-    """(N, C, *out, *k) strided view of the windows of padded input ``xp``."""
-    sp = len(k)
-    eff = [(k[i] - 1) * dil[i] + 1 for i in range(sp)]
-    v = sliding_window_view(xp, eff, axis=tuple(range(2, 2 + sp)))
-    idx = (slice(None), slice(None)) + tuple(slice(0, (osz[i] - 1) * strides[i] + 1, strides[i]) for i in range(sp)) \
-        + tuple(slice(None, None, d) for d in dil)
-    return v[idx]
-
-
-def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_dilation=None) -> np.ndarray:
-    """N-d grouped convolution in fp32: im2col + batched GEMM (no per-channel loops)."""
-    sp = x.ndim - 2
-    N, C = x.shape[:2]
-    if lhs_dilation and any(l > 1 for l in lhs_dilation):
-        size = [(x.shape[2 + i] - 1) * lhs_dilation[i] + 1 for i in range(sp)]
-        xz = np.zeros((N, C, *size), dtype=x.dtype)
-        xz[(slice(None), slice(None)) + tuple(slice(None, None, l) for l in lhs_dilation)] = x
-        x = xz
-    xp = _pad_crop(x, list(pads[:sp]), list(pads[sp:]))
-    M, k = w.shape[0], list(w.shape[2:])
-    osz = [(xp.shape[2 + i] - ((k[i] - 1) * dil[i] + 1)) // strides[i] + 1 for i in range(sp)]
-    G = group
-    Cg, Mg = C // G, M // G
-    P, K = int(np.prod(osz)), Cg * int(np.prod(k))
-    if G == 1 and all(v == 1 for v in k):
-        xs = xp[(slice(None), slice(None)) + tuple(slice(0, (osz[i] - 1) * strides[i] + 1, strides[i]) for i in range(sp))]
-        y = np.matmul(w.reshape(M, C), xs.reshape(N, C, P))
-        return y.reshape(N, M, *osz)
-    v = _windows(xp, k, strides, dil, osz).reshape(N, G, Cg, *osz, *k)
-    perm = (0, 1) + tuple(range(3, 3 + sp)) + (2,) + tuple(range(3 + sp, 3 + 2 * sp))
-    cols = v.transpose(perm).reshape(N, G, P, K)
-    wm = w.reshape(G, Mg, K).transpose(0, 2, 1)
-    y = np.matmul(cols, wm[None])  # (N, G, P, Mg)
-    return y.transpose(0, 1, 3, 2).reshape(N, M, *osz)
-
-
 # --------------------------------------------------------------------- conv
 def _check_conv(node: Node, cx) -> str | None:
     xs = cx.shape(node.inputs[0])
@@ -115,11 +65,12 @@ def _lower_conv(node: Node, cx) -> list[Step]:
 
 @kernel("conv")
 def _k_conv(ins, outs, a):
-    x, w = f32(ins[0]), f32(ins[1])
-    y = conv_nd(x, w, a["strides"], a["pads"], a["dilations"], a["group"], a.get("lhs_dilation"))
+    x, out = ins[0], outs[0]
+    y = conv_nd(x, f32(ins[1]), a["strides"], a["pads"], a["dilations"], a["group"], a.get("lhs_dilation"),
+                out=out if out.dtype == np.float32 else None)
     if len(ins) > 2 and ins[2] is not None:
         y += f32(ins[2]).reshape((1, -1) + (1,) * (x.ndim - 2))
-    store(outs[0], y)
+    store(out, y, owned=True)
 
 
 def _check_convt(node: Node, cx) -> str | None:
@@ -168,30 +119,6 @@ def _lower_convt(node: Node, cx) -> list[Step]:
 
 
 # ------------------------------------------------------------------ pooling
-def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_pad: bool) -> np.ndarray:
-    sp = len(k)
-    ins = x.shape[2:]
-    begin = list(pads[:sp])
-    need = [(osz[i] - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 for i in range(sp)]
-    end = [need[i] - ins[i] - begin[i] for i in range(sp)]
-    if kind == "max":
-        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        xp = _pad_crop(x, begin, end, fill)
-        v = _windows(xp, k, strides, dil, osz)
-        return v.max(axis=tuple(range(-sp, 0)))
-    xp = _pad_crop(f32(x), begin, end, 0.0)
-    s = _windows(xp, k, strides, dil, osz).sum(axis=tuple(range(-sp, 0)), dtype=np.float32)
-    mask = np.ones((1, 1) + tuple(ins), np.float32)
-    if count_include_pad:
-        explicit_end = list(pads[sp:])
-        mask = _pad_crop(mask, begin, [min(e, pe) for e, pe in zip(end, explicit_end)], 1.0)
-        mask = _pad_crop(mask, [0] * sp, [end[i] - min(end[i], explicit_end[i]) for i in range(sp)], 0.0)
-    else:
-        mask = _pad_crop(mask, begin, end, 0.0)
-    cnt = _windows(mask, k, strides, dil, osz).sum(axis=tuple(range(-sp, 0)), dtype=np.float32)
-    return s / np.maximum(cnt, 1.0)
-
-
 def _lower_pool(kind: str):
     def lower(node: Node, cx) -> list[Step]:
         xs, ys = cx.shape(node.inputs[0]), cx.shape(node.outputs[0])
@@ -217,10 +144,10 @@ op("MaxPool", int8="generic")(_lower_pool("max"))
 op("AveragePool", int8="generic")(_lower_pool("avg"))
 
 
-@kernel("pool")
+@kernel("pool", exact=lambda a: a["kind"] == "max")
 def _k_pool(ins, outs, a):
     store(outs[0], pool_nd(ins[0], a["kind"], a["k"], a["strides"], a["pads"], a["dilations"], a["osz"],
-                           a["count_include_pad"]))
+                           a["count_include_pad"]), owned=True)
 
 
 def _lower_global(kind: str):
@@ -259,17 +186,18 @@ def _lower_gemm(node: Node, cx) -> list[Step]:
 
 @kernel("gemm")
 def _k_gemm(ins, outs, a):
-    A, B = f32(ins[0]), f32(ins[1])
+    A, B, out = f32(ins[0]), f32(ins[1]), outs[0]
     if a["transA"]:
         A = A.T
     if a["transB"]:
         B = B.T
-    y = A @ B
+    y = np.matmul(A, B, out=out if out.dtype == np.float32 else None)
     if a["alpha"] != 1.0:
         y *= a["alpha"]
     if len(ins) > 2 and ins[2] is not None:
-        y = y + a["beta"] * f32(ins[2])
-    store(outs[0], y)
+        c = f32(ins[2])
+        y += c if a["beta"] == 1.0 else a["beta"] * c
+    store(out, y, owned=True)
 
 
 @op("MatMul", int8="int")
@@ -284,7 +212,9 @@ def _lower_matmul(node: Node, cx) -> list[Step]:
 
 @kernel("matmul")
 def _k_matmul(ins, outs, a):
-    store(outs[0], np.matmul(f32(ins[0]), f32(ins[1])))
+    out = outs[0]
+    direct = out.dtype == np.float32 and out.ndim >= 2 and ins[0].ndim >= 2 and ins[1].ndim >= 2
+    store(out, np.matmul(f32(ins[0]), f32(ins[1]), out=out if direct else None), owned=True)
 
 
 # ------------------------------------------------------------ normalization

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnrt_core.ir import Node
-from nnrt_npu_emu.numerics import FP16_MAX
+from nnrt_npu_emu.numerics import FP16_MAX, is_fp16_value
 from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store
 
 __all__: list[str] = []
@@ -40,7 +40,7 @@ def _lower_concat(node: Node, cx) -> list[Step]:
                  int(np.prod(cx.shape(node.outputs[0]))))]
 
 
-@kernel("concat")
+@kernel("concat", exact=True)
 def _k_concat(ins, outs, a):
     out = outs[0]
     axis = a["axis"]
@@ -61,7 +61,7 @@ def _lower_split(node: Node, cx) -> list[Step]:
     return [Step("split", [node.inputs[0]], outs, {"axis": axis, "sizes": sizes}, int(np.prod(xs)))]
 
 
-@kernel("split")
+@kernel("split", exact=True)
 def _k_split(ins, outs, a):
     x, axis, pos = ins[0], a["axis"], 0
     for out, n in zip(outs, a["sizes"]):
@@ -101,7 +101,7 @@ def _lower_slice(node: Node, cx) -> list[Step]:
                  int(np.prod(cx.shape(node.outputs[0]))))]
 
 
-@kernel("slice")
+@kernel("slice", exact=True)
 def _k_slice(ins, outs, a):
     store(outs[0], ins[0][tuple(slice(s, e, st) for s, e, st in a["spec"])])
 
@@ -115,7 +115,7 @@ def _lower_transpose(node: Node, cx) -> list[Step]:
                  int(np.prod(cx.shape(node.inputs[0]))))]
 
 
-@kernel("transpose")
+@kernel("transpose", exact=True)
 def _k_transpose(ins, outs, a):
     store(outs[0], np.transpose(ins[0], a["perm"]))
 
@@ -150,7 +150,7 @@ def _lower_pad(node: Node, cx) -> list[Step]:
                  int(np.prod(cx.shape(node.outputs[0]))))]
 
 
-@kernel("pad")
+@kernel("pad", exact=lambda a: a["mode"] != "constant" or is_fp16_value(a["value"]))
 def _k_pad(ins, outs, a):
     x = ins[0]
     rank = x.ndim
@@ -180,7 +180,7 @@ def _lower_gather(node: Node, cx) -> list[Step]:
                  int(np.prod(cx.shape(node.outputs[0]))))]
 
 
-@kernel("gather")
+@kernel("gather", exact=True)
 def _k_gather(ins, outs, a):
     store(outs[0], np.take(ins[0], ins[1].astype(np.intp), axis=a["axis"]))
 
@@ -192,7 +192,7 @@ def _lower_tile(node: Node, cx) -> list[Step]:
                  int(np.prod(cx.shape(node.outputs[0]))))]
 
 
-@kernel("tile")
+@kernel("tile", exact=True)
 def _k_tile(ins, outs, a):
     store(outs[0], np.tile(ins[0], a["reps"]))
 
@@ -203,7 +203,7 @@ def _lower_expand(node: Node, cx) -> list[Step]:
                  int(np.prod(cx.shape(node.outputs[0]))))]
 
 
-@kernel("expand")
+@kernel("expand", exact=True)
 def _k_expand(ins, outs, a):
     store(outs[0], np.broadcast_to(ins[0], outs[0].shape))
 

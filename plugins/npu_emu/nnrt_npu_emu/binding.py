@@ -1,0 +1,114 @@
+"""A program bound to one loaded partition for fast host execution: every
+instruction's workspace and constant operands are mapped to arrays once, so a
+run only resolves its input and output tensors.
+
+fp16 storage is modelled at host speed, with the chip's numbers bit for bit:
+
+* fp16 workspace buffers are held in a host-side fp32 *shadow* of the
+  workspace (same planned offsets, in elements), and every instruction that
+  writes one is followed by :func:`~nnrt_npu_emu.numerics.round_fp16` (the
+  chip's saturating round-to-nearest-even store) unless the kernel only moves
+  or selects values (:data:`~nnrt_npu_emu.ops.EXACT`), which are already fp16
+  values;
+* fp16 constants (weights, biases) are widened to fp32 once, exactly;
+* partition inputs and outputs stay in device memory in their own types.
+
+The device-memory model is unchanged: the arena still holds the fp16 weights,
+allocates the planned workspace and counts every tensor; the shadow and the
+widened constants are host memory of the emulator.  :meth:`Program.execute`
+(reading and writing device memory only) is the reference this must match."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from nnrt_npu_emu.memory import DeviceArena
+from nnrt_npu_emu.numerics import round_fp16
+from nnrt_npu_emu.ops import EXACT, KERNELS
+from nnrt_npu_emu.program import Operand, Program
+
+__all__ = ["BoundProgram", "IOSlot"]
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+
+
+class IOSlot:
+    """An operand in a run's input or output tensor (resolved per run)."""
+
+    __slots__ = ("space", "index", "dtype", "shape")
+
+    def __init__(self, op: Operand) -> None:
+        self.space = op.space
+        self.index = op.offset
+        self.dtype = np.dtype(op.dtype)
+        self.shape = tuple(op.shape)
+
+
+class BoundProgram:
+    """``program``'s instructions with their ws/const operands as arrays:
+    workspace at ``ws_off`` and weights at ``const_off`` in ``arena``."""
+
+    def __init__(self, program: Program, arena: DeviceArena, ws_off: int, const_off: int) -> None:
+        self.arena = arena
+        self.ws_off, self.const_off = ws_off, const_off
+        self.widened_bytes = 0  #: host bytes of the widened fp16 constants
+        self._widened: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+        self._shadow: np.ndarray | None = None
+        rounded = 0
+        #: (kernel, inputs, outputs, attrs, outputs to round to fp16)
+        self.steps: list[tuple[Callable, list[Any], list[Any], dict, list[np.ndarray]]] = []
+        for ins in program.instrs:
+            args = [None if o is None else self._bind(o, program.ws_size) for o in ins.ins]
+            outs = [self._bind(o, program.ws_size) for o in ins.outs]
+            exact = EXACT.get(ins.kernel)
+            to_round = [] if exact is not None and exact(ins.attrs) else \
+                [a for o, a in zip(ins.outs, outs) if o.space == "ws" and o.dtype == "float16"]
+            rounded = max([rounded] + [a.size for a in to_round])
+            self.steps.append((KERNELS[ins.kernel], args, outs, ins.attrs, to_round))
+        self._scratch = (np.empty(rounded, np.uint32), np.empty(rounded, np.float32))
+
+    def _bind(self, o: Operand, ws_size: int) -> np.ndarray | IOSlot:
+        dt, shape = np.dtype(o.dtype), tuple(o.shape)
+        if o.space == "ws":
+            if dt != _F16:
+                return self.arena.view(self.ws_off + o.offset, dt, shape)
+            if self._shadow is None:
+                self._shadow = np.empty(ws_size // _F16.itemsize + 1, _F32)
+            start = o.offset // _F16.itemsize
+            return self._shadow[start:start + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+        if o.space != "const":
+            return IOSlot(o)
+        a = self.arena.view(self.const_off + o.offset, dt, shape)
+        if dt != _F16:
+            a = a.view()
+            a.flags.writeable = False  # the weights region is read-only
+            return a
+        key = (o.offset, shape)
+        w = self._widened.get(key)
+        if w is None:
+            w = self._widened[key] = a.astype(_F32)
+            w.flags.writeable = False
+            self.widened_bytes += w.nbytes
+        return w
+
+    def run(self, ins: Sequence[Any], outs: Sequence[Any], trace: list[float] | None = None) -> None:
+        """Run every instruction; ``ins``/``outs`` are the run's tensors (each
+        with an ``offset`` into the arena).  ``trace`` collects host seconds per instruction."""
+        view, scratch = self.arena.view, self._scratch
+
+        def resolve(x: Any) -> Any:
+            if x.__class__ is IOSlot:
+                t = (ins if x.space == "in" else outs)[x.index]
+                return view(t.offset, x.dtype, x.shape)
+            return x
+
+        for fn, args, res, attrs, to_round in self.steps:
+            t0 = time.perf_counter() if trace is not None else 0.0
+            fn([None if x is None else resolve(x) for x in args], [resolve(x) for x in res], attrs)
+            for a in to_round:
+                round_fp16(a, scratch)
+            if trace is not None:
+                trace.append(time.perf_counter() - t0)

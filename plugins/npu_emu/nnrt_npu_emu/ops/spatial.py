@@ -1,0 +1,234 @@
+"""Host kernels of the sliding-window ops: N-d convolution as im2col + BLAS
+GEMM (depthwise as one multiply-add per kernel tap) and pooling as one
+vectorised pass per kernel tap.  No Python loop runs per channel or pixel.
+
+Inputs may be in a narrower storage type (fp16): the widening to the compute
+type happens inside the padding / im2col copy, not in a separate pass."""
+from __future__ import annotations
+
+import itertools
+from typing import Sequence
+
+import numpy as np
+
+from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
+
+__all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS"]
+
+#: im2col columns larger than this are built and multiplied in ranges of output rows (cache-sized pieces)
+COLS_CHUNK_BYTES = 4 << 20
+#: multiply-adds per piece of a convolution's GEMM (pieces for idle host threads)
+PIECE_MACS = 16_000_000
+
+
+def pad_crop(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0.0,
+             dtype: np.dtype | None = None) -> np.ndarray:
+    """Pad (positive) or crop (negative) the spatial axes of an NC... tensor,
+    converted to ``dtype`` in the same copy (no copy when nothing changes)."""
+    dt = np.dtype(dtype) if dtype is not None else x.dtype
+    sp = len(begin)
+    if any(b < 0 for b in begin) or any(e < 0 for e in end):
+        x = x[(slice(None), slice(None)) + tuple(
+            slice(max(-b, 0), x.shape[2 + i] - max(-e, 0)) for i, (b, e) in enumerate(zip(begin, end)))]
+    b = [max(int(v), 0) for v in begin]
+    e = [max(int(v), 0) for v in end]
+    if not any(b) and not any(e):
+        return x if x.dtype == dt else x.astype(dt)
+    shape = x.shape[:2] + tuple(x.shape[2 + i] + b[i] + e[i] for i in range(sp))
+    out = np.full(shape, value, dtype=dt)
+    out[(slice(None), slice(None)) + tuple(slice(b[i], b[i] + x.shape[2 + i]) for i in range(sp))] = x
+    return out
+
+
+def conv_output_size(padded: Sequence[int], k: Sequence[int], strides: Sequence[int],
+                     dil: Sequence[int]) -> list[int]:
+    """Output extent per spatial axis of a window op over a padded input."""
+    return [(padded[i] - ((k[i] - 1) * dil[i] + 1)) // strides[i] + 1 for i in range(len(k))]
+
+
+def _tap_slice(tap: Sequence[int], strides, dil, osz, lead: int = 2) -> tuple:
+    """Index of the input elements kernel tap ``tap`` meets, for every output position."""
+    return (slice(None),) * lead + tuple(
+        slice(tap[i] * dil[i], tap[i] * dil[i] + (osz[i] - 1) * strides[i] + 1, strides[i]) for i in range(len(osz)))
+
+
+def _taps(k: Sequence[int]):
+    return itertools.product(*(range(int(v)) for v in k))
+
+
+def _dilate(x: np.ndarray, lhs: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """Insert ``lhs - 1`` zeros between input elements (transposed convolution)."""
+    sp = x.ndim - 2
+    size = [(x.shape[2 + i] - 1) * lhs[i] + 1 for i in range(sp)]
+    xz = np.zeros(x.shape[:2] + tuple(size), dtype=dtype)
+    xz[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in lhs)] = x
+    return xz
+
+
+def _columns(xp: np.ndarray, k, strides, dil, osz, rows: slice | None = None) -> np.ndarray:
+    """im2col of padded ``xp``: contiguous (N, C * taps, pixels), rows ordered (channel, tap)
+    like the weights; ``rows`` restricts the first output axis."""
+    sp = len(k)
+    N, C = xp.shape[:2]
+    if all(v == 1 for v in k):
+        v = xp[_tap_slice([0] * sp, strides, dil, osz)]
+        if rows is not None:
+            v = v[:, :, rows]
+        return np.ascontiguousarray(v).reshape(N, C, -1)
+    eff = [(k[i] - 1) * dil[i] + 1 for i in range(sp)]
+    win = np.lib.stride_tricks.sliding_window_view(xp, eff, axis=tuple(range(2, 2 + sp)))
+    win = win[(slice(None), slice(None)) + tuple(slice(0, (osz[i] - 1) * strides[i] + 1, strides[i])
+                                                  for i in range(sp)) + tuple(slice(None, None, d) for d in dil)]
+    if rows is not None:
+        win = win[:, :, rows]
+    perm = (0, 1) + tuple(range(2 + sp, 2 + 2 * sp)) + tuple(range(2, 2 + sp))
+    return np.ascontiguousarray(win.transpose(perm)).reshape(N, C * int(np.prod(k)), -1)
+
+
+def _depthwise_into(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, out: np.ndarray) -> None:
+    """One input channel per group: ``out`` (N, M, *osz) accumulated by a
+    multiply-add over all channels per kernel tap."""
+    N, C = xp.shape[:2]
+    mult = w.shape[0] // C
+    sp = len(k)
+    wk = w.reshape((1, C, mult) + (1,) * sp + tuple(k))
+    y = out.reshape((N, C, mult) + tuple(osz))
+    y.fill(0)
+    tmp = np.empty_like(y)
+    src = xp[:, :, None]
+    for tap in _taps(k):
+        np.multiply(src[_tap_slice(tap, strides, dil, osz, lead=3)], wk[(Ellipsis,) + tap], out=tmp)
+        y += tmp
+
+
+def _depthwise_channels_last(x: np.ndarray, w: np.ndarray, k, strides, pads, dil, out: np.ndarray) -> None:
+    """Depthwise convolution (one filter per channel) as one einsum over a
+    window view of the padded input in (N, *spatial, C) layout: the filter
+    taps are summed in the same order as :func:`_depthwise_into`, with the
+    channel the contiguous inner axis and no temporaries."""
+    sp = len(k)
+    N, C = x.shape[:2]
+    x = pad_crop(x, [min(p, 0) for p in pads[:sp]], [min(p, 0) for p in pads[sp:]])  # negative pads crop
+    begin, end = [max(p, 0) for p in pads[:sp]], [max(p, 0) for p in pads[sp:]]
+    xl = np.zeros((N,) + tuple(x.shape[2 + i] + begin[i] + end[i] for i in range(sp)) + (C,), w.dtype)
+    xl[(slice(None),) + tuple(slice(begin[i], begin[i] + x.shape[2 + i]) for i in range(sp))] = np.moveaxis(x, 1, -1)
+    osz = out.shape[2:]
+    st = xl.strides
+    view = np.lib.stride_tricks.as_strided(
+        xl, (N,) + tuple(osz) + tuple(k) + (C,),
+        (st[0],) + tuple(st[1 + i] * strides[i] for i in range(sp)) + tuple(st[1 + i] * dil[i] for i in range(sp))
+        + (st[-1],), writeable=False)
+    wk = np.ascontiguousarray(np.moveaxis(w[:, 0], 0, -1))  # (*k, C)
+    sub, taps = "pqrstu"[:sp], "ghijkl"[:sp]
+    np.copyto(out, np.moveaxis(np.einsum(f"n{sub}{taps}c,{taps}c->n{sub}c", view, wk), -1, 1))
+
+
+def _ranges(n: int, parts: int) -> list[slice]:
+    """``range(n)`` cut into ``parts`` contiguous, nearly equal slices."""
+    parts = max(1, min(n, parts))
+    step = -(-n // parts)
+    return [slice(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarray) -> None:
+    """``y`` (N, G, Mg, pixels) = weights (G, Mg, K) x im2col columns of ``xp``.
+
+    The product is cut into pieces (ranges of output rows, each building its
+    own cache-sized columns; or ranges of output channels when there are
+    fewer pixels than channels) that run on the threads
+    :func:`nnrt_numpy.parallel.run_chunks` finds idle.  The cut depends on the
+    shapes only, so results do not depend on the machine's load."""
+    N, G, Mg, P = y.shape
+    K = wm.shape[-1]
+    want = max(1, N * G * Mg * K * P // PIECE_MACS)
+    if P < Mg or osz[0] == 1:  # few pixels: ranges of output channels share one set of columns
+        cols = _columns(xp, k, strides, dil, osz).reshape(N, G, K, P)
+        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, min(want, Mg // 16))]
+
+        def piece(i: int) -> None:
+            n, g, ms = jobs[i]
+            np.matmul(wm[g, ms], cols[n, g], out=y[n, g, ms])
+    else:
+        row = P // osz[0]
+        nbytes = N * G * K * P * xp.dtype.itemsize
+        jobs = _ranges(osz[0], max(want, -(-nbytes // COLS_CHUNK_BYTES)))
+
+        def piece(i: int) -> None:
+            rs = jobs[i]
+            cols = _columns(xp, k, strides, dil, osz, rs).reshape(N, G, K, -1)
+            for n in range(N):
+                for g in range(G):
+                    np.matmul(wm[g], cols[n, g], out=y[n, g, :, rs.start * row:rs.stop * row])
+    run_chunks(piece, len(jobs))
+
+
+def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_dilation=None,
+            out: np.ndarray | None = None) -> np.ndarray:
+    """N-d grouped convolution of ``x`` (N, C, ...) with ``w`` (M, C/group, *k).
+
+    Computes in ``w``'s float type (at least fp32: fp16 storage widens; the
+    int8 kernels pass exact integers in fp64).  The result (N, M, *out) is
+    written into ``out`` when it has that shape and type, else returned new."""
+    ct = np.result_type(w.dtype, np.float32)
+    w = w.astype(ct, copy=False)
+    sp = x.ndim - 2
+    if lhs_dilation and any(v > 1 for v in lhs_dilation):
+        x = _dilate(x, lhs_dilation, ct)
+    N, C = x.shape[:2]
+    M, k = w.shape[0], [int(v) for v in w.shape[2:]]
+    osz = conv_output_size([x.shape[2 + i] + pads[i] + pads[sp + i] for i in range(sp)], k, strides, dil)
+    G = int(group)
+    shape = (N, M) + tuple(osz)
+    direct = out is not None and out.shape == shape and out.dtype == ct and out.flags.c_contiguous
+    y = out if direct else np.empty(shape, ct)
+    depthwise = w.shape[1] == 1 and G == C and G > 1
+    if depthwise and M == C and int(np.prod(osz)) > 0:
+        _depthwise_channels_last(x, w, k, strides, list(pads), dil, y)
+        return y
+    xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
+    if depthwise:
+        _depthwise_into(xp, w, k, strides, dil, osz, y)
+    else:
+        wm = np.ascontiguousarray(w.reshape(G, M // G, -1))
+        _gemm_into(wm, xp, k, strides, dil, osz, y.reshape(N, G, M // G, int(np.prod(osz))))
+    return y
+
+
+def _pool_counts(shape, k, strides, dil, osz, begin, end, explicit_end, include_pad: bool) -> np.ndarray:
+    """Elements each average-pool window divides by (1, 1, *out)."""
+    sp = len(k)
+    mask = np.ones((1, 1) + tuple(shape), np.float32)
+    if include_pad:  # explicit padding counts, the extra end rows of ceil mode do not
+        inner_end = [min(e, pe) for e, pe in zip(end, explicit_end)]
+        mask = pad_crop(mask, begin, inner_end, 1.0)
+        mask = pad_crop(mask, [0] * sp, [end[i] - inner_end[i] for i in range(sp)], 0.0)
+    else:
+        mask = pad_crop(mask, begin, end, 0.0)
+    cnt = np.zeros((1, 1) + tuple(osz), np.float32)
+    for tap in _taps(k):
+        cnt += mask[_tap_slice(tap, strides, dil, osz)]
+    return np.maximum(cnt, 1.0)
+
+
+def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_pad: bool) -> np.ndarray:
+    """Max pooling in ``x``'s own type (exact: the result is one of the inputs)
+    or average pooling with fp32 sums, one vectorised pass per kernel tap."""
+    sp = len(k)
+    shape = x.shape[2:]
+    begin = list(pads[:sp])
+    need = [(osz[i] - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 for i in range(sp)]
+    end = [need[i] - shape[i] - begin[i] for i in range(sp)]
+    if kind == "max":
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        xp = pad_crop(x, begin, end, fill)
+        taps = _taps(k)
+        y = np.array(xp[_tap_slice(next(taps), strides, dil, osz)], copy=True)
+        for tap in taps:
+            np.maximum(y, xp[_tap_slice(tap, strides, dil, osz)], out=y)
+        return y
+    xp = pad_crop(x, begin, end, 0.0, np.float32)
+    y = np.zeros(x.shape[:2] + tuple(osz), np.float32)
+    for tap in _taps(k):
+        y += xp[_tap_slice(tap, strides, dil, osz)]
+    y /= _pool_counts(shape, k, strides, dil, osz, begin, end, list(pads[sp:]), count_include_pad)
+    return y
