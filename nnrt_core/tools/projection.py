@@ -17,8 +17,9 @@ right after its run and that *warm* time is projected: the emulator's own host
 work just before (evicted caches, idle thread pools) is not what the partition
 would cost next to a real device.  Both times are reported.
 
-Partitions run one after another here (no overlap is assumed).  For a session
-on host backends only the projection is the measured wall time.  The ``cost``
+Partitions run one after another here (no overlap is assumed).  For one run
+of a session on host backends only the projection is its measured wall time
+(over several runs each part is a median).  The ``cost``
 scheduler minimises the same figure (measured host partitions, simulated
 device partitions, modelled transfers).
 """
