@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from nnrt_core.placement.context import (NodePlacement, PartitionKey, PlacementContext, PlacementEvent,
                                          PlacementResult, with_backup)
-from nnrt_core.placement.cost_model import DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, value_nbytes
+from nnrt_core.placement.cost_model import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel,
+                                            link_copy_seconds, value_nbytes)
 from nnrt_core.placement.partitioning import (IslandMove, PartitionPlan, merge_islands, partition_graph,
                                               partition_neighbours)
 from nnrt_core.placement.scheduler import Scheduler
 
 __all__ = ["CostModel", "DEFAULT_POWER_W", "IslandMove", "NodePlacement", "PARTITION_OVERHEAD_SECONDS",
            "PartitionKey", "PartitionPlan", "PlacementContext", "PlacementEvent", "PlacementResult", "Scheduler",
-           "merge_islands", "partition_graph", "partition_neighbours", "value_nbytes", "with_backup"]
+           "link_copy_seconds", "merge_islands", "partition_graph", "partition_neighbours", "value_nbytes", "with_backup"]

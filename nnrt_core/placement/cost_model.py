@@ -10,7 +10,7 @@ from nnrt_core.ir import Node, TensorType, Value
 from nnrt_core.placement.context import PlacementContext
 from nnrt_core.placement.partitioning import PartitionPlan, partition_graph
 
-__all__ = ["CostModel", "value_nbytes", "DEFAULT_POWER_W", "DEFAULT_HOST_BANDWIDTH_GBPS",
+__all__ = ["CostModel", "value_nbytes", "link_copy_seconds", "DEFAULT_POWER_W", "DEFAULT_HOST_BANDWIDTH_GBPS",
            "DEFAULT_TRANSFER_LATENCY_US", "PARTITION_OVERHEAD_SECONDS"]
 
 #: active power by device type when a device does not declare ``power_w``
@@ -26,6 +26,20 @@ NODE_OVERHEAD_SECONDS = 2e-6
 PARTITION_OVERHEAD_SECONDS = 20e-6
 
 
+def _positive(props: dict, key: str, default: float) -> float:
+    value = props.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 \
+        else default
+
+
+def link_copy_seconds(nbytes: int, device: DeviceInfo | None) -> float:
+    """Modelled time of one host<->device copy of ``nbytes`` over ``device``'s
+    link: bytes / ``host_bandwidth_gbps`` + ``transfer_latency_us`` from its
+    properties (module defaults where it declares none)."""
+    props = device.properties if device is not None else {}
+    gbps = _positive(props, "host_bandwidth_gbps", DEFAULT_HOST_BANDWIDTH_GBPS)
+    latency_us = _positive(props, "transfer_latency_us", DEFAULT_TRANSFER_LATENCY_US)
+    return nbytes / (gbps * 1e9) + latency_us * 1e-6
 
 
 def value_nbytes(v: Value) -> int:
@@ -105,9 +119,7 @@ class CostModel:
 
     def _prop(self, backend: str, key: str, default: float) -> float:
         dev = self.device(backend)
-        value = dev.properties.get(key) if dev is not None else None
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 \
-            else default
+        return _positive(dev.properties, key, default) if dev is not None else default
 
     def power_watts(self, backend: str) -> float:
         """Active power of ``backend``'s device: ``properties['power_w']`` or a
@@ -166,10 +178,9 @@ class CostModel:
 
     # --------------------------------------------------------- transfers
     def copy_seconds(self, nbytes: int, device_backend: str) -> float:
-        """One host<->device copy of ``nbytes`` to or from ``device_backend``."""
-        gbps = self._prop(device_backend, "host_bandwidth_gbps", DEFAULT_HOST_BANDWIDTH_GBPS)
-        lat = self._prop(device_backend, "transfer_latency_us", DEFAULT_TRANSFER_LATENCY_US)
-        return nbytes / (gbps * 1e9) + lat * 1e-6
+        """One host<->device copy of ``nbytes`` to or from ``device_backend``
+        (:func:`link_copy_seconds` over its device)."""
+        return link_copy_seconds(nbytes, self.device(device_backend))
 
     def transfer_seconds(self, value: Value, src: str | None, dst: str) -> float:
         """Moving ``value`` from backend ``src`` (None = host feed) to ``dst``

@@ -4,6 +4,14 @@ Used by ``nnrt bench`` and ``benchmarks/bench_async.py``.  Latency is measured
 one run at a time on the calling thread; throughput with ``in_flight`` = 1 is
 the same one-at-a-time loop, with N > 1 a :class:`~nnrt_core.runtime.streams.Stream`
 keeping N requests going.
+
+The report also carries the session's *projected latency*
+(:mod:`nnrt_core.tools.projection`): per partition the host wall time here and,
+for emulated devices, the simulated device time, and the projected end-to-end
+latency = host partitions measured + device partitions simulated + modelled
+host<->device copies.  The emulator runs its program on the host, so for a
+session with emulated partitions the measured percentiles are this host's
+time, not the device's.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import ConfigError
+from nnrt_core.tools.projection import LatencyProjection, measure_projection
 
 if TYPE_CHECKING:
     from nnrt_core.session import Session
@@ -122,25 +131,32 @@ class BenchReport:
     build_ms: float = 0.0
     #: per partition: backend, nodes and the backend's own cost figures (e.g. simulated NPU cycles)
     partitions: list[dict[str, Any]] = field(default_factory=list)
+    #: host wall / simulated device time per partition and the projected end-to-end latency
+    projection: LatencyProjection | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "backends": dict(self.backends), "runs": self.runs, "warmup": self.warmup,
                 "build_ms": self.build_ms, "latency_ms": dict(self.latency_ms), "partitions": self.partitions,
                 "throughput": [{"in_flight": n, "inferences_per_s": v,
                                 "speedup": v / self.throughput[1] if 1 in self.throughput else None}
-                               for n, v in sorted(self.throughput.items())]}
+                               for n, v in sorted(self.throughput.items())],
+                "projection": self.projection.to_dict() if self.projection is not None else None}
 
     def format(self) -> str:
         lat = self.latency_ms
+        emulated = self.projection is not None and self.projection.emulated
         lines = [f"model: {self.model}",
                  "placement: " + ", ".join(f"{b}={n} nodes" for b, n in self.backends.items()),
                  f"build: {self.build_ms:.0f} ms; {self.runs} timed runs after {self.warmup} warm-up",
-                 f"latency ms: p50 {lat['p50']:.2f}  p90 {lat['p90']:.2f}  p99 {lat['p99']:.2f}  "
+                 ("host wall " if emulated else "") + f"latency ms: p50 {lat['p50']:.2f}  p90 {lat['p90']:.2f}  p99 {lat['p99']:.2f}  "
                  f"mean {lat['mean']:.2f}  min {lat['min']:.2f}  max {lat['max']:.2f}"]
         for p in self.partitions:
             if "est_cycles" in p:
                 lines.append(f"partition {p['index']} on {p['backend']}: simulated {p['est_cycles']:,} cycles "
-                             f"= {p['est_time_ms']:.3f} ms per run on {p.get('chip', p['backend'])}")
+                             f"= {p['est_time_ms']:.3f} ms per run on {p.get('chip', p['backend'])} "
+                             "(simulated device time)")
+        if self.projection is not None:
+            lines.append(self.projection.format())
         base = self.throughput.get(1)
         for n, v in sorted(self.throughput.items()):
             ratio = f"  x{v / base:.2f} vs 1 in flight" if base and n != 1 else ""
@@ -150,9 +166,10 @@ class BenchReport:
 
 def bench_session(session: "Session", feeds: Mapping[str, Any], *, runs: int = 20, warmup: int = 2,
                   in_flight: Sequence[int] = (1, 2), progress: bool = True, model: str = "",
-                  stream: IO[str] | None = None) -> BenchReport:
-    """Warm up, measure latency over ``runs`` runs, then throughput for every
-    ``in_flight`` value (``runs`` requests each)."""
+                  stream: IO[str] | None = None, projection_runs: int = 5) -> BenchReport:
+    """Warm up, measure latency over ``runs`` runs, project the latency from
+    ``min(runs, projection_runs)`` observed runs (0: no projection), then
+    throughput for every ``in_flight`` value (``runs`` requests each)."""
     if not isinstance(runs, int) or runs < 1:
         raise ConfigError(f"runs must be a positive integer, got {runs!r}")
     if not isinstance(warmup, int) or warmup < 0:
@@ -181,6 +198,9 @@ def bench_session(session: "Session", feeds: Mapping[str, Any], *, runs: int = 2
         parts.append(row)
     report = BenchReport(model, counts, runs, warmup, percentiles(times),
                          build_ms=session.build_seconds * 1e3, partitions=parts)
+    if projection_runs > 0:
+        report.projection = measure_projection(session.compiled_model, session.run_observed, feeds,
+                                               runs=min(runs, projection_runs), warmup=0)
     for n in sorted(set(in_flight)):
         p = bar(f"throughput, {n} in flight")
         report.throughput[n] = measure_throughput(session, feeds, n, runs, p)

@@ -271,7 +271,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         outputs = sess.run(feeds)
         times.append(time.perf_counter() - t0)
-    trace_path = sess.profile(feeds).save(args.trace) if args.trace else None
+    trace = sess.profile(feeds) if args.trace else None
+    trace_path = trace.save(args.trace) if trace is not None else None
     if args.save:
         Path(args.save).mkdir(parents=True, exist_ok=True)
         for name, value in outputs.items():
@@ -294,8 +295,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         "partitions": [{"index": p.index, "backend": p.backend, "nodes": len(p.nodes)} for p in sess.partitions],
         "events": [e.to_dict() for e in sess.events],
     }
-    if trace_path is not None:
+    if trace is not None:
         data["trace"] = str(trace_path)
+        data["projection"] = trace.projection.to_dict() if trace.projection is not None else None
     if args.json:
         print(json.dumps(data, indent=2, default=str))
         return 0
@@ -306,8 +308,10 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"build {data['build_ms']:.0f} ms")
     print("placement: " + ", ".join(f"{b}={n} nodes" for b, n in placement.most_common()))
     _print_partitions(sess)
-    if trace_path is not None:
+    if trace is not None:
         print(f"trace of one run written to {trace_path} (open it in ui.perfetto.dev or chrome://tracing)")
+        if trace.projection is not None:
+            print(trace.projection.format())
     return 0
 
 
@@ -355,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=1, help="runs to time (median is reported)")
     p.add_argument("--save", metavar="DIR", help="write each output as DIR/NAME.npy")
-    p.add_argument("--trace", metavar="FILE", help="profile one more run and write a Chrome/Perfetto trace JSON")
+    p.add_argument("--trace", metavar="FILE", help="profile one more run, write a Chrome/Perfetto trace JSON and "
+                   "print its projected latency (host partitions measured, emulated ones simulated)")
     p.add_argument("--json", action="store_true")
     _add_config_flags(p)
     p.set_defaults(func=cmd_run)

@@ -18,6 +18,12 @@
   partition's host slice;
 * every host<->device copy as a slice on the "transfers" track.
 
+The trace also carries the run's projected latency (``Trace.projection``, and
+``metadata["projection"]``; see :mod:`nnrt_core.tools.projection`): per
+partition host wall time and, for emulated devices, simulated device time;
+host partitions are run once more without profiling for that figure (the
+profiled run times them node by node).
+
 The JSON written by ``Trace.save`` is the Trace Event Format
 (``{"traceEvents": [...]}`` with complete ``"X"`` events and ``"M"`` metadata
 naming processes and threads) that chrome://tracing and ui.perfetto.dev open.
@@ -39,6 +45,7 @@ from nnrt_core.errors import ExecutionError, InputError, NnrtError
 from nnrt_core.compiler.model import CompiledModel
 from nnrt_core.ir import Node
 from nnrt_core.runtime.executor import ExecutionStep, StepObserver
+from nnrt_core.tools.projection import LatencyProjection, RunSample, project
 
 
 __all__ = ["Trace", "Profiler", "profile_run", "HOST_PID", "SIMULATED_PID"]
@@ -57,6 +64,8 @@ class Trace:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     wall_seconds: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: host wall / simulated device time per partition and the projected end-to-end latency
+    projection: LatencyProjection | None = None
 
     def slices(self, *, pid: int | None = None, track: str | None = None,
                cat: str | None = None) -> list[dict[str, Any]]:
@@ -123,6 +132,8 @@ class Profiler:
     def __init__(self, model: CompiledModel) -> None:
         self.model = model
         self.events: list[dict[str, Any]] = []
+        self.sample = RunSample()  #: step and copy times for the projection
+        self.profiling_seconds = 0.0  #: time spent in run_step besides running the steps
         self.origin = time.perf_counter()
         self._tids: dict[str, int] = {}
         self._sim_pids: dict[str, int] = {}
@@ -179,12 +190,14 @@ class Profiler:
     def transfer(self, value: str, direction: str, backend: Backend, start: float, end: float,
                  tensor: Any) -> None:
         nbytes = getattr(tensor, "nbytes", None)
+        self.sample.add_copy(value, direction, backend, tensor, end - start)
         self.slice(f"{direction} {value}", "transfer", start, end, HOST_PID, _TRANSFER_TID,
                    {"value": value, "backend": backend.name, "direction": direction,
                     "bytes": int(nbytes) if nbytes is not None else None,
                     "shape": list(getattr(tensor, "shape", ()) or ()), "dtype": str(getattr(tensor, "dtype", "?"))})
 
     def run_step(self, index: int, step: ExecutionStep, args: dict[str, Any]) -> Mapping[str, Any]:
+        entered = time.perf_counter()
         compiled, backend = step.compiled, step.backend
         tid = self._backend_tid(backend)
         nodes, ops = self._meta.get(id(compiled), ((), ()))
@@ -209,13 +222,29 @@ class Profiler:
             records = [{"name": nodes[0], "op_type": ops[0], "start": t0, "end": t1}] if len(nodes) == 1 else []
             part_args["node_timing"] = "partition" if records else "none"
         self.slice(compiled.name, "partition", t0, t1, HOST_PID, tid, part_args)
+        self._time_for_projection(index, compiled, args, t1 - t0)
+        self._node_slices(compiled, backend, tid, t0, t1, records)
+        self._simulated(compiled, backend, t0)
+        self.profiling_seconds += time.perf_counter() - entered - (t1 - t0)
+        return outs
+
+    def _node_slices(self, compiled: CompiledPartition, backend: Backend, tid: int, t0: float, t1: float,
+                     records: list[dict[str, Any]]) -> None:
         for r in records:
             start, end = max(t0, r["start"]), min(t1, r["end"])
             extra = {k: v for k, v in r.items() if k not in ("name", "start", "end")}
             self.slice(r["name"], "node", start, max(start, end), HOST_PID, tid,
                        {"backend": backend.name, "partition": compiled.name, **extra})
-        self._simulated(compiled, backend, t0)
-        return outs
+
+    def _time_for_projection(self, index: int, compiled: CompiledPartition, args: Mapping[str, Any],
+                             seconds: float) -> None:
+        """Record the step for the projection; a host partition (no cost
+        model) is run once more, plainly, and that time is its projected one."""
+        self.sample.step_seconds[index] = seconds
+        if compiled.estimated_seconds() is None:
+            t0 = time.perf_counter()
+            compiled.run(args)
+            self.sample.warm_seconds[index] = time.perf_counter() - t0
 
     # --------------------------------------------------------- node timing
     def _node_programs_for(self, compiled: CompiledPartition,
@@ -297,6 +326,8 @@ def profile_run(model: CompiledModel, run_observed: Callable[[Mapping[str, Any],
     t1 = time.perf_counter()
     prof.slice("run", "run", t0, t1, HOST_PID, _RUN_TID,
                {"partitions": len(model.steps), "outputs": list(outputs)})
+    prof.sample.wall_seconds = t1 - t0 - prof.profiling_seconds  # the run without the profiler's own work
+    projection = project(model, [prof.sample])
     meta = {"nnrt_graph": model.graph.name, "wall_ms": (t1 - t0) * 1e3,
-            "backends": sorted({st.backend.name for st in model.steps})}
-    return Trace(prof.events, outputs, t1 - t0, meta)
+            "backends": sorted({st.backend.name for st in model.steps}), "projection": projection.to_dict()}
+    return Trace(prof.events, outputs, t1 - t0, meta, projection)

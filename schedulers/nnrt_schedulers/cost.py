@@ -3,17 +3,20 @@
 Candidate placements ("plans") are built and each is *evaluated*, not guessed:
 
 * one plan per candidate backend: every node it supports on it, the rest as
-  the priority scheduler would place them (so "numpy only", "onnxruntime
-  only", "npu_emu + backup" are all candidates);
+  the priority scheduler would place them, and the same with the rest on the
+  backup where it can run them (so "numpy only", "onnxruntime only",
+  "npu_emu + numpy" are all candidates);
 * the per-node plan: a Viterbi pass over the topological order choosing each
   node's backend from per-node costs (measured one-node probes on CPU
   backends, the backend's cost model where it has one), with transfer and
   partition-switch penalties, then tiny islands merged.
 
-A plan's cost is the sum over its partitions (``partition_graph``: acyclic,
-pins and capabilities respected) of the measured run time on CPU backends or
-the simulated device time of backends with a cost model, plus host<->device
-transfers (bytes / bandwidth + latency) and a fixed per-partition overhead.
+A plan's cost is its *projected latency*, the figure ``nnrt bench`` and
+``Session.profile`` report (:mod:`nnrt_core.tools.projection`): the sum over
+its partitions (``partition_graph``: acyclic, pins and capabilities respected)
+of the measured run time (median) on CPU backends or the simulated device time
+of backends with a cost model, plus modelled host<->device transfers (bytes /
+bandwidth + latency) and a fixed per-partition overhead.
 The cheapest plan wins; measurements are cached per machine (see
 :mod:`nnrt_schedulers.profiling`), and the partitions compiled while
 measuring are handed to the session instead of being compiled again.
@@ -39,8 +42,9 @@ __all__ = ["CostScheduler", "MaxPerformanceScheduler", "MinPowerScheduler", "Pla
 
 log = logging.getLogger("nnrt.schedulers.cost")
 
-#: a plan with more partitions must beat a simpler one by more than this
-SIMPLER_MARGIN = 0.03
+#: a plan with more partitions (or backends) must beat a simpler one by more than this: measured host
+#: partitions of a mixed plan vary by about this much between profiling and running on a loaded machine
+SIMPLER_MARGIN = 0.10
 
 
 @dataclass
@@ -49,8 +53,10 @@ class PlanEstimate:
 
     label: str
     assignment: dict[str, str]
-    seconds: float = math.inf  #: estimated latency per run
+    seconds: float = math.inf  #: projected latency per run (host measured + device simulated + transfers)
     joules: float = math.inf  #: estimated energy per run
+    host_seconds: float = 0.0  #: partitions measured on the host
+    simulated_seconds: float = 0.0  #: partitions from a backend's cost model (simulated device time)
     partitions: list[tuple[PartitionPlan, float, str]] = field(default_factory=list)  #: plan, seconds, source
     transfer_seconds: float = 0.0
     problem: str | None = None  #: why it could not be evaluated
@@ -58,6 +64,8 @@ class PlanEstimate:
 
     def to_dict(self) -> dict[str, object]:
         return {"label": self.label, "estimated_ms": self.seconds * 1e3, "estimated_mj": self.joules * 1e3,
+                "projected_ms": self.seconds * 1e3, "host_ms": self.host_seconds * 1e3,
+                "simulated_ms": self.simulated_seconds * 1e3,
                 "partitions": len(self.partitions), "transfer_ms": self.transfer_seconds * 1e3,
                 "end_to_end": self.end_to_end, "problem": self.problem}
 
@@ -148,12 +156,13 @@ class CostScheduler(Scheduler):
     @staticmethod
     def _prefer_simple(best: PlanEstimate, feasible: list[PlanEstimate], key) -> PlanEstimate:
         """Among plans within ``SIMPLER_MARGIN`` of the best (and no worse than
-        the best single-backend plan), the one with the fewest partitions: a
-        win inside measurement noise is not worth extra partition switches."""
+        the best single-backend plan), the one with the fewest partitions, then
+        backends: a win inside measurement noise is not worth extra partition
+        switches or one more runtime sharing the host."""
         singles = [key(p) for p in feasible if p.label != "per-node"]
         bound = min([key(best) * (1 + SIMPLER_MARGIN)] + singles)
         close = [p for p in feasible if key(p) <= bound] or [best]
-        return min(close, key=lambda p: (len(p.partitions), key(p)))
+        return min(close, key=lambda p: (len(p.partitions), len({pl.backend for pl, _, _ in p.partitions}), key(p)))
 
     def _score(self, p: PlanEstimate) -> str:
         if self.objective == "energy":
@@ -171,9 +180,12 @@ class CostScheduler(Scheduler):
                 plans.append((label, assignment))
 
         names = [b.name for b in ctx.backends] + ([ctx.backup.name] if ctx.backup is not None else [])
+        backup = ctx.backup.name if ctx.backup is not None else None
         for b in dict.fromkeys(names):
             add(f"{b} only" if all(ctx.capabilities[b].supports(n.name) for n in ctx.graph.nodes)
                 else f"{b} first", self._prefer(ctx, b))
+            if backup is not None and backup != b:
+                add(f"{b} + {backup}", self._prefer(ctx, b, backup))
         if len({b for b in names}) > 1:
             per_node = PlacementResult(self._per_node_plan(ctx, model))
             self.merge_small_islands(ctx, per_node, model)
@@ -182,14 +194,17 @@ class CostScheduler(Scheduler):
         return plans
 
     @staticmethod
-    def _prefer(ctx: PlacementContext, backend: str) -> dict[str, str]:
-        """Every node on ``backend`` where it can run, the rest in priority order."""
+    def _prefer(ctx: PlacementContext, backend: str, rest: str | None = None) -> dict[str, str]:
+        """Every node on ``backend`` where it can run, the rest on ``rest``
+        where it can run them, else in priority order."""
         out = {}
         for n in ctx.graph.nodes:
             if n.name in ctx.pins:
                 out[n.name] = ctx.pins[n.name]
             elif ctx.capabilities[backend].supports(n.name):
                 out[n.name] = backend
+            elif rest is not None and ctx.capabilities[rest].supports(n.name):
+                out[n.name] = rest
             else:
                 out[n.name] = ctx.candidates(n)[0].name
         return out
@@ -265,6 +280,10 @@ class CostScheduler(Scheduler):
             t, source = got
             overhead = PARTITION_OVERHEAD_SECONDS if len(plans) > 1 else 0.0
             est.partitions.append((plan, t, source))
+            if source == "measured":
+                est.host_seconds += t
+            else:
+                est.simulated_seconds += t
             seconds += t + overhead
             joules += (t + overhead) * model.power_watts(plan.backend)
         est.transfer_seconds = model.plan_transfer_seconds(plans)
@@ -286,7 +305,7 @@ class CostScheduler(Scheduler):
                 continue
             parts = sum(t for _, t, _ in p.partitions) or seconds
             p.joules *= seconds / (parts + p.transfer_seconds) if parts + p.transfer_seconds > 0 else 1.0
-            p.seconds = seconds
+            p.seconds = p.host_seconds = seconds
             p.end_to_end = True
 
 

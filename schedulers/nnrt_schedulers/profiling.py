@@ -5,8 +5,9 @@ every tensor of the graph once (on the most trustworthy host backend, with
 every value exposed as a partition output) from synthesized feeds.  Each
 partition of a candidate plan is then compiled (into the session's shared
 compile cache) and run on those values: one warm-up run, then repeated runs;
-the minimum is its cost.  Backends with a cost model (``estimated_seconds``)
-are not timed: their simulated device time is used.
+the median is its cost (the statistic ``nnrt bench`` projects with).  Backends
+with a cost model (``estimated_seconds``) are not timed: their simulated device
+time is used.
 
 Timings are cached per machine in ``<cache dir>/schedule_profiles-v<N>-<machine>.json``
 (cache dir: ``ScheduleConfig.cache_dir``, else ``$NNRT_CACHE_DIR``, else
@@ -21,6 +22,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -42,11 +44,11 @@ log = logging.getLogger("nnrt.schedulers.cost")
 
 ENV_CACHE_DIR = "NNRT_CACHE_DIR"
 #: bump when what is measured changes (old files are then ignored)
-PROFILE_VERSION = 2
+PROFILE_VERSION = 3
 #: timing budget per partition (seconds of repeated runs after the warm-up)
 TIME_BUDGET_SECONDS = 0.25
 MIN_RUNS, MAX_RUNS = 3, 25
-#: interleaved whole-plan rounds (the minimum per plan is kept)
+#: interleaved whole-plan rounds (the median per plan is kept)
 PLAN_MIN_ROUNDS = 5
 #: pause before each timed whole-plan run (lets spinning worker threads of the previous run go idle)
 PAUSE_SECONDS = 0.01
@@ -276,7 +278,7 @@ class Profiler:
     def time_plans(self, plans: list[list[PartitionPlan]]) -> list[float | None]:
         """End-to-end seconds per run of each plan, run as the session's
         executor would and interleaved round-robin (so load changes hit every
-        plan alike); the minimum per plan.  Catches what per-partition timings
+        plan alike); the median per plan.  Catches what per-partition timings
         miss (e.g. one runtime's spinning threads slowing the next partition).
         Cached like partition timings; None for a plan that cannot run."""
         from nnrt_core.runtime.executor import ExecutionStep, Executor
@@ -310,7 +312,7 @@ class Profiler:
                     self.errors.append(f"plan {i} does not run: {e}")
                     continue
                 executors[i] = ex
-        best = {i: float("inf") for i in executors}
+        times: dict[int, list[float]] = {i: [] for i in executors}
         spent = 0.0
         rounds = 0
         order = list(executors.items())
@@ -322,11 +324,11 @@ class Profiler:
                 t0 = time.perf_counter()
                 ex.run(feeds)
                 dt = time.perf_counter() - t0
-                best[i] = min(best[i], dt)
+                times[i].append(dt)
                 spent += dt
             rounds += 1
-        for i, seconds in best.items():
-            out[i] = seconds
+        for i, runs in times.items():
+            out[i] = seconds = statistics.median(runs)
             self.cache.put(keys[i], seconds)
             self.measured += 1
         return out
@@ -348,16 +350,14 @@ def _to(backend: Backend, x: Any) -> Any:
 
 def _time_runs(part: CompiledPartition, args: Mapping[str, Any]) -> float:
     part.run(args)  # warm-up (lazy initialisation, caches)
-    best = float("inf")
+    times: list[float] = []
     spent = 0.0
-    runs = 0
-    while runs < MIN_RUNS or (spent < TIME_BUDGET_SECONDS and runs < MAX_RUNS):
+    while len(times) < MIN_RUNS or (spent < TIME_BUDGET_SECONDS and len(times) < MAX_RUNS):
         t0 = time.perf_counter()
         part.run(args)
         dt = time.perf_counter() - t0
-        best = min(best, dt)
+        times.append(dt)
         spent += dt
-        runs += 1
-        if dt > TIME_BUDGET_SECONDS and runs >= 2:
+        if dt > TIME_BUDGET_SECONDS and len(times) >= 2:
             break  # slow partitions: two timed runs are enough
-    return best
+    return statistics.median(times)
