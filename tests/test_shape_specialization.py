@@ -190,3 +190,20 @@ def test_evicted_and_deleted_plans_free_their_device_memory():
     assert used() - base < 1.5 * one_plan
     del sess
     assert used() == base
+
+
+def test_cli_run_and_bench_plan_for_the_given_inputs_before_timing(tmp_path, capsys):
+    import json
+
+    import onnx
+
+    from nnrt_core.tools.cli import main
+
+    path = tmp_path / "dyn.onnx"
+    onnx.save(_model(), path)
+    np.save(tmp_path / "x.npy", _x(1, 3, 10, 10))
+    for cmd in (["run"], ["bench", "--runs", "2", "--in-flight", "1"]):
+        assert main([*cmd, str(path), "--backends", "npu_emu,onnxruntime", "--input", f"x={tmp_path / 'x.npy'}",
+                     "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert {p["backend"] for p in data["partitions"]} == {"npu_emu"}, cmd

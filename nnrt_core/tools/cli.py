@@ -265,6 +265,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     sess = Session(args.model, config_from_args(args))
     feeds = make_inputs(sess.inputs, args.input, args.seed)
+    plan_for_inputs(sess, feeds)  # free input dims: plan for these shapes before timing
     times = []
     outputs: dict[str, Any] = {}
     for _ in range(max(1, args.repeat)):
@@ -333,6 +334,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise InputError(f"--runs must be >= 1 and --warmup >= 0, got {args.runs} and {args.warmup}")
     sess = Session(args.model, config_from_args(args))
     feeds = make_inputs(sess.inputs, args.input, args.seed)
+    plan_for_inputs(sess, feeds)  # free input dims: plan for these shapes before timing
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     report = bench_session(sess, feeds, runs=args.runs, warmup=args.warmup, in_flight=in_flight,
                            progress=progress, model=str(args.model))
