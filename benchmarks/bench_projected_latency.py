@@ -70,22 +70,9 @@ def light_models() -> list[tuple[str, Path, dict[str, np.ndarray]]]:
 
 
 def real_models() -> list[tuple[str, Path, dict[str, np.ndarray]]]:
-    import onnxruntime as ort
     import real_models as rm
 
-    root = rm.models_dir(None)
-    out = []
-    for spec in rm.SPECS:
-        if spec.derived_from:
-            src = rm.find(root, spec.derived_from)
-            path = rm.derive_fp16(src, root / "derived" / spec.filename) if src else None
-        else:
-            path = rm.find(root, spec.filename)
-        if path is None:
-            continue
-        names = [i.name for i in ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()]
-        out.append((spec.key, path, spec.feeds(names)[0]))
-    return out
+    return rm.first_step_feeds(rm.models_dir(None))
 
 
 def build(path: Path, feeds: dict[str, np.ndarray], cfg: dict[str, Any]) -> Session | str:

@@ -74,21 +74,6 @@ def model_feeds() -> list[tuple[str, Path, dict[str, np.ndarray]]]:
     return rows
 
 
-def real_feeds(root: Path) -> list[tuple[str, Path, dict[str, np.ndarray]]]:
-    rows = []
-    for spec in real_models.SPECS:
-        if spec.derived_from:
-            src = real_models.find(root, spec.derived_from)
-            path = real_models.derive_fp16(src, root / "derived" / spec.filename) if src else None
-        else:
-            path = real_models.find(root, spec.filename)
-        if path is None:
-            continue
-        names = [i.name for i in onnx.load(path, load_external_data=False).graph.input]
-        rows.append((spec.key, path, spec.feeds(names)[0]))
-    return rows
-
-
 def interleave(a: Callable[[], object], b: Callable[[], object], c: Callable[[], object], rounds: int,
                inner: int) -> tuple[float, float, float]:
     times: list[list[float]] = [[], [], []]
@@ -148,7 +133,7 @@ def main() -> int:
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     root = real_models.models_dir(args.models_dir)
-    rows = [share_row(*r) for r in model_feeds() + real_feeds(root)]
+    rows = [share_row(*r) for r in model_feeds() + real_models.first_step_feeds(root)]
     print(f"{'model':26s} {'dynamic plan':>13s} {'after one run':>14s} {'with input_shapes':>18s} {'plans':>6s}  ok"
           "   (share of nodes on npu_emu)")
     ok = True

@@ -255,6 +255,24 @@ def derive_fp16(src: Path, dst: Path) -> Path:
     return dst
 
 
+def first_step_feeds(root: Path) -> list[tuple[str, Path, Feeds]]:
+    """(key, model file, the first step's feeds) for every spec whose model is
+    under ``root`` (fp16 copies derived as in the table)."""
+    out = []
+    for spec in SPECS:
+        if spec.derived_from:
+            src = find(root, spec.derived_from)
+            path = derive_fp16(src, root / "derived" / spec.filename) if src else None
+        else:
+            path = find(root, spec.filename)
+        if path is None:
+            continue
+        g = onnx.load(path, load_external_data=False).graph
+        inits = {t.name for t in g.initializer}
+        out.append((spec.key, path, spec.feeds([i.name for i in g.input if i.name not in inits])[0]))
+    return out
+
+
 # ----------------------------------------------------------- inspection
 def features(path: Path) -> list[str]:
     m = onnx.load(path)
