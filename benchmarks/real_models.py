@@ -255,16 +255,20 @@ def derive_fp16(src: Path, dst: Path) -> Path:
     return dst
 
 
+def model_path(root: Path, spec: Spec) -> Path | None:
+    """The model file of ``spec`` under ``root`` (an fp16 copy derived when the spec says so)."""
+    if spec.derived_from:
+        src = find(root, spec.derived_from)
+        return derive_fp16(src, root / "derived" / spec.filename) if src else None
+    return find(root, spec.filename)
+
+
 def first_step_feeds(root: Path) -> list[tuple[str, Path, Feeds]]:
     """(key, model file, the first step's feeds) for every spec whose model is
     under ``root`` (fp16 copies derived as in the table)."""
     out = []
     for spec in SPECS:
-        if spec.derived_from:
-            src = find(root, spec.derived_from)
-            path = derive_fp16(src, root / "derived" / spec.filename) if src else None
-        else:
-            path = find(root, spec.filename)
+        path = model_path(root, spec)
         if path is None:
             continue
         g = onnx.load(path, load_external_data=False).graph
@@ -455,11 +459,7 @@ def main() -> int:
     for spec in SPECS:
         if wanted and not any(w in spec.key for w in wanted):
             continue
-        if spec.derived_from:
-            src = find(root, spec.derived_from)
-            path = derive_fp16(src, root / "derived" / spec.filename) if src else None
-        else:
-            path = find(root, spec.filename)
+        path = model_path(root, spec)
         if path is None:
             missing.append(f"{spec.key} ({spec.package})")
             continue
