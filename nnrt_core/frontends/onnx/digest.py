@@ -9,6 +9,7 @@ from typing import Any, Iterator
 import onnx
 
 from nnrt_core.frontends.onnx.export import to_onnx
+from nnrt_core.frontends.onnx.protos import attribute_graphs, subgraphs
 from nnrt_core.ir import Graph, Model
 
 __all__ = ["model_digest"]
@@ -65,19 +66,11 @@ def _tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
         yield from _attribute_tensors(f)
 
 
-def _subgraphs(a: onnx.AttributeProto) -> Iterator[onnx.GraphProto]:
-    if a.type == onnx.AttributeProto.GRAPH:
-        yield a.g
-    if a.type == onnx.AttributeProto.GRAPHS:
-        yield from a.graphs
-
-
 def _initializers(g: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
     yield from g.initializer
     for n in g.node:
-        for a in n.attribute:
-            for sub in _subgraphs(a):
-                yield from _initializers(sub)
+        for sub in subgraphs(n):
+            yield from _initializers(sub)
 
 
 def _attribute_tensors(g: onnx.GraphProto | onnx.FunctionProto) -> Iterator[onnx.TensorProto]:
@@ -86,5 +79,5 @@ def _attribute_tensors(g: onnx.GraphProto | onnx.FunctionProto) -> Iterator[onnx
             if a.HasField("t"):
                 yield a.t
             yield from a.tensors
-            for sub in _subgraphs(a):
+            for sub in attribute_graphs(a):
                 yield from _attribute_tensors(sub)

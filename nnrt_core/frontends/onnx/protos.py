@@ -12,7 +12,7 @@ from onnx import ModelProto
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.ir import DataType
 
-__all__ = ["MAX_TENSOR_BYTES", "ModelProto", "ModelSource", "PACKED_TYPES", "all_tensors", "copy_model",
+__all__ = ["MAX_TENSOR_BYTES", "ModelProto", "ModelSource", "PACKED_TYPES", "all_tensors", "attribute_graphs", "copy_model",
            "declared_bytes", "first_line", "mappable_dtype", "subgraphs", "unknown_dim"]
 
 #: Largest tensor (bytes) a model may declare; larger ones are refused before allocation.
@@ -41,13 +41,18 @@ def copy_model(proto: ModelProto) -> ModelProto:
     return c
 
 
+def attribute_graphs(a: onnx.AttributeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs an attribute holds (one for GRAPH, several for GRAPHS, else none)."""
+    if a.type == onnx.AttributeProto.GRAPH:
+        yield a.g
+    elif a.type == onnx.AttributeProto.GRAPHS:
+        yield from a.graphs
+
+
 def subgraphs(n: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
     """The graphs in ``n``'s attributes (If branches, Loop/Scan bodies)."""
     for a in n.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            yield a.g
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            yield from a.graphs
+        yield from attribute_graphs(a)
 
 
 def _graph_tensors(g: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
