@@ -42,47 +42,21 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper
-from onnx import numpy_helper as nh
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.quantization import quantize
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # test-support modules: the digits CNN, He weights for light models
+from light_weights import he_initialized  # noqa: E402
+
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = ["squeezenet", "squeezenet-he", "resnet50", "resnet50-he", "digits"]
-
-
-def he_weights(m: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
-    """``m`` with every ConstantOfShape weight replaced by a random He-scaled initializer."""
-    rs = np.random.RandomState(seed)
-    shapes = {t.name: nh.to_array(t) for t in m.graph.initializer}
-    keep, new = [], []
-    for n in m.graph.node:
-        if n.op_type == "ConstantOfShape" and n.input[0] in shapes:
-            shape = [int(s) for s in shapes[n.input[0]]]
-            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-            arr = rs.randn(*shape) * np.sqrt(2.0 / fan_in) if len(shape) > 1 else rs.rand(*shape) * 0.1
-            new.append(nh.from_array(arr.astype(np.float32), n.output[0]))
-        else:
-            keep.append(n)
-    del m.graph.node[:]
-    m.graph.node.extend(keep)
-    used = {i for n in keep for i in n.input}
-    inits = [t for t in m.graph.initializer if t.name in used] + new
-    del m.graph.initializer[:]
-    m.graph.initializer.extend(inits)
-    names = {t.name for t in inits}
-    inputs = [i for i in m.graph.input if i.name not in names and i.name not in shapes]
-    del m.graph.input[:]
-    m.graph.input.extend(inputs)
-    m.ir_version = 8
-    return m
 
 
 def float_model(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
     """(float model, calibration arrays, test feeds)."""
     if name == "digits":
-        sys.path.insert(0, str(ROOT / "tests"))
         from digits_cnn import load_digits_split, to_onnx_model, train_digits_cnn
 
         data = load_digits_split()
@@ -91,7 +65,7 @@ def float_model(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list
     base = name.split("-")[0]
     model = onnx.load(str(LIGHT / f"light_{base}.onnx"))
     if name.endswith("-he"):
-        model = he_weights(model)
+        model = he_initialized(model)
     inits = {t.name for t in model.graph.initializer}
     inp = next(i for i in model.graph.input if i.name not in inits)
     shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]

@@ -28,6 +28,8 @@ from nnrt_core.registry import Registry  # noqa: E402
 from nnrt_core.session import Session  # noqa: E402
 from nnrt_npu_emu.backend import NpuEmuBackend, NpuTensor  # noqa: E402
 from nnrt_npu_emu.blob import FORMAT_VERSION, OfflineModelError  # noqa: E402
+
+from light_weights import he_initialized  # noqa: E402
 from nnrt_npu_emu.memory import DeviceMemoryError  # noqa: E402
 from nnrt_npu_emu.offline import load_offline, save_offline  # noqa: E402
 from nnrt_npu_emu.ops import OPS  # noqa: E402
@@ -108,35 +110,8 @@ def _x(shape=(1, 3, 16, 16), seed=1) -> np.ndarray:
 
 
 def _randomize_light(path: Path, seed: int = 0) -> onnx.ModelProto:
-    """The light model with its ConstantOfShape weights replaced by random
-    He-scaled initializers (so that outputs are informative)."""
-    m = onnx.load(str(path))
-    rs = np.random.RandomState(seed)
-    shapes = {t.name: nh.to_array(t) for t in m.graph.initializer}
-    keep, new_inits = [], []
-    for n in m.graph.node:
-        if n.op_type == "ConstantOfShape" and n.input[0] in shapes:
-            shape = [int(s) for s in shapes[n.input[0]]]
-            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 0
-            if len(shape) > 1:
-                arr = rs.randn(*shape) * np.sqrt(2.0 / max(fan_in, 1))
-            else:
-                arr = rs.rand(*shape) * 0.1
-            new_inits.append(nh.from_array(arr.astype(np.float32), n.output[0]))
-        else:
-            keep.append(n)
-    del m.graph.node[:]
-    m.graph.node.extend(keep)
-    used = {i for n in keep for i in n.input}
-    inits = [t for t in m.graph.initializer if t.name in used] + new_inits
-    del m.graph.initializer[:]
-    m.graph.initializer.extend(inits)
-    names = {t.name for t in inits}
-    graph_inputs = [i for i in m.graph.input if i.name not in names and i.name not in shapes]
-    del m.graph.input[:]
-    m.graph.input.extend(graph_inputs)
-    m.ir_version = 8
-    return m
+    """The light model with random He-scaled weights (so that outputs are informative)."""
+    return he_initialized(onnx.load(str(path)), seed)
 
 
 # ---------------------------------------------------------------- discovery
