@@ -13,7 +13,7 @@ from nnrt_core.errors import InputError
 from nnrt_core.ir import Dim, OptionalType, SequenceType, TensorType, Value
 from nnrt_core.runtime.tensor import Tensor
 
-__all__ = ["TensorInfo", "FeedValidator", "allocate_input", "tensor_info", "random_feeds", "shape_text"]
+__all__ = ["TensorInfo", "FeedValidator", "allocate_input", "fits", "tensor_info", "random_feeds", "shape_text"]
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,7 @@ class FeedValidator:
             t = expected[name].type if name in expected else None
             if not isinstance(t, TensorType) or t.shape is None:
                 continue
-            if len(shape) != len(t.shape) or any(s < 0 for s in shape) or any(
-                    isinstance(d, int) and d != s for d, s in zip(t.shape, shape)):
+            if not fits(t.shape, shape) or any(s < 0 for s in shape):
                 raise InputError(f"input {name!r} has shape {shape_text(t.shape)}; cannot plan for {list(shape)}")
 
 
@@ -128,9 +127,7 @@ def _check_one(name: str, v: Value, x: Any) -> Any:
         return x
     if isinstance(x, Tensor):  # zero-copy tensor: check what it holds, never copy it
         want = t.dtype.numpy
-        if x.dtype != want or (t.shape is not None and (
-                len(x.shape) != len(t.shape)
-                or any(isinstance(d, int) and d != g for d, g in zip(t.shape, x.shape)))):
+        if x.dtype != want or (t.shape is not None and not fits(t.shape, x.shape)):
             raise InputError(f"tensor fed to input {name!r} holds {x.dtype}{list(x.shape)}; the input expects "
                              f"{want}{shape_text(t.shape) if t.shape is not None else '[?]'}")
         return x
@@ -162,6 +159,11 @@ def _check_one(name: str, v: Value, x: Any) -> Any:
                 raise InputError(f"input {name!r} expects dimension {i} to be {d} "
                                  f"(shape {shape_text(t.shape)}), got shape {tuple(x.shape)}")
     return x
+
+
+def fits(declared: Sequence[Dim], shape: Sequence[int]) -> bool:
+    """Whether ``shape`` has the rank of ``declared`` and its static dimensions."""
+    return len(shape) == len(declared) and all(not isinstance(d, int) or d == s for d, s in zip(declared, shape))
 
 
 def shape_text(shape: tuple) -> str:
@@ -208,8 +210,7 @@ def allocate_input(inputs: Sequence[Value], steps: Sequence[Any], name: str,
     dims = list(t.shape)
     if shape is not None:
         shape = tuple(int(d) for d in shape)
-        if len(shape) != len(dims) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape)) \
-                or any(s < 0 for s in shape):
+        if not fits(t.shape, shape) or any(s < 0 for s in shape):
             raise InputError(f"input {name!r} has shape {shape_text(t.shape)}; cannot allocate {list(shape)}")
     elif all(isinstance(d, int) for d in dims):
         shape = tuple(dims)
