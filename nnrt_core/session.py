@@ -167,7 +167,7 @@ class Session:
                        "rewrites": {k: v.rewrites for k, v in report.passes.items() if v.rewrites}},
             **cm.memory_plans.stats(),
             # the NumPy backend's kernels write Conv/fused-chain outputs into planned arenas
-            "host_arena_bytes": sum(int(c.describe().get("arena_bytes", 0) or 0) for c in cm.compiled),
+            "host_arena_bytes": sum(int(p.details.get("arena_bytes", 0) or 0) for p in cm.partition_infos()),
             "weight_bytes": cm.weight_sharing.bytes,
             "shared_weight_bytes": cm.weight_sharing.shared_bytes,
         }

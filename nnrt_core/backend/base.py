@@ -32,6 +32,7 @@ __all__ = [
     "Capability",
     "CompiledPartition",
     "Backend",
+    "describe_partition",
 ]
 
 log = logging.getLogger("nnrt.backend")
@@ -83,6 +84,9 @@ class Capability:
     backend: str
     supported: set[str] = field(default_factory=set)
     rejected: dict[str, str] = field(default_factory=dict)  #: node name -> reason
+    #: set by ``Backend.capability`` when the backend's own check raised or answered
+    #: garbage: every node is then rejected with this reason
+    fault: str | None = None
 
     def supports(self, node_name: str) -> bool:
         return node_name in self.supported
@@ -178,9 +182,12 @@ class Backend(abc.ABC):
     def availability(self) -> str | None:
         """``None`` when usable here, else a human-readable reason."""
         try:
-            return self._availability()
+            reason = self._availability()
         except Exception as e:
             return f"availability check failed: {type(e).__name__}: {e}"
+        if reason is not None and not (isinstance(reason, str) and reason):
+            return f"availability check returned {reason!r}; expected None or a reason (str)"
+        return reason
 
     def _availability(self) -> str | None:
         return None
@@ -213,11 +220,19 @@ class Backend(abc.ABC):
     # -- capability ---------------------------------------------------------
     def capability(self, graph: Graph, options: CompileOptions) -> Capability:
         """Which nodes of ``graph`` this backend can run, with a reason for
-        each rejected node."""
-        cap = self._capability(graph, options)
-        unknown = (cap.supported | set(cap.rejected)) - {n.name for n in graph.nodes}
-        if unknown:
-            raise CompileError(f"backend {self.name!r} answered for unknown nodes {sorted(unknown)[:5]}")
+        each rejected node.  A check that raises or answers garbage rejects
+        every node (``Capability.fault`` says why; placement reports it)."""
+        nodes = {n.name for n in graph.nodes}
+        try:
+            cap = self._capability(graph, options)
+            fault = _capability_fault(cap, nodes)
+        except Exception as e:
+            cap, fault = None, f"capability check raised {type(e).__name__}: {e}"
+        if fault is not None or not isinstance(cap, Capability):
+            log.warning("backend %s: %s; it runs none of %s's nodes", self.name, fault, graph.name)
+            return Capability(self.name, set(), {n: f"capability check failed: {fault}" for n in sorted(nodes)},
+                              fault)
+        cap.supported = set(cap.supported)
         for n in graph.nodes:
             if n.name not in cap.supported and n.name not in cap.rejected:
                 cap.rejected[n.name] = "not claimed by the backend"
@@ -244,7 +259,7 @@ class Backend(abc.ABC):
     def compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition:
         """Compile a partition (a self-contained graph)."""
         try:
-            return self._compile(graph, options)
+            compiled = self._compile(graph, options)
         except NnrtError as e:
             if isinstance(e, CompileError):
                 raise
@@ -254,6 +269,10 @@ class Backend(abc.ABC):
                 f"backend {self.name!r} could not compile partition {graph.name!r}: "
                 f"{type(e).__name__}: {e}"
             ) from e
+        if not isinstance(compiled, CompiledPartition):
+            raise CompileError(f"backend {self.name!r} returned {type(compiled).__name__} for partition "
+                               f"{graph.name!r}; expected a CompiledPartition")
+        return compiled
 
     @abc.abstractmethod
     def _compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition: ...
@@ -306,3 +325,29 @@ class Backend(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} v{self.version}>"
+
+
+def _capability_fault(cap: object, nodes: set[str]) -> str | None:
+    """What is wrong with a backend's capability answer for a graph of
+    ``nodes``, or ``None`` when it is well formed."""
+    if not isinstance(cap, Capability):
+        return f"capability check returned {type(cap).__name__}; expected a Capability"
+    if not isinstance(cap.supported, (set, frozenset)) or not isinstance(cap.rejected, dict):
+        return (f"capability answer holds supported={type(cap.supported).__name__}, "
+                f"rejected={type(cap.rejected).__name__}; expected a set and a dict")
+    unknown = (set(cap.supported) | set(cap.rejected)) - nodes
+    if unknown:
+        return f"capability answer names unknown nodes {sorted(map(str, unknown))[:5]}"
+    if not all(isinstance(r, str) for r in cap.rejected.values()):
+        return "capability answer gives rejection reasons that are not strings"
+    return None
+
+
+def describe_partition(part: CompiledPartition) -> dict[str, Any]:
+    """``part.describe()``, or an ``error`` entry when the backend's report
+    raises or is not a dict (reports never break on a buggy plugin)."""
+    try:
+        details = part.describe()
+    except Exception as e:
+        return {"error": f"describe() raised {type(e).__name__}: {e}"}
+    return dict(details) if isinstance(details, Mapping) else {"error": f"describe() returned {details!r}"}

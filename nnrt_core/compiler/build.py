@@ -84,7 +84,12 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
     if digest is None:
         events.add("cache_disabled", "-", "model cache skipped: this model cannot be keyed")
         return None, ""
-    backends = [b.cache_fingerprint() for b in selection.candidates]
+    try:
+        backends = [b.cache_fingerprint() for b in selection.candidates]
+    except Exception as e:  # a buggy plugin: run without a cache rather than fail
+        events.add("cache_disabled", "-", f"model cache skipped: a backend's cache_fingerprint() raised "
+                                          f"{type(e).__name__}: {e}")
+        return None, ""
     compiled_by = {k: v for k, v in config.to_dict().items() if k not in RUNTIME_OPTIONS}
     return cache, cache.key(digest, compiled_by, backends)
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 
+from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
 from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
 from nnrt_core.config import ScheduleConfig
-from nnrt_core.errors import SessionFileError
+from nnrt_core.errors import NnrtError, SessionFileError
 from nnrt_core.ir import Graph, Value
 from nnrt_core.passes import PassReport
 from nnrt_core.placement import NodePlacement, PlacementEvent
@@ -25,10 +26,7 @@ def to_image(model: CompiledModel) -> SessionImage:
     op_of = {p.node: p.op_type for p in model.placement}
     parts = []
     for info, step in zip(model.partitions, model.steps):
-        blob = step.compiled.serialize()
-        if blob is None:
-            raise SessionFileError(f"backend {info.backend!r} cannot serialize compiled partitions "
-                                   f"(partition {info.index}), so this session cannot be saved")
+        blob = _serialized(step, info.index)
         parts.append(PartitionRecord(info.index, info.backend, str(step.backend.version), step.compiled.name,
                                      [(n, op_of.get(n, "")) for n in info.nodes], list(info.inputs),
                                      list(info.outputs), blob))
@@ -43,6 +41,39 @@ def to_image(model: CompiledModel) -> SessionImage:
               "considered_plans": model.considered_plans})
 
 
+def _serialized(step: ExecutionStep, index: int) -> bytes:
+    """The partition's ``serialize()`` bytes; :class:`SessionFileError` when
+    the backend cannot serialize, raises, or returns something else."""
+    try:
+        blob = step.compiled.serialize()
+    except Exception as e:  # a buggy plugin: the session works, it is just not storable
+        raise SessionFileError(f"backend {step.backend.name!r} failed to serialize partition {index}: "
+                               f"{type(e).__name__}: {e}") from e
+    if blob is None:
+        raise SessionFileError(f"backend {step.backend.name!r} cannot serialize compiled partitions "
+                               f"(partition {index}), so this session cannot be saved")
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise SessionFileError(f"backend {step.backend.name!r} serialized partition {index} as "
+                               f"{type(blob).__name__}; expected bytes")
+    return bytes(blob)
+
+
+def _loaded(backend: Backend, blob: bytes, options: CompileOptions, index: int) -> CompiledPartition:
+    """``backend.load_compiled``; :class:`SessionFileError` when it raises
+    something other than an nnrt error or returns no partition."""
+    try:
+        part = backend.load_compiled(blob, options)
+    except NnrtError:
+        raise
+    except Exception as e:
+        raise SessionFileError(f"backend {backend.name!r} failed to load partition {index}: "
+                               f"{type(e).__name__}: {e}") from e
+    if not isinstance(part, CompiledPartition):
+        raise SessionFileError(f"backend {backend.name!r} loaded partition {index} as {type(part).__name__}; "
+                               f"expected a CompiledPartition")
+    return part
+
+
 def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) -> CompiledModel:
     """Load the compiled model ``image`` describes (no source model needed);
     its partitions are loaded by their backends."""
@@ -55,10 +86,11 @@ def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) 
             raise SessionFileError(f"the compiled session needs backend {rec.backend!r}, which is unavailable "
                                    f"here: {reg.reason}")
         backend = reg.backend
-        part = backend.load_compiled(rec.blob, config.compile_options(rec.backend))
+        part = _loaded(backend, rec.blob, config.compile_options(rec.backend), rec.index)
         if backend not in used:
             used.append(backend)
-        steps.append(ExecutionStep(part, backend, list(rec.inputs), list(rec.outputs)))
+        steps.append(ExecutionStep(part, backend, list(rec.inputs), list(rec.outputs),
+                                   types={n: t for n, t in image.outputs if n in rec.outputs}))
     meta = image.meta
     memory = meta.get("memory")
     plans = meta.get("considered_plans")

@@ -32,6 +32,10 @@ def place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSe
     and compile until every partition compiles (``compile_fallback`` events)."""
     caps: dict[str, Capability] = {b.name: b.capability(graph, config.compile_options(b.name))
                                    for b in selection.candidates}
+    for name, cap in caps.items():
+        if cap.fault is not None:  # a broken plugin: its nodes go to the other backends
+            events.add("plugin_fault", name, f"backend {name!r}: {cap.fault}; its nodes fall back to other backends",
+                       sorted(cap.rejected))
     compiled_cache: dict[PartitionKey, CompiledPartition] = {}
     for _attempt in range(1 + len(graph.nodes) * max(1, len(caps))):
         ctx = PlacementContext(graph, selection.backends, selection.backup, caps, config, config.pins,

@@ -23,6 +23,9 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.errors import ExecutionError, NnrtError
+from nnrt_core.ir.types import ValueType
+from nnrt_core.runtime.output_check import OutputCheck, describe_value
 from nnrt_core.runtime.tensor import Tensor
 
 __all__ = ["ExecutionStep", "Executor", "StepObserver"]
@@ -49,6 +52,13 @@ class ExecutionStep:
     inputs: list[str]
     outputs: list[str]
     release: list[str] = field(default_factory=list)  #: values dead after this step
+    #: declared types of the outputs, where known (what :class:`OutputCheck` checks them against)
+    types: Mapping[str, ValueType] = field(default_factory=dict)
+
+    def output_check(self) -> OutputCheck:
+        """The check of what this step's partition returns."""
+        return OutputCheck(self.backend.name, self.compiled.name, self.outputs, self.types,
+                           self.backend.host_memory)
 
 
 class Executor:
@@ -62,6 +72,8 @@ class Executor:
         self.constants = dict(constants)  # graph outputs that are initializers
         self._lock = threading.Lock()
         self.host_device_copies = 0
+        #: per step: the check of its partition's outputs (plugins are data too)
+        self.checks = [st.output_check() for st in self.steps]
         keep = set(graph_outputs)
         last: dict[str, int] = {}
         for i, st in enumerate(self.steps):
@@ -72,6 +84,7 @@ class Executor:
                 self.steps[i].release.append(name)
         only = self.steps[0] if len(self.steps) == 1 else None
         # whole model on one host-memory partition that reads exactly the feeds
+        self._single_check = self.checks[0] if only is not None else None
         self._single = (only.compiled if only is not None and only.backend.host_memory
                         and not self.constants and set(graph_outputs) <= set(only.outputs)
                         and set(only.inputs) == set(graph_inputs) else None)
@@ -100,7 +113,7 @@ class Executor:
         produced on a device come back as :class:`~nnrt_core.runtime.tensor.Tensor`
         without a copy to the host."""
         if self._single is not None and not owners:
-            outs = self._single.run(feeds)
+            outs = self._single_check(self._single.run(feeds))
             return [outs[name] for name in self.graph_outputs]
         if self.overlap:
             return self._run_overlapped(feeds, owners, keep_on_device)
@@ -118,7 +131,8 @@ class Executor:
             b = st.backend
             args, n = _step_args(st, env, owner, on_host, observer)
             copies += n
-            outs = st.compiled.run(args) if observer is None else observer.run_step(index, st, args)
+            outs = self.checks[index](st.compiled.run(args) if observer is None
+                                      else observer.run_step(index, st, args))
             for name in st.outputs:
                 env[name] = outs[name]
                 owner[name] = b
@@ -184,6 +198,7 @@ class Executor:
 
         def finish(i: int, outs: Mapping[str, Any]) -> None:
             st = self.steps[i]
+            outs = self.checks[i](outs)
             for name in st.outputs:
                 env[name] = outs[name]
                 owner[name] = st.backend
@@ -200,7 +215,7 @@ class Executor:
             while done < len(self.steps):
                 while ready_device:
                     i = ready_device.popleft()
-                    pending[self.steps[i].compiled.run_async(prepare(i))] = i
+                    pending[_submitted(self.steps[i], self.steps[i].compiled.run_async(prepare(i)))] = i
                 if ready_host:
                     i = ready_host.popleft()
                     finish(i, self.steps[i].compiled.run(prepare(i)))
@@ -242,21 +257,52 @@ def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Ba
                     x = _to_host(name, src, x, on_host, observer)
                     copies += 1
             if not b.host_memory:
-                if observer is None:
-                    x = b.to_device(x)
-                else:
-                    t0 = time.perf_counter()
-                    host_x, x = x, b.to_device(x)
+                t0 = time.perf_counter() if observer is not None else 0.0
+                host_x, x = x, _to_device(name, b, x)
+                if observer is not None:
                     observer.transfer(name, "to_device", b, t0, time.perf_counter(), host_x)
                 copies += 1
         args[name] = x
     return args, copies
 
 
+def _submitted(st: ExecutionStep, fut: Any) -> Future:
+    """``fut`` when ``run_async`` returned a future, else :class:`ExecutionError`."""
+    if not isinstance(fut, Future):
+        raise ExecutionError(f"backend {st.backend.name!r} partition {st.compiled.name!r} run_async returned "
+                             f"{describe_value(fut)} instead of a Future")
+    return fut
+
+
 def _to_host(name: str, src: Backend, x: Any, on_host: dict[str, Any], observer: StepObserver | None) -> Any:
-    """``src.to_host(x)``, remembered in ``on_host`` and reported to ``observer``."""
+    """``src.to_host(x)``, remembered in ``on_host`` and reported to ``observer``
+    (:class:`ExecutionError` when the backend fails or returns no host array)."""
     t0 = time.perf_counter() if observer is not None else 0.0
-    y = on_host[name] = src.to_host(x)
+    try:
+        y = src.to_host(x)
+    except NnrtError:
+        raise
+    except Exception as e:
+        raise ExecutionError(f"backend {src.name!r} failed to copy {name!r} to the host: "
+                             f"{type(e).__name__}: {e}") from e
+    if not isinstance(y, np.ndarray):
+        raise ExecutionError(f"backend {src.name!r} copied {name!r} to the host as {describe_value(y)}; "
+                             f"expected a numpy array")
+    on_host[name] = y
     if observer is not None:
         observer.transfer(name, "to_host", src, t0, time.perf_counter(), y)
+    return y
+
+
+def _to_device(name: str, b: Backend, x: Any) -> Any:
+    """``b.to_device(x)``; :class:`ExecutionError` when the backend fails."""
+    try:
+        y = b.to_device(x)
+    except NnrtError:
+        raise
+    except Exception as e:
+        raise ExecutionError(f"backend {b.name!r} failed to copy {name!r} to its device: "
+                             f"{type(e).__name__}: {e}") from e
+    if y is None:
+        raise ExecutionError(f"backend {b.name!r} copied {name!r} to its device as None")
     return y

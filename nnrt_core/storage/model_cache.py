@@ -104,7 +104,7 @@ class ModelCache:
         image.meta["cache_version"] = self.version
         try:
             data = encode(image)
-        except SessionFileError as e:
+        except (SessionFileError, TypeError, ValueError) as e:  # e.g. a plugin's blob of the wrong type
             return str(e)
         try:
             write_atomic(self.path(key), data)

@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.backend.base import Backend, CompiledPartition, describe_partition
 from nnrt_core.errors import ExecutionError, InputError, NnrtError
 from nnrt_core.compiler.model import CompiledModel
 from nnrt_core.ir import Node
@@ -293,7 +293,7 @@ class Profiler:
     # ------------------------------------------------------ simulated time
     def _simulated(self, compiled: CompiledPartition, backend: Backend, start: float) -> None:
         try:
-            facts = compiled.describe()
+            facts = describe_partition(compiled)
         except Exception:  # a report must not break the run
             return
         per_op = facts.get("per_op") if isinstance(facts, Mapping) else None

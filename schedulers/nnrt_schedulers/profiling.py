@@ -303,7 +303,7 @@ class Profiler:
                 if part is None:
                     break
                 steps.append(ExecutionStep(part, self.ctx.backend(p.backend), [v.name for v in p.inputs],
-                                           [v.name for v in p.outputs]))
+                                           [v.name for v in p.outputs], types={v.name: v.type for v in p.outputs}))
             else:
                 ex = Executor(steps, [v.name for v in graph.outputs], consts, [v.name for v in graph.inputs])
                 try:
