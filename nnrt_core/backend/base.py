@@ -186,7 +186,8 @@ class Backend(abc.ABC):
         except Exception as e:
             return f"availability check failed: {type(e).__name__}: {e}"
         if reason is not None and not (isinstance(reason, str) and reason):
-            return f"availability check returned {reason!r}; expected None or a reason (str)"
+            reason = f"availability check returned {reason!r}; expected None or a reason (str)"
+            log.warning("backend %s: %s", self.name, reason)
         return reason
 
     def _availability(self) -> str | None:
@@ -240,15 +241,20 @@ class Backend(abc.ABC):
 
     def _capability(self, graph: Graph, options: CompileOptions) -> Capability:
         cap = Capability(self.name)
+        crashed: list[str] = []
         for node in graph.nodes:
             try:
                 reason = self._supports(node, options)
             except Exception as e:  # a buggy check must not break placement
                 reason = f"capability check failed: {type(e).__name__}: {e}"
+                crashed.append(node.name)
             if reason is None:
                 cap.supported.add(node.name)
             else:
-                cap.rejected[node.name] = reason
+                cap.rejected[node.name] = str(reason)
+        if crashed:  # one log line per graph, not per node
+            log.warning("backend %s: the capability check raised on %d node(s) (first %s: %s); they fall back",
+                        self.name, len(crashed), crashed[0], cap.rejected[crashed[0]])
         return cap
 
     def _supports(self, node: Node, options: CompileOptions) -> str | None:
