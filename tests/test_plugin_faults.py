@@ -17,7 +17,7 @@ from conftest import builtin_entry_points, make_registry
 from fakes import DeviceArray, FakeBackend, fake_plugin, make_fake_backend
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.backend import Capability
-from nnrt_core.errors import ExecutionError, InputError
+from nnrt_core.errors import ExecutionError, InputError, NnrtError
 from nnrt_core.registry import BACKEND_GROUP, Registry
 
 X = {"x": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)}
@@ -265,6 +265,39 @@ def test_hook_exiting_marks_plugin_failed():
     rec = next(p for p in reg.plugin_records if p.name == "test0")
     assert rec.status == "failed" and "SystemExit" in rec.reason
     assert reg.backend("good").available
+
+
+class _SchedulerPlugin:
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    from nnrt_core.hookspec import hookimpl
+
+    @hookimpl
+    def nnrt_schedulers(self):
+        return [self.cls]
+
+
+def _scheduler(**methods: Any) -> type:
+    from nnrt_core.placement import Scheduler
+
+    return type("Broken", (Scheduler,), {"name": "broken", "description": "",
+                                         "_place": lambda self, ctx: {n.name: "numpy" for n in ctx.graph.nodes},
+                                         **methods})
+
+
+@pytest.mark.parametrize("cls, error, says", [
+    (_scheduler(__init__=_raise(SystemExit(1))), "PluginError", "scheduler 'broken' failed to initialize: SystemExit"),
+    (type("NotAScheduler", (), {"name": "broken"}), "PluginError", "not a nnrt_core.placement.Scheduler"),
+    (_scheduler(_place=_raise(IndexError("oops"))), "PlacementError", "scheduler 'broken' failed: IndexError: oops"),
+    (_scheduler(_place=lambda self, ctx: {"relu0": "numpy"}), "PlacementError", "left node"),
+])
+def test_scheduler_faults_are_clear_errors(cls, error, says):
+    reg = make_registry(_SchedulerPlugin(cls))
+    with pytest.raises(NnrtError) as e:
+        Session(chain(), ScheduleConfig(scheduler="broken"), registry=reg)
+    assert type(e.value).__name__ == error and says in str(e.value), str(e.value)
+    np.testing.assert_array_equal(Session(chain(), registry=reg).run(X)["y"], EXPECTED)  # others unaffected
 
 
 # -------------------------------------------------------------- cache faults

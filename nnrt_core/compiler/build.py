@@ -13,9 +13,10 @@ from nnrt_core.compiler.model import CompiledModel, EventLog
 from nnrt_core.compiler.optimize import optimize
 from nnrt_core.compiler.place import place_and_compile
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
-from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
+from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.frontends import model_digest
+from nnrt_core.placement import Scheduler
 from nnrt_core.storage.model_cache import ModelCache
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
 from nnrt_core.storage.weights import share_graph_weights
@@ -67,11 +68,23 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
            events: EventLog) -> CompiledModel:
     graph = load_model(model, config.input_shapes).graph
     graph.topological_sort()
-    scheduler = registry.scheduler(config.scheduler).cls()
+    scheduler = _scheduler(registry, config.scheduler)
     pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
     sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
     placement = place_and_compile(graph, config, selection, scheduler, events)
     return explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
+
+
+def _scheduler(registry: Registry, name: str) -> Scheduler:
+    """An instance of scheduler ``name``; :class:`PluginError` when the plugin's class fails."""
+    cls = registry.scheduler(name).cls
+    try:
+        scheduler = cls()
+    except (Exception, SystemExit) as e:
+        raise PluginError(f"scheduler {name!r} failed to initialize: {type(e).__name__}: {e}") from e
+    if not isinstance(scheduler, Scheduler):
+        raise PluginError(f"scheduler {name!r} is a {type(scheduler).__name__}, not a nnrt_core.placement.Scheduler")
+    return scheduler
 
 
 # ------------------------------------------------------------------ the cache
