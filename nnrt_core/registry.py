@@ -4,8 +4,10 @@ Backends come from the ``nnrt.backends`` entry-point group and schedulers from
 ``nnrt.schedulers``.  The built-in ones (the NumPy backend, the priority
 scheduler) are ordinary distributions registered through the same groups.
 
-A plugin that fails to import or whose backend fails to initialize is recorded
-as unavailable with the reason; it never breaks the runtime.
+A plugin that fails to import (anything raised, ``SystemExit`` included) or
+whose backend fails to initialize or declares attributes of the wrong types
+(:func:`trait_problem`) is recorded as unavailable with the reason and a log
+line; it never breaks the runtime or the other backends.
 
 Environment variables:
 

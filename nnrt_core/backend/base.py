@@ -222,11 +222,14 @@ class Backend(abc.ABC):
     def capability(self, graph: Graph, options: CompileOptions) -> Capability:
         """Which nodes of ``graph`` this backend can run, with a reason for
         each rejected node.  A check that raises or answers garbage rejects
-        every node (``Capability.fault`` says why; placement reports it)."""
+        every node (``Capability.fault`` says why; placement reports it); an
+        ``NnrtError`` it raises on purpose (a bad device option) propagates."""
         nodes = {n.name for n in graph.nodes}
         try:
             cap = self._capability(graph, options)
             fault = _capability_fault(cap, nodes)
+        except NnrtError:  # on purpose (e.g. a ConfigError for an unknown device): the caller's to see
+            raise
         except Exception as e:
             cap, fault = None, f"capability check raised {type(e).__name__}: {e}"
         if fault is not None or not isinstance(cap, Capability):
