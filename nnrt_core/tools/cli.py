@@ -250,7 +250,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if not out_dir.is_dir():  # fail before the build, in one line
         raise ConfigError(f"cannot write {str(args.output)!r}: directory {str(out_dir)!r} does not exist")
     sess = Session(args.model, config_from_args(args))
-    path = sess.save(args.output)
+    try:
+        path = sess.save(args.output)
+    except OSError as e:  # read-only or full file system...
+        raise ConfigError(f"cannot write {str(args.output)!r}: {e.strerror or e}") from e
     data = {
         "model": str(args.model), "output": str(path), "bytes": path.stat().st_size,
         "build_ms": sess.build_seconds * 1e3,
