@@ -4,6 +4,7 @@ clear :class:`NnrtError` naming the backend -- never a raw exception, never a
 silent wrong answer."""
 from __future__ import annotations
 
+import re
 import types
 from importlib import metadata
 from typing import Any, Callable
@@ -385,3 +386,27 @@ def test_cli_compile_to_a_missing_directory_is_one_line(tmp_path, capsys):
     assert err.startswith("nnrt: error: cannot write") and "does not exist" in err
     assert err.count("\n") == 1 and "Traceback" not in err
 
+
+
+def test_output_check_rules_for_sequences_optionals_unknown_types_and_device_tensors():
+    from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType
+    from nnrt_core.runtime.output_check import OutputCheck
+
+    f32 = TensorType(DataType.FLOAT, (2, "n"))
+    types = {"s": SequenceType(f32), "o": OptionalType(f32), "t": f32}
+    check = OutputCheck("b", "p0_b", ["s", "o", "t", "u"], types)  # "u": type unknown (a loaded intermediate)
+    ok = {"s": [np.zeros((2, 1), np.float32)], "o": None, "t": np.zeros((2, 5), np.float32),
+          "u": np.zeros(3, np.int64)}
+    assert check(ok) is ok
+    for bad, says in [({**ok, "s": np.zeros(2)}, "for sequence output 's'; expected a list"),
+                      ({**ok, "t": np.zeros((3, 5), np.float32)}, "returned shape [3, 5] for output 't'"),
+                      ({**ok, "u": [1, 2]}, "returned a list of 2 item(s) for output 'u'; expected a numpy array")]:
+        with pytest.raises(ExecutionError, match=re.escape(says)):
+            check(bad)
+    device = OutputCheck("npu", "p1_npu", ["t"], {"t": f32}, host_memory=False)
+    handle = object()  # an opaque device handle: accepted, nothing to compare
+    assert device({"t": handle})["t"] is handle
+    with pytest.raises(ExecutionError, match="returned None for output 't'; expected a device tensor"):
+        device({"t": None})
+    with pytest.raises(ExecutionError, match=r"returned dtype float64 for output 't'"):
+        device({"t": DeviceArray(np.zeros((2, 1)), None)})
