@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from nnrt_core.backend.base import prepare_thread_budget
 from nnrt_core.compiler import CompiledModel, EventLog, PartitionInfo, compile_model, load_model
 from nnrt_core.compiler.image import to_image
 from nnrt_core.compiler.specialize import Specializations, check_shapes, free_inputs, wants_specialization
@@ -79,7 +80,7 @@ class Session:
         plan = RunPlan.of(model)
         for threads in sorted(self._thread_budgets):
             for st in plan.executor.steps:
-                st.compiled.prepare_thread_budget(threads)
+                prepare_thread_budget(st.compiled, threads)
         return plan
 
     def _plan_for(self, feeds: Mapping[str, Any]) -> RunPlan:
@@ -272,7 +273,7 @@ class Session:
         self._thread_budgets |= set(budgets)
         for st in self.executor.steps:
             for threads in sorted(self._thread_budgets):
-                st.compiled.prepare_thread_budget(threads)
+                prepare_thread_budget(st.compiled, threads)
 
     def stream(self, max_in_flight: int = 2, callback: Any = None,
                output_names: Sequence[str] | None = None, concurrency: int | str = "auto") -> Stream:

@@ -410,3 +410,21 @@ def test_output_check_rules_for_sequences_optionals_unknown_types_and_device_ten
         device({"t": None})
     with pytest.raises(ExecutionError, match=r"returned dtype float64 for output 't'"):
         device({"t": DeviceArray(np.zeros((2, 1)), None)})
+
+
+@pytest.mark.parametrize("estimate", [_raise(RuntimeError("no model")), lambda: "fast", lambda: -1.0])
+def test_optional_partition_hooks_failing_only_lose_their_information(estimate, caplog):
+    class Bad(make_fake_backend("bad", ["Neg"])):
+        def _compile(self, graph, options):
+            part = super()._compile(graph, options)
+            part.estimated_seconds = estimate
+            part.prepare_thread_budget = _raise(OSError("no thread pool"))
+            return part
+
+    sess = on_bad(Bad)
+    sess.prepare_thread_budgets([1, 2])  # logged, not raised
+    assert "prepare_thread_budget(1) failed: OSError: no thread pool" in caplog.text
+    trace = sess.profile(X)  # the projection and simulated time skip the broken estimate
+    np.testing.assert_array_equal(trace.outputs["y"], EXPECTED)
+    assert "estimated_seconds()" in caplog.text
+    np.testing.assert_array_equal(sess.run(X)["y"], EXPECTED)

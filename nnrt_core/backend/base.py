@@ -33,6 +33,8 @@ __all__ = [
     "CompiledPartition",
     "Backend",
     "describe_partition",
+    "estimated_seconds_of",
+    "prepare_thread_budget",
 ]
 
 log = logging.getLogger("nnrt.backend")
@@ -360,3 +362,30 @@ def describe_partition(part: CompiledPartition) -> dict[str, Any]:
     except Exception as e:
         return {"error": f"describe() raised {type(e).__name__}: {e}"}
     return dict(details) if isinstance(details, Mapping) else {"error": f"describe() returned {details!r}"}
+
+
+def estimated_seconds_of(part: CompiledPartition) -> float | None:
+    """``part.estimated_seconds()`` as a finite non-negative float, or ``None``
+    when the backend has no cost model, raises or answers garbage (logged)."""
+    try:
+        sec = part.estimated_seconds()
+        if sec is None:
+            return None
+        value = float(sec)
+    except Exception as e:
+        log.warning("partition %s: estimated_seconds() failed: %s: %s", part.name, type(e).__name__, e)
+        return None
+    if not (0.0 <= value < float("inf")):
+        log.warning("partition %s: estimated_seconds() returned %r; ignored", part.name, sec)
+        return None
+    return value
+
+
+def prepare_thread_budget(part: CompiledPartition, threads: int) -> None:
+    """``part.prepare_thread_budget(threads)``; a failure is logged, not raised
+    (preparing only saves the first run its set-up)."""
+    try:
+        part.prepare_thread_budget(threads)
+    except Exception as e:
+        log.warning("partition %s: prepare_thread_budget(%d) failed: %s: %s", part.name, threads,
+                    type(e).__name__, e)

@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition, describe_partition
+from nnrt_core.backend.base import Backend, CompiledPartition, describe_partition, estimated_seconds_of
 from nnrt_core.errors import ExecutionError, InputError, NnrtError
 from nnrt_core.compiler.model import CompiledModel
 from nnrt_core.ir import Node
@@ -242,7 +242,7 @@ class Profiler:
         """Record the step for the projection; a host partition (no cost
         model) is run once more, plainly, and that time is its projected one."""
         self.sample.step_seconds[index] = seconds
-        if compiled.estimated_seconds() is None:
+        if estimated_seconds_of(compiled) is None:
             t0 = time.perf_counter()
             compiled.run(args)
             self.sample.warm_seconds[index] = time.perf_counter() - t0
