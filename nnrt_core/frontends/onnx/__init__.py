@@ -1,7 +1,7 @@
 """The ONNX frontend: the only part of nnrt that imports ``onnx``.
 
 ``load`` (source -> checked, sorted proto -> IR), ``external_data`` (folder
-and size checks, ``mmap``), ``convert`` (protos -> IR), ``export`` (IR ->
+and size checks, reads into arrays), ``convert`` (protos -> IR), ``export`` (IR ->
 protos), ``shapes`` (ONNX shape inference on IR), ``schemas`` (operator
 schemas and opset versions), ``digest`` (the model cache key) and
 ``backend_adapter`` (``onnx.backend`` over ``Session``; import it from its

@@ -4,7 +4,8 @@ Parsing, checking, function inlining and shape inference are done by the
 ``onnx`` package; this frontend only translates protos into IR objects and
 adds the safety checks an untrusted file needs: external data must stay
 inside the model's folder, and no tensor may claim more bytes than its data
-holds or than ``MAX_TENSOR_BYTES``.  External data is mapped, not read (see
+holds or than ``MAX_TENSOR_BYTES``.  External data is read once into arrays
+the model owns, never through the protobuf (see
 :mod:`nnrt_core.frontends.onnx.external_data`).
 """
 from __future__ import annotations
@@ -103,7 +104,7 @@ def load_onnx(
     through the graph.  A name that is no graph input, a wrong rank or a size
     that contradicts a fixed dimension is a :class:`ConfigError`."""
     proto, base_dir = _parse_source(source)
-    mapped: dict[str, np.ndarray] = {}  # mapped external data, see load_external_data
+    mapped: dict[str, np.ndarray] = {}  # external data read into arrays, see load_external_data
     load_external_data(proto, base_dir, mapped)
     if _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
         proto = copy_model(proto) if proto is source else proto
