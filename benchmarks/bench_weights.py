@@ -1,14 +1,19 @@
 """Loading a model whose weights are in an ONNX external-data file: time and memory.
 
-    python benchmarks/bench_weights.py [--runs 5] [--backend onnxruntime] [--baseline-root DIR] [--json]
+    python benchmarks/bench_weights.py [--runs 5] [--backend onnxruntime] [--optimization-level basic]
+                                       [--baseline-root DIR] [--json]
 
 The model is the onnx wheel's ``light_resnet50`` with He-initialized weights
 (about 100 MB of float32), saved with all weights in one external-data file.
 Every measurement runs in a fresh Python process (the data file is in the OS
 page cache, as it is for any model loaded more than once) and reports:
 
-* ``load ms``: ``load_onnx(path)`` (parse, external data, checks, IR);
-* ``session ms``: ``Session(path, ScheduleConfig(backends=[BACKEND]))``;
+* ``load ms``: ``load_onnx(path)`` (parse, external data, checks, IR), and
+  ``load anon/file MB``: RssAnon / RssFile right after it, with one byte of
+  every weight page read (so mapped weights count as they would in use);
+* ``session ms``: ``Session(path, ScheduleConfig(backends=[BACKEND], optimization_level=LEVEL))``
+  (``--optimization-level none`` keeps the loaded weights as they are; the
+  default ``basic`` folds ResNet50's BatchNorms into new Conv weights);
 * ``first run ms``: the first ``run()`` (touches every weight);
 * ``anon MB`` / ``file MB``: the process's RssAnon / RssFile (``/proc/self/status``)
   after the session's first run, and ``peak MB``: ``ru_maxrss``.
@@ -33,7 +38,8 @@ import onnx
 
 ROOT = Path(__file__).resolve().parents[1]
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-FIELDS = ("load_ms", "session_ms", "first_run_ms", "anon_mb", "file_mb", "peak_mb")
+FIELDS = ("load_ms", "load_anon_mb", "load_file_mb", "session_ms", "first_run_ms", "anon_mb", "file_mb",
+          "peak_mb")
 
 CHILD = r"""
 import json, resource, sys, time
@@ -50,14 +56,18 @@ def rss():
                 got[k] = int(v.split()[0]) / 1024
     return got
 
-path, backend = sys.argv[1], sys.argv[2]
+path, backend, level = sys.argv[1:4]
 t0 = time.perf_counter(); m = load_onnx(path); t1 = time.perf_counter()
+touched = sum(float(v.const.reshape(-1)[::1024].sum()) for v in m.graph.initializers.values())  # every 4 KiB page
+loaded = rss()
 del m
-t2 = time.perf_counter(); s = Session(path, ScheduleConfig(backends=[backend], backup="numpy")); t3 = time.perf_counter()
+cfg = ScheduleConfig(backends=[backend], backup="numpy", optimization_level=level)
+t2 = time.perf_counter(); s = Session(path, cfg); t3 = time.perf_counter()
 x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
 t4 = time.perf_counter(); y = s.run({s.inputs[0].name: x}); t5 = time.perf_counter()
 r = rss()
-print(json.dumps({"load_ms": (t1 - t0) * 1e3, "session_ms": (t3 - t2) * 1e3, "first_run_ms": (t5 - t4) * 1e3,
+print(json.dumps({"load_ms": (t1 - t0) * 1e3, "load_anon_mb": loaded["RssAnon"],
+                  "load_file_mb": loaded["RssFile"], "session_ms": (t3 - t2) * 1e3, "first_run_ms": (t5 - t4) * 1e3,
                   "anon_mb": r["RssAnon"], "file_mb": r["RssFile"],
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "checksum": float(np.dot(np.ravel(next(iter(y.values()))).astype(np.float64),
@@ -85,10 +95,11 @@ def build_model(folder: Path) -> Path:
     return path
 
 
-def measure(root: Path, model: Path, backend: str) -> dict:
+def measure(root: Path, model: Path, backend: str, level: str) -> dict:
     env = {**os.environ, "PYTHONPATH": python_path(root)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(model), backend], env=env, check=True,
-                         capture_output=True, text=True).stdout
+    # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
+    out = subprocess.run([sys.executable, "-c", CHILD, str(model), backend, level], env=env, check=True,
+                         cwd=model.parent, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -96,6 +107,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--backend", default="onnxruntime")
+    ap.add_argument("--optimization-level", default="basic")
     ap.add_argument("--baseline-root", type=Path, default=None)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -107,11 +119,11 @@ def main() -> None:
         samples: dict[str, list[dict]] = {k: [] for k in roots}
         for _ in range(args.runs):
             for name, root in roots.items():
-                samples[name].append(measure(root, model, args.backend))
+                samples[name].append(measure(root, model, args.backend, args.optimization_level))
     sums = {name: {s["checksum"] for s in runs} for name, runs in samples.items()}
     medians = {name: {f: statistics.median(s[f] for s in runs) for f in FIELDS} for name, runs in samples.items()}
     if args.json:
-        print(json.dumps({"data_mb": data_mb, "backend": args.backend, "medians": medians, "checksums":
+        print(json.dumps({"data_mb": data_mb, "backend": args.backend, "level": args.optimization_level, "medians": medians, "checksums":
                           {k: sorted(v) for k, v in sums.items()}}, indent=2))
         return
     print(f"light_resnet50, {data_mb:.1f} MB external data, backend {args.backend}, "

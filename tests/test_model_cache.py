@@ -299,7 +299,7 @@ def test_entry_without_checksum_is_refused():
     import hashlib
     hb = json.dumps(head).encode()
     bad = fixed.pack(session_file.MAGIC, session_file.FORMAT_VERSION, 0, len(hb), hashlib.sha256(hb).digest())
-    with pytest.raises(SessionFileError, match="entry 0 has no checksum"):
+    with pytest.raises(SessionFileError, match=r"field .entries\[0\]. has no checksum"):
         session_file.decode(bad + hb + data[fixed.size + hlen:])
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from nnrt_core.compiler.backends import BackendSelection, host_evaluator, select_backends
 from nnrt_core.compiler.explain import explain
-from nnrt_core.compiler.image import from_image, to_image
+from nnrt_core.compiler.image import from_image, stored_config, to_image
 from nnrt_core.compiler.load import load_model
 from nnrt_core.compiler.model import CompiledModel, EventLog
 from nnrt_core.compiler.optimize import optimize
@@ -41,14 +41,18 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
     events = EventLog()
     selection = select_backends(config, registry, events)
     cache, key = _open_cache(model, config, selection, events)
+    why = "miss"
     if cache is not None:
-        cached = _load_cached(cache, key, config, registry)
+        cached, why = _load_cached(cache, key, config, registry)
         if cached is not None:
             return cached
     built = _build(model, config, registry, selection, events)
     if cache is not None:
         built.cache_path = str(cache.path(key))
         _store_cached(built, cache, key)
+        if why != "miss":  # after storing: the entry does not keep the event
+            built.events.add("cache_rebuilt", "-", f"model cache entry {built.cache_path!r} was not used "
+                             f"({why}); the session was built from the model and the entry rewritten")
     return built
 
 
@@ -60,7 +64,7 @@ def load_compiled(source: Any, config: ScheduleConfig | None, registry: Registry
     else:
         image = read_session_file(source)
     if config is None:
-        config = ScheduleConfig.from_dict({**image.config, "cache_dir": None})
+        config = stored_config(image)
     return from_image(image, config, registry)
 
 
@@ -107,19 +111,22 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
     return cache, cache.key(digest, compiled_by, backends)
 
 
-def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig, registry: Registry) -> CompiledModel | None:
+def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig,
+                 registry: Registry) -> tuple[CompiledModel | None, str]:
+    """(the cached model, "hit") or (``None``, why it is rebuilt)."""
     image, why = cache.load(key)
     path = str(cache.path(key))
     if image is None:
         log.info("model cache %s: %s", path, why)
-        return None
+        return None, why
     try:
         loaded = from_image(image, config, registry)
-    except NnrtError as e:  # e.g. a device blob the backend now refuses: rebuild
-        log.warning("model cache: cannot load %s (%s); rebuilding", path, e)
-        return None
+    except Exception as e:  # any entry that cannot be loaded (a blob the backend now refuses...): rebuild
+        problem = str(e) if isinstance(e, NnrtError) else f"{type(e).__name__}: {e}"
+        log.warning("model cache: cannot load %s (%s); rebuilding", path, problem)
+        return None, f"cannot be loaded: {problem}"
     loaded.cache_hit, loaded.cache_path = True, path
-    return loaded
+    return loaded, "hit"
 
 
 def _store_cached(built: CompiledModel, cache: ModelCache, key: str) -> None:
