@@ -123,8 +123,8 @@ def main() -> None:
     sums = {name: {s["checksum"] for s in runs} for name, runs in samples.items()}
     medians = {name: {f: statistics.median(s[f] for s in runs) for f in FIELDS} for name, runs in samples.items()}
     if args.json:
-        print(json.dumps({"data_mb": data_mb, "backend": args.backend, "level": args.optimization_level, "medians": medians, "checksums":
-                          {k: sorted(v) for k, v in sums.items()}}, indent=2))
+        print(json.dumps({"data_mb": data_mb, "backend": args.backend, "level": args.optimization_level,
+                          "medians": medians, "checksums": {k: sorted(v) for k, v in sums.items()}}, indent=2))
         return
     print(f"light_resnet50, {data_mb:.1f} MB external data, backend {args.backend}, "
           f"medians of {args.runs} fresh processes")

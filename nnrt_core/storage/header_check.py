@@ -151,12 +151,12 @@ def check_header(head: Any, what: str) -> None:
     ios = {key: _values(c, head[key], key) for key in ("inputs", "outputs")}
     parts = _partitions(c, head["partitions"], len(entries))
     consts = _constants(c, head["constants"], len(entries))
+    _references(c, ios["inputs"], ios["outputs"], parts, consts)
     _placement(c, head.get("placement", []), parts)
     for i, e in enumerate(c.value(head.get("events", []), list, "events")):
         c.record(e, _EVENT, f"events[{i}]")
         c.items(e.get("nodes", []), _str, f"events[{i}].nodes")
     _meta(c, head.get("meta", {}))
-    _references(c, ios["inputs"], ios["outputs"], parts, consts)
 
 
 def _values(c: _Checker, v: Any, field: str) -> list[str]:

@@ -197,15 +197,16 @@ def read_bytes(path: str | os.PathLike, what: str, limit: int | None = None) -> 
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
         raise SessionFileError(f"cannot read {what}: {e}") from e
-    with os.fdopen(fd, "rb") as f:  # buffered: read(n) loops until n bytes or the end
-        st = os.fstat(fd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        os.close(fd)
         if not stat.S_ISREG(st.st_mode):
             raise SessionFileError(f"{what} is not a regular file (a directory, FIFO or device); refused")
-        if st.st_size > limit:
-            raise SessionFileError(f"{what} has {st.st_size} bytes, more than the {limit} a session file "
-                                   "may have; refused")
+        raise SessionFileError(f"{what} has {st.st_size} bytes, more than the {limit} a session file may "
+                               "have; refused")
+    with os.fdopen(fd, "rb") as f:  # buffered: read(n) loops until n bytes or the end
         try:
-            data = f.read(st.st_size + 1)  # one more byte: a file that grew is caught by the checks
+            data = f.read(st.st_size + 1)  # one more byte: a file that grew is refused
         except OSError as e:
             raise SessionFileError(f"cannot read {what}: {e}") from e
     if len(data) > st.st_size:

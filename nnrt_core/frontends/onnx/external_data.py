@@ -24,8 +24,9 @@ from nnrt_core.frontends.onnx.protos import all_tensors, copy_model, declared_by
 __all__ = ["MAPPED_KEY", "MMAP_MIN_BYTES", "for_checker", "is_mapped", "load_external_data", "mapped_key"]
 
 #: external tensors smaller than this are read into the proto rather than
-#: into arrays of their own ("mapped" below: kept out of the proto): shape inference needs the values of small ones (Reshape targets,
-#: Slice bounds) and cannot read external data
+#: into arrays of their own ("mapped" below: kept out of the proto): shape
+#: inference needs the values of small ones (Reshape targets, Slice bounds)
+#: and cannot read external data
 MMAP_MIN_BYTES = 4096
 
 #: external_data key that marks a tensor whose data was read into an array
