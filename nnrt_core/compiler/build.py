@@ -49,10 +49,11 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
     built = _build(model, config, registry, selection, events)
     if cache is not None:
         built.cache_path = str(cache.path(key))
-        _store_cached(built, cache, key)
+        stored = _store_cached(built, cache, key)
         if why != "miss":  # after storing: the entry does not keep the event
             built.events.add("cache_rebuilt", "-", f"model cache entry {built.cache_path!r} was not used "
-                             f"({why}); the session was built from the model and the entry rewritten")
+                             f"({why}); the session was built from the model and the entry "
+                             + ("rewritten" if stored else "could not be rewritten (see cache_disabled)"))
     return built
 
 
@@ -129,12 +130,15 @@ def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig,
     return loaded, "hit"
 
 
-def _store_cached(built: CompiledModel, cache: ModelCache, key: str) -> None:
+def _store_cached(built: CompiledModel, cache: ModelCache, key: str) -> bool:
+    """Write ``built`` to the cache; ``False`` (and a ``cache_disabled`` event) when it cannot be."""
     try:
         image = to_image(built)
     except SessionFileError as e:
         built.events.add("cache_disabled", "-", f"model cache not written: {e}")
-        return
+        return False
     problem = cache.store(key, image)
     if problem is not None:
         built.events.add("cache_disabled", "-", f"model cache not written ({problem}); running without a cache")
+        return False
+    return True
