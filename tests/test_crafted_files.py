@@ -103,6 +103,7 @@ MUTATIONS: list[tuple[str, Callable[[dict], None], str]] = [
     ("renamed_boundary_both_sides", _do(_set("partitions.0.outputs.0", "gg"), _set("partitions.1.inputs.0", "gg")),
      r"partition 0 \('npu_emu'\): field 'outputs' names \['gg'\], but its compiled form writes \['g'\]"),
     ("partition_output_is_graph_input", _set("partitions.0.outputs.0", "x"), r"partitions\[0\]\.outputs\[0\]"),
+    ("output_produced_twice", _set("partitions.1.outputs", ["y", "g"]), r"partitions\[1\]\.outputs\[1\]"),
     ("empty_partition_outputs", _set("partitions.0.outputs", []), r"partitions\[0\]\.outputs"),
     ("duplicate_partition_input", _set("partitions.1.inputs", ["g", "g"]), r"partitions\[1\]\.inputs. names 'g' twice"),
     ("partition_input_not_string", _set("partitions.0.inputs.0", 7), r"partitions\[0\]\.inputs\[0\]"),
