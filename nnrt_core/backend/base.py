@@ -9,7 +9,8 @@ Lifecycle of a partition::
 
     backend.capability(graph, options)   -> Capability  (which nodes it takes)
     backend.compile(subgraph, options)   -> CompiledPartition
-    compiled.run({name: tensor})         -> {name: tensor}
+    compiled.run({name: tensor}[, control]) -> {name: tensor}   (control: deadline,
+                                                          cancellation, memory budget)
     compiled.serialize() / backend.load_compiled(blob, options)   (model cache,
                                                                    offline models)
 """
@@ -25,6 +26,7 @@ import numpy as np
 
 from nnrt_core.errors import CompileError, ExecutionError, NnrtError
 from nnrt_core.ir import Graph, Node
+from nnrt_core.runtime.control import RunControl, enter, leave
 
 __all__ = [
     "DeviceInfo",
@@ -109,8 +111,14 @@ class CompiledPartition(abc.ABC):
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
 
-    def run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        """Run on ``inputs`` (host arrays or this backend's device tensors)."""
+    def run(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> dict[str, Any]:
+        """Run on ``inputs`` (host arrays or this backend's device tensors).
+
+        ``control`` (optional) carries the run's deadline, cancellation and
+        memory budget: while ``_run`` runs it is the thread's
+        :func:`~nnrt_core.runtime.control.current_control`; a backend that
+        never looks at it still works (the executor checks between partitions)."""
+        prev = enter(control) if control is not None else None
         try:
             return self._run(inputs)
         except NnrtError:
@@ -120,15 +128,18 @@ class CompiledPartition(abc.ABC):
                 f"partition {self.name!r} on backend {self.backend.name!r} failed: "
                 f"{type(e).__name__}: {e}"
             ) from e
+        finally:
+            if control is not None:
+                leave(prev)
 
     @abc.abstractmethod
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def run_async(self, inputs: Mapping[str, Any]) -> "Future[dict[str, Any]]":
+    def run_async(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> "Future[dict[str, Any]]":
         """Submit a run; backends with device queues override this."""
         fut: Future[dict[str, Any]] = Future()
         try:
-            fut.set_result(self.run(inputs))
+            fut.set_result(self.run(inputs, control) if control is not None else self.run(inputs))
         except BaseException as e:  # delivered through the future
             fut.set_exception(e)
         return fut

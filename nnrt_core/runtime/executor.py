@@ -25,6 +25,7 @@ import numpy as np
 from nnrt_core.backend.base import Backend, CompiledPartition
 from nnrt_core.errors import ExecutionError, NnrtError
 from nnrt_core.ir.types import ValueType
+from nnrt_core.runtime.control import RunControl, accepts_control
 from nnrt_core.runtime.output_check import OutputCheck, describe_value
 from nnrt_core.runtime.tensor import Tensor
 
@@ -106,22 +107,38 @@ class Executor:
                 self._readers[n] = self._readers.get(n, 0) + 1
         #: overlap device partitions with host ones (see the module docstring)
         self.overlap = len(self.steps) > 1 and any(not st.backend.host_memory for st in self.steps)
+        # per step: run / run_async take a RunControl (partitions written before it do not)
+        self._ctl_run = [accepts_control(st.compiled.run) for st in self.steps]
+        self._ctl_async = [accepts_control(st.compiled.run_async) for st in self.steps]
 
     def run(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
-            keep_on_device: bool = False) -> list[Any]:
+            keep_on_device: bool = False, control: RunControl | None = None) -> list[Any]:
         """Outputs in graph-output order.  ``owners`` names the device backend
         holding a feed (zero-copy inputs); with ``keep_on_device`` outputs
         produced on a device come back as :class:`~nnrt_core.runtime.tensor.Tensor`
-        without a copy to the host."""
+        without a copy to the host.  ``control`` (deadline, cancellation,
+        memory budget) goes to every partition that takes it and is checked
+        before each partition."""
         if self._single is not None and not owners:
-            outs = self.checks[0](self._single.run(feeds))
+            single = self._single
+            outs = self.checks[0](single.run(feeds, control) if control is not None and self._ctl_run[0]
+                                  else single.run(feeds))
             return [outs[name] for name in self.graph_outputs]
         if self.overlap:
-            return self._run_overlapped(feeds, owners, keep_on_device)
-        return self._run_sequential(feeds, owners, keep_on_device)
+            return self._run_overlapped(feeds, owners, keep_on_device, control)
+        return self._run_sequential(feeds, owners, keep_on_device, control=control)
+
+    def _call(self, index: int, args: dict[str, Any], control: RunControl | None) -> Mapping[str, Any]:
+        """Run step ``index`` (after checking ``control``), handing it the control when it takes one."""
+        st = self.steps[index]
+        if control is None:
+            return st.compiled.run(args)
+        control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
+        return st.compiled.run(args, control) if self._ctl_run[index] else st.compiled.run(args)
 
     def _run_sequential(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
-                        keep_on_device: bool = False, observer: "StepObserver | None" = None) -> list[Any]:
+                        keep_on_device: bool = False, observer: "StepObserver | None" = None,
+                        control: RunControl | None = None) -> list[Any]:
         """Steps in order on the calling thread; ``observer`` (profiling)
         runs each step and sees every copy."""
         env: dict[str, Any] = dict(feeds)
@@ -132,7 +149,7 @@ class Executor:
             b = st.backend
             args, n = _step_args(st, env, owner, on_host, observer)
             copies += n
-            outs = self.checks[index](st.compiled.run(args) if observer is None
+            outs = self.checks[index](self._call(index, args, control) if observer is None
                                       else observer.run_step(index, st, args))
             for name in st.outputs:
                 env[name] = outs[name]
@@ -168,7 +185,7 @@ class Executor:
         return results
 
     def _run_overlapped(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
-                        keep_on_device: bool = False) -> list[Any]:
+                        keep_on_device: bool = False, control: RunControl | None = None) -> list[Any]:
         """Dependency-driven run: device partitions are submitted as soon as
         their inputs exist, host partitions run here meanwhile."""
         env: dict[str, Any] = dict(feeds)
@@ -216,10 +233,10 @@ class Executor:
             while done < len(self.steps):
                 while ready_device:
                     i = ready_device.popleft()
-                    pending[_submitted(self.steps[i], self.steps[i].compiled.run_async(prepare(i)))] = i
+                    pending[_submitted(self.steps[i], self._submit(i, prepare(i), control))] = i
                 if ready_host:
                     i = ready_host.popleft()
-                    finish(i, self.steps[i].compiled.run(prepare(i)))
+                    finish(i, self._call(i, prepare(i), control))
                     done += 1
                     continue
                 if not pending:  # pragma: no cover - the steps come from an acyclic partition graph
@@ -233,6 +250,14 @@ class Executor:
             wait(list(pending))  # never leave device work running on released buffers
             raise
         return self._results(env, owner, on_host, copies, keep_on_device)
+
+    def _submit(self, index: int, args: dict[str, Any], control: RunControl | None) -> Any:
+        """``run_async`` of step ``index`` (after checking ``control``)."""
+        st = self.steps[index]
+        if control is None:
+            return st.compiled.run_async(args)
+        control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
+        return st.compiled.run_async(args, control) if self._ctl_async[index] else st.compiled.run_async(args)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
         """``run`` with every partition and copy reported to ``observer``

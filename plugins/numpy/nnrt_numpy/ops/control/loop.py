@@ -7,6 +7,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
+from nnrt_numpy.limits import watched_control
 
 
 @register
@@ -35,7 +36,10 @@ class Loop(Kernel):
         state = list(carried)
         scans: list[list[Any]] = [[] for _ in range(self.n_scan)]
         i = 0
+        watch = watched_control()  # a deadline or cancel stops the loop between iterations
         while keep_going and (max_trips is None or i < max_trips):
+            if watch is not None and watch.stopped():
+                raise watch.error(f"iteration {i} of node {self.node.name!r} (Loop)")
             outs = self.body([np.array(i, dtype=np.int64), np.array(keep_going), *state], scope)
             keep_going = bool(np.asarray(outs[0]).reshape(()))
             state = list(outs[1:1 + self.n_carried])

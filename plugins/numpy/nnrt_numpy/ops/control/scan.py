@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
+from nnrt_numpy.limits import check_stop, watched_control
 
 
 @register
@@ -53,7 +54,9 @@ class Scan(Kernel):
             raise self.fail(f"scan inputs have different lengths along their scan axes: {sorted(lengths)}")
         steps = lengths.pop()
         outs: list[list[np.ndarray]] = [[] for _ in range(self.k)]
+        watch = watched_control()  # a deadline or cancel stops the scan between iterations
         for t in range(steps):
+            check_stop(watch, f"iteration {t} of node {self.node.name!r} (Scan)")
             res = self.body([*state, *(s[t] for s in scans)], scope)
             state = list(res[:self.n])
             for j, y in enumerate(res[self.n:]):
