@@ -12,8 +12,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
-from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError
+from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError, RunStoppedError
 from nnrt_core.ir import Graph
+from nnrt_core.runtime.control import RunControl, current_control
 from nnrt_npu_emu.binding import BoundProgram
 from nnrt_npu_emu.blob import OfflineModelError, decode, encode
 from nnrt_npu_emu.cost import summarize
@@ -127,10 +128,11 @@ class NpuPartition(CompiledPartition):
 
     # ---------------------------------------------------------------- run
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        return self.run_async(inputs).result()
+        return self.run_async(inputs, current_control()).result()
 
-    def run_async(self, inputs: Mapping[str, Any]) -> "Future[dict[str, Any]]":
-        """Bind inputs (uploading host arrays), submit to the device queue."""
+    def run_async(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> "Future[dict[str, Any]]":
+        """Bind inputs (uploading host arrays), submit to the device queue;
+        ``control`` stops the job in the queue or between instructions."""
         fut: Future
         try:
             bound = self._bind(inputs)
@@ -143,13 +145,15 @@ class NpuPartition(CompiledPartition):
 
         def job() -> dict[str, Any]:
             try:
-                self._execute(bound, outs)
+                self._execute(bound, outs, control)
+            except RunStoppedError:
+                raise
             except Exception as e:
                 raise ExecutionError(f"partition {self.name!r} on {self.device.id} failed: "
                                      f"{type(e).__name__}: {e}") from e
             return dict(zip(self.output_names, outs))
 
-        return self.device.queue.submit(job)
+        return self.device.queue.submit(job, control)
 
     def _bind(self, inputs: Mapping[str, Any]) -> list[NpuTensor]:
         bound = []
@@ -175,12 +179,12 @@ class NpuPartition(CompiledPartition):
             self._bound = BoundProgram(self.program, self.device.arena, self._ws_off, self._const_off)
         return self._bound
 
-    def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor]) -> None:
+    def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor], control: RunControl | None = None) -> None:
         bound = self.bound
         trace: list[float] = []
         t0 = time.perf_counter()
         with np.errstate(all="ignore"), blas_threads():
-            bound.run(ins, outs, trace)
+            bound.run(ins, outs, trace, control)
         wall = time.perf_counter() - t0
         self.runs += 1
         self.last_profile = {

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from nnrt_core.runtime.control import RunControl
 from nnrt_npu_emu.memory import DeviceArena
 from nnrt_npu_emu.numerics import round_fp16
 from nnrt_npu_emu.ops import EXACT, KERNELS
@@ -53,6 +54,7 @@ class BoundProgram:
 
     def __init__(self, program: Program, arena: DeviceArena, ws_off: int, const_off: int) -> None:
         self.arena = arena
+        self.program = program
         self.ws_off, self.const_off = ws_off, const_off
         self.widened_bytes = 0  #: host bytes of the widened fp16 constants
         self._widened: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
@@ -94,10 +96,14 @@ class BoundProgram:
             self.widened_bytes += w.nbytes
         return w
 
-    def run(self, ins: Sequence[Any], outs: Sequence[Any], trace: list[float] | None = None) -> None:
+    def run(self, ins: Sequence[Any], outs: Sequence[Any], trace: list[float] | None = None,
+            control: RunControl | None = None) -> None:
         """Run every instruction; ``ins``/``outs`` are the run's tensors (each
-        with an ``offset`` into the arena).  ``trace`` collects host seconds per instruction."""
+        with an ``offset`` into the arena).  ``trace`` collects host seconds per
+        instruction; a stopped ``control`` (deadline, cancel) stops the run
+        before the next instruction."""
         view, scratch = self.arena.view, self._scratch
+        watch = control if control is not None and control.watched else None
 
         def resolve(x: Any) -> Any:
             if x.__class__ is IOSlot:
@@ -105,7 +111,10 @@ class BoundProgram:
                 return view(t.offset, x.dtype, x.shape)
             return x
 
-        for fn, args, res, attrs, to_round in self.steps:
+        for k, (fn, args, res, attrs, to_round) in enumerate(self.steps):
+            if watch is not None and watch.stopped():
+                instr = self.program.instrs[k]
+                raise watch.error(f"instruction {k} ({instr.kernel}) of node {instr.node!r} on the NPU")
             t0 = time.perf_counter() if trace is not None else 0.0
             fn([None if x is None else resolve(x) for x in args], [resolve(x) for x in res], attrs)
             for a in to_round:

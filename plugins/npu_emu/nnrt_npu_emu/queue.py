@@ -1,5 +1,7 @@
 """A per-device command queue: a worker thread runs submitted jobs in order,
-the host waits on completion events (futures), like a real driver."""
+the host waits on completion events (futures), like a real driver.  A job
+whose run was cancelled or passed its deadline while it waited is dropped
+with the run's error instead of running."""
 from __future__ import annotations
 
 import itertools
@@ -7,6 +9,8 @@ import queue as _queue
 import threading
 from concurrent.futures import Future
 from typing import Any, Callable
+
+from nnrt_core.runtime.control import RunControl
 
 __all__ = ["CommandQueue"]
 
@@ -32,20 +36,24 @@ class CommandQueue:
                                                     daemon=True)
                     self._thread.start()
 
-    def submit(self, job: Callable[[], Any]) -> "Future[Any]":
-        """Enqueue ``job``; its result or exception arrives through the future."""
+    def submit(self, job: Callable[[], Any], control: RunControl | None = None) -> "Future[Any]":
+        """Enqueue ``job``; its result or exception arrives through the future.
+        A stopped ``control`` (cancelled, past its deadline) drops the job if
+        it has not started."""
         fut: Future[Any] = Future()
         self._ensure_worker()
         with self._lock:
             self.submitted += 1
-        self._q.put((job, fut))
+        self._q.put((job, fut, control if control is not None and control.watched else None))
         return fut
 
     def _loop(self) -> None:
         while True:
-            job, fut = self._q.get()
+            job, fut, control = self._q.get()
             if fut.set_running_or_notify_cancel():
                 try:
+                    if control is not None and control.stopped():
+                        raise control.error(f"the command queue of {self.name} (the job never started)")
                     fut.set_result(job())
                 except BaseException as e:  # delivered to the waiting host thread
                     fut.set_exception(e)
@@ -53,7 +61,7 @@ class CommandQueue:
                     with self._lock:
                         self.completed += 1
             # a finished job must not keep its partition and tensors (device memory) alive while idle
-            del job, fut
+            del job, fut, control
 
     @property
     def on_worker(self) -> bool:
