@@ -12,6 +12,7 @@ from nnrt_core.compiler.load import load_model
 from nnrt_core.compiler.model import CompiledModel, EventLog
 from nnrt_core.compiler.optimize import optimize
 from nnrt_core.compiler.place import place_and_compile
+from nnrt_core.compiler.budget import build_budget, check_static_sizes
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
 from nnrt_core.registry import Registry, default_registry
@@ -74,7 +75,9 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
     graph = load_model(model, config.input_shapes).graph
     graph.topological_sort()
     scheduler = _scheduler(registry, config.scheduler)
-    pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
+    with build_budget(config.max_tensor_bytes):  # constant folding allocates under the session's budget
+        pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
+    check_static_sizes(graph, config.max_tensor_bytes)
     sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
     placement = place_and_compile(graph, config, selection, scheduler, events)
     return explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)

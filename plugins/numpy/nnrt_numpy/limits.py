@@ -8,10 +8,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core.errors import MemoryBudgetError
+from nnrt_core.errors import MemoryBudgetError, RunStoppedError
 from nnrt_core.runtime.control import RunControl, current_control, tensor_limit
 
-__all__ = ["watched_control", "check_stop", "check_alloc", "nbytes_of"]
+__all__ = ["watched_control", "check_stop", "check_alloc", "nbytes_of", "stopped_within"]
 
 
 def watched_control() -> RunControl | None:
@@ -24,6 +24,11 @@ def check_stop(watch: RunControl | None, where: str) -> None:
     """Raise the run's stop error (naming ``where``) once it is cancelled or late."""
     if watch is not None and watch.stopped():
         raise watch.error(where)
+
+
+def stopped_within(e: RunStoppedError, where: str) -> RunStoppedError:
+    """``e`` (a stop inside a sub-graph) with the enclosing place added to its message."""
+    return type(e)(f"{e}, {where}")
 
 
 def nbytes_of(shape: Sequence[Any], dtype: Any) -> int:

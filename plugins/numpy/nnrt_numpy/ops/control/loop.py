@@ -7,7 +7,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
-from nnrt_numpy.limits import watched_control
+from nnrt_core.errors import RunStoppedError
+from nnrt_numpy.limits import stopped_within, watched_control
 
 
 @register
@@ -40,7 +41,10 @@ class Loop(Kernel):
         while keep_going and (max_trips is None or i < max_trips):
             if watch is not None and watch.stopped():
                 raise watch.error(f"iteration {i} of node {self.node.name!r} (Loop)")
-            outs = self.body([np.array(i, dtype=np.int64), np.array(keep_going), *state], scope)
+            try:
+                outs = self.body([np.array(i, dtype=np.int64), np.array(keep_going), *state], scope)
+            except RunStoppedError as e:
+                raise stopped_within(e, f"iteration {i} of node {self.node.name!r} (Loop)") from None
             keep_going = bool(np.asarray(outs[0]).reshape(()))
             state = list(outs[1:1 + self.n_carried])
             for k, s in enumerate(outs[1 + self.n_carried:]):
