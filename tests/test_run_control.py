@@ -262,3 +262,39 @@ def test_static_sizes_over_the_budget_are_refused_at_build():
         Session(model, ScheduleConfig(backends=["numpy"], max_tensor_bytes=4096))
     assert Session(model, ScheduleConfig(backends=["numpy"], max_tensor_bytes=16384)).run(
         {"x": np.ones(1, np.float32)})["y"].shape == (64, 64)
+
+
+# ------------------------------------------------------------ NPU emulator
+class _StopAfter(RunControl):
+    """A control that reports "stopped" from its ``n``-th check on (a cancel at a known point)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.left = n
+
+    def stopped(self) -> bool:
+        self.left -= 1
+        if self.left < 0 and not self.cancelled:
+            self.cancel()
+        return super().stopped()
+
+
+def _relu_chain(n: int) -> bytes:
+    nodes = [h.make_node("Relu", [f"v{k}"], [f"v{k + 1}"], name=f"relu{k}") for k in range(n)]
+    return _model(nodes, [h.make_tensor_value_info("v0", T.FLOAT, [1, 8])],
+                  [h.make_tensor_value_info(f"v{n}", T.FLOAT, [1, 8])])
+
+
+def test_npu_queue_drops_stopped_jobs_and_the_program_stops_between_instructions():
+    sess = Session(_relu_chain(6), ScheduleConfig(backends=["npu_emu"], backup=None))
+    assert set(sess.placement.values()) == {"npu_emu"}
+    part = sess.compiled_model.compiled[0]
+    x = {part.input_names[0]: np.ones((1, 8), np.float32)}
+    with pytest.raises(RunTimeoutError, match="command queue .* never started"):
+        part.run(x, RunControl(timeout=0))
+    with pytest.raises(RunCancelledError, match=r"instruction 3 \(.*\) of node .* on the NPU"):
+        part.run_async(x, _StopAfter(4)).result(timeout=10)  # one check in the queue, then one per instruction
+    np.testing.assert_array_equal(sess.run({"v0": np.ones((1, 8), np.float32)}, timeout=30)["v6"],
+                                  np.ones((1, 8), np.float32))
