@@ -44,11 +44,26 @@ def loop_model(trips: int = 2 ** 62) -> bytes:
                   [h.make_tensor("M", T.INT64, [], [trips]), h.make_tensor("cond", T.BOOL, [], [True])])
 
 
-def _stops_fast(run, limit: float = 3.0) -> tuple[RunStoppedError, float]:
+def _stops_fast(run, limit: float = 10.0) -> tuple[RunStoppedError, float]:
+    """The RunStoppedError ``run()`` raises and the seconds it took; fails
+    (instead of hanging) when the run does not stop within ``limit`` seconds."""
+    box: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            run()
+            box.append(None)
+        except BaseException as e:  # handed to the test thread
+            box.append(e)
+
     t0 = time.perf_counter()
-    with pytest.raises(RunStoppedError) as info:
-        run()
-    return info.value, time.perf_counter() - t0
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(limit)
+    seconds = time.perf_counter() - t0
+    assert box, f"the run did not stop within {limit} s"
+    assert isinstance(box[0], RunStoppedError), f"expected RunStoppedError, got {box[0]!r}"
+    return box[0], seconds
 
 
 # ------------------------------------------------------------------ deadlines
@@ -298,3 +313,39 @@ def test_npu_queue_drops_stopped_jobs_and_the_program_stops_between_instructions
         part.run_async(x, _StopAfter(4)).result(timeout=10)  # one check in the queue, then one per instruction
     np.testing.assert_array_equal(sess.run({"v0": np.ones((1, 8), np.float32)}, timeout=30)["v6"],
                                   np.ones((1, 8), np.float32))
+
+
+def test_finished_runs_do_not_pile_up_in_the_deadline_watchdog():
+    from nnrt_core.runtime.control import watched_deadlines
+
+    fired = []
+    for _ in range(2000):
+        c = RunControl(timeout=1e6)
+        remove = c.on_stop(lambda: fired.append(1))
+        remove()  # the guarded work finished
+    assert watched_deadlines() <= 600 and not fired
+    late = RunControl(timeout=0.05)
+    late.on_stop(lambda: fired.append(2))
+    deadline = time.monotonic() + 5
+    while not fired and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert fired == [2]  # the watchdog fires an expired control's callbacks
+
+
+def test_mixed_device_and_host_partitions_stop_at_the_deadline():
+    """npu_emu Relus then a NumPy Loop: the overlapped executor path."""
+    relu = [h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("Relu", ["r"], ["r2"], name="relu2")]
+    body = h.make_graph(
+        [h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Add", ["x_in", "x_in"], ["x_out"])], "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
+         h.make_tensor_value_info("x_in", T.FLOAT, [1, 8])],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("x_out", T.FLOAT, [1, 8])])
+    loop = h.make_node("Loop", ["M", "cond", "r2"], ["y"], body=body, name="loop")
+    model = _model(relu + [loop], [h.make_tensor_value_info("x", T.FLOAT, [1, 8])],
+                   [h.make_tensor_value_info("y", T.FLOAT, [1, 8])],
+                   [h.make_tensor("M", T.INT64, [], [2 ** 62]), h.make_tensor("cond", T.BOOL, [], [True])])
+    sess = Session(model, ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    assert sess.placement["relu"] == "npu_emu" and sess.placement["loop"] == "numpy"
+    assert sess.executor.overlap
+    err, seconds = _stops_fast(lambda: sess.run({"x": np.ones((1, 8), np.float32)}, timeout=0.2))
+    assert isinstance(err, RunTimeoutError) and "'loop'" in str(err) and seconds < 2.0

@@ -23,7 +23,7 @@ from typing import Callable
 from nnrt_core.errors import ConfigError, ExecutionError, RunCancelledError, RunTimeoutError
 
 __all__ = ["RunControl", "DEFAULT_MAX_TENSOR_BYTES", "current_control", "enter", "leave", "tensor_limit",
-           "accepts_control", "for_run"]
+           "accepts_control", "for_run", "watched_deadlines"]
 
 #: the default size limit of one tensor (``NNRT_MAX_TENSOR_BYTES``, 8 GiB when unset)
 DEFAULT_MAX_TENSOR_BYTES = int(os.environ.get("NNRT_MAX_TENSOR_BYTES", 8 << 30))
@@ -157,10 +157,16 @@ class _Watchdog:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        self._live = 0  # entries kept by the last compaction
 
     def watch(self, control: RunControl) -> None:
         with self._cond:
             heapq.heappush(self._heap, (control.deadline, next(self._seq), control))  # type: ignore[arg-type]
+            if len(self._heap) > 256 and len(self._heap) > 2 * self._live:
+                # finished runs (no callbacks left) wait for far deadlines: drop them
+                self._heap = [e for e in self._heap if e[2]._callbacks]
+                heapq.heapify(self._heap)
+                self._live = len(self._heap)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="nnrt-deadlines", daemon=True)
                 self._thread.start()
@@ -176,6 +182,12 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def watched_deadlines() -> int:
+    """How many deadlines the watchdog holds (finished runs' are dropped in batches)."""
+    with _WATCHDOG._cond:
+        return len(_WATCHDOG._heap)
 
 
 # ------------------------------------------------------- the thread's control
