@@ -237,6 +237,11 @@ def _huge_cases() -> dict[str, tuple[bytes, dict[str, np.ndarray]]]:
         "Resize": (_model([h.make_node("Resize", ["x", "", "sc"], ["y"], name="n")],
                           [f("x", [1, 1, 2, 2]), f("sc", [4])], [f("y", [None] * 4)]),
                    {"x": x4, "sc": np.array([1, 1, 2 ** 19, 2 ** 19], np.float32)}),
+        "CenterCropPad": (_model([h.make_node("CenterCropPad", ["x", "s"], ["y"], name="n")],
+                                 [f("x", [1, 1]), i("s", [2])], [f("y", [None, None])], opset=18),
+                          {"x": np.ones((1, 1), np.float32), "s": np.array([2 ** 20, 2 ** 20], np.int64)}),
+        "HannWindow": (_model([h.make_node("HannWindow", ["s"], ["y"], name="n")], [i("s", [])],
+                              [f("y", [None])]), {"s": np.array(BIG, np.int64)}),
     }
 
 
