@@ -240,6 +240,12 @@ def _huge_cases() -> dict[str, tuple[bytes, dict[str, np.ndarray]]]:
         "CenterCropPad": (_model([h.make_node("CenterCropPad", ["x", "s"], ["y"], name="n")],
                                  [f("x", [1, 1]), i("s", [2])], [f("y", [None, None])], opset=18),
                           {"x": np.ones((1, 1), np.float32), "s": np.array([2 ** 20, 2 ** 20], np.int64)}),
+        "Add": (_model([h.make_node("Add", ["a", "b"], ["y"], name="n")], [f("a", [None, 1]), f("b", [1, None])],
+                       [f("y", [None, None])]),
+                {"a": np.ones((2 ** 20, 1), np.float32), "b": np.ones((1, 2 ** 20), np.float32)}),
+        "MatMul": (_model([h.make_node("MatMul", ["a", "b"], ["y"], name="n")], [f("a", [None, 1]), f("b", [1, None])],
+                          [f("y", [None, None])]),
+                   {"a": np.ones((2 ** 20, 1), np.float32), "b": np.ones((1, 2 ** 20), np.float32)}),
         "HannWindow": (_model([h.make_node("HannWindow", ["s"], ["y"], name="n")], [i("s", [])],
                               [f("y", [None])]), {"s": np.array(BIG, np.int64)}),
     }

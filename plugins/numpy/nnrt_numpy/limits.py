@@ -11,7 +11,7 @@ import numpy as np
 from nnrt_core.errors import MemoryBudgetError, RunStoppedError
 from nnrt_core.runtime.control import RunControl, current_control, tensor_limit
 
-__all__ = ["watched_control", "check_stop", "check_alloc", "nbytes_of", "stopped_within"]
+__all__ = ["watched_control", "check_stop", "check_alloc", "nbytes_of", "stopped_within", "may_exceed"]
 
 
 def watched_control() -> RunControl | None:
@@ -34,6 +34,12 @@ def stopped_within(e: RunStoppedError, where: str) -> RunStoppedError:
 def nbytes_of(shape: Sequence[Any], dtype: Any) -> int:
     """Bytes of a tensor of ``shape`` / ``dtype`` (Python ints: no overflow)."""
     return math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+
+
+def may_exceed(a: np.ndarray, b: np.ndarray) -> bool:
+    """Cheap pre-test for ops whose output is at most ``a.size * b.size``
+    elements (broadcasting, MatMul): True when that bound is over the budget."""
+    return a.size * b.size * max(a.dtype.itemsize, b.dtype.itemsize) > tensor_limit()
 
 
 def check_alloc(node: Any, shape: Sequence[Any], dtype: Any, what: str = "output") -> None:
