@@ -206,10 +206,9 @@ class Session:
         Feeds are numpy arrays or :class:`Tensor` s (e.g. from
         :meth:`allocate_input`: a tensor already in the reading backend's
         memory is used without a copy).  With ``keep_on_device`` outputs a
-        device backend produced stay there, returned as ``Tensor`` s.
-        ``timeout`` (seconds) or ``control`` (a :class:`RunControl` another
-        thread may cancel) stop the run with ``RunTimeoutError`` /
-        ``RunCancelledError`` (see docs/runtime.md)."""
+        device backend produced stay there, returned as ``Tensor`` s.  ``timeout``
+        (seconds) or ``control`` (a :class:`RunControl` another thread may
+        cancel) stop the run: ``RunTimeoutError`` / ``RunCancelledError``."""
         ctl = for_run(self.default_control, timeout, control)
         checked = self.validate_feeds(feeds)
         executor = (self._plan_for(checked) if self.specializations is not None else self._plan).executor
