@@ -40,5 +40,5 @@ def check_static_sizes(graph: Graph, max_tensor_bytes: int | None) -> None:
             if size > limit:
                 raise MemoryBudgetError(
                     f"node {node.name!r} ({node.op_type}): output {v.name!r} of shape {list(shape)} "
-                    f"({dtype.name}) needs {size} bytes, over the memory budget of {limit} bytes "
+                    f"({dtype.numpy.name}) needs {size} bytes, over the memory budget of {limit} bytes "
                     f"(ScheduleConfig.max_tensor_bytes / NNRT_MAX_TENSOR_BYTES); refused at build")
