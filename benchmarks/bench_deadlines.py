@@ -20,10 +20,14 @@
      the cancels to its result (a worker was freed).
 
 2. **Deadline overhead** (median of ``--rounds`` interleaved rounds): each
-   model is run without a timeout and with ``timeout=1e6`` (a watched
-   control, checked before every node), alternately; the difference per
-   executed node is reported.  Models: a chain of 200 small ``Add`` nodes on
-   [16] float32 tensors and the onnx wheel's ``light`` models (``--models``,
+   round takes two samples without a timeout and two with ``timeout=1e6``
+   (a watched control, checked before every node) in a balanced order
+   (P T T P, then T P P T); reported are the medians of the paired ratio
+   (timeout / plain), of the A/A ratio (one plain sample over the other: the
+   noise floor) and of the paired difference per executed node (a whole-run cost divided by the nodes: for
+   ONNX Runtime it is the per-run ``RunOptions``, not a per-node check).
+   Models: a chain of 200 small ``Add`` nodes on [16] float32 tensors (every
+   ``--backends``) and the onnx wheel's ``light`` models (``--models``,
    NumPy backend; random weights are fine, only time is measured).
 """
 from __future__ import annotations
@@ -151,8 +155,9 @@ def nodes_run(sess: Session) -> int:
     return sum(len(p.nodes) for p in sess.partitions)
 
 
-def overhead(name: str, model: Any, feeds_of: Callable[[Session], dict], rounds: int) -> dict[str, Any]:
-    sess = Session(model, ScheduleConfig(backends=["numpy"]))
+def overhead(name: str, model: Any, feeds_of: Callable[[Session], dict], rounds: int,
+             backend: str = "numpy") -> dict[str, Any]:
+    sess = Session(model, ScheduleConfig(backends=[backend]))
     feeds = feeds_of(sess)
     t0 = time.perf_counter()
     sess.run(feeds)
@@ -165,14 +170,24 @@ def overhead(name: str, model: Any, feeds_of: Callable[[Session], dict], rounds:
             sess.run(feeds, timeout=timeout)
         return (time.perf_counter() - t) / runs
 
-    plain, timed = [], []
-    for _ in range(rounds):  # interleaved
-        plain.append(sample(None))
-        timed.append(sample(1e6))
-    p, q = statistics.median(plain), statistics.median(timed)
+    plain, timed, diffs, ratios, aa = [], [], [], [], []
+    for r in range(rounds):  # interleaved, balanced order: P T T P, then T P P T
+        order = (None, 1e6, 1e6, None) if r % 2 == 0 else (1e6, None, None, 1e6)
+        got: dict[Any, list[float]] = {None: [], 1e6: []}
+        for timeout in order:
+            got[timeout].append(sample(timeout))
+        (p1, p2), (t1, t2) = got[None], got[1e6]
+        base, t = (p1 + p2) / 2, (t1 + t2) / 2
+        plain.append(base)
+        timed.append(t)
+        diffs.append(t - base)
+        ratios.append(t / base)
+        aa.append(p2 / p1)  # A/A control: the noise of two identical samples
+    med = statistics.median
     n = nodes_run(sess)
-    return {"model": name, "nodes": n, "no_timeout_ms": 1e3 * p, "timeout_ms": 1e3 * q, "ratio": q / p,
-            "overhead_us_per_node": 1e6 * (q - p) / n}
+    return {"model": name, "backend": backend, "nodes": n, "no_timeout_ms": 1e3 * med(plain),
+            "timeout_ms": 1e3 * med(timed), "ratio": med(ratios), "aa_ratio": med(aa),
+            "overhead_us_per_node": 1e6 * med(diffs) / n}
 
 
 def random_feeds(sess: Session) -> dict[str, np.ndarray]:
@@ -192,8 +207,9 @@ def main() -> int:
     report: dict[str, Any] = {"cores": os.cpu_count(), "stop": [], "overhead": []}
     for b in args.backends.split(","):
         report["stop"].append(stop_latency(b.strip(), args.trials))
-    report["overhead"].append(overhead("200 Adds [16]", add_chain(), lambda s: {"v0": np.ones(16, np.float32)},
-                                       args.rounds))
+    for b in args.backends.split(","):
+        report["overhead"].append(overhead("200 Adds [16]", add_chain(), lambda s: {"v0": np.ones(16, np.float32)},
+                                           args.rounds, b.strip()))
     for m in [m.strip() for m in args.models.split(",") if m.strip()]:
         report["overhead"].append(overhead(m, str(LIGHT / f"light_{m}.onnx"), random_feeds, args.rounds))
     if args.json:
@@ -207,11 +223,12 @@ def main() -> int:
         print(f"{r['backend']:<12} {r['cancel_to_free_ms']:>16.2f} {r['cpu_after_cancel_ms']:>13.2f} "
               f"{r['deadline_to_return_ms']:>17.2f} {r['pool_cancel_to_next_result_ms']:>21.2f} "
               f"{r['max_cancel_to_free_ms']:>14.2f}")
-    print(f"\ndeadline overhead, NumPy backend (median of {args.rounds} interleaved rounds)")
-    print(f"{'model':<16} {'nodes':>6} {'no timeout ms':>14} {'timeout ms':>11} {'ratio':>7} {'us/node':>8}")
+    print(f"\ndeadline overhead (median of {args.rounds} interleaved rounds)")
+    print(f"{'model':<16} {'backend':<12} {'nodes':>6} {'no timeout ms':>14} {'timeout ms':>11} {'ratio':>7} "
+          f"{'A/A':>7} {'us/node':>8}")
     for r in report["overhead"]:
-        print(f"{r['model']:<16} {r['nodes']:>6} {r['no_timeout_ms']:>14.4f} {r['timeout_ms']:>11.4f} "
-              f"{r['ratio']:>7.3f} {r['overhead_us_per_node']:>8.3f}")
+        print(f"{r['model']:<16} {r['backend']:<12} {r['nodes']:>6} {r['no_timeout_ms']:>14.4f} "
+              f"{r['timeout_ms']:>11.4f} {r['ratio']:>7.3f} {r['aa_ratio']:>7.3f} {r['overhead_us_per_node']:>8.3f}")
     return 0
 
 

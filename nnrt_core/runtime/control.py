@@ -161,6 +161,7 @@ class _Watchdog:
 
     def watch(self, control: RunControl) -> None:
         with self._cond:
+            earliest = self._heap[0][0] if self._heap else None
             heapq.heappush(self._heap, (control.deadline, next(self._seq), control))  # type: ignore[arg-type]
             if len(self._heap) > 256 and len(self._heap) > 2 * self._live:
                 # finished runs (no callbacks left) wait for far deadlines: drop them
@@ -170,7 +171,8 @@ class _Watchdog:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="nnrt-deadlines", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if earliest is None or control.deadline < earliest:  # type: ignore[operator]
+                self._cond.notify()  # the watchdog sleeps until the earliest deadline: wake it only for a new one
 
     def _loop(self) -> None:
         while True:
