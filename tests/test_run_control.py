@@ -187,6 +187,11 @@ def test_backend_without_control_support_still_runs_and_the_executor_checks_betw
     np.testing.assert_array_equal(sess.run_async(x, timeout=30).result(timeout=10)["y"], [0.0, -2.0])
     err, _ = _stops_fast(lambda: sess.run(x, timeout=0.05))
     assert isinstance(err, RunTimeoutError) and "before it started" in str(err) and "numpy" in str(err)
+    # the inherited run_async hands the control on only to a run that takes it
+    legacy = sess.compiled_model.compiled[0]
+    assert isinstance(legacy, _LegacyPartition)
+    out = legacy.run_async({"x": x["x"]}, control=RunControl(timeout=30)).result(timeout=10)
+    np.testing.assert_array_equal(next(iter(out.values())), [0.0, 2.0])
 
 
 # ------------------------------------------------------------ absurd pools

@@ -26,7 +26,7 @@ import numpy as np
 
 from nnrt_core.errors import CompileError, ExecutionError, NnrtError
 from nnrt_core.ir import Graph, Node
-from nnrt_core.runtime.control import RunControl, enter, leave
+from nnrt_core.runtime.control import RunControl, accepts_control, enter, leave
 
 __all__ = [
     "DeviceInfo",
@@ -139,7 +139,8 @@ class CompiledPartition(abc.ABC):
         """Submit a run; backends with device queues override this."""
         fut: Future[dict[str, Any]] = Future()
         try:
-            fut.set_result(self.run(inputs, control) if control is not None else self.run(inputs))
+            takes = control is not None and accepts_control(self.run)  # a subclass may override run(inputs)
+            fut.set_result(self.run(inputs, control=control) if takes else self.run(inputs))
         except BaseException as e:  # delivered through the future
             fut.set_exception(e)
         return fut

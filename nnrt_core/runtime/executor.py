@@ -121,7 +121,7 @@ class Executor:
         before each partition."""
         if self._single is not None and not owners:
             single = self._single
-            outs = self.checks[0](single.run(feeds, control) if control is not None and self._ctl_run[0]
+            outs = self.checks[0](single.run(feeds, control=control) if control is not None and self._ctl_run[0]
                                   else single.run(feeds))
             return [outs[name] for name in self.graph_outputs]
         if self.overlap:
@@ -134,7 +134,7 @@ class Executor:
         if control is None:
             return st.compiled.run(args)
         control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
-        return st.compiled.run(args, control) if self._ctl_run[index] else st.compiled.run(args)
+        return st.compiled.run(args, control=control) if self._ctl_run[index] else st.compiled.run(args)
 
     def _run_sequential(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
                         keep_on_device: bool = False, observer: "StepObserver | None" = None,
@@ -257,7 +257,7 @@ class Executor:
         if control is None:
             return st.compiled.run_async(args)
         control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
-        return st.compiled.run_async(args, control) if self._ctl_async[index] else st.compiled.run_async(args)
+        return st.compiled.run_async(args, control=control) if self._ctl_async[index] else st.compiled.run_async(args)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
         """``run`` with every partition and copy reported to ``observer``
