@@ -48,7 +48,10 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
         if cached is not None:
             return cached
     built = _build(model, config, registry, selection, events)
-    if cache is not None:
+    if cache is not None and why.startswith("newer"):  # not ours to overwrite
+        built.events.add("cache_disabled", "-", f"model cache entry {str(cache.path(key))!r} not used and left "
+                         f"as it is ({why}); the session was built without the cache")
+    elif cache is not None:
         built.cache_path = str(cache.path(key))
         stored = _store_cached(built, cache, key)
         if why != "miss":  # after storing: the entry does not keep the event

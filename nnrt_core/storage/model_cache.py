@@ -9,8 +9,10 @@ profiles.  The next session with the same key loads it instead of compiling.
 Rules (after OpenHarmony NNRt's compilation cache):
 
 * cache written with an older ``cache_version`` -> rebuilt and rewritten;
-  a newer ``cache_version`` than the config asks for -> ``ConfigError``;
-* a cache file in a newer *format* -> ``SessionFileError`` (clear error);
+* an entry with a newer ``cache_version`` than the config asks for, or in a
+  newer session-file *format* -> not used and left as it is (it may belong to
+  a newer nnrt or configuration); the session is built without the cache and
+  reports a ``cache_disabled`` event naming the entry -- never a failed session;
 * truncated, corrupted or checksum-mismatched files, and files with valid
   checksums whose records do not hold together (see
   :mod:`nnrt_core.storage.header_check`) -> detected, a warning, rebuilt and
@@ -75,7 +77,8 @@ class ModelCache:
 
     def load(self, key: str) -> tuple[SessionImage | None, str]:
         """(image, why) — the cached image, or ``None`` with the reason it is
-        not usable ("miss", "stale", "corrupted: ...", "refused: ...").  An
+        not usable ("miss", "stale", "corrupted: ...", "refused: ...", or
+        "newer: ..." for an entry to leave alone).  An
         entry that is not a regular file (a directory, a FIFO, a link to a
         device) or is over ``MAX_FILE_BYTES`` is refused without reading it."""
         p = self.path(key)
@@ -89,8 +92,9 @@ class ModelCache:
             return None, f"refused: {e}"
         try:
             image = decode(data, what=what)
-        except NewerFormatError:
-            raise
+        except NewerFormatError as e:
+            log.warning("model cache: %s; building without the cache", e)
+            return None, f"newer: {e}"
         except SessionFileError as e:
             log.warning("model cache: %s; rebuilding", e)
             return None, f"corrupted: {e}"
@@ -99,8 +103,9 @@ class ModelCache:
             log.warning("model cache: %s has no cache version; rebuilding", p)
             return None, "corrupted: no cache version"
         if got > self.version:
-            raise ConfigError(f"cache file {str(p)!r} was written with cache_version {got}, newer than the "
-                              f"configured cache_version {self.version}; raise cache_version or clear the cache")
+            log.warning("model cache: %s has cache_version %d > %d; building without the cache", p, got, self.version)
+            return None, (f"newer: written with cache_version {got}, newer than the configured cache_version "
+                          f"{self.version}; raise cache_version or clear the cache")
         if got < self.version:
             log.info("model cache: %s has cache_version %d < %d; rebuilding", p, got, self.version)
             return None, "stale"
