@@ -58,9 +58,14 @@ def _check_operands(node: Node, an: Analysis, d: OpDef, data_in: list[Value], ou
         # e.g. the scale products of dynamically quantized models: fp16 would flush them toward subnormals
         raise Unsupported(f"every operand of {node.op_type} is a scalar (rank 0); scalar arithmetic stays on "
                           "the host")
+    if d.device_rank is not None:
+        r = d.device_rank(node, an)
+        if r > p.max_rank:
+            raise Unsupported(f"{node.op_type} needs a rank-{r} data movement after folding its axes; chip "
+                              f"{p.name!r} supports rank <= {p.max_rank}")
     for v in data_in + outs:
         shape = an.shape(v)
-        if len(shape) > p.max_rank:
+        if d.device_rank is None and len(shape) > p.max_rank:
             raise Unsupported(f"value {v.name!r} has rank {len(shape)}; chip {p.name!r} supports rank <= {p.max_rank}")
         n = int(np.prod(shape, dtype=np.int64))
         if n == 0:
