@@ -175,3 +175,23 @@ def test_blob_of_the_previous_plugin_version_is_refused():
     old = npu_blob.encode(program, weights, {**meta, "producer": "nnrt-backend-npu-emu 0.2.0"})
     with pytest.raises(OfflineModelError, match="compiled by 'nnrt-backend-npu-emu 0.2.0'.*recompile it"):
         sess.compiled_model.steps[0].backend.load_compiled(old, sess.config.compile_options("npu_emu"))
+
+
+@pytest.mark.parametrize("n,c,hw,groups", [(1, 12, (6, 5), 3), (2, 8, (4, 4), 4)])
+def test_quantized_channel_shuffle_runs_in_int8_on_the_chip(n, c, hw, groups):
+    """DQ -> Reshape (rank 5) -> Q, DQ -> Transpose -> Q, ... as the quantizer writes them: one int8 partition."""
+    from nnrt_core.quantization import quantize
+
+    m = _shuffle_model(n, c, hw, groups)
+    rng = np.random.default_rng(3)
+    qdq = quantize(m, {"x": rng.standard_normal((4, c) + hw).astype(np.float32)}, progress=False).proto
+    assert sum(nd.op_type == "QuantizeLinear" for nd in qdq.graph.node) >= 3
+    npu = Session(qdq, ScheduleConfig(backends=["npu_emu"], backup="numpy", precision="int8"))
+    assert [p.backend for p in npu.partitions] == ["npu_emu"]
+    kernels = [op["kernel"] for op in npu.partitions[0].details["per_op"]]
+    assert kernels.count("qconv") == 2 and "transpose" not in kernels  # the permute moves int8 values
+    x = rng.standard_normal((n, c) + hw).astype(np.float32)
+    got = npu.run({"x": x})["y"]
+    want = Session(qdq, ScheduleConfig(backends=["numpy"])).run({"x": x})["y"]
+    scale = float(np.abs(want).max())
+    assert np.abs(got - want).max() <= 0.02 * scale  # int8 rounding of the convolutions only
