@@ -68,7 +68,7 @@ class BoundProgram:
                 [a for o, a in zip(ins.outs, outs) if o.space == "ws" and o.dtype == "float16"]
             rounded = max([rounded] + [a.size for a in to_round])
             self.steps.append((KERNELS[ins.kernel], args, outs, ins.attrs, to_round))
-        self._scratch = (np.empty(rounded, np.uint32), np.empty(rounded, np.float32))
+        self._scratch = np.empty(rounded, np.uint32)
 
     def _bind(self, o: Operand, ws_size: int) -> np.ndarray | IOSlot:
         dt, shape = np.dtype(o.dtype), tuple(o.shape)
