@@ -195,3 +195,21 @@ def test_quantized_channel_shuffle_runs_in_int8_on_the_chip(n, c, hw, groups):
     want = Session(qdq, ScheduleConfig(backends=["numpy"])).run({"x": x})["y"]
     scale = float(np.abs(want).max())
     assert np.abs(got - want).max() <= 0.02 * scale  # int8 rounding of the convolutions only
+
+
+def test_large_stores_are_rounded_in_pieces_with_the_same_bits():
+    from nnrt_npu_emu.binding import SPLIT_ROUND, round_store
+    from nnrt_npu_emu.numerics import round_fp16
+    from nnrt_numpy import parallel
+
+    rng = np.random.default_rng(5)
+    for n in (SPLIT_ROUND - 1, SPLIT_ROUND, 3 * SPLIT_ROUND + 17):
+        x = (rng.standard_normal(n) * 10.0 ** rng.integers(-9, 7, n)).astype(np.float32).reshape(-1, 1)
+        want = round_fp16(x.copy())
+        prev = parallel.set_threads(2)
+        try:
+            got = x.copy()
+            round_store(got, np.empty(n, np.uint32))
+        finally:
+            parallel.set_threads(*prev)
+        assert _same_bits(got, want)
