@@ -149,8 +149,11 @@ def test_transpose_with_a_bad_perm_stays_on_the_host(backend):
     assert "not a permutation" in backend.capability(g, CompileOptions()).rejected[g.nodes[0].name]
 
 
-def test_light_shufflenet_is_one_npu_partition_and_matches_the_literal_executor():
-    path = onnx.__file__.replace("__init__.py", "backend/test/data/light/light_shufflenet.onnx")
+@pytest.mark.parametrize("name", ["shufflenet", "squeezenet"])
+def test_light_model_is_one_npu_partition_and_matches_the_literal_executor(name):
+    """The fast path (fp32 shadow, round_fp16 in pieces, separable max pooling...) gives the
+    bits of the literal executor, which stores every fp16 value with numpy's cast."""
+    path = onnx.__file__.replace("__init__.py", f"backend/test/data/light/light_{name}.onnx")
     m = he_initialized(onnx.load(path))
     s = Session(m, ScheduleConfig(backends=["npu_emu"], backup="numpy", precision="fp16"))
     assert [p.backend for p in s.partitions] == ["npu_emu"]
