@@ -36,7 +36,7 @@ __all__ = ["BoundProgram", "IOSlot", "round_store", "SPLIT_ROUND"]
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 #: stores of at least this many elements are rounded in pieces on the idle host threads
-SPLIT_ROUND = 1 << 16
+SPLIT_ROUND = 1 << 15
 
 
 def round_store(a: np.ndarray, scratch: np.ndarray) -> None:

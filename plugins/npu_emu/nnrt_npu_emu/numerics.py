@@ -24,6 +24,12 @@ def f32(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == np.float32 else a.astype(np.float32)
 
 
+try:  # the clip ufunc itself: np.clip's Python wrapper costs more than clipping a small store
+    from numpy._core.umath import clip as _clip
+except ImportError:  # pragma: no cover  (numpy < 2)
+    _clip = np.clip
+
+_F16_LO, _F16_HI = np.float32(-FP16_MAX), np.float32(FP16_MAX)
 _EXP_BITS = np.uint32(0x7F800000)
 #: bits of 2**-14, the smallest normal fp16 exponent (the step of fp16 subnormals is 2**-24)
 _MIN_NORMAL_BITS = np.uint32(0x38800000)
@@ -50,10 +56,10 @@ def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     n = x.size
     if scratch is None or scratch.size < n:
         scratch = np.empty(n, np.uint32)
-    np.clip(x, -FP16_MAX, FP16_MAX, out=x)  # the chip's stores saturate
+    _clip(x, _F16_LO, _F16_HI, out=x)  # the chip's stores saturate
     flat = x.reshape(-1)
     scale = np.bitwise_and(flat.view(np.uint32), _EXP_BITS, out=scratch[:n])  # 2**e (NaN: all ones)
-    np.clip(scale, _MIN_NORMAL_BITS, _EXP_BITS, out=scale)  # (clip is faster than maximum)
+    _clip(scale, _MIN_NORMAL_BITS, _EXP_BITS, out=scale)  # (clip is faster than maximum)
     np.subtract(_INV_STEP_BITS, scale, out=scale)  # 2**(10 - e); NaN's gives a finite power: NaN stays NaN
     np.multiply(flat, scale.view(np.float32), out=flat)
     np.rint(flat, out=flat)
