@@ -162,6 +162,9 @@ def test_light_model_is_one_npu_partition_and_matches_the_literal_executor(name)
     x = np.random.default_rng(0).random(tuple(inp.shape), dtype=np.float32)
     part = s.compiled_model.steps[0].compiled
     fast = s.run({inp.name: x})
+    prof = part.last_profile  # the per-instruction table is built when read
+    assert len(prof["per_op"]) == len(part.program.instrs) and all(r["host_us"] > 0 for r in prof["per_op"])
+    assert prof["cycles"] == part.estimate["cycles"] and dict(prof)["host_seconds"] > 0
     slow = part.run_reference({inp.name: x})
     for name, v in slow.items():
         assert _same_bits(fast[name], v), name

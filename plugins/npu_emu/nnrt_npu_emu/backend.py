@@ -16,7 +16,7 @@ from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputErr
 from nnrt_core.ir import Graph
 from nnrt_npu_emu.binding import BoundProgram
 from nnrt_npu_emu.blob import OfflineModelError, decode, encode
-from nnrt_npu_emu.cost import summarize
+from nnrt_npu_emu.cost import RunProfile, summarize
 from nnrt_npu_emu.lowering import Analysis, lower_graph, why_unsupported
 from nnrt_npu_emu.memory import DeviceArena, DeviceMemoryError
 from nnrt_npu_emu.ops import Unsupported
@@ -114,7 +114,7 @@ class NpuPartition(CompiledPartition):
         self.weights = weights
         self.meta = dict(meta or {})
         self.estimate = summarize(program.instrs, device.profile)
-        self.last_profile: dict[str, Any] | None = None
+        self.last_profile: Mapping[str, Any] | None = None
         self.runs = 0
         self._bound: BoundProgram | None = None
         arena = device.arena
@@ -183,10 +183,7 @@ class NpuPartition(CompiledPartition):
             bound.run(ins, outs, trace)
         wall = time.perf_counter() - t0
         self.runs += 1
-        self.last_profile = {
-            "cycles": self.estimate["cycles"], "time_ms": self.estimate["time_ms"], "host_seconds": wall,
-            "per_op": [dict(p, host_us=h * 1e6) for p, h in zip(self.estimate["per_op"], trace)],
-        }
+        self.last_profile = RunProfile(self.estimate, wall, trace)
         self.backend.last_profile = self.last_profile
 
     def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -259,7 +256,7 @@ class NpuEmuBackend(Backend):
                 self.profile_errors.append(str(e))
         self._current: NpuDevice = self._devices[0]
         self.transfers = TransferStats()
-        self.last_profile: dict[str, Any] | None = None
+        self.last_profile: Mapping[str, Any] | None = None
 
     # ------------------------------------------------------------- devices
     def _add(self, profile: ChipProfile) -> NpuDevice:
