@@ -7,7 +7,7 @@ import time
 import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -127,19 +127,27 @@ class NpuPartition(CompiledPartition):
 
     # ---------------------------------------------------------------- run
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        return self.run_async(inputs).result()
+        return self.device.queue.call(self._job(inputs))
 
     def run_async(self, inputs: Mapping[str, Any]) -> "Future[dict[str, Any]]":
         """Bind inputs (uploading host arrays), submit to the device queue."""
-        fut: Future
+        try:
+            job = self._job(inputs)
+        except ExecutionError as e:
+            fut: Future = Future()
+            fut.set_exception(e)
+            return fut
+        return self.device.queue.submit(job)
+
+    def _job(self, inputs: Mapping[str, Any]) -> Callable[[], dict[str, Any]]:
+        """The device job of one run, its inputs bound (uploaded) now; raises :class:`ExecutionError`."""
         try:
             bound = self._bind(inputs)
             outs = [NpuTensor(self.device, t.shape, t.dtype) for t in self.program.outputs]
         except BaseException as e:
-            fut = Future()
-            fut.set_exception(e if isinstance(e, ExecutionError) else
-                              ExecutionError(f"partition {self.name!r}: {type(e).__name__}: {e}"))
-            return fut
+            if isinstance(e, ExecutionError):
+                raise
+            raise ExecutionError(f"partition {self.name!r}: {type(e).__name__}: {e}") from e
 
         def job() -> dict[str, Any]:
             try:
@@ -148,8 +156,7 @@ class NpuPartition(CompiledPartition):
                 raise ExecutionError(f"partition {self.name!r} on {self.device.id} failed: "
                                      f"{type(e).__name__}: {e}") from e
             return dict(zip(self.output_names, outs))
-
-        return self.device.queue.submit(job)
+        return job
 
     def _bind(self, inputs: Mapping[str, Any]) -> list[NpuTensor]:
         bound = []
