@@ -324,7 +324,9 @@ def test_npu_queue_drops_stopped_jobs_and_the_program_stops_between_instructions
     part = sess.compiled_model.compiled[0]
     x = {part.input_names[0]: np.ones((1, 8), np.float32)}
     with pytest.raises(RunTimeoutError, match="command queue .* never started"):
-        part.run(x, RunControl(timeout=0))
+        part.run_async(x, RunControl(timeout=0)).result(timeout=10)  # queued: dropped before it starts
+    with pytest.raises(RunTimeoutError, match=r"instruction 0 \(.*\) of node .* on the NPU"):
+        part.run(x, RunControl(timeout=0))  # idle queue: runs inline, stops before its first instruction
     with pytest.raises(RunCancelledError, match=r"instruction 3 \(.*\) of node .* on the NPU"):
         part.run_async(x, _StopAfter(4)).result(timeout=10)  # one check in the queue, then one per instruction
     np.testing.assert_array_equal(sess.run({"v0": np.ones((1, 8), np.float32)}, timeout=30)["v6"],
