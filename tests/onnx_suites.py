@@ -11,15 +11,17 @@ from nnrt_core.frontends.onnx.backend_adapter import nnrt_backend
 
 
 def backend_test_cases(config: ScheduleConfig, module: str, pattern: str,
-                       xfail: dict[str, str] | None = None) -> dict[str, type]:
+                       xfail: dict[str, str] | None = None,
+                       exclude: dict[str, str] | None = None) -> dict[str, type]:
     """unittest TestCase classes for the onnx backend tests matching ``pattern``.
 
-    ``xfail`` maps test names to the reason they are expected to fail.
+    ``xfail`` maps test names to the reason they are expected to fail;
+    ``exclude`` those not run at all (with the reason).
     """
     suite = onnx.backend.test.BackendTest(nnrt_backend(config), module)
     rx = re.compile(pattern)
     for items in suite._test_items.values():  # prune instead of skip: keeps the report readable
-        for name in [n for n in items if not rx.search(n)]:
+        for name in [n for n in items if not rx.search(n) or n in (exclude or {})]:
             del items[name]
     for name, reason in (xfail or {}).items():
         suite.xfail(f"^{re.escape(name)}$")

@@ -8,12 +8,14 @@ the run (unexpected success) so the list stays true.
 """
 from __future__ import annotations
 
-from conformance_expected_failures import EXPECTED_FAILURES
+import pytest
+
+from conformance_expected_failures import EXPECTED_FAILURES, RANDOM_CASES
 from nnrt_core import ScheduleConfig
 from onnx_suites import backend_test_cases
 
 globals().update(backend_test_cases(ScheduleConfig(backends=["numpy"]), __name__, r"_cpu$",
-                                    xfail=EXPECTED_FAILURES))
+                                    xfail=EXPECTED_FAILURES, exclude=RANDOM_CASES))
 
 
 def test_loop16_seq_none_output_matches():
@@ -35,3 +37,51 @@ def test_loop16_seq_none_output_matches():
             g = np.asarray(g)
             assert g.dtype == w.dtype and g.shape == w.shape
             np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol)
+
+
+def _random_case(name: str):
+    from onnx.backend.test.loader import load_model_tests
+
+    return next(c for c in load_model_tests(kind="node") if c.name == name.removesuffix("_cpu"))
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_CASES))
+def test_random_cases_draw_zeros_and_ones_in_the_expected_type(name):
+    """The Bernoulli cases compare one random draw; check what any correct
+    sampler gives: the expected dtype and shape, only 0 and 1, and 1 where
+    p = 1 and 0 where p = 0."""
+    import numpy as np
+
+    from nnrt_core.frontends.onnx.backend_adapter import nnrt_backend
+
+    case = _random_case(name)
+    rep = nnrt_backend(ScheduleConfig(backends=["numpy"])).prepare(case.model)
+    for inputs, expected in case.data_sets:
+        (got,), (want,) = rep.run(inputs), expected
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert set(np.unique(got).tolist()) <= {0, 1}
+        p = np.asarray(inputs[0])
+        assert np.all(got[p == 1] == 1) and np.all(got[p == 0] == 0)
+
+
+def test_bernoulli_rate_and_seed():
+    """Large draws: the rate of ones follows p; a seed makes runs repeat."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from nnrt_core import Session
+
+    def model(seed=None):
+        attrs = {} if seed is None else {"seed": float(seed)}
+        node = helper.make_node("Bernoulli", ["p"], ["y"], **attrs)
+        g = helper.make_graph([node], "b", [helper.make_tensor_value_info("p", TensorProto.FLOAT, [200_000])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [200_000])])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+
+    p = np.repeat(np.array([0.1, 0.5, 0.9], np.float32), [60_000, 80_000, 60_000])
+    y = Session(model(), ScheduleConfig(backends=["numpy"])).run({"p": p})["y"]
+    for lo, hi, rate in ((0, 60_000, 0.1), (60_000, 140_000, 0.5), (140_000, 200_000, 0.9)):
+        assert abs(y[lo:hi].mean() - rate) < 0.01  # ~8 standard errors
+    seeded = [Session(model(seed=7), ScheduleConfig(backends=["numpy"])).run({"p": p})["y"] for _ in range(2)]
+    np.testing.assert_array_equal(seeded[0], seeded[1])
+    assert not np.array_equal(seeded[0], y)
