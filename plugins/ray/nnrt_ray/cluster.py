@@ -12,7 +12,7 @@ import ray
 from nnrt_core.errors import ConfigError
 from nnrt_core.registry import default_registry
 
-__all__ = ["connect", "local_device_resources", "check_resources", "CONNECT_TIMEOUT_S"]
+__all__ = ["connect", "probe", "local_device_resources", "check_resources", "CONNECT_TIMEOUT_S"]
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -29,7 +29,7 @@ def local_device_resources() -> dict[str, float]:
     return out
 
 
-def _probe(address: str) -> None:
+def probe(address: str) -> None:
     """A clear error, within seconds, when nothing listens at ``address``."""
     target = address.split("://", 1)[-1]
     host, sep, port = target.rpartition(":")
@@ -46,14 +46,14 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> bool:
     """Join Ray; returns True when this call started it (the caller shuts it
     down).  No address and no Ray in this process: a local instance with
     every core (``num_cpus``) and the local device backends' resources."""
+    if address not in (None, "auto"):
+        probe(address)
     if ray.is_initialized():
         return False
     quiet: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address is None:
         ray.init(num_cpus=num_cpus or os.cpu_count() or 1, resources=local_device_resources(), **quiet)
         return True
-    if address != "auto":
-        _probe(address)
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except (ConnectionError, RuntimeError, TimeoutError) as e:

@@ -5,6 +5,7 @@ with their row ids (Parquet or ``.npz``) and report bad rows."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import warnings
@@ -16,6 +17,7 @@ import numpy as np
 import ray
 
 from nnrt_core import ScheduleConfig
+from nnrt_core import errors as nnrt_errors
 from nnrt_core.errors import ConfigError, NnrtError
 from nnrt_ray.cluster import check_resources, connect
 from nnrt_ray.errors import start_error_sink
@@ -100,15 +102,16 @@ def _write_parquet(ds: "ray.data.Dataset", out: Path) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in out.glob("*.parquet"))
 
 
+_REMOTE_ERROR = re.compile(r"nnrt_core\.errors\.(\w+): (.*)")
+
+
 def _unwrap(e: BaseException) -> NnrtError | None:
-    """The nnrt error behind a Ray task failure, if any."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, NnrtError):
-            return e
-        cause = getattr(e, "cause", None)
-        e = cause if isinstance(cause, BaseException) else (e.__cause__ or e.__context__)
+    """The nnrt error behind a Ray task failure, if any: Ray Data hands the
+    driver a ``UserCodeException`` whose text holds the worker's traceback."""
+    for m in _REMOTE_ERROR.finditer(str(e)):
+        cls = getattr(nnrt_errors, m.group(1), None)
+        if isinstance(cls, type) and issubclass(cls, NnrtError):
+            return cls(m.group(2).strip())
     return None
 
 
@@ -143,7 +146,7 @@ def run_batch(model: Any, input_path: str | Path, output: str | Path, *, config:
             cause = _unwrap(e)
             if cause is None:
                 raise
-            raise type(cause)(str(cause)) from e
+            raise cause from e
         bad = ray.get(sink.get.remote()) if sink is not None else []
         report = BatchReport(rows, bad, str(out), fmt, workers, time.perf_counter() - t0, shipped.build_seconds,
                              shipped.mode, dict(shipped.resources))
