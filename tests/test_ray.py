@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import ray
 import ray.cloudpickle
@@ -19,6 +21,7 @@ from nnrt_core.errors import ConfigError
 from nnrt_core.tools.cli import main
 from nnrt_ray import NnrtPredictor, map_dataset, ship
 from nnrt_ray.cluster import connect
+from ray.data.extensions import ArrowTensorArray
 from ray_models import image_model, onnx_bytes
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test's predictor subclass goes by value
@@ -158,6 +161,11 @@ def test_nnrt_batch_bad_rows_skip_or_fail(tmp_path, model_file, capsys):
     assert "nnrt: error: row 'bad.npz#" in err and "column 'x'" in err and "(3, 8, 8) float32" in err
 
 
+def _parquet_rows(out):
+    table = pq.read_table(str(out))
+    return dict(zip(table["row_id"].to_pylist(), table["y"].combine_chunks().to_numpy()))
+
+
 def test_nnrt_batch_images_and_parquet(tmp_path, model_file, capsys):
     from PIL import Image
 
@@ -172,18 +180,23 @@ def test_nnrt_batch_images_and_parquet(tmp_path, model_file, capsys):
     out = tmp_path / "out"
     assert main(["batch", str(model_file), "--input", str(imgs), "--output", str(out), "--workers", "1",
                  "--backends", "numpy"]) == 0
-    got = {r["row_id"]: r["y"] for r in ray.data.read_parquet(str(out)).take_all()}
+    got = _parquet_rows(out)
     assert sorted(got) == ["cat.png", "dog.png", "sub/owl.png"]
     x = (pixels["sub/owl.png"].astype(np.float32) / 255).transpose(2, 0, 1)[None]
     np.testing.assert_allclose(got["sub/owl.png"], Session(image_model(), NUMPY).run({"x": x})["y"][0],
                                rtol=1e-5, atol=1e-6)
     table = tmp_path / "table"
     x = _rows(6, 3)
-    ray.data.from_items([{"key": f"k{i}", "x": x[i]} for i in range(6)]).write_parquet(str(table))
+    table.mkdir()
+    pq.write_table(pa.table({"key": [f"k{i}" for i in range(6)], "x": ArrowTensorArray.from_numpy(x)}),
+                   table / "part.parquet")
     out2 = tmp_path / "out2"
     assert main(["batch", str(model_file), "--input", str(table), "--output", str(out2), "--id-column", "key",
                  "--workers", "1", "--backends", "numpy"]) == 0
-    assert sorted(r["row_id"] for r in ray.data.read_parquet(str(out2)).take_all()) == [f"k{i}" for i in range(6)]
+    got = _parquet_rows(out2)
+    assert sorted(got) == [f"k{i}" for i in range(6)]
+    np.testing.assert_allclose(got["k5"], Session(image_model(), NUMPY).run({"x": x[5:6]})["y"][0],
+                               rtol=1e-5, atol=1e-6)
     assert main(["batch", str(model_file), "--input", str(table), "--output", str(tmp_path / "o3")]) == 2
     assert "no row id column 'row_id'" in capsys.readouterr().err
 
