@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import ray
 
 from nnrt_core import ScheduleConfig, Session
@@ -53,6 +54,8 @@ class ShippedSession:
     def load(self) -> Session:
         """The session, in this process: the shipped file loaded warm, or the model built cold."""
         data = ray.get(self.ref) if isinstance(self.ref, ray.ObjectRef) else self.ref
+        if isinstance(data, np.ndarray):  # the file as a read-only view of the object store: no copy
+            data = memoryview(data)
         if self.mode == "file":
             return Session(data)
         return Session(data, self.config)
@@ -78,7 +81,9 @@ def ship(model: Any, config: ScheduleConfig | None = None, *, warm: bool = True)
     if warm:
         try:
             data = encode(sess.to_image())
-            return ShippedSession("file", ray.put(data), None, file_bytes=len(data), **common)
+            # as a uint8 array, which workers on this node read straight from shared memory (bytes are copied)
+            return ShippedSession("file", ray.put(np.frombuffer(data, np.uint8)), None, file_bytes=len(data),
+                                  **common)
         except SessionFileError as e:
             log.warning("shipping the model instead of its compiled file (every actor builds it): %s", e)
     return ShippedSession("model", ray.put(_model_payload(model)), sess.config, **common)
