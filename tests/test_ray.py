@@ -220,3 +220,13 @@ def test_nnrt_batch_errors_are_clear(tmp_path, model_file, capsys, monkeypatch):
     monkeypatch.setattr(batch_cli.metadata, "entry_points", lambda group: [])
     assert main(["batch", str(model_file), "--input", str(data), "--output", str(tmp_path / "o3")]) == 2
     assert "install ./plugins/ray" in capsys.readouterr().err
+
+
+def test_missing_device_resources_fail_before_the_job():
+    from nnrt_ray.cluster import check_resources, local_device_resources
+
+    check_resources({"npu_emu": 1.0}, 2)  # the module's instance offers 2 units
+    with pytest.raises(ConfigError, match=r"3 worker\(s\) need device resources.*'npu_emu': 3 needed, the "
+                                          r"cluster has 2"):
+        check_resources({"npu_emu": 1.0}, 3)
+    assert local_device_resources().get("npu_emu", 0) >= 1  # what a local instance offers
