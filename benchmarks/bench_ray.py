@@ -2,7 +2,7 @@
 plain loop over ``Session.run``, and actor start-up warm (the shipped offline
 file) against cold (a session build in the actor).
 
-    python benchmarks/bench_ray.py [--models squeezenet,resnet50] [--rows squeezenet=96,resnet50=24]
+    python benchmarks/bench_ray.py [--models squeezenet,resnet50] [--rows squeezenet=96,resnet50=32]
                                    [--batch-size 8] [--backends onnxruntime] [--real-weights] [--json]
 
 Models: the onnx wheel's ``light`` SqueezeNet and ResNet50 (input [1, 3, 224,
@@ -13,6 +13,8 @@ replaces their ConstantOfShape weight fills by stored He-initialized weights
 ``--cpus`` CPUs (default: every core).
 
 * plain: one session in this process, the same batches, ``Session.run`` per row;
+* NnrtPredictor: the same batches through the predictor in this process (its own
+  cost: column checks, row runs, output columns), interleaved with plain;
 * ray N: ``Dataset.map_batches(NnrtPredictor, ActorPoolStrategy(size=N))`` over
   a materialized dataset; its time is the window from the first batch's start
   to the last batch's end inside the actors (actor start-up excluded, reported
@@ -48,7 +50,7 @@ from nnrt_ray import NnrtPredictor, map_dataset, ship
 ROOT = Path(__file__).resolve().parent.parent
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = {"squeezenet": "light_squeezenet.onnx", "resnet50": "light_resnet50.onnx"}
-DEFAULT_ROWS = {"squeezenet": 96, "resnet50": 24}
+DEFAULT_ROWS = {"squeezenet": 96, "resnet50": 32}  #: whole batches, an even number of them
 
 
 class TimedPredictor(NnrtPredictor):
@@ -59,6 +61,7 @@ class TimedPredictor(NnrtPredictor):
         out = super().__call__(batch)
         n = len(out["row_id"])
         out["t_start"], out["t_end"] = np.full(n, t0), np.full(n, time.time())
+        out["pid"] = np.full(n, os.getpid())
         return out
 
 
@@ -93,16 +96,31 @@ def plain_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> floa
     return time.perf_counter() - t0
 
 
-def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float, int]:
-    """(window seconds, wall seconds with start-up, rows) of one job."""
+def predictor_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> float:
+    """The same batches through ``NnrtPredictor`` in this process (its own cost, without Ray)."""
+    pred = NnrtPredictor(sess)
+    t0 = time.perf_counter()
+    for a in range(0, len(x), batch_size):
+        b = x[a:a + batch_size]
+        pred({"row_id": np.array([f"r{i}" for i in range(a, a + len(b))]), name: b})
+    return time.perf_counter() - t0
+
+
+def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float, int, float]:
+    """(window seconds, wall seconds with start-up, rows, skew) of one job; skew:
+    how much later than the first actor the last one started its first batch."""
     t0 = time.perf_counter()
     with_timing = ds.map_batches(
         TimedPredictor, batch_size=batch_size, batch_format="numpy",
         fn_constructor_kwargs={"session": shipped}, compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1, resources=shipped.resources or None)
-    rows = with_timing.select_columns(["row_id", "t_start", "t_end"]).take_all()
+    rows = with_timing.select_columns(["row_id", "t_start", "t_end", "pid"]).take_all()
     wall = time.perf_counter() - t0
-    return max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows), wall, len(rows)
+    first = {}
+    for r in rows:
+        first[r["pid"]] = min(first.get(r["pid"], r["t_start"]), r["t_start"])
+    window = max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows)
+    return window, wall, len(rows), max(first.values()) - min(first.values())
 
 
 def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
@@ -121,9 +139,13 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
     for _ in range(args.starts):  # interleaved
         starts["warm"].append(ray.get(remote_start.remote(warm, cfg)))
         starts["cold"].append(ray.get(remote_start.remote(cold, cfg)))
-    plain = [plain_loop(sess, inp.name, x, args.batch_size) for _ in range(args.repeats)]
+    plain, in_process = [], []
+    for _ in range(args.repeats):  # interleaved
+        plain.append(plain_loop(sess, inp.name, x, args.batch_size))
+        in_process.append(predictor_loop(sess, inp.name, x, args.batch_size))
     res = {"model": name, "rows": rows, "batch_size": args.batch_size, "driver_build_s": build,
            "file_mb": warm.file_bytes / 1e6, "plain_s": statistics.median(plain),
+           "predictor_s": statistics.median(in_process),
            "startup_warm_s": statistics.median(starts["warm"]), "startup_cold_s": statistics.median(starts["cold"])}
     res["warm_over_cold"] = res["startup_warm_s"] / res["startup_cold_s"]
     for n in args.workers:
@@ -132,6 +154,8 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         res[f"ray{n}_s"] = statistics.median(r[0] for r in runs)
         res[f"ray{n}_wall_s"] = statistics.median(r[1] for r in runs)
         res[f"ray{n}_rows_per_s"] = rows / res[f"ray{n}_s"]
+        res[f"ray{n}_start_skew_s"] = statistics.median(r[3] for r in runs)
+    res["overhead_predictor_vs_plain"] = res["predictor_s"] / res["plain_s"]
     one = res.get("ray1_rows_per_s")
     if one:
         res["overhead_ray1_vs_plain"] = res["ray1_s"] / res["plain_s"]
@@ -143,7 +167,7 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="squeezenet,resnet50")
-    p.add_argument("--rows", default="", help="rows per model, e.g. squeezenet=96,resnet50=24")
+    p.add_argument("--rows", default="", help="rows per model, e.g. squeezenet=96,resnet50=32")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--workers", default="1,2", help="actor counts to time")
     p.add_argument("--repeats", type=int, default=3)
@@ -174,10 +198,13 @@ def main(argv=None) -> int:
     for r in results:
         print(f"\n{r['model']}: {r['rows']} rows, batch {r['batch_size']}, file {r['file_mb']:.1f} MB")
         print(f"  plain loop        {r['plain_s']:8.3f} s  {r['rows'] / r['plain_s']:8.2f} rows/s")
+        print(f"  NnrtPredictor     {r['predictor_s']:8.3f} s  {r['rows'] / r['predictor_s']:8.2f} rows/s"
+              f"  (in this process, no Ray: {r['overhead_predictor_vs_plain']:.3f}x the plain loop)")
         for n in args.workers:
             print(f"  ray {n} actor(s)    {r[f'ray{n}_s']:8.3f} s  {r[f'ray{n}_rows_per_s']:8.2f} rows/s"
                   f"  efficiency {r.get(f'efficiency{n}', float('nan')):.2f}  (job wall with start-up "
-                  f"{r[f'ray{n}_wall_s']:.1f} s)")
+                  f"{r[f'ray{n}_wall_s']:.1f} s; last actor's first batch {r[f'ray{n}_start_skew_s']:.2f} s "
+                  "after the first's)")
         if "overhead_ray1_vs_plain" in r:
             print(f"  overhead ray 1 / plain: {r['overhead_ray1_vs_plain']:.3f}x")
         print(f"  actor start-up: warm {r['startup_warm_s'] * 1e3:.0f} ms, cold {r['startup_cold_s'] * 1e3:.0f} ms "
