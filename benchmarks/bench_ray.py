@@ -16,7 +16,8 @@ replaces their ConstantOfShape weight fills by stored He-initialized weights
 * NnrtPredictor: the same batches through the predictor in this process (its own
   cost: column checks, row runs, output columns), interleaved with plain;
 * ray N: ``Dataset.map_batches(NnrtPredictor, ActorPoolStrategy(size=N))`` over
-  a materialized dataset; its time is the window from the first batch's start
+  a materialized dataset, each actor warmed up by one run (``warmup=True``, as
+  the plain loop's session is by the earlier repeats); its time is the window from the first batch's start
   to the last batch's end inside the actors (actor start-up excluded, reported
   apart), median of ``--repeats`` jobs;
 * efficiency(N) = throughput(N) / (N x throughput(1)); overhead = time(ray 1) / time(plain);
@@ -98,7 +99,7 @@ def plain_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> floa
 
 def predictor_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> float:
     """The same batches through ``NnrtPredictor`` in this process (its own cost, without Ray)."""
-    pred = NnrtPredictor(sess)
+    pred = NnrtPredictor(sess, warmup=True)
     t0 = time.perf_counter()
     for a in range(0, len(x), batch_size):
         b = x[a:a + batch_size]
@@ -112,7 +113,7 @@ def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float
     t0 = time.perf_counter()
     with_timing = ds.map_batches(
         TimedPredictor, batch_size=batch_size, batch_format="numpy",
-        fn_constructor_kwargs={"session": shipped}, compute=ray.data.ActorPoolStrategy(size=workers),
+        fn_constructor_kwargs={"session": shipped, "warmup": True}, compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1, resources=shipped.resources or None)
     rows = with_timing.select_columns(["row_id", "t_start", "t_end", "pid"]).take_all()
     wall = time.perf_counter() - t0

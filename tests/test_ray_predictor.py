@@ -99,3 +99,14 @@ def test_device_backends_become_ray_resources(light_dir):
 def test_on_error_is_checked():
     with pytest.raises(InputError, match="on_error must be one of"):
         NnrtPredictor(Session(image_model(), NUMPY), on_error="ignore")
+
+
+def test_warmup_runs_the_session_once_at_start():
+    sess = Session(image_model(batch=2), NUMPY)
+    calls = []
+    real_run = sess.run
+    sess.run = lambda feeds, *a, **k: (calls.append({n: v.shape for n, v in feeds.items()}), real_run(feeds))[1]
+    NnrtPredictor(sess, warmup=True)
+    assert calls == [{"x": (2, 3, 8, 8)}]
+    NnrtPredictor(sess)
+    assert len(calls) == 1

@@ -40,10 +40,13 @@ class NnrtPredictor:
     ``on_error``: ``"fail"`` raises :class:`InputError` for the first bad row;
     ``"skip"`` drops bad rows from the output and reports them to
     ``error_sink.add.remote(records)`` (an :class:`~nnrt_ray.errors.ErrorSink`)
-    and the log."""
+    and the log.  ``warmup``: run the session once on zeros before the first
+    batch (inputs with static row shapes), so that one-time costs of a first
+    run (buffers, kernel set-up) are paid at start-up, not by the first batch."""
 
     def __init__(self, session: Any, *, input_map: Mapping[str, str] | None = None, id_column: str | None = "row_id",
-                 passthrough: Sequence[str] = (), on_error: str = "fail", error_sink: Any = None) -> None:
+                 passthrough: Sequence[str] = (), on_error: str = "fail", error_sink: Any = None,
+                 warmup: bool = False) -> None:
         t0 = time.perf_counter()
         if on_error not in ON_ERROR:
             raise InputError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
@@ -57,6 +60,8 @@ class NnrtPredictor:
         self.outputs: list[TensorInfo] = self.session.outputs
         self.id_column, self.passthrough = id_column, tuple(passthrough)
         self.on_error, self.error_sink = on_error, error_sink
+        if warmup and all(None not in s.row_shape for s in self.specs):
+            self.session.run({s.name: np.zeros((s.batch or 1, *s.row_shape), s.dtype) for s in self.specs})
         #: seconds this actor took to get its session ready (load or build)
         self.startup_seconds = time.perf_counter() - t0
 
