@@ -133,7 +133,7 @@ def run_batch(model: Any, input_path: str | Path, output: str | Path, *, config:
         shipped = ship(model, config)
         workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         check_resources(shipped.resources, workers)
-        ds = open_input(input_path, row_specs(shipped.inputs), id_column)
+        ds = open_input(input_path, row_specs(shipped.inputs), id_column, block_rows=batch_size)
         ray.data.DataContext.get_current().enable_progress_bars = bool(sys.stderr.isatty() if progress is None
                                                                         else progress)
         sink = start_error_sink() if on_error == "skip" else None

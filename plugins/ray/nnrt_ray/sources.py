@@ -22,7 +22,7 @@ __all__ = ["open_input", "input_files", "IMAGE_EXTENSIONS", "ROWS_PER_CHUNK", "R
 ROW_ID = "row_id"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff")
 ARRAY_EXTENSIONS = (".npy", ".npz")
-ROWS_PER_CHUNK = 256  #: rows of one .npy file a read task handles
+ROWS_PER_CHUNK = 256  #: at most this many rows of one .npy file per read task (and block)
 #: read and convert tasks reserve no CPU: the actor pool holds the cluster's CPUs (one per session), and
 #: readers that waited for a free CPU would wait for ever (Ray Data's backpressure bounds them instead)
 READ_ARGS = {"num_cpus": 0}
@@ -79,12 +79,12 @@ def _read_chunk(batch: dict[str, np.ndarray], column: str | None) -> Iterator[di
         yield {ROW_ID: ids, **cols}
 
 
-def _arrays(root: Path, files: list[Path], specs: Sequence[RowSpec]) -> "ray.data.Dataset":
+def _arrays(root: Path, files: list[Path], specs: Sequence[RowSpec], block_rows: int) -> "ray.data.Dataset":
     items = []
     for f in files:
         n = _row_count(f, specs)
         name = f.name if f == root else str(f.relative_to(root))
-        step = ROWS_PER_CHUNK if f.suffix.lower() == ".npy" else max(n, 1)
+        step = max(1, min(block_rows, ROWS_PER_CHUNK)) if f.suffix.lower() == ".npy" else max(n, 1)
         items += [{"path": str(f.resolve()), "name": name, "start": a, "stop": min(a + step, n)}
                   for a in range(0, n, step)]
     if not items:
@@ -124,12 +124,15 @@ def _images(root: Path, files: list[Path], specs: Sequence[RowSpec]) -> "ray.dat
                                                  "root": base.rstrip("/") + "/"}, **READ_ARGS)
 
 
-def open_input(path: str | Path, specs: Sequence[RowSpec], id_column: str | None = None) -> "ray.data.Dataset":
-    """The dataset of ``path`` with a ``row_id`` column and one column per model input."""
+def open_input(path: str | Path, specs: Sequence[RowSpec], id_column: str | None = None,
+               block_rows: int = 32) -> "ray.data.Dataset":
+    """The dataset of ``path`` with a ``row_id`` column and one column per model
+    input; a ``.npy`` file comes in blocks of ``block_rows`` rows (the batch
+    size, so that every actor of the pool gets work), an ``.npz`` file in one."""
     root = Path(path)
     kind, files = input_files(root)
     if kind == "arrays":
-        return _arrays(root, files, specs)
+        return _arrays(root, files, specs, block_rows)
     if kind == "images":
         return _images(root, files, specs)
     ds = ray.data.read_parquet([str(f.resolve()) for f in files], **READ_ARGS)
