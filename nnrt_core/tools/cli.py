@@ -1,4 +1,5 @@
-"""The ``nnrt`` command line: ``devices``, ``run``, ``partition``."""
+"""The ``nnrt`` command line: ``devices``, ``run``, ``compile``, ``bench``, ``partition``, ``quantize``,
+``batch``, ``check``."""
 from __future__ import annotations
 
 import argparse
@@ -16,6 +17,7 @@ from nnrt_core.config import OPTIMIZATION_LEVELS, PERFORMANCE_MODES, PRECISIONS,
 from nnrt_core.errors import ConfigError, InputError, NnrtError
 from nnrt_core.registry import default_registry
 from nnrt_core.quantization.cli import add_quantize_parser
+from nnrt_core.tools.batch_cli import add_batch_parser
 from nnrt_core.runtime.feeds import TensorInfo, random_feeds
 from nnrt_core.session import Session
 
@@ -412,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_partition)
 
     add_quantize_parser(sub)  # nnrt quantize MODEL --calibration DATA -o OUT
+    add_batch_parser(sub, _add_config_flags, config_from_args)  # nnrt batch MODEL --input PATH --output DIR (Ray)
 
     p = sub.add_parser("check", help="compare each partition's outputs with the reference backend alone")
     p.add_argument("model")

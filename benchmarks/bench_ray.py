@@ -1,0 +1,217 @@
+"""nnrt on Ray: throughput scaling of an actor pool, the overhead against a
+plain loop over ``Session.run``, and actor start-up warm (the shipped offline
+file) against cold (a session build in the actor).
+
+    python benchmarks/bench_ray.py [--models squeezenet,resnet50] [--rows squeezenet=96,resnet50=32]
+                                   [--batch-size 8] [--backends onnxruntime] [--real-weights] [--json]
+
+Models: the onnx wheel's ``light`` SqueezeNet and ResNet50 (input [1, 3, 224,
+224], so each actor runs its batch one row at a time).  ``--real-weights``
+replaces their ConstantOfShape weight fills by stored He-initialized weights
+(tests/light_weights.py), as a real model file holds them.  Every session has
+``num_threads=1`` (one intra-op thread per actor) on a local Ray instance with
+``--cpus`` CPUs (default: every core).
+
+* plain: one session in this process, the same batches, ``Session.run`` per row;
+* NnrtPredictor: the same batches through the predictor in this process (its own
+  cost: column checks, row runs, output columns), interleaved with plain;
+* ray N: ``Dataset.map_batches(NnrtPredictor, ActorPoolStrategy(size=N))`` over
+  a materialized dataset, each actor warmed up by one run (``warmup=True``, as
+  the plain loop's session is by the earlier repeats); its time is the window from the first batch's start
+  to the last batch's end inside the actors (actor start-up excluded, reported
+  apart), median of ``--repeats`` jobs;
+* efficiency(N) = throughput(N) / (N x throughput(1)); overhead = time(ray 1) / time(plain);
+* start-up: seconds from ``NnrtPredictor(...)`` to a ready session in a fresh
+  worker process (after imports, plugin discovery and the backends' one-time
+  runtime set-up, which both kinds pay alike), median of ``--starts``
+  each, interleaved: warm = the compiled file fetched from the object store and
+  loaded, cold = the model and config fetched, the session built there.
+
+Machine load changes every figure: the script prints the load average before
+and after.  Targets (issue #15): efficiency(2) >= 0.8 on 2 cores, overhead <= 1.15,
+warm <= 0.2 x cold.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import ray
+
+from nnrt_core import ScheduleConfig, Session
+from nnrt_ray import NnrtPredictor, map_dataset, ship
+
+ROOT = Path(__file__).resolve().parent.parent
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+MODELS = {"squeezenet": "light_squeezenet.onnx", "resnet50": "light_resnet50.onnx"}
+DEFAULT_ROWS = {"squeezenet": 96, "resnet50": 32}  #: whole batches, an even number of them
+
+
+class TimedPredictor(NnrtPredictor):
+    """NnrtPredictor that stamps each output row with its batch's start and end (wall clock)."""
+
+    def __call__(self, batch):
+        t0 = time.time()
+        out = super().__call__(batch)
+        n = len(out["row_id"])
+        out["t_start"], out["t_end"] = np.full(n, t0), np.full(n, time.time())
+        out["pid"] = np.full(n, os.getpid())
+        return out
+
+
+def _startup(shipped, config: ScheduleConfig) -> float:
+    """In a fresh worker process (``max_calls=1``): imports, plugin discovery
+    and the backends' one-time runtime set-up (a one-node session on the same
+    config) first, the same for both kinds; then the timed predictor start-up."""
+    from nnrt_core import GraphBuilder
+
+    b = GraphBuilder("warmup")
+    b.output(b.relu(b.input("x", "float32", [1, 4])), "y")
+    Session(b.build(), config).run({"x": np.ones((1, 4), np.float32)})
+    return NnrtPredictor(shipped).startup_seconds
+
+
+def load_model(name: str, real_weights: bool) -> bytes:
+    m = onnx.load(str(LIGHT / MODELS[name]))
+    if real_weights:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from light_weights import he_initialized
+
+        m = he_initialized(m)
+    return m.SerializeToString()
+
+
+def plain_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> float:
+    t0 = time.perf_counter()
+    for a in range(0, len(x), batch_size):
+        b = x[a:a + batch_size]
+        for i in range(len(b)):
+            sess.run({name: b[i:i + 1]})
+    return time.perf_counter() - t0
+
+
+def predictor_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> float:
+    """The same batches through ``NnrtPredictor`` in this process (its own cost, without Ray)."""
+    pred = NnrtPredictor(sess, warmup=True)
+    t0 = time.perf_counter()
+    for a in range(0, len(x), batch_size):
+        b = x[a:a + batch_size]
+        pred({"row_id": np.array([f"r{i}" for i in range(a, a + len(b))]), name: b})
+    return time.perf_counter() - t0
+
+
+def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float, int, float]:
+    """(window seconds, wall seconds with start-up, rows, skew) of one job; skew:
+    how much later than the first actor the last one started its first batch."""
+    t0 = time.perf_counter()
+    with_timing = ds.map_batches(
+        TimedPredictor, batch_size=batch_size, batch_format="numpy",
+        fn_constructor_kwargs={"session": shipped, "warmup": True}, compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=1, resources=shipped.resources or None)
+    rows = with_timing.select_columns(["row_id", "t_start", "t_end", "pid"]).take_all()
+    wall = time.perf_counter() - t0
+    first = {}
+    for r in rows:
+        first[r["pid"]] = min(first.get(r["pid"], r["t_start"]), r["t_start"])
+    window = max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows)
+    return window, wall, len(rows), max(first.values()) - min(first.values())
+
+
+def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
+    model = load_model(name, args.real_weights)
+    rows = args.rows.get(name, DEFAULT_ROWS[name])
+    t0 = time.perf_counter()
+    sess = Session(model, cfg)
+    build = time.perf_counter() - t0
+    inp = sess.inputs[0]
+    x = np.random.RandomState(0).rand(rows, *inp.shape[1:]).astype(np.float32)
+    ds = ray.data.from_items([{"row_id": f"r{i}", inp.name: x[i]} for i in range(rows)],
+                             override_num_blocks=max(4, rows // args.batch_size)).materialize()
+    warm, cold = ship(model, cfg), ship(model, cfg, warm=False)
+    remote_start = ray.remote(num_cpus=1, max_calls=1)(_startup)
+    starts = {"warm": [], "cold": []}
+    for _ in range(args.starts):  # interleaved
+        starts["warm"].append(ray.get(remote_start.remote(warm, cfg)))
+        starts["cold"].append(ray.get(remote_start.remote(cold, cfg)))
+    plain, in_process = [], []
+    for _ in range(args.repeats):  # interleaved
+        plain.append(plain_loop(sess, inp.name, x, args.batch_size))
+        in_process.append(predictor_loop(sess, inp.name, x, args.batch_size))
+    res = {"model": name, "rows": rows, "batch_size": args.batch_size, "driver_build_s": build,
+           "file_mb": warm.file_bytes / 1e6, "plain_s": statistics.median(plain),
+           "predictor_s": statistics.median(in_process),
+           "startup_warm_s": statistics.median(starts["warm"]), "startup_cold_s": statistics.median(starts["cold"])}
+    res["warm_over_cold"] = res["startup_warm_s"] / res["startup_cold_s"]
+    for n in args.workers:
+        runs = [ray_window(ds, warm, n, args.batch_size) for _ in range(args.repeats)]
+        assert all(r[2] == rows for r in runs), "a job lost or duplicated rows"
+        res[f"ray{n}_s"] = statistics.median(r[0] for r in runs)
+        res[f"ray{n}_wall_s"] = statistics.median(r[1] for r in runs)
+        res[f"ray{n}_rows_per_s"] = rows / res[f"ray{n}_s"]
+        res[f"ray{n}_start_skew_s"] = statistics.median(r[3] for r in runs)
+    res["overhead_predictor_vs_plain"] = res["predictor_s"] / res["plain_s"]
+    one = res.get("ray1_rows_per_s")
+    if one:
+        res["overhead_ray1_vs_plain"] = res["ray1_s"] / res["plain_s"]
+        for n in args.workers:
+            res[f"efficiency{n}"] = res[f"ray{n}_rows_per_s"] / (n * one)
+    return res
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="squeezenet,resnet50")
+    p.add_argument("--rows", default="", help="rows per model, e.g. squeezenet=96,resnet50=32")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--workers", default="1,2", help="actor counts to time")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--starts", type=int, default=3, help="actors per start-up median")
+    p.add_argument("--backends", default="onnxruntime", help="backends of every session (backup: numpy)")
+    p.add_argument("--cpus", type=int, default=os.cpu_count())
+    p.add_argument("--real-weights", action="store_true")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    args.rows = {k: int(v) for k, v in (i.split("=") for i in args.rows.split(",") if i)}
+    args.workers = [int(w) for w in args.workers.split(",")]
+    cfg = ScheduleConfig(backends=args.backends.split(","), backup="numpy", num_threads=1)
+    load0 = os.getloadavg()
+    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        results = [bench_model(m, args, cfg) for m in args.models.split(",")]
+    finally:
+        ray.shutdown()
+    report = {"load_before": load0, "load_after": os.getloadavg(), "cpus": args.cpus,
+              "real_weights": args.real_weights, "results": results}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
+          f"{report['load_after'][0]:.2f} {report['load_after'][1]:.2f} {report['load_after'][2]:.2f}; "
+          f"{args.cpus} CPUs; weights: {'He-initialized' if args.real_weights else 'ConstantOfShape fills'}")
+    for r in results:
+        print(f"\n{r['model']}: {r['rows']} rows, batch {r['batch_size']}, file {r['file_mb']:.1f} MB")
+        print(f"  plain loop        {r['plain_s']:8.3f} s  {r['rows'] / r['plain_s']:8.2f} rows/s")
+        print(f"  NnrtPredictor     {r['predictor_s']:8.3f} s  {r['rows'] / r['predictor_s']:8.2f} rows/s"
+              f"  (in this process, no Ray: {r['overhead_predictor_vs_plain']:.3f}x the plain loop)")
+        for n in args.workers:
+            print(f"  ray {n} actor(s)    {r[f'ray{n}_s']:8.3f} s  {r[f'ray{n}_rows_per_s']:8.2f} rows/s"
+                  f"  efficiency {r.get(f'efficiency{n}', float('nan')):.2f}  (job wall with start-up "
+                  f"{r[f'ray{n}_wall_s']:.1f} s; last actor's first batch {r[f'ray{n}_start_skew_s']:.2f} s "
+                  "after the first's)")
+        if "overhead_ray1_vs_plain" in r:
+            print(f"  overhead ray 1 / plain: {r['overhead_ray1_vs_plain']:.3f}x")
+        print(f"  actor start-up: warm {r['startup_warm_s'] * 1e3:.0f} ms, cold {r['startup_cold_s'] * 1e3:.0f} ms "
+              f"-> warm/cold {r['warm_over_cold']:.3f} (driver build {r['driver_build_s'] * 1e3:.0f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
