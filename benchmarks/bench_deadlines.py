@@ -51,21 +51,11 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import RunStoppedError
 from nnrt_core.runtime.control import RunControl
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # test-support models
+from runaway_models import loop_model  # noqa: E402
+
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 X1 = {"x": np.zeros(1, np.float32)}
-
-
-def loop_model(trips: int = 2 ** 62) -> bytes:
-    body = h.make_graph(
-        [h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Add", ["x_in", "one"], ["x_out"])], "body",
-        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
-         h.make_tensor_value_info("x_in", T.FLOAT, [1])],
-        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("x_out", T.FLOAT, [1])],
-        [h.make_tensor("one", T.FLOAT, [1], [1.0])])
-    g = h.make_graph([h.make_node("Loop", ["M", "cond", "x"], ["y"], body=body, name="loop")], "loop",
-                     [h.make_tensor_value_info("x", T.FLOAT, [1])], [h.make_tensor_value_info("y", T.FLOAT, [1])],
-                     [h.make_tensor("M", T.INT64, [], [trips]), h.make_tensor("cond", T.BOOL, [], [True])])
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
 
 
 def add_chain(n: int = 200) -> bytes:

@@ -31,14 +31,7 @@ from onnx import helper
 
 from nnrt_core import ScheduleConfig, Session
 
-
-def add_model() -> bytes:
-    g = helper.make_graph(
-        [helper.make_node("Add", ["a", "b"], ["c"], name="add")], "add",
-        [helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [1, 16]),
-         helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [1, 16])],
-        [helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, [1, 16])])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+from bench_core_overhead import add_model  # the same one-node model as the core-overhead benchmark
 
 
 def chain_model() -> bytes:

@@ -9,13 +9,13 @@ from concurrent.futures import CancelledError
 from typing import Any, Mapping
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
 from conftest import make_registry
 from fakes import fake_plugin
+from runaway_models import loop_model
 from nnrt_core import Session, ScheduleConfig
 from nnrt_core.backend import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import (ConfigError, MemoryBudgetError, OpError, RunCancelledError, RunStoppedError,
@@ -29,19 +29,6 @@ X1 = {"x": np.zeros(1, np.float32)}
 def _model(nodes, inputs, outputs, inits=(), opset=17) -> bytes:
     g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
     return h.make_model(g, opset_imports=[h.make_opsetid("", opset)]).SerializeToString()
-
-
-def loop_model(trips: int = 2 ** 62) -> bytes:
-    """y = x + trips, one Add per iteration (the trip count is a constant)."""
-    body = h.make_graph(
-        [h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Add", ["x_in", "one"], ["x_out"])], "body",
-        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
-         h.make_tensor_value_info("x_in", T.FLOAT, [1])],
-        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("x_out", T.FLOAT, [1])],
-        [h.make_tensor("one", T.FLOAT, [1], [1.0])])
-    return _model([h.make_node("Loop", ["M", "cond", "x"], ["y"], body=body, name="loop")],
-                  [h.make_tensor_value_info("x", T.FLOAT, [1])], [h.make_tensor_value_info("y", T.FLOAT, [1])],
-                  [h.make_tensor("M", T.INT64, [], [trips]), h.make_tensor("cond", T.BOOL, [], [True])])
 
 
 def _stops_fast(run, limit: float = 10.0) -> tuple[RunStoppedError, float]:
