@@ -239,6 +239,7 @@ def run_fuzz(cases: int, seed: int = 0, *, start: int = 0, configs: Sequence[str
     ``configs``, ``batch`` cases per child process; each (case, config) gets
     ``timeout`` seconds and the child ``memory`` bytes of address space."""
     load_corpus()  # once, in the parent: children are forked with it
+    os.environ.setdefault("NNRT_CACHE_DIR", tempfile.mkdtemp(prefix="nnrt-fuzz-cache-"))  # probes stay private
     report = FuzzReport(seed)
     described: dict[int, tuple[str, str]] = {}
     t0 = time.perf_counter()
