@@ -4,6 +4,7 @@ message is an internal Python error, another exception, a crash (the child
 died), over deadline, over the memory limit."""
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
 import re
@@ -149,6 +150,7 @@ def run_case(case: Case, config: str, timeout: float) -> tuple[str, str]:
 
 
 def _child(conn, seed: int, units: list[tuple[int, str]], timeout: float, memory: int, log: str) -> None:
+    faulthandler.disable()  # a fault is the parent's to report (with the case), not a traceback on our stderr
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 2)
     if memory:
@@ -223,8 +225,8 @@ def _run_batch(seed: int, units: list[tuple[int, str]], timeout: float, memory: 
         if started is not None:
             report.outcomes.append(Outcome(*started, kind, msg, *described.get(started[0], ("", ""))))
             pos += 1
-        elif kind == "crash" and pos < len(units):  # died between cases
-            report.outcomes.append(Outcome(*units[pos], kind, msg))
+        elif kind == "crash" and p.exitcode != 0 and pos < len(units):  # died between cases
+            report.outcomes.append(Outcome(*units[pos], kind, msg, *described.get(units[pos][0], ("", ""))))
             pos += 1
         try:
             os.unlink(log)
