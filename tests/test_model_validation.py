@@ -198,3 +198,33 @@ def test_onehot_infinite_depth_is_a_clean_error():
         sess.run({"i": np.array([0, 1]), "d": np.array(np.inf, np.float32), "v": np.array([0, 1], np.float32)})
     assert "'oh'" in str(e.value) and not any(w in str(e.value) for w in INTERNAL), str(e.value)
     assert isinstance(e.value, (ExecutionError, OpError))
+
+
+# ------------------------------------------------------------ Session(..., isolate=True)
+def _small_model():
+    n = h.make_node("Relu", ["x"], ["y"], name="r")
+    return model([n], [vi("x")], [vi("y")])
+
+
+def test_isolated_build_turns_a_native_crash_into_model_load_error(monkeypatch):
+    import os
+    import signal
+
+    import nnrt_core.compiler.build as build
+
+    def crash(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setattr(build, "compile_model", crash)  # what the forked child calls
+    with pytest.raises(ModelLoadError, match="crashed an isolated process \\(signal SIGSEGV\\)"):
+        Session(_small_model(), ScheduleConfig(backends=["numpy"]), isolate=True)
+
+
+def test_isolated_build_runs_and_reports_the_childs_errors():
+    sess = Session(_small_model(), ScheduleConfig(backends=["numpy"]), isolate=True)
+    x = np.array([[-1, 2, 3], [4, -5, 6]], np.float32)
+    assert np.array_equal(sess.run({"x": x})["y"], np.maximum(x, 0))
+    n = h.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln", axis=2**63 - 1)
+    with pytest.raises(ModelLoadError, match="'ln'.*'axis'"):
+        Session(model([n], [vi("x"), vi("s", shape=(3,))], [vi("y")], opset=17),
+                ScheduleConfig(backends=["numpy"]), isolate=True)
