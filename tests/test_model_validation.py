@@ -228,3 +228,25 @@ def test_isolated_build_runs_and_reports_the_childs_errors():
     with pytest.raises(ModelLoadError, match="'ln'.*'axis'"):
         Session(model([n], [vi("x"), vi("s", shape=(3,))], [vi("y")], opset=17),
                 ScheduleConfig(backends=["numpy"]), isolate=True)
+
+
+def test_constant_of_shape_value_must_hold_one_element():
+    n = h.make_node("ConstantOfShape", ["s"], ["y"], name="cos",
+                    value=onnx.numpy_helper.from_array(np.zeros(0, np.float32), "v"))
+    refused(model([n], [vi("s", T.INT64, (2,))], [vi("y", shape=("a", "b"))]), "'cos'", "'value'", "0 elements")
+
+
+def test_gather_elements_indices_smaller_than_data_and_too_large():
+    k = kernel("GatherElements", 13, 2, axis=0)
+    data = np.arange(6).reshape(2, 3)
+    idx = np.array([[1, 0], [0, 1]])
+    assert np.array_equal(k(data, idx)[0], np.array([[3, 1], [0, 4]]))  # ONNX: indices may cover a corner
+    with pytest.raises(OpError, match="exceeds data shape"):
+        k(data, np.zeros((2, 4), np.int64))
+
+
+@pytest.mark.parametrize("op", ["LpPool", "GlobalLpPool"])
+def test_lp_pools_refuse_non_positive_p(op):
+    attrs = {"kernel_shape": [2]} if op == "LpPool" else {}
+    with pytest.raises(OpError, match="p must be a positive"):
+        kernel(op, 18 if op == "LpPool" else 2, 1, p=0, **attrs)

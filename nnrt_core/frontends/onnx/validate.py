@@ -24,6 +24,7 @@ to the backends.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -59,7 +60,8 @@ class NodeView:
     domain: str
     inputs: Sequence[str]  #: "" for an omitted input
     outputs: Sequence[str]
-    attrs: Mapping[str, tuple[int, Any]]  #: name -> (AttributeProto type, Python value)
+    #: name -> (AttributeProto type, value): the Python value of INT/INTS, the element count of TENSOR, else None
+    attrs: Mapping[str, tuple[int, Any]]
     #: element type (``TensorProto.DataType``) of each input where known (empty: not checked)
     input_types: Sequence[int | None] = ()
 
@@ -105,10 +107,17 @@ def _window_rule(n: NodeView) -> None:
                  "spatial axis (two for 'pads')")
 
 
+def _constant_of_shape_rule(n: NodeView) -> None:
+    kind, size = n.attrs.get("value", (None, 1))
+    if kind == AttributeProto.TENSOR and size != 1:
+        _fail(n, f"attribute 'value' holds {size} elements; expected a one-element tensor")
+
+
 #: op type -> extra check (the default domain)
 RULES: dict[str, Callable[[NodeView], None]] = {
     "Split": _split_rule,
     "GatherND": _gathernd_rule,
+    "ConstantOfShape": _constant_of_shape_rule,
     **{op: _window_rule for op in ("AveragePool", "Col2Im", "Conv", "ConvInteger", "ConvTranspose", "DeformConv",
                                    "LpPool", "MaxPool", "MaxUnpool", "QLinearConv")},
 }
@@ -244,6 +253,8 @@ def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None
                 attrs[a.name] = (int(a.type), None)
             elif a.type in (AttributeProto.INT, AttributeProto.INTS):
                 attrs[a.name] = (int(a.type), helper.get_attribute_value(a))
+            elif a.type == AttributeProto.TENSOR:
+                attrs[a.name] = (int(a.type), math.prod(a.t.dims))
             else:
                 attrs[a.name] = (int(a.type), None)
         desc = f"node {p.name or f'#{k}'!r} ({p.op_type})"
@@ -271,6 +282,8 @@ def validate_model(proto: onnx.ModelProto, *, types: bool = False) -> None:
 
 # ------------------------------------------------------------ IR
 def _ir_value(kind: int, value: Any) -> Any:
+    if kind == AttrKind.TENSOR:
+        return int(getattr(value, "size", 1))
     return value if kind in (AttrKind.INT, AttrKind.INTS) else None
 
 
