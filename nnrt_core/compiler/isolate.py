@@ -30,8 +30,7 @@ def _child(conn: Any, model: Any, config: ScheduleConfig | None, registry: Any) 
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which builds again and sees it
         conn.send(("other", type(e).__name__, str(e)))
     finally:
-        conn.close()
-        os._exit(0)  # no atexit handlers, no flushing of the parent's inherited buffers
+        conn.close()  # multiprocessing ends the forked child without running the parent's atexit handlers
 
 
 def build_isolated(model: Any, config: ScheduleConfig | None, registry: Any, timeout: float | None = None) -> None:
