@@ -250,3 +250,14 @@ def test_lp_pools_refuse_non_positive_p(op):
     attrs = {"kernel_shape": [2]} if op == "LpPool" else {}
     with pytest.raises(OpError, match="p must be a positive"):
         kernel(op, 18 if op == "LpPool" else 2, 1, p=0, **attrs)
+
+
+def test_graph_builder_checks_attributes_before_native_inference():
+    from nnrt_core import GraphBuilder
+    from nnrt_core.builder.schema import BuilderError
+
+    b = GraphBuilder("g")
+    x = b.input("x", "float32", [2, 3])
+    s = b.constant(np.ones(3, np.float32))
+    with pytest.raises(BuilderError, match="'axis'.*\\[-64, 64\\)"):
+        b.op("LayerNormalization", [x, s], {"axis": 2**63 - 1})  # onnx's per-node inference segfaults on it

@@ -37,7 +37,7 @@ from nnrt_core.frontends.onnx.schemas import (
     onnx_schema,
     onnxruntime_schemas,
 )
-from nnrt_core.frontends.onnx.validate import validate_graph, validate_model
+from nnrt_core.frontends.onnx.validate import ir_node_view, validate_graph, validate_model, validate_node
 from nnrt_core.frontends.onnx.shapes import (
     NodeInferenceError,
     infer_node_types,
@@ -82,6 +82,8 @@ __all__ = [
     "to_onnx",
     "type_from_proto",
     "type_to_proto",
+    "ir_node_view",
     "validate_graph",
     "validate_model",
+    "validate_node",
 ]

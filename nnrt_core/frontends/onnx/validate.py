@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx
 from onnx import AttributeProto, helper
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.schemas import onnx_schema
-from nnrt_core.ir import AttrKind, Graph, TensorType
+from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value
 
-__all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "validate_graph", "validate_model", "validate_node"]
+__all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "ir_node_view", "validate_graph", "validate_model",
+           "validate_node"]
 
 #: the largest tensor rank nnrt can run (numpy's limit)
 MAX_RANK = 64
@@ -287,17 +288,21 @@ def _ir_value(kind: int, value: Any) -> Any:
     return value if kind in (AttrKind.INT, AttrKind.INTS) else None
 
 
+def ir_node_view(desc: str, op_type: str, domain: str, inputs: Sequence[Value | None], output_names: Sequence[str],
+                 attributes: Iterable[Attribute]) -> NodeView:
+    """The :class:`NodeView` of an IR node (or of one about to be built)."""
+    attrs = {a.name: (int(a.kind), _ir_value(a.kind, a.value)) for a in attributes if not a.ref_attr_name}
+    return NodeView(desc, op_type, domain, [v.name if v is not None else "" for v in inputs], list(output_names),
+                    attrs, [int(v.type.dtype) if v is not None and isinstance(v.type, TensorType) else None
+                            for v in inputs])
+
+
 def validate_graph(graph: Graph) -> None:
     """Check every node of an IR graph (sub-graphs included) like
     :func:`validate_model`, each against the opset it was written for."""
     for node in graph.nodes:
-        attrs = {a.name: (int(a.kind), _ir_value(a.kind, a.value)) for a in node.attributes.values()
-                 if not a.ref_attr_name}
-        view = NodeView(f"node {node.name!r} ({node.op_type})", node.op_type, node.domain,
-                        [v.name if v is not None else "" for v in node.inputs],
-                        [v.name for v in node.outputs], attrs,
-                        [int(v.type.dtype) if v is not None and isinstance(v.type, TensorType) else None
-                         for v in node.inputs])
+        view = ir_node_view(f"node {node.name!r} ({node.op_type})", node.op_type, node.domain, node.inputs,
+                            [v.name for v in node.outputs], node.attributes.values())
         domain = "" if node.domain == "ai.onnx" else node.domain
         version = node.opset if node.opset is not None else graph.opset_for(domain)
         validate_node(view, {domain: version})
