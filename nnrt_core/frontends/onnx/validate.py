@@ -72,7 +72,9 @@ def _fail(n: NodeView, what: str) -> None:
 
 
 def _ints(value: Any) -> list[int]:
-    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+    """An INT or INTS value (a number, a list, an IR numpy array) as Python ints."""
+    return [int(value)] if isinstance(value, (int, float)) or getattr(value, "ndim", 1) == 0 else \
+        [int(v) for v in value]
 
 
 # ------------------------------------------------------------ per-op rules
@@ -93,11 +95,10 @@ def _gathernd_rule(n: NodeView) -> None:
 
 def _window_rule(n: NodeView) -> None:
     """Convolution / pooling: ``strides``, ``dilations``, ``kernel_shape``
-    (and ``output_shape``/``output_padding``) one value per spatial axis,
-    ``pads`` two."""
-    lengths = {k: len(_ints(n.attrs[k][1])) for k in ("kernel_shape", "strides", "dilations", "output_shape",
-                                                       "output_padding") if k in n.attrs}
-    if "pads" in n.attrs:
+    (and ``output_padding``) one value per spatial axis, ``pads`` two."""
+    lengths = {k: len(_ints(n.attrs[k][1])) for k in ("kernel_shape", "strides", "dilations", "output_padding")
+               if k in n.attrs and n.attrs[k][0] == AttributeProto.INTS}
+    if "pads" in n.attrs and n.attrs["pads"][0] == AttributeProto.INTS:
         pads = len(_ints(n.attrs["pads"][1]))
         if pads % 2:
             _fail(n, f"attribute 'pads' has {pads} values; expected two per spatial axis (an even count)")
