@@ -25,6 +25,7 @@ to the backends.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -43,10 +44,14 @@ MAX_RANK = 64
 #: the longest INTS attribute accepted (pads of a rank-64 tensor: 128)
 MAX_LIST = 4 * MAX_RANK
 INT64 = (-(1 << 63), (1 << 63) - 1)
+#: ``NodeView.input_types`` entry of a sequence, map or optional value
+NOT_TENSOR = -1
 _VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
 
 #: attribute names that are tensor axes (or counts of them)
 AXIS_NAMES = frozenset({"axis", "axes", "batch_dims", "batch_axis", "time_axis", "new_axis", "perm"})
+#: attribute names that hold an element type (``TensorProto.DataType``)
+DTYPE_NAMES = frozenset({"dtype", "to", "stash_type", "softmax_precision", "output_dtype"})
 #: attribute names whose every value must be >= 1
 POSITIVE_NAMES = frozenset({"strides", "kernel_shape", "dilations", "group", "blocksize", "size",
                             "num_outputs"})
@@ -61,7 +66,8 @@ class NodeView:
     domain: str
     inputs: Sequence[str]  #: "" for an omitted input
     outputs: Sequence[str]
-    #: name -> (AttributeProto type, value): the Python value of INT/INTS, the element count of TENSOR, else None
+    #: name -> (AttributeProto type, value): the Python value of INT/INTS/STRING/STRINGS/FLOATS, the
+    #: element count of TENSOR, else None
     attrs: Mapping[str, tuple[int, Any]]
     #: element type (``TensorProto.DataType``) of each input where known (empty: not checked)
     input_types: Sequence[int | None] = ()
@@ -115,11 +121,46 @@ def _constant_of_shape_rule(n: NodeView) -> None:
         _fail(n, f"attribute 'value' holds {size} elements; expected a one-element tensor")
 
 
+def _einsum_rule(n: NodeView) -> None:
+    _, eq = n.attrs.get("equation", (None, ""))
+    if isinstance(eq, str) and not _EINSUM.fullmatch(eq):
+        _fail(n, f"attribute 'equation' is {eq!r}; expected ASCII letters, ',', '...', '->' and spaces")
+
+
+def _tfidf_rule(n: NodeView) -> None:
+    """TfIdfVectorizer: the pool splits into n-grams as ``ngram_counts`` says,
+    one ``ngram_indexes`` entry (and weight) per n-gram (ORT aborts otherwise)."""
+    pool = n.attrs.get("pool_int64s", n.attrs.get("pool_strings", (None, [])))[1] or []
+    starts = _ints(n.attrs.get("ngram_counts", (None, []))[1] or [])
+    ends = starts[1:] + [len(pool)]
+    if any(not 0 <= s <= e <= len(pool) or (e - s) % (k + 1) for k, (s, e) in enumerate(zip(starts, ends))):
+        _fail(n, f"attribute 'ngram_counts' {starts} does not split the pool of {len(pool)} items into whole "
+                 "n-grams of lengths 1, 2, ...")
+    grams = sum((e - s) // (k + 1) for k, (s, e) in enumerate(zip(starts, ends)))
+    indexes = _ints(n.attrs.get("ngram_indexes", (None, []))[1] or [])
+    if len(indexes) != grams or any(i < 0 for i in indexes):
+        _fail(n, f"attribute 'ngram_indexes' has {len(indexes)} values; expected {grams} non-negative indexes "
+                 "(one per n-gram of the pool)")
+    weights = n.attrs.get("weights", (None, None))[1]
+    if weights is not None and len(weights) != grams:
+        _fail(n, f"attribute 'weights' has {len(weights)} values; expected {grams} (one per n-gram)")
+    if int(n.attrs.get("max_skip_count", (None, 0))[1]) < 0:
+        _fail(n, "attribute 'max_skip_count' is negative; expected >= 0")
+    lo, hi = (int(n.attrs.get(k, (None, 0))[1]) for k in ("min_gram_length", "max_gram_length"))
+    if not 1 <= lo <= hi <= len(starts):
+        _fail(n, f"min_gram_length {lo} and max_gram_length {hi}: expected 1 <= min <= max <= {len(starts)} "
+                 "(the n-gram lengths of the pool)")
+
+
+_EINSUM = re.compile(r"[A-Za-z,. >-]*")
+
 #: op type -> extra check (the default domain)
 RULES: dict[str, Callable[[NodeView], None]] = {
     "Split": _split_rule,
     "GatherND": _gathernd_rule,
     "ConstantOfShape": _constant_of_shape_rule,
+    "Einsum": _einsum_rule,
+    "TfIdfVectorizer": _tfidf_rule,
     **{op: _window_rule for op in ("AveragePool", "Col2Im", "Conv", "ConvInteger", "ConvTranspose", "DeformConv",
                                    "LpPool", "MaxPool", "MaxUnpool", "QLinearConv")},
 }
@@ -171,6 +212,10 @@ def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Any)
             _fail(n, f"attribute {name!r} is {value}; expected values >= 1")
         if name == "pads" and v < 0 and n.op_type not in SIGNED_PADS:
             _fail(n, f"attribute 'pads' is {value}; expected values >= 0")
+        if name in DTYPE_NAMES and kind == AttributeProto.INT and (
+                _elem_name(v) is None or (v == 0 and name != "output_dtype")):  # output_dtype 0: "from zero point"
+            _fail(n, f"attribute {name!r} is {v}; expected an element type (a TensorProto.DataType other than "
+                     "UNDEFINED)")
 
 
 def _elem_name(t: int) -> str | None:
@@ -187,6 +232,13 @@ def _check_types(n: NodeView, schema: Any) -> None:
     formal = list(schema.inputs)
     bound: dict[str, tuple[int, int]] = {}
     for i, t in enumerate(n.input_types):
+        if t == NOT_TENSOR and formal and i < len(n.inputs) and n.inputs[i]:
+            p = formal[min(i, len(formal) - 1)]
+            ok = allowed.get(p.type_str, {p.type_str})
+            if all(a.startswith("tensor(") for a in ok):
+                _fail(n, f"input {i} ({p.name!r}) is a sequence, map or optional; {n.op_type}-"
+                         f"{schema.since_version} expects a tensor")
+            continue
         name = _elem_name(t) if t else None
         if name is None or name == "undefined" or not formal or i >= len(n.inputs) or not n.inputs[i]:
             continue
@@ -231,10 +283,18 @@ def validate_node(n: NodeView, opsets: Mapping[str, int]) -> None:
 
 # ------------------------------------------------------------ protos
 def _proto_types(g: onnx.GraphProto, types: dict[str, int]) -> dict[str, int]:
-    """Tensor element types ``g`` (and its sub-graphs) declare, by value name."""
+    """Tensor element types ``g`` (and its sub-graphs) declare, by value name
+    (``NOT_TENSOR`` for sequences, maps and optionals); an unknown element
+    type is a :class:`ModelLoadError`."""
     for vi in list(g.input) + list(g.value_info) + list(g.output):
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            types.setdefault(vi.name, vi.type.tensor_type.elem_type)
+        kind = vi.type.WhichOneof("value")
+        if kind == "tensor_type" and vi.type.tensor_type.elem_type:
+            elem = vi.type.tensor_type.elem_type
+            if _elem_name(elem) is None:
+                raise ModelLoadError(f"graph {g.name!r}: value {vi.name!r} has unknown element type {elem}")
+            types.setdefault(vi.name, elem)
+        elif kind in ("sequence_type", "map_type", "optional_type"):
+            types.setdefault(vi.name, NOT_TENSOR)
     for t in g.initializer:
         types[t.name] = t.data_type
     for p in g.node:
@@ -257,6 +317,10 @@ def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None
                 attrs[a.name] = (int(a.type), helper.get_attribute_value(a))
             elif a.type == AttributeProto.TENSOR:
                 attrs[a.name] = (int(a.type), math.prod(a.t.dims))
+            elif a.type in (AttributeProto.STRING, AttributeProto.STRINGS, AttributeProto.FLOATS):
+                value = helper.get_attribute_value(a)
+                attrs[a.name] = (int(a.type), value.decode("utf-8", "replace") if isinstance(value, bytes) else
+                                 [s.decode("utf-8", "replace") if isinstance(s, bytes) else s for s in value])
             else:
                 attrs[a.name] = (int(a.type), None)
         desc = f"node {p.name or f'#{k}'!r} ({p.op_type})"
@@ -286,7 +350,8 @@ def validate_model(proto: onnx.ModelProto, *, types: bool = False) -> None:
 def _ir_value(kind: int, value: Any) -> Any:
     if kind == AttrKind.TENSOR:
         return int(getattr(value, "size", 1))
-    return value if kind in (AttrKind.INT, AttrKind.INTS) else None
+    return value if kind in (AttrKind.INT, AttrKind.INTS, AttrKind.STRING, AttrKind.STRINGS, AttrKind.FLOATS) \
+        else None
 
 
 def ir_node_view(desc: str, op_type: str, domain: str, inputs: Sequence[Value | None], output_names: Sequence[str],
@@ -294,8 +359,13 @@ def ir_node_view(desc: str, op_type: str, domain: str, inputs: Sequence[Value | 
     """The :class:`NodeView` of an IR node (or of one about to be built)."""
     attrs = {a.name: (int(a.kind), _ir_value(a.kind, a.value)) for a in attributes if not a.ref_attr_name}
     return NodeView(desc, op_type, domain, [v.name if v is not None else "" for v in inputs], list(output_names),
-                    attrs, [int(v.type.dtype) if v is not None and isinstance(v.type, TensorType) else None
-                            for v in inputs])
+                    attrs, [_ir_type(v) for v in inputs])
+
+
+def _ir_type(v: Value | None) -> int | None:
+    if v is None or v.type is None:
+        return None
+    return int(v.type.dtype) if isinstance(v.type, TensorType) else NOT_TENSOR
 
 
 def validate_graph(graph: Graph) -> None:
