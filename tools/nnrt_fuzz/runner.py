@@ -35,7 +35,7 @@ OUTCOMES = ("ok", "clean", "internal", "other", "crash", "deadline", "memory")
 #: Python errors that mean a bug in nnrt when they show up in an NnrtError's message
 INTERNAL = re.compile(r"\b(ZeroDivisionError|IndexError|OverflowError|KeyError|TypeError|AttributeError|"
                       r"RecursionError|UnboundLocalError|NameError|AssertionError|StopIteration|"
-                      r"UnicodeDecodeError|UnicodeEncodeError)\b|object has no attribute|division by zero")
+                      r"UnicodeDecodeError|UnicodeEncodeError)\b|object has no attribute")
 #: feeds are synthesized up to this many elements
 MAX_FEED_ELEMENTS = 1 << 22
 
