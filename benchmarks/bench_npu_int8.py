@@ -18,7 +18,9 @@ graph output of the QDQ file, so ONNX Runtime, the NumPy backend and the NPU
 NPU partitions, int8 instructions per Conv, logit cosine similarity and top-1
 agreement against ONNX Runtime, the simulated device time of the cost model,
 and the host wall time of the emulator against the NumPy backend running the
-same QDQ model (medians, interleaved runs).  Targets: <= 3 partitions, every
+same QDQ model (medians, interleaved runs), and the 1-minute load average
+before and after (``--json``: ``{"rows": [...], "load_average": [...]}``).  Any
+onnx ``light`` model name works (``shufflenet``, ``inception_v1-he``...).  Targets: <= 3 partitions, every
 Conv an int8 instruction, cosine >= 0.99, wall ratio <= 1.5.
 
 The emulator's GEMMs use numpy's BLAS as configured (OpenBLAS: one thread per
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import sys
 import time
@@ -88,6 +91,13 @@ def qdq_with_logits(model: onnx.ModelProto, calib: dict[str, np.ndarray]) -> tup
     return q.SerializeToString(), logits
 
 
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
     den = np.linalg.norm(a) * np.linalg.norm(b)
@@ -132,10 +142,13 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     logging.getLogger("nnrt").setLevel(logging.ERROR)
+    load_before = _load()
     rows = [bench(m.strip(), args.runs) for m in args.models.split(",") if m.strip()]
+    load = [load_before, _load()]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"rows": rows, "load_average": load}, indent=2))
         return 0
+    print(f"load average (1 min) before {load[0]:.2f}, after {load[1]:.2f} on {os.cpu_count()} cores")
     print(f"{'model':<15}{'parts':>6}{'int8 conv':>11}{'q-instr':>8}{'cos min':>9}{'top1':>6}"
           f"{'sim dev ms':>11}{'npu ms':>9}{'numpy ms':>9}{'ratio':>7}")
     for r in rows:

@@ -12,16 +12,21 @@ from nnrt_core.errors import (
     ExecutionError,
     GraphError,
     InputError,
+    MemoryBudgetError,
     ModelLoadError,
     NnrtError,
     OpError,
     PlacementError,
     PluginError,
+    RunCancelledError,
+    RunStoppedError,
+    RunTimeoutError,
     SessionFileError,
     UnsupportedNodeError,
 )
 from nnrt_core.registry import default_registry
 from nnrt_core.compiler import CompiledModel, PartitionInfo, compile_model, load_model
+from nnrt_core.runtime.control import RunControl
 from nnrt_core.runtime.feeds import TensorInfo
 from nnrt_core.runtime.streams import Completion, RunFuture, Stream
 from nnrt_core.runtime.tensor import Tensor
@@ -46,6 +51,7 @@ __all__ = [
     "GraphError",
     "GraphBuilder",
     "InputError",
+    "MemoryBudgetError",
     "ModelLoadError",
     "NnrtError",
     "OpError",
@@ -53,7 +59,11 @@ __all__ = [
     "PartitionInfo",
     "PlacementError",
     "PluginError",
+    "RunCancelledError",
+    "RunControl",
     "RunFuture",
+    "RunStoppedError",
+    "RunTimeoutError",
     "ScheduleConfig",
     "Session",
     "Stream",

@@ -23,7 +23,7 @@ __all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "O
 PRECISIONS = ("fp32", "fp16", "int8")
 SPECIALIZE_SHAPES = ("auto", "always", "never")
 #: options that change how a session runs, not what it compiles (left out of cache keys)
-RUNTIME_OPTIONS = ("specialize_shapes", "max_specializations")
+RUNTIME_OPTIONS = ("specialize_shapes", "max_specializations", "max_tensor_bytes")
 PERFORMANCE_MODES = ("none", "low", "medium", "high", "extreme")
 PRIORITIES = ("low", "medium", "high")
 OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
@@ -70,6 +70,11 @@ class ScheduleConfig:
     max_specializations
         how many specialized plans a session keeps (least recently used
         evicted first).
+    max_tensor_bytes
+        the session's memory budget: the largest tensor (bytes) a run may
+        compute; a bigger one is refused with ``MemoryBudgetError`` before it
+        is allocated, and at build when shapes are static.  ``None``:
+        ``NNRT_MAX_TENSOR_BYTES`` (8 GiB when unset).
     """
 
     backends: tuple[str, ...] | str = "auto"
@@ -89,6 +94,7 @@ class ScheduleConfig:
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     specialize_shapes: str = "auto"
     max_specializations: int = 8
+    max_tensor_bytes: int | None = None
 
     def __post_init__(self) -> None:
         b = self.backends
@@ -134,6 +140,10 @@ class ScheduleConfig:
         if not isinstance(self.max_specializations, int) or isinstance(self.max_specializations, bool) \
                 or not 1 <= self.max_specializations <= 1024:
             raise ConfigError(f"max_specializations must be an integer in 1..1024, got {self.max_specializations!r}")
+        if self.max_tensor_bytes is not None and (not isinstance(self.max_tensor_bytes, int) or isinstance(
+                self.max_tensor_bytes, bool) or self.max_tensor_bytes < 1):
+            raise ConfigError(f"max_tensor_bytes must be a positive integer (bytes) or None, "
+                              f"got {self.max_tensor_bytes!r}")
 
     # ------------------------------------------------------------ building
     @classmethod

@@ -20,6 +20,10 @@ __all__ = [
     "InputError",
     "SessionFileError",
     "QuantizationError",
+    "RunStoppedError",
+    "RunTimeoutError",
+    "RunCancelledError",
+    "MemoryBudgetError",
 ]
 
 
@@ -78,3 +82,21 @@ class SessionFileError(NnrtError):
 
 class QuantizationError(NnrtError, ValueError):
     """A model or a calibration data set cannot be quantized as asked."""
+
+
+class RunStoppedError(ExecutionError):
+    """A run was stopped before it finished (its deadline passed or it was
+    cancelled); the message names the node or partition it stopped in."""
+
+
+class RunTimeoutError(RunStoppedError, TimeoutError):
+    """A run passed its deadline (``Session.run(..., timeout=...)``)."""
+
+
+class RunCancelledError(RunStoppedError):
+    """A run was cancelled (``RunFuture.cancel()``, ``RunControl.cancel()``)."""
+
+
+class MemoryBudgetError(ExecutionError, MemoryError):
+    """A tensor would exceed the session's memory budget
+    (``ScheduleConfig.max_tensor_bytes``); refused before it is allocated."""

@@ -4,8 +4,10 @@ Backends come from the ``nnrt.backends`` entry-point group and schedulers from
 ``nnrt.schedulers``.  The built-in ones (the NumPy backend, the priority
 scheduler) are ordinary distributions registered through the same groups.
 
-A plugin that fails to import or whose backend fails to initialize is recorded
-as unavailable with the reason; it never breaks the runtime.
+A plugin that fails to import (anything raised, ``SystemExit`` included) or
+whose backend fails to initialize or declares attributes of the wrong types
+(:func:`trait_problem`) is recorded as unavailable with the reason and a log
+line; it never breaks the runtime or the other backends.
 
 Environment variables:
 
@@ -42,6 +44,7 @@ __all__ = [
     "SchedulerRecord",
     "Registry",
     "default_registry",
+    "trait_problem",
 ]
 
 log = logging.getLogger("nnrt.registry")
@@ -155,7 +158,7 @@ class Registry:
                     continue
                 try:
                     obj = ep.load()
-                except Exception as e:
+                except (Exception, SystemExit) as e:  # a plugin calling sys.exit() on import too
                     rec.status, rec.reason = "failed", f"import failed: {type(e).__name__}: {e}"
                     log.warning("plugin %s (%s) failed to import: %s", ep.name, group, e)
                     continue
@@ -187,7 +190,7 @@ class Registry:
         for impl in impls:
             try:
                 items = list(impl.function() or [])
-            except Exception as e:
+            except (Exception, SystemExit) as e:
                 rec.status, rec.reason = "failed", f"{hook}() raised {type(e).__name__}: {e}"
                 log.warning("plugin %s: %s", rec.name, rec.reason)
                 continue
@@ -205,21 +208,27 @@ class Registry:
                 f"backend name {name!r} is provided by two plugins: {other!r} and {rec.name!r}; "
                 f"uninstall one or block it with {ENV_BLOCK}={rec.name}"
             )
-        br = BackendRecord(name, rec.name, priority=int(getattr(cls, "default_priority", 0)),
-                           version=str(getattr(cls, "version", "")),
-                           device_type=str(getattr(cls, "device_type", "")))
+        priority = getattr(cls, "default_priority", 0)
+        br = BackendRecord(name, rec.name, priority=priority if _is_int(priority) else 0,
+                           version=_text(getattr(cls, "version", "")),
+                           device_type=_text(getattr(cls, "device_type", "")))
         self.backends[name] = br
         try:
             backend = cls() if isinstance(cls, type) else cls
             if not isinstance(backend, Backend):
                 raise TypeError(f"{type(backend).__name__} is not a nnrt_core.backend.Backend")
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             br.reason = f"failed to initialize: {type(e).__name__}: {e}"
             log.warning("backend %s (plugin %s) %s", name, rec.name, br.reason)
             return
+        br.reason = trait_problem(backend)
+        if br.reason is not None:
+            log.warning("backend %s (plugin %s) is unusable: %s", name, rec.name, br.reason)
+            return
         br.backend = backend
+        br.priority, br.version = int(backend.default_priority), str(backend.version)
         br.reason = backend.availability()
-        if br.reason:
+        if br.reason is not None:
             log.info("backend %s is unavailable: %s", name, br.reason)
 
     def _add_scheduler(self, rec: PluginRecord, cls: Any) -> None:
@@ -263,6 +272,40 @@ class Registry:
         except KeyError:
             installed = ", ".join(sorted(self.schedulers)) or "none"
             raise ConfigError(f"unknown scheduler {name!r}; installed schedulers: {installed}") from None
+
+
+#: class attributes every backend declares: name -> (accepted types, what is expected)
+_TRAITS: dict[str, tuple[tuple[type, ...], str]] = {
+    "version": ((str, int, float), "a version string"),
+    "device_type": ((str,), "a string such as 'cpu' or 'npu'"),
+    "default_priority": ((int,), "an int"),
+    "supported_options": ((frozenset, set), "a frozenset of option names"),
+    "host_memory": ((bool,), "a bool"),
+    "evaluates_constants": ((bool,), "a bool"),
+    "needs_static_shapes": ((bool,), "a bool"),
+}
+
+
+def trait_problem(backend: Backend) -> str | None:
+    """Why ``backend``'s declared attributes are unusable (wrong types), or ``None``."""
+    for attr, (types, expected) in _TRAITS.items():
+        try:
+            value = getattr(backend, attr)
+        except Exception as e:
+            return f"reading {attr} raised {type(e).__name__}: {e}"
+        if not isinstance(value, types) or (attr == "default_priority" and isinstance(value, bool)):
+            return f"{attr} must be {expected}, got {value!r} ({type(value).__name__})"
+        if attr == "supported_options" and not all(isinstance(o, str) for o in value):
+            return f"supported_options must hold option names (strings), got {sorted(map(repr, value))}"
+    return None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _split(text: str) -> set[str]:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from nnrt_core.backend.base import prepare_thread_budget
 from nnrt_core.compiler import CompiledModel, EventLog, PartitionInfo, compile_model, load_model
 from nnrt_core.compiler.image import to_image
 from nnrt_core.compiler.isolate import build_isolated
@@ -17,6 +18,7 @@ from nnrt_core.errors import ConfigError, InputError, SessionFileError
 from nnrt_core.ir import Graph
 from nnrt_core.placement import PlacementEvent
 from nnrt_core.registry import Registry, default_registry
+from nnrt_core.runtime.control import RunControl, for_run
 from nnrt_core.runtime.executor import Executor, StepObserver
 from nnrt_core.runtime.feeds import FeedValidator, TensorInfo, allocate_input, tensor_info
 from nnrt_core.runtime.memory_plan import MemoryPlan
@@ -69,6 +71,8 @@ class Session:
         self.concurrency_choices: dict[int, int] = {}
         self._thread_budgets: set[int] = set()
         self._async_pool: RunPool | None = None
+        #: the control of runs given no timeout: the memory budget (None: NNRT_MAX_TENSOR_BYTES)
+        self.default_control = RunControl.budget_only(self.config.max_tensor_bytes)
         self.build_seconds = time.perf_counter() - t0
 
     def _specializations(self, source: Any, generic: CompiledModel) -> Specializations[RunPlan] | None:
@@ -85,7 +89,7 @@ class Session:
         plan = RunPlan.of(model)
         for threads in sorted(self._thread_budgets):
             for st in plan.executor.steps:
-                st.compiled.prepare_thread_budget(threads)
+                prepare_thread_budget(st.compiled, threads)
         return plan
 
     def _plan_for(self, feeds: Mapping[str, Any]) -> RunPlan:
@@ -173,7 +177,7 @@ class Session:
                        "rewrites": {k: v.rewrites for k, v in report.passes.items() if v.rewrites}},
             **cm.memory_plans.stats(),
             # the NumPy backend's kernels write Conv/fused-chain outputs into planned arenas
-            "host_arena_bytes": sum(int(c.describe().get("arena_bytes", 0) or 0) for c in cm.compiled),
+            "host_arena_bytes": sum(int(p.details.get("arena_bytes", 0) or 0) for p in cm.partition_infos()),
             "weight_bytes": cm.weight_sharing.bytes,
             "shared_weight_bytes": cm.weight_sharing.shared_bytes,
         }
@@ -200,18 +204,22 @@ class Session:
 
     # ------------------------------------------------------------------ run
     def run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None, *,
-            keep_on_device: bool = False) -> dict[str, Any]:
+            keep_on_device: bool = False, timeout: float | None = None,
+            control: RunControl | None = None) -> dict[str, Any]:
         """Run the model.  Returns outputs in graph-output order (or in the
         order of ``output_names``).
 
         Feeds are numpy arrays or :class:`Tensor` s (e.g. from
         :meth:`allocate_input`: a tensor already in the reading backend's
         memory is used without a copy).  With ``keep_on_device`` outputs a
-        device backend produced stay there, returned as ``Tensor`` s."""
+        device backend produced stay there, returned as ``Tensor`` s.  ``timeout``
+        (seconds) or ``control`` (a :class:`RunControl` another thread may
+        cancel) stop the run: ``RunTimeoutError`` / ``RunCancelledError``."""
+        ctl = for_run(self.default_control, timeout, control)
         checked = self.validate_feeds(feeds)
         executor = (self._plan_for(checked) if self.specializations is not None else self._plan).executor
         if checked is feeds and not keep_on_device:  # plain host arrays: the fast path
-            results = executor.run(checked)
+            results = executor.run(checked) if ctl is None else executor.run(checked, None, False, ctl)
         else:
             raw, owners = {}, {}
             for name, x in checked.items():
@@ -221,7 +229,7 @@ class Session:
                         owners[name] = x.backend
                 else:
                     raw[name] = x
-            results = executor.run(raw, owners, keep_on_device)
+            results = executor.run(raw, owners, keep_on_device, ctl)
         if output_names is None:
             return dict(zip(executor.graph_outputs, results))
         return self._named(results, output_names)
@@ -251,17 +259,19 @@ class Session:
         return allocate_input(self.generic_plan.model.graph.inputs, self.executor.steps, name, shape)
 
     # ------------------------------------------------- async, streams, profiling
-    def run_async(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None) -> RunFuture:
+    def run_async(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None, *,
+                  timeout: float | None = None) -> RunFuture:
         """Start a run on the session's worker threads (one per core).  The
-        outputs, or the error (bad feeds included), arrive through the future.
-        The feed arrays must stay unchanged until the future is done."""
+        outputs, or the error (bad feeds included), arrive through the future;
+        ``future.cancel()`` stops a running run.  ``timeout`` counts from this
+        call.  The feed arrays must stay unchanged until the run ends."""
         try:
             checked = dict(self.validate_feeds(feeds))
         except Exception as e:
             fut = RunFuture()
             fut.set_exception(e)
             return fut
-        return self.run_pool().submit(checked, output_names)
+        return self.run_pool().submit(checked, output_names, timeout=timeout)
 
     def run_pool(self) -> RunPool:
         """The worker pool of :meth:`run_async`, started on first use."""
@@ -278,7 +288,7 @@ class Session:
         self._thread_budgets |= set(budgets)
         for st in self.executor.steps:
             for threads in sorted(self._thread_budgets):
-                st.compiled.prepare_thread_budget(threads)
+                prepare_thread_budget(st.compiled, threads)
 
     def stream(self, max_in_flight: int = 2, callback: Any = None,
                output_names: Sequence[str] | None = None, concurrency: int | str = "auto") -> Stream:

@@ -6,7 +6,7 @@ so that host<->device copies can be counted.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -55,7 +55,8 @@ class _FakePartition(CompiledPartition):
         outs = self.program.run(args)
         if not b.host_memory:
             outs = [DeviceArray(o, b) for o in outs]
-        return dict(zip(self.output_names, outs))
+        result = dict(zip(self.output_names, outs))
+        return result if b.output_fault is None else b.output_fault(result)
 
     def describe(self) -> dict[str, Any]:
         return {"fake": True}
@@ -68,6 +69,8 @@ class FakeBackend(Backend):
     ops: frozenset[str] = frozenset()
     fail_compile_ops: frozenset[str] = frozenset()
     unavailable: str | None = None
+    #: a broken plugin: turns the partition's correct outputs into what ``_run`` returns
+    output_fault: Callable[[dict[str, Any]], Any] | None = None
 
     def __init__(self) -> None:
         self.runs = 0
@@ -110,7 +113,10 @@ class FakeBackend(Backend):
 
 def make_fake_backend(name: str, ops: Iterable[str], *, priority: int = 0, device_memory: bool = False,
                       fail_compile_ops: Iterable[str] = (), unavailable: str | None = None,
-                      device_type: str = "npu") -> type[FakeBackend]:
+                      device_type: str = "npu", output_fault: Callable[[dict[str, Any]], Any] | None = None,
+                      **attrs: Any) -> type[FakeBackend]:
+    """A :class:`FakeBackend` subclass; ``output_fault`` and ``attrs`` (class
+    attributes, e.g. a bad ``default_priority``) emulate broken plugins."""
     return type(
         f"Fake_{name}",
         (FakeBackend,),
@@ -122,6 +128,8 @@ def make_fake_backend(name: str, ops: Iterable[str], *, priority: int = 0, devic
             "fail_compile_ops": frozenset(fail_compile_ops),
             "unavailable": unavailable,
             "device_type": device_type,
+            "output_fault": staticmethod(output_fault) if output_fault is not None else None,
+            **attrs,
         },
     )
 

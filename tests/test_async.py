@@ -66,14 +66,14 @@ class Gate:
         self.peak = 0
         sess.executor.run = self  # type: ignore[method-assign]
 
-    def __call__(self, feeds):
+    def __call__(self, feeds, *args):
         with self.lock:
             self.active += 1
             self.peak = max(self.peak, self.active)
         self.started.release()
         try:
             assert self.release.wait(10), "gate never opened"
-            return self.inner(feeds)
+            return self.inner(feeds, *args)
         finally:
             with self.lock:
                 self.active -= 1

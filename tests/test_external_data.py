@@ -1,10 +1,14 @@
-"""External data is memory-mapped at load (issue #7): no copy of the weights,
-read-only arrays over one map per file, the same outputs as the in-memory
-model on every backend, and the same safety checks."""
+"""External data (issues #7, #16): read once into read-only arrays the model
+owns, never through the protobuf and never mapped, so a data file truncated
+or rewritten after the load changes nothing; the same outputs as the
+in-memory model on every backend, and the same safety checks."""
 from __future__ import annotations
 
 import mmap
 import os
+import subprocess
+import sys
+import textwrap
 
 import ml_dtypes
 import numpy as np
@@ -64,6 +68,14 @@ def _mapping(arr: np.ndarray):
     return None
 
 
+def _owned(arr: np.ndarray) -> bool:
+    """True when ``arr``'s memory is a numpy allocation (no map, no proto bytes under it)."""
+    base = arr
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return isinstance(base, np.ndarray) and base.flags.owndata and _mapping(arr) is None
+
+
 X = {"x": np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32)}
 
 
@@ -83,30 +95,26 @@ def test_external_data_model_runs_like_the_in_memory_model(tmp_path, backend):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_initializers_are_read_only_views_of_one_map(tmp_path):
+def test_initializers_are_read_only_arrays_of_their_own(tmp_path):
     m = _mlp(seed=11)
-    model = load_onnx(_save_external(m, tmp_path))  # check=True: the checker accepts mapped tensors
+    model = load_onnx(_save_external(m, tmp_path))  # check=True: the checker accepts them
     inits = model.graph.initializers
-    maps = set()
     for name in BIG:
         arr = inits[name].const
-        mm = _mapping(arr)
-        assert mm is not None, f"{name} was copied"
-        maps.add(id(mm))
+        assert _owned(arr), f"{name} is not an array of its own"
         assert not arr.flags.writeable and arr.flags.aligned
         with pytest.raises(ValueError, match="read-only"):
             arr[...] = 0
         want = numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == name))
         assert arr.dtype == want.dtype and arr.shape == want.shape
         np.testing.assert_array_equal(arr, want)
-    assert len(maps) == 1  # one map for the file all tensors share
-    small = inits["shape"].const  # below MMAP_MIN_BYTES: read, so shape inference sees its values
-    assert _mapping(small) is None and small.tolist() == [-1, 128]
+    small = inits["shape"].const  # below MMAP_MIN_BYTES: read into the proto, so shape inference sees it
+    assert small.tolist() == [-1, 128]
     flat = next(n for n in model.graph.nodes if n.op_type == "Reshape").outputs[0]
     assert flat.type.shape == (8, 128)  # Reshape's target was known to shape inference
 
 
-def test_unaligned_and_packed_tensors_are_copied_bfloat16_is_mapped(tmp_path):
+def test_unaligned_packed_and_bfloat16_tensors(tmp_path):
     rng = np.random.default_rng(5)
     f32 = rng.standard_normal(2048).astype(np.float32)
     bf16 = rng.standard_normal(4096).astype(ml_dtypes.bfloat16)
@@ -133,15 +141,15 @@ def test_unaligned_and_packed_tensors_are_copied_bfloat16_is_mapped(tmp_path):
     (tmp_path / "model.onnx").write_bytes(m.SerializeToString())
     model = load_onnx(str(tmp_path / "model.onnx"))
     got = {n: model.graph.initializers[n].const for n in spans}
-    assert _mapping(got["f32"]) is None  # offset 1: not aligned to 4 bytes, copied
+    assert _owned(got["f32"]) and got["f32"].flags.aligned  # offset 1 in the file: read into an aligned array
     np.testing.assert_array_equal(got["f32"], f32)
-    assert _mapping(got["bf16"]) is not None and got["bf16"].dtype == bf16.dtype  # 2-aligned: mapped
+    assert _owned(got["bf16"]) and got["bf16"].dtype == bf16.dtype
     np.testing.assert_array_equal(got["bf16"].view(np.uint16), bf16.view(np.uint16))
-    assert _mapping(got["i4"]) is None  # packed: decoded (a copy)
+    assert _mapping(got["i4"]) is None  # packed: read into the proto and decoded
     np.testing.assert_array_equal(got["i4"].astype(np.int8), np.arange(9000) % 16 - 8)
 
 
-def test_external_constant_attribute_is_mapped(tmp_path):
+def test_external_constant_attribute_is_read(tmp_path):
     c = np.random.default_rng(9).standard_normal((32, 64)).astype(np.float32)
     g = helper.make_graph([helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(c)),
                            helper.make_node("Add", ["x", "c"], ["y"])], "g",
@@ -153,12 +161,12 @@ def test_external_constant_attribute_is_mapped(tmp_path):
         TensorProto.EXTERNAL
     model = load_onnx(path)
     const = next(n for n in model.graph.nodes if n.op_type == "Constant")
-    assert _mapping(const.attributes["value"].value) is not None
+    assert _owned(const.attributes["value"].value)
     x = np.ones((32, 64), np.float32)
     np.testing.assert_allclose(Session(path, ScheduleConfig(backends=["numpy"])).run({"x": x})["y"], x + c)
 
 
-def test_sessions_intern_mapped_weights(tmp_path):
+def test_sessions_intern_external_weights(tmp_path):
     path = _save_external(_mlp(seed=4242), tmp_path)  # weights no other test holds
     first = Session(path, ScheduleConfig(backends=["numpy"]))
     second = Session(path, ScheduleConfig(backends=["numpy"]))
@@ -168,7 +176,7 @@ def test_sessions_intern_mapped_weights(tmp_path):
     for name in BIG:
         a, b = first.graph.initializers[name].const, second.graph.initializers[name].const
         assert np.shares_memory(a, b) and not b.flags.writeable
-        assert _mapping(a) is not None  # interning keeps the mapped array (a read-only view)
+        assert _owned(a)  # interning keeps the loaded array (a read-only view)
     np.testing.assert_array_equal(first.run(X)["y"], second.run(X)["y"])
 
 
@@ -176,7 +184,7 @@ def test_model_digest_of_external_data_model(tmp_path):
     path = _save_external(_mlp(seed=12), tmp_path)
     d = model_digest(path)
     load_onnx(path)
-    assert model_digest(path) == d  # loading (mapping) changes nothing
+    assert model_digest(path) == d  # loading changes nothing
     data = tmp_path / "model.data"
     st = data.stat()
     os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
@@ -204,17 +212,17 @@ def _one_tensor_model(folder, offset: int, length: int, file_bytes: int) -> str:
 @pytest.mark.parametrize("offset,length,file_bytes,match", [
     (4096, 8192, 8192, "is outside"),           # past the end of the file
     (-4096, 8192, 8192, "is outside"),          # negative offset
-    (0, 8192, 0, "is outside"),                 # empty file (cannot be mapped)
+    (0, 8192, 0, "is outside"),                 # empty file
 ])
-def test_mapped_range_checks(tmp_path, offset, length, file_bytes, match):
+def test_external_range_checks(tmp_path, offset, length, file_bytes, match):
     with pytest.raises(ModelLoadError, match=match):
         load_onnx(_one_tensor_model(tmp_path, offset, length, file_bytes), check=False)
 
 
-def test_large_tensor_inside_the_file_is_mapped(tmp_path):
+def test_large_tensor_inside_the_file_is_read(tmp_path):
     model = load_onnx(_one_tensor_model(tmp_path, 4096, MMAP_MIN_BYTES * 2, MMAP_MIN_BYTES * 4), check=False)
     arr = model.graph.initializers["w"].const
-    assert _mapping(arr) is not None and arr.shape == (MMAP_MIN_BYTES // 2,) and not arr.any()
+    assert _owned(arr) and arr.shape == (MMAP_MIN_BYTES // 2,) and not arr.any()
 
 
 def test_external_tensor_not_resolved_by_the_loader_is_refused():
@@ -226,6 +234,60 @@ def test_external_tensor_not_resolved_by_the_loader_is_refused():
     t.external_data.add(key="nnrt.mapped", value="0")
     with pytest.raises(ModelLoadError, match="not loaded"):
         tensor_to_array(t)
+
+
+def test_data_file_that_is_a_fifo_or_a_directory_is_refused(tmp_path):
+    path = _one_tensor_model(tmp_path, 0, 8192, 8192)
+    os.unlink(tmp_path / "w.bin")
+    os.mkfifo(tmp_path / "w.bin")  # opening it for reading would block
+    with pytest.raises(ModelLoadError, match="not a regular file"):
+        load_onnx(path, check=False)
+    os.unlink(tmp_path / "w.bin")
+    os.mkdir(tmp_path / "w.bin")
+    with pytest.raises(ModelLoadError, match="not a regular file"):
+        load_onnx(path, check=False)
+
+
+_CHANGED_AFTER_LOAD = textwrap.dedent("""
+    import os, sys
+    import numpy as np
+    from nnrt_core import ScheduleConfig, Session
+    path, backend, how = sys.argv[1:4]
+    x = {"x": np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32)}
+    sess = Session(path, ScheduleConfig(backends=[backend], backup="numpy"))
+    before = sess.run(x)["y"]
+    data = os.path.join(os.path.dirname(path), "model.data")
+    if how == "truncate":
+        os.truncate(data, 0)
+    else:  # rewrite in place with another model's weights (same layout and size)
+        with open(sys.argv[4], "rb") as src, open(data, "r+b") as f:
+            f.write(src.read())
+    after = sess.run(x)["y"]
+    again = Session(path, ScheduleConfig(backends=[backend], backup="numpy")) if how == "rewrite" else None
+    print("same" if after.tobytes() == before.tobytes() else "changed",
+          "reloaded-differs" if again is not None and again.run(x)["y"].tobytes() != before.tobytes() else "")
+""")
+
+
+@pytest.mark.parametrize("how", ["truncate", "rewrite"])
+@pytest.mark.parametrize("backend", ["numpy", "onnxruntime", "npu_emu"])
+def test_data_file_changed_after_load_changes_nothing(tmp_path, backend, how):
+    """Issue #16: a mapped file truncated after the load killed the process
+    with SIGBUS at the next run, and one rewritten in place silently changed
+    the outputs.  Run in a child process, so a regression fails the test
+    rather than killing pytest."""
+    path = _save_external(_mlp(seed=900 + len(backend)), tmp_path / "a")
+    _save_external(_mlp(seed=950 + len(backend)), tmp_path / "b")
+    assert os.path.getsize(tmp_path / "a" / "model.data") == os.path.getsize(tmp_path / "b" / "model.data")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", _CHANGED_AFTER_LOAD, path, backend, how,
+                           str(tmp_path / "b" / "model.data")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"exit status {done.returncode}: {done.stderr[-2000:]}"
+    words = done.stdout.split()
+    assert words[0] == "same"
+    if how == "rewrite":
+        assert words[1:] == ["reloaded-differs"]  # a new session does see the new weights
 
 
 def test_nul_byte_in_external_location_is_a_model_load_error(tmp_path):

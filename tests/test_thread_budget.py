@@ -60,9 +60,9 @@ class _Recorder:
             st.compiled.prepare_thread_budget = self.prepared.append
 
     def _run(self, real_run):
-        def run(inputs):
+        def run(inputs, **control):
             self.seen.append(thread_budget())
-            return real_run(inputs)
+            return real_run(inputs, **control)
         return run
 
 

@@ -9,7 +9,8 @@ Lifecycle of a partition::
 
     backend.capability(graph, options)   -> Capability  (which nodes it takes)
     backend.compile(subgraph, options)   -> CompiledPartition
-    compiled.run({name: tensor})         -> {name: tensor}
+    compiled.run({name: tensor}[, control]) -> {name: tensor}   (control: deadline,
+                                                          cancellation, memory budget)
     compiled.serialize() / backend.load_compiled(blob, options)   (model cache,
                                                                    offline models)
 """
@@ -25,6 +26,7 @@ import numpy as np
 
 from nnrt_core.errors import CompileError, ExecutionError, NnrtError
 from nnrt_core.ir import Graph, Node
+from nnrt_core.runtime.control import RunControl, accepts_control, enter, leave
 
 __all__ = [
     "DeviceInfo",
@@ -32,6 +34,9 @@ __all__ = [
     "Capability",
     "CompiledPartition",
     "Backend",
+    "describe_partition",
+    "estimated_seconds_of",
+    "prepare_thread_budget",
 ]
 
 log = logging.getLogger("nnrt.backend")
@@ -83,6 +88,9 @@ class Capability:
     backend: str
     supported: set[str] = field(default_factory=set)
     rejected: dict[str, str] = field(default_factory=dict)  #: node name -> reason
+    #: set by ``Backend.capability`` when the backend's own check raised or answered
+    #: garbage: every node is then rejected with this reason
+    fault: str | None = None
 
     def supports(self, node_name: str) -> bool:
         return node_name in self.supported
@@ -103,8 +111,14 @@ class CompiledPartition(abc.ABC):
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
 
-    def run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        """Run on ``inputs`` (host arrays or this backend's device tensors)."""
+    def run(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> dict[str, Any]:
+        """Run on ``inputs`` (host arrays or this backend's device tensors).
+
+        ``control`` (optional) carries the run's deadline, cancellation and
+        memory budget: while ``_run`` runs it is the thread's
+        :func:`~nnrt_core.runtime.control.current_control`; a backend that
+        never looks at it still works (the executor checks between partitions)."""
+        prev = enter(control) if control is not None else None
         try:
             return self._run(inputs)
         except NnrtError:
@@ -114,15 +128,19 @@ class CompiledPartition(abc.ABC):
                 f"partition {self.name!r} on backend {self.backend.name!r} failed: "
                 f"{type(e).__name__}: {e}"
             ) from e
+        finally:
+            if control is not None:
+                leave(prev)
 
     @abc.abstractmethod
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def run_async(self, inputs: Mapping[str, Any]) -> "Future[dict[str, Any]]":
+    def run_async(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> "Future[dict[str, Any]]":
         """Submit a run; backends with device queues override this."""
         fut: Future[dict[str, Any]] = Future()
         try:
-            fut.set_result(self.run(inputs))
+            takes = control is not None and accepts_control(self.run)  # a subclass may override run(inputs)
+            fut.set_result(self.run(inputs, control=control) if takes else self.run(inputs))
         except BaseException as e:  # delivered through the future
             fut.set_exception(e)
         return fut
@@ -178,9 +196,13 @@ class Backend(abc.ABC):
     def availability(self) -> str | None:
         """``None`` when usable here, else a human-readable reason."""
         try:
-            return self._availability()
+            reason = self._availability()
         except Exception as e:
             return f"availability check failed: {type(e).__name__}: {e}"
+        if reason is not None and not (isinstance(reason, str) and reason):
+            reason = f"availability check returned {reason!r}; expected None or a reason (str)"
+            log.warning("backend %s: %s", self.name, reason)
+        return reason
 
     def _availability(self) -> str | None:
         return None
@@ -213,11 +235,22 @@ class Backend(abc.ABC):
     # -- capability ---------------------------------------------------------
     def capability(self, graph: Graph, options: CompileOptions) -> Capability:
         """Which nodes of ``graph`` this backend can run, with a reason for
-        each rejected node."""
-        cap = self._capability(graph, options)
-        unknown = (cap.supported | set(cap.rejected)) - {n.name for n in graph.nodes}
-        if unknown:
-            raise CompileError(f"backend {self.name!r} answered for unknown nodes {sorted(unknown)[:5]}")
+        each rejected node.  A check that raises or answers garbage rejects
+        every node (``Capability.fault`` says why; placement reports it); an
+        ``NnrtError`` it raises on purpose (a bad device option) propagates."""
+        nodes = {n.name for n in graph.nodes}
+        try:
+            cap = self._capability(graph, options)
+            fault = _capability_fault(cap, nodes)
+        except NnrtError:  # on purpose (e.g. a ConfigError for an unknown device): the caller's to see
+            raise
+        except Exception as e:
+            cap, fault = None, f"capability check raised {type(e).__name__}: {e}"
+        if fault is not None or not isinstance(cap, Capability):
+            log.warning("backend %s: %s; it runs none of %s's nodes", self.name, fault, graph.name)
+            return Capability(self.name, set(), {n: f"capability check failed: {fault}" for n in sorted(nodes)},
+                              fault)
+        cap.supported = set(cap.supported)
         for n in graph.nodes:
             if n.name not in cap.supported and n.name not in cap.rejected:
                 cap.rejected[n.name] = "not claimed by the backend"
@@ -225,15 +258,20 @@ class Backend(abc.ABC):
 
     def _capability(self, graph: Graph, options: CompileOptions) -> Capability:
         cap = Capability(self.name)
+        crashed: list[str] = []
         for node in graph.nodes:
             try:
                 reason = self._supports(node, options)
             except Exception as e:  # a buggy check must not break placement
                 reason = f"capability check failed: {type(e).__name__}: {e}"
+                crashed.append(node.name)
             if reason is None:
                 cap.supported.add(node.name)
             else:
-                cap.rejected[node.name] = reason
+                cap.rejected[node.name] = str(reason)
+        if crashed:  # one log line per graph, not per node
+            log.warning("backend %s: the capability check raised on %d node(s) (first %s: %s); they fall back",
+                        self.name, len(crashed), crashed[0], cap.rejected[crashed[0]])
         return cap
 
     def _supports(self, node: Node, options: CompileOptions) -> str | None:
@@ -244,7 +282,7 @@ class Backend(abc.ABC):
     def compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition:
         """Compile a partition (a self-contained graph)."""
         try:
-            return self._compile(graph, options)
+            compiled = self._compile(graph, options)
         except NnrtError as e:
             if isinstance(e, CompileError):
                 raise
@@ -254,6 +292,10 @@ class Backend(abc.ABC):
                 f"backend {self.name!r} could not compile partition {graph.name!r}: "
                 f"{type(e).__name__}: {e}"
             ) from e
+        if not isinstance(compiled, CompiledPartition):
+            raise CompileError(f"backend {self.name!r} returned {type(compiled).__name__} for partition "
+                               f"{graph.name!r}; expected a CompiledPartition")
+        return compiled
 
     @abc.abstractmethod
     def _compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition: ...
@@ -306,3 +348,56 @@ class Backend(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} v{self.version}>"
+
+
+def _capability_fault(cap: object, nodes: set[str]) -> str | None:
+    """What is wrong with a backend's capability answer for a graph of
+    ``nodes``, or ``None`` when it is well formed."""
+    if not isinstance(cap, Capability):
+        return f"capability check returned {type(cap).__name__}; expected a Capability"
+    if not isinstance(cap.supported, (set, frozenset)) or not isinstance(cap.rejected, dict):
+        return (f"capability answer holds supported={type(cap.supported).__name__}, "
+                f"rejected={type(cap.rejected).__name__}; expected a set and a dict")
+    unknown = (set(cap.supported) | set(cap.rejected)) - nodes
+    if unknown:
+        return f"capability answer names unknown nodes {sorted(map(str, unknown))[:5]}"
+    if not all(isinstance(r, str) for r in cap.rejected.values()):
+        return "capability answer gives rejection reasons that are not strings"
+    return None
+
+
+def describe_partition(part: CompiledPartition) -> dict[str, Any]:
+    """``part.describe()``, or an ``error`` entry when the backend's report
+    raises or is not a dict (reports never break on a buggy plugin)."""
+    try:
+        details = part.describe()
+    except Exception as e:
+        return {"error": f"describe() raised {type(e).__name__}: {e}"}
+    return dict(details) if isinstance(details, Mapping) else {"error": f"describe() returned {details!r}"}
+
+
+def estimated_seconds_of(part: CompiledPartition) -> float | None:
+    """``part.estimated_seconds()`` as a finite non-negative float, or ``None``
+    when the backend has no cost model, raises or answers garbage (logged)."""
+    try:
+        sec = part.estimated_seconds()
+        if sec is None:
+            return None
+        value = float(sec)
+    except Exception as e:
+        log.warning("partition %s: estimated_seconds() failed: %s: %s", part.name, type(e).__name__, e)
+        return None
+    if not (0.0 <= value < float("inf")):
+        log.warning("partition %s: estimated_seconds() returned %r; ignored", part.name, sec)
+        return None
+    return value
+
+
+def prepare_thread_budget(part: CompiledPartition, threads: int) -> None:
+    """``part.prepare_thread_budget(threads)``; a failure is logged, not raised
+    (preparing only saves the first run its set-up)."""
+    try:
+        part.prepare_thread_budget(threads)
+    except Exception as e:
+        log.warning("partition %s: prepare_thread_budget(%d) failed: %s: %s", part.name, threads,
+                    type(e).__name__, e)

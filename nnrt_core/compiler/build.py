@@ -7,15 +7,17 @@ from typing import Any
 
 from nnrt_core.compiler.backends import BackendSelection, host_evaluator, select_backends
 from nnrt_core.compiler.explain import explain
-from nnrt_core.compiler.image import from_image, to_image
+from nnrt_core.compiler.image import from_image, stored_config, to_image
 from nnrt_core.compiler.load import load_model
 from nnrt_core.compiler.model import CompiledModel, EventLog
 from nnrt_core.compiler.optimize import optimize
 from nnrt_core.compiler.place import place_and_compile
+from nnrt_core.compiler.budget import build_budget, check_static_sizes
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
-from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
+from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.frontends import model_digest
+from nnrt_core.placement import Scheduler
 from nnrt_core.storage.model_cache import ModelCache
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
 from nnrt_core.storage.weights import share_graph_weights
@@ -40,14 +42,22 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
     events = EventLog()
     selection = select_backends(config, registry, events)
     cache, key = _open_cache(model, config, selection, events)
+    why = "miss"
     if cache is not None:
-        cached = _load_cached(cache, key, config, registry)
+        cached, why = _load_cached(cache, key, config, registry)
         if cached is not None:
             return cached
     built = _build(model, config, registry, selection, events)
-    if cache is not None:
+    if cache is not None and why.startswith("newer"):  # not ours to overwrite
+        built.events.add("cache_disabled", "-", f"model cache entry {str(cache.path(key))!r} not used and left "
+                         f"as it is ({why}); the session was built without the cache")
+    elif cache is not None:
         built.cache_path = str(cache.path(key))
-        _store_cached(built, cache, key)
+        stored = _store_cached(built, cache, key)
+        if why != "miss":  # after storing: the entry does not keep the event
+            built.events.add("cache_rebuilt", "-", f"model cache entry {built.cache_path!r} was not used "
+                             f"({why}); the session was built from the model and the entry "
+                             + ("rewritten" if stored else "could not be rewritten (see cache_disabled)"))
     return built
 
 
@@ -59,7 +69,7 @@ def load_compiled(source: Any, config: ScheduleConfig | None, registry: Registry
     else:
         image = read_session_file(source)
     if config is None:
-        config = ScheduleConfig.from_dict({**image.config, "cache_dir": None})
+        config = stored_config(image)
     return from_image(image, config, registry)
 
 
@@ -67,11 +77,25 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
            events: EventLog) -> CompiledModel:
     graph = load_model(model, config.input_shapes).graph
     graph.topological_sort()
-    scheduler = registry.scheduler(config.scheduler).cls()
-    pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
+    scheduler = _scheduler(registry, config.scheduler)
+    with build_budget(config.max_tensor_bytes):  # constant folding allocates under the session's budget
+        pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
+    check_static_sizes(graph, config.max_tensor_bytes)
     sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
     placement = place_and_compile(graph, config, selection, scheduler, events)
     return explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
+
+
+def _scheduler(registry: Registry, name: str) -> Scheduler:
+    """An instance of scheduler ``name``; :class:`PluginError` when the plugin's class fails."""
+    cls = registry.scheduler(name).cls
+    try:
+        scheduler = cls()
+    except (Exception, SystemExit) as e:
+        raise PluginError(f"scheduler {name!r} failed to initialize: {type(e).__name__}: {e}") from e
+    if not isinstance(scheduler, Scheduler):
+        raise PluginError(f"scheduler {name!r} is a {type(scheduler).__name__}, not a nnrt_core.placement.Scheduler")
+    return scheduler
 
 
 # ------------------------------------------------------------------ the cache
@@ -84,32 +108,43 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
     if digest is None:
         events.add("cache_disabled", "-", "model cache skipped: this model cannot be keyed")
         return None, ""
-    backends = [b.cache_fingerprint() for b in selection.candidates]
+    try:
+        backends = [b.cache_fingerprint() for b in selection.candidates]
+    except Exception as e:  # a buggy plugin: run without a cache rather than fail
+        events.add("cache_disabled", "-", f"model cache skipped: a backend's cache_fingerprint() raised "
+                                          f"{type(e).__name__}: {e}")
+        return None, ""
     compiled_by = {k: v for k, v in config.to_dict().items() if k not in RUNTIME_OPTIONS}
     return cache, cache.key(digest, compiled_by, backends)
 
 
-def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig, registry: Registry) -> CompiledModel | None:
+def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig,
+                 registry: Registry) -> tuple[CompiledModel | None, str]:
+    """(the cached model, "hit") or (``None``, why it is rebuilt)."""
     image, why = cache.load(key)
     path = str(cache.path(key))
     if image is None:
         log.info("model cache %s: %s", path, why)
-        return None
+        return None, why
     try:
         loaded = from_image(image, config, registry)
-    except NnrtError as e:  # e.g. a device blob the backend now refuses: rebuild
-        log.warning("model cache: cannot load %s (%s); rebuilding", path, e)
-        return None
+    except Exception as e:  # any entry that cannot be loaded (a blob the backend now refuses...): rebuild
+        problem = str(e) if isinstance(e, NnrtError) else f"{type(e).__name__}: {e}"
+        log.warning("model cache: cannot load %s (%s); rebuilding", path, problem)
+        return None, f"cannot be loaded: {problem}"
     loaded.cache_hit, loaded.cache_path = True, path
-    return loaded
+    return loaded, "hit"
 
 
-def _store_cached(built: CompiledModel, cache: ModelCache, key: str) -> None:
+def _store_cached(built: CompiledModel, cache: ModelCache, key: str) -> bool:
+    """Write ``built`` to the cache; ``False`` (and a ``cache_disabled`` event) when it cannot be."""
     try:
         image = to_image(built)
     except SessionFileError as e:
         built.events.add("cache_disabled", "-", f"model cache not written: {e}")
-        return
+        return False
     problem = cache.store(key, image)
     if problem is not None:
         built.events.add("cache_disabled", "-", f"model cache not written ({problem}); running without a cache")
+        return False
+    return True

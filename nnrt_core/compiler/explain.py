@@ -65,7 +65,7 @@ def explain(graph: Graph, config: ScheduleConfig, selection: BackendSelection, s
     estimates = scheduler.estimate_partitions(placement.context, placement.result, placement.plans,
                                               placement.compiled)
     steps = [ExecutionStep(compiled, selection.named(plan.backend), [v.name for v in plan.inputs],
-                           [v.name for v in plan.outputs])
+                           [v.name for v in plan.outputs], types={v.name: v.type for v in plan.outputs})
              for plan, compiled in zip(placement.plans, placement.compiled)]
     constants = {v.name: v.const for v in graph.outputs if v.const is not None and v.producer is None}
     return CompiledModel(

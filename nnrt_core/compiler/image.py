@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 
+from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
 from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
 from nnrt_core.config import ScheduleConfig
-from nnrt_core.errors import SessionFileError
+from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
 from nnrt_core.ir import Graph, Value
 from nnrt_core.passes import PassReport
 from nnrt_core.placement import NodePlacement, PlacementEvent
@@ -14,7 +15,7 @@ from nnrt_core.runtime.executor import ExecutionStep
 from nnrt_core.storage.session_file import PartitionRecord, SessionImage
 from nnrt_core.version import __version__
 
-__all__ = ["to_image", "from_image"]
+__all__ = ["to_image", "from_image", "stored_config"]
 
 _MEMORY_STATS = ("planned_peak_bytes", "naive_bytes", "lower_bound_bytes")
 
@@ -25,10 +26,7 @@ def to_image(model: CompiledModel) -> SessionImage:
     op_of = {p.node: p.op_type for p in model.placement}
     parts = []
     for info, step in zip(model.partitions, model.steps):
-        blob = step.compiled.serialize()
-        if blob is None:
-            raise SessionFileError(f"backend {info.backend!r} cannot serialize compiled partitions "
-                                   f"(partition {info.index}), so this session cannot be saved")
+        blob = _serialized(step, info.index)
         parts.append(PartitionRecord(info.index, info.backend, str(step.backend.version), step.compiled.name,
                                      [(n, op_of.get(n, "")) for n in info.nodes], list(info.inputs),
                                      list(info.outputs), blob))
@@ -43,22 +41,81 @@ def to_image(model: CompiledModel) -> SessionImage:
               "considered_plans": model.considered_plans})
 
 
+def _serialized(step: ExecutionStep, index: int) -> bytes:
+    """The partition's ``serialize()`` bytes; :class:`SessionFileError` when
+    the backend cannot serialize, raises, or returns something else."""
+    try:
+        blob = step.compiled.serialize()
+    except Exception as e:  # a buggy plugin: the session works, it is just not storable
+        raise SessionFileError(f"backend {step.backend.name!r} failed to serialize partition {index}: "
+                               f"{type(e).__name__}: {e}") from e
+    if blob is None:
+        raise SessionFileError(f"backend {step.backend.name!r} cannot serialize compiled partitions "
+                               f"(partition {index}), so this session cannot be saved")
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise SessionFileError(f"backend {step.backend.name!r} serialized partition {index} as "
+                               f"{type(blob).__name__}; expected bytes")
+    return bytes(blob)
+
+
+def _loaded(backend: Backend, blob: bytes, options: CompileOptions, index: int) -> CompiledPartition:
+    """``backend.load_compiled``; :class:`SessionFileError` when it raises
+    something other than an nnrt error or returns no partition."""
+    try:
+        part = backend.load_compiled(blob, options)
+    except NnrtError:
+        raise
+    except Exception as e:
+        raise SessionFileError(f"backend {backend.name!r} failed to load partition {index}: "
+                               f"{type(e).__name__}: {e}") from e
+    if not isinstance(part, CompiledPartition):
+        raise SessionFileError(f"backend {backend.name!r} loaded partition {index} as {type(part).__name__}; "
+                               f"expected a CompiledPartition")
+    return part
+
+
+def stored_config(image: SessionImage, what: str = "session file") -> ScheduleConfig:
+    """The config ``image`` was built with (without a cache directory);
+    :class:`SessionFileError` naming the field when it is not a valid one."""
+    try:
+        return ScheduleConfig.from_dict({**image.config, "cache_dir": None})
+    except (ConfigError, TypeError, ValueError) as e:
+        raise SessionFileError(f"{what}: field 'config' is not a valid config: {e}") from None
+
+
+def _load_partition(rec: PartitionRecord, image: SessionImage, config: ScheduleConfig,
+                    registry: Registry) -> ExecutionStep:
+    """``rec`` loaded by its backend, its boundary checked against the record."""
+    reg = registry.backend(rec.backend)  # ConfigError listing installed backends
+    if not reg.available or reg.backend is None:
+        raise SessionFileError(f"the compiled session needs backend {rec.backend!r}, which is unavailable "
+                               f"here: {reg.reason}")
+    backend = reg.backend
+    part = _loaded(backend, rec.blob, config.compile_options(rec.backend), rec.index)
+    reads, writes = getattr(part, "input_names", None), getattr(part, "output_names", None)
+    if reads is not None and set(reads) != set(rec.inputs):
+        raise SessionFileError(f"partition {rec.index} ({rec.backend!r}): field 'inputs' names {rec.inputs}, "
+                               f"but its compiled form reads {list(reads)}")
+    if writes is not None and not set(rec.outputs) <= set(writes):
+        raise SessionFileError(f"partition {rec.index} ({rec.backend!r}): field 'outputs' names {rec.outputs}, "
+                               f"but its compiled form writes {list(writes)}")
+    return ExecutionStep(part, backend, list(rec.inputs), list(rec.outputs),
+                         types={n: t for n, t in image.outputs if n in rec.outputs})
+
+
 def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) -> CompiledModel:
     """Load the compiled model ``image`` describes (no source model needed);
-    its partitions are loaded by their backends."""
+    its partitions are loaded by their backends.  ``image`` comes from
+    :func:`~nnrt_core.storage.session_file.decode`, which checked its fields."""
+    stored_config(image)  # valid even where ``config`` replaces it (a cache entry)
     graph = Graph(str(image.meta.get("graph_name", "offline")),
                   inputs=[Value(n, t) for n, t in image.inputs], outputs=[Value(n, t) for n, t in image.outputs])
     steps, used = [], []
     for rec in image.partitions:
-        reg = registry.backend(rec.backend)  # ConfigError listing installed backends
-        if not reg.available or reg.backend is None:
-            raise SessionFileError(f"the compiled session needs backend {rec.backend!r}, which is unavailable "
-                                   f"here: {reg.reason}")
-        backend = reg.backend
-        part = backend.load_compiled(rec.blob, config.compile_options(rec.backend))
-        if backend not in used:
-            used.append(backend)
-        steps.append(ExecutionStep(part, backend, list(rec.inputs), list(rec.outputs)))
+        step = _load_partition(rec, image, config, registry)
+        if step.backend not in used:
+            used.append(step.backend)
+        steps.append(step)
     meta = image.meta
     memory = meta.get("memory")
     plans = meta.get("considered_plans")

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.backend.base import Backend, CompiledPartition, describe_partition
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.ir import Graph
 from nnrt_core.passes import PassReport
@@ -92,7 +92,7 @@ class CompiledModel:
         """The partitions with each backend's ``describe()`` and the cost estimate."""
         out = []
         for info, step in zip(self.partitions, self.steps):
-            details = step.compiled.describe()
+            details = describe_partition(step.compiled)
             est = self.estimates.get(info.index)
             if est is not None:  # estimated cost of one run (see nnrt_core.placement.CostModel)
                 details = {**details, "estimated_ms": est[0] * 1e3, "estimate_source": est[1]}

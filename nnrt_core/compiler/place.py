@@ -8,7 +8,7 @@ from nnrt_core.backend.base import Capability, CompiledPartition
 from nnrt_core.compiler.backends import BackendSelection
 from nnrt_core.compiler.model import EventLog
 from nnrt_core.config import ScheduleConfig
-from nnrt_core.errors import CompileError
+from nnrt_core.errors import CompileError, NnrtError, PlacementError
 from nnrt_core.ir import Graph
 from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, PlacementResult, Scheduler
 
@@ -32,12 +32,15 @@ def place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSe
     and compile until every partition compiles (``compile_fallback`` events)."""
     caps: dict[str, Capability] = {b.name: b.capability(graph, config.compile_options(b.name))
                                    for b in selection.candidates}
+    for name, cap in caps.items():
+        if cap.fault is not None:  # a broken plugin: its nodes go to the other backends
+            events.add("plugin_fault", name, f"backend {name!r}: {cap.fault}; its nodes fall back to other backends",
+                       sorted(cap.rejected))
     compiled_cache: dict[PartitionKey, CompiledPartition] = {}
     for _attempt in range(1 + len(graph.nodes) * max(1, len(caps))):
         ctx = PlacementContext(graph, selection.backends, selection.backup, caps, config, config.pins,
                                compiled=compiled_cache)
-        result = scheduler.place(ctx)
-        plans = scheduler.partition(graph, result.assignment)
+        result, plans = _schedule(scheduler, ctx)
         compiled = _compile_all(graph, config, selection, plans, compiled_cache)
         if isinstance(compiled, list):
             return Placement(ctx, result, plans, compiled)
@@ -50,6 +53,19 @@ def place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSe
                    f"backend {plan.backend!r} failed to compile partition {plan.name} "
                    f"({len(names)} nodes): {err}; re-placing its nodes", names)
     raise CompileError("placement did not converge")  # pragma: no cover - each attempt removes a (node, backend) pair
+
+
+def _schedule(scheduler: Scheduler, ctx: PlacementContext) -> tuple[PlacementResult, list[PartitionPlan]]:
+    """The scheduler's placement and partitions; a scheduler plugin raising
+    something other than an nnrt error is a :class:`PlacementError` naming it."""
+    try:
+        result = scheduler.place(ctx)
+        return result, scheduler.partition(ctx.graph, result.assignment)
+    except NnrtError:
+        raise
+    except Exception as e:
+        raise PlacementError(f"scheduler {getattr(scheduler, 'name', type(scheduler).__name__)!r} failed: "
+                             f"{type(e).__name__}: {e}") from e
 
 
 def _compile_all(graph: Graph, config: ScheduleConfig, selection: BackendSelection, plans: list[PartitionPlan],

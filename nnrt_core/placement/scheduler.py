@@ -17,7 +17,7 @@ import abc
 import difflib
 from typing import ClassVar, Mapping
 
-from nnrt_core.backend.base import CompiledPartition
+from nnrt_core.backend.base import CompiledPartition, estimated_seconds_of
 from nnrt_core.errors import ConfigError, PlacementError, UnsupportedNodeError
 from nnrt_core.ir import Graph, Node
 from nnrt_core.placement.context import PlacementContext, PlacementEvent, PlacementResult
@@ -77,7 +77,7 @@ class Scheduler(abc.ABC):
                 if key in result.estimates:
                     out[plan.index] = result.estimates[key]
                     continue
-                sec = part.estimated_seconds()
+                sec = estimated_seconds_of(part)
                 if sec is not None:
                     out[plan.index] = (float(sec), "cost model")
                     continue

@@ -18,11 +18,15 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 import time
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.errors import ExecutionError, NnrtError
+from nnrt_core.ir.types import ValueType
+from nnrt_core.runtime.control import RunControl, accepts_control
+from nnrt_core.runtime.output_check import OutputCheck, describe_value
 from nnrt_core.runtime.tensor import Tensor
 
 __all__ = ["ExecutionStep", "Executor", "StepObserver"]
@@ -49,6 +53,14 @@ class ExecutionStep:
     inputs: list[str]
     outputs: list[str]
     release: list[str] = field(default_factory=list)  #: values dead after this step
+    #: declared types of the outputs, where known (what :class:`OutputCheck` checks them against)
+    types: Mapping[str, ValueType] = field(default_factory=dict)
+
+    def output_check(self) -> Callable[[Any], Any]:
+        """The check of what this step's partition returns (``outs`` -> ``outs``
+        or :class:`ExecutionError`; see :class:`OutputCheck`)."""
+        return OutputCheck(self.backend.name, self.compiled.name, self.outputs, self.types,
+                           self.backend.host_memory).fast
 
 
 class Executor:
@@ -62,6 +74,9 @@ class Executor:
         self.constants = dict(constants)  # graph outputs that are initializers
         self._lock = threading.Lock()
         self.host_device_copies = 0
+        #: per step: the check of its partition's outputs (plugins are data too;
+        #: ``benchmarks/bench_output_checks.py`` swaps in no-ops to measure their cost)
+        self.checks = [st.output_check() for st in self.steps]
         keep = set(graph_outputs)
         last: dict[str, int] = {}
         for i, st in enumerate(self.steps):
@@ -92,22 +107,38 @@ class Executor:
                 self._readers[n] = self._readers.get(n, 0) + 1
         #: overlap device partitions with host ones (see the module docstring)
         self.overlap = len(self.steps) > 1 and any(not st.backend.host_memory for st in self.steps)
+        # per step: run / run_async take a RunControl (partitions written before it do not)
+        self._ctl_run = [accepts_control(st.compiled.run) for st in self.steps]
+        self._ctl_async = [accepts_control(st.compiled.run_async) for st in self.steps]
 
     def run(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
-            keep_on_device: bool = False) -> list[Any]:
+            keep_on_device: bool = False, control: RunControl | None = None) -> list[Any]:
         """Outputs in graph-output order.  ``owners`` names the device backend
         holding a feed (zero-copy inputs); with ``keep_on_device`` outputs
         produced on a device come back as :class:`~nnrt_core.runtime.tensor.Tensor`
-        without a copy to the host."""
+        without a copy to the host.  ``control`` (deadline, cancellation,
+        memory budget) goes to every partition that takes it and is checked
+        before each partition."""
         if self._single is not None and not owners:
-            outs = self._single.run(feeds)
+            single = self._single
+            outs = self.checks[0](single.run(feeds, control=control) if control is not None and self._ctl_run[0]
+                                  else single.run(feeds))
             return [outs[name] for name in self.graph_outputs]
         if self.overlap:
-            return self._run_overlapped(feeds, owners, keep_on_device)
-        return self._run_sequential(feeds, owners, keep_on_device)
+            return self._run_overlapped(feeds, owners, keep_on_device, control)
+        return self._run_sequential(feeds, owners, keep_on_device, control=control)
+
+    def _call(self, index: int, args: dict[str, Any], control: RunControl | None) -> Mapping[str, Any]:
+        """Run step ``index`` (after checking ``control``), handing it the control when it takes one."""
+        st = self.steps[index]
+        if control is None:
+            return st.compiled.run(args)
+        control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
+        return st.compiled.run(args, control=control) if self._ctl_run[index] else st.compiled.run(args)
 
     def _run_sequential(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
-                        keep_on_device: bool = False, observer: "StepObserver | None" = None) -> list[Any]:
+                        keep_on_device: bool = False, observer: "StepObserver | None" = None,
+                        control: RunControl | None = None) -> list[Any]:
         """Steps in order on the calling thread; ``observer`` (profiling)
         runs each step and sees every copy."""
         env: dict[str, Any] = dict(feeds)
@@ -118,7 +149,8 @@ class Executor:
             b = st.backend
             args, n = _step_args(st, env, owner, on_host, observer)
             copies += n
-            outs = st.compiled.run(args) if observer is None else observer.run_step(index, st, args)
+            outs = self.checks[index](self._call(index, args, control) if observer is None
+                                      else observer.run_step(index, st, args))
             for name in st.outputs:
                 env[name] = outs[name]
                 owner[name] = b
@@ -153,7 +185,7 @@ class Executor:
         return results
 
     def _run_overlapped(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
-                        keep_on_device: bool = False) -> list[Any]:
+                        keep_on_device: bool = False, control: RunControl | None = None) -> list[Any]:
         """Dependency-driven run: device partitions are submitted as soon as
         their inputs exist, host partitions run here meanwhile."""
         env: dict[str, Any] = dict(feeds)
@@ -184,6 +216,7 @@ class Executor:
 
         def finish(i: int, outs: Mapping[str, Any]) -> None:
             st = self.steps[i]
+            outs = self.checks[i](outs)
             for name in st.outputs:
                 env[name] = outs[name]
                 owner[name] = st.backend
@@ -200,10 +233,10 @@ class Executor:
             while done < len(self.steps):
                 while ready_device:
                     i = ready_device.popleft()
-                    pending[self.steps[i].compiled.run_async(prepare(i))] = i
+                    pending[_submitted(self.steps[i], self._submit(i, prepare(i), control))] = i
                 if ready_host:
                     i = ready_host.popleft()
-                    finish(i, self.steps[i].compiled.run(prepare(i)))
+                    finish(i, self._call(i, prepare(i), control))
                     done += 1
                     continue
                 if not pending:  # pragma: no cover - the steps come from an acyclic partition graph
@@ -217,6 +250,14 @@ class Executor:
             wait(list(pending))  # never leave device work running on released buffers
             raise
         return self._results(env, owner, on_host, copies, keep_on_device)
+
+    def _submit(self, index: int, args: dict[str, Any], control: RunControl | None) -> Any:
+        """``run_async`` of step ``index`` (after checking ``control``)."""
+        st = self.steps[index]
+        if control is None:
+            return st.compiled.run_async(args)
+        control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
+        return st.compiled.run_async(args, control=control) if self._ctl_async[index] else st.compiled.run_async(args)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
         """``run`` with every partition and copy reported to ``observer``
@@ -242,21 +283,52 @@ def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Ba
                     x = _to_host(name, src, x, on_host, observer)
                     copies += 1
             if not b.host_memory:
-                if observer is None:
-                    x = b.to_device(x)
-                else:
-                    t0 = time.perf_counter()
-                    host_x, x = x, b.to_device(x)
+                t0 = time.perf_counter() if observer is not None else 0.0
+                host_x, x = x, _to_device(name, b, x)
+                if observer is not None:
                     observer.transfer(name, "to_device", b, t0, time.perf_counter(), host_x)
                 copies += 1
         args[name] = x
     return args, copies
 
 
+def _submitted(st: ExecutionStep, fut: Any) -> Future:
+    """``fut`` when ``run_async`` returned a future, else :class:`ExecutionError`."""
+    if not isinstance(fut, Future):
+        raise ExecutionError(f"backend {st.backend.name!r} partition {st.compiled.name!r} run_async returned "
+                             f"{describe_value(fut)} instead of a Future")
+    return fut
+
+
 def _to_host(name: str, src: Backend, x: Any, on_host: dict[str, Any], observer: StepObserver | None) -> Any:
-    """``src.to_host(x)``, remembered in ``on_host`` and reported to ``observer``."""
+    """``src.to_host(x)``, remembered in ``on_host`` and reported to ``observer``
+    (:class:`ExecutionError` when the backend fails or returns no host array)."""
     t0 = time.perf_counter() if observer is not None else 0.0
-    y = on_host[name] = src.to_host(x)
+    try:
+        y = src.to_host(x)
+    except NnrtError:
+        raise
+    except Exception as e:
+        raise ExecutionError(f"backend {src.name!r} failed to copy {name!r} to the host: "
+                             f"{type(e).__name__}: {e}") from e
+    if not isinstance(y, np.ndarray):
+        raise ExecutionError(f"backend {src.name!r} copied {name!r} to the host as {describe_value(y)}; "
+                             f"expected a numpy array")
+    on_host[name] = y
     if observer is not None:
         observer.transfer(name, "to_host", src, t0, time.perf_counter(), y)
+    return y
+
+
+def _to_device(name: str, b: Backend, x: Any) -> Any:
+    """``b.to_device(x)``; :class:`ExecutionError` when the backend fails."""
+    try:
+        y = b.to_device(x)
+    except NnrtError:
+        raise
+    except Exception as e:
+        raise ExecutionError(f"backend {b.name!r} failed to copy {name!r} to its device: "
+                             f"{type(e).__name__}: {e}") from e
+    if y is None:
+        raise ExecutionError(f"backend {b.name!r} copied {name!r} to its device as None")
     return y

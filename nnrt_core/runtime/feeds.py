@@ -4,6 +4,7 @@ for the common case, a precise error otherwise) and synthetic feeds for tools
 (:func:`random_feeds`)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -62,6 +63,10 @@ class FeedValidator:
         if not isinstance(feeds, Mapping):
             raise InputError(f"feeds must be a mapping of input name -> array, got {type(feeds).__name__}")
         expected = {v.name: v for v in self.inputs}
+        odd = [k for k in feeds if not isinstance(k, str)]
+        if odd:
+            got = [f"{k!r} ({type(k).__name__})" for k in odd[:5]]
+            raise InputError(f"feed keys must be input names (str), got {got}; the model's inputs are {list(expected)}")
         unknown = sorted(set(feeds) - set(expected))
         if unknown:
             raise InputError(f"unknown input(s) {unknown}; the model's inputs are {list(expected)}")
@@ -209,7 +214,10 @@ def allocate_input(inputs: Sequence[Value], steps: Sequence[Any], name: str,
         raise InputError(f"input {name!r} is not a tensor of known rank; it cannot be allocated")
     dims = list(t.shape)
     if shape is not None:
-        shape = tuple(int(d) for d in shape)
+        try:
+            shape = tuple(int(d) for d in shape)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"input {name!r}: shape must be a sequence of ints, got {shape!r}") from e
         if not fits(t.shape, shape) or any(s < 0 for s in shape):
             raise InputError(f"input {name!r} has shape {shape_text(t.shape)}; cannot allocate {list(shape)}")
     elif all(isinstance(d, int) for d in dims):
@@ -217,8 +225,33 @@ def allocate_input(inputs: Sequence[Value], steps: Sequence[Any], name: str,
     else:
         raise InputError(f"input {name!r} has dynamic shape {shape_text(t.shape)}; pass shape=")
     dtype = t.dtype.numpy
+    _check_allocation(name, shape, np.dtype(dtype))
     readers = {id(st.backend): st.backend for st in steps if name in st.inputs}
     backend = next(iter(readers.values())) if len(readers) == 1 else None
-    if backend is None or backend.host_memory:
-        return Tensor(np.empty(shape, dtype), None, shape, dtype)
-    return Tensor(backend.allocate(shape, dtype), backend, shape, dtype)
+    try:
+        if backend is None or backend.host_memory:
+            return Tensor(np.empty(shape, dtype), None, shape, dtype)
+        return Tensor(backend.allocate(shape, dtype), backend, shape, dtype)
+    except (MemoryError, ValueError) as e:
+        raise InputError(f"input {name!r}: cannot allocate {np.dtype(dtype)}{list(shape)}: "
+                         f"{type(e).__name__}: {e}") from e
+
+
+def _check_allocation(name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """:class:`InputError` when a tensor of ``shape`` cannot fit in this machine's memory
+    (checked before allocating, in exact integer arithmetic)."""
+    nbytes = dtype.itemsize
+    for d in shape:
+        nbytes *= d
+    limit = physical_memory()
+    if nbytes > limit:
+        raise InputError(f"input {name!r}: a {dtype}{list(shape)} tensor needs {nbytes:,} bytes, more than "
+                         f"this machine's memory ({limit:,} bytes)")
+
+
+def physical_memory() -> int:
+    """This machine's physical memory in bytes (the largest numpy allocation when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return np.iinfo(np.intp).max

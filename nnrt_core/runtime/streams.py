@@ -22,8 +22,9 @@ then (the machine's load changes).
 
 Cancellation: ``RunFuture.cancel()`` on a request that has not started keeps
 it from running; on a running request it marks the future cancelled at once
-(``result()`` raises ``CancelledError``) and the result of the run, which
-finishes in the background, is dropped.  The session stays usable either way.
+(``result()`` raises ``CancelledError``) and cancels the run's ``RunControl``:
+backends stop at their next check and the worker is free again (see
+docs/async.md).  The session stays usable either way.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 
 from nnrt_core.errors import ConfigError, ExecutionError
+from nnrt_core.runtime.control import RunControl, accepts_control
 from nnrt_core.runtime.thread_budget import CORES, share_of_cores, use_thread_budget
 
 
@@ -47,7 +49,8 @@ class StreamTarget(Protocol):
     #: measured concurrency per ``max_in_flight``, remembered between streams
     concurrency_choices: dict[int, int]
 
-    def run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None) -> dict[str, Any]: ...
+    def run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None, *,
+            control: RunControl | None = None) -> dict[str, Any]: ...
 
     def validate_feeds(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]: ...
 
@@ -67,12 +70,14 @@ class RunFuture(Future):
     """The future of one asynchronous run.
 
     Like ``concurrent.futures.Future``, except that ``cancel()`` also succeeds
-    while the run is executing: the future is cancelled immediately and the
-    run's result is discarded when it arrives."""
+    while the run is executing: the future is cancelled immediately and so is
+    the run's ``control`` (the run stops at the backends' next check)."""
 
-    def __init__(self) -> None:
+    def __init__(self, control: RunControl | None = None) -> None:
         super().__init__()
         self.cancel_requested_while_running = False
+        #: the run's deadline and cancellation (``None`` for futures not made by a RunPool)
+        self.control = control
 
     def cancel(self) -> bool:
         running = False
@@ -86,6 +91,8 @@ class RunFuture(Future):
         cancelled = super().cancel()
         if running and cancelled:
             self.cancel_requested_while_running = True
+            if self.control is not None:
+                self.control.cancel()  # the worker stops at its next check
             # tell concurrent.futures.wait / as_completed, as for a queued cancel
             self.set_running_or_notify_cancel()
         return cancelled
@@ -113,16 +120,19 @@ class RunPool:
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise ConfigError(f"the number of worker threads must be a positive integer, got {workers!r}")
         self._run = run
+        self._takes_control = accepts_control(run)  # run(feeds, names, control=...): cancel stops it
         self.workers = workers
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._active = 0
         self._active_lock = threading.Lock()
 
     def submit(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None,
-               on_done: Callable[[RunFuture, float], None] | None = None) -> RunFuture:
+               on_done: Callable[[RunFuture, float], None] | None = None,
+               timeout: float | None = None) -> RunFuture:
         """Queue one run; ``on_done(future, seconds)`` is called on the worker
-        after the future is settled (also when it was cancelled)."""
-        fut = RunFuture()
+        after the future is settled (also when it was cancelled).  ``timeout``
+        (seconds from now) is the run's deadline."""
+        fut = RunFuture(RunControl(timeout))
         try:
             self._executor.submit(self._work, fut, feeds, output_names, on_done)
         except RuntimeError as e:  # shut down
@@ -141,7 +151,8 @@ class RunPool:
             try:
                 # the run's share of the cores, from the runs active as it starts
                 with use_thread_budget(share_of_cores(active)):
-                    result = self._run(feeds, output_names)
+                    result = self._run(feeds, output_names, control=fut.control) if self._takes_control \
+                        else self._run(feeds, output_names)
             except BaseException as e:  # delivered through the future, never lost
                 fut.settle(error=e)
             else:
@@ -265,6 +276,7 @@ class Stream:
             raise ConfigError(f"concurrency must be 'auto' or an integer from 1 to max_in_flight "
                               f"({max_in_flight}), got {concurrency!r}")
         self.session = session
+        self._takes_control = accepts_control(session.run)
         self.max_in_flight = max_in_flight
         self.callback = callback
         self.output_names = list(output_names) if output_names is not None else None
@@ -292,7 +304,7 @@ class Stream:
         """How many requests may execute at once right now."""
         return self.tuner.limit if self.tuner is not None else self._fixed_limit
 
-    def _gated_run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None) -> Outputs:
+    def _gated_run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None, control: Any = None) -> Outputs:
         with self._gate:
             while self._executing >= self.concurrency:
                 self._gate.wait()
@@ -301,7 +313,8 @@ class Stream:
         try:
             # each executing request gets its share of the cores (see nnrt_core.runtime.thread_budget)
             with use_thread_budget(share_of_cores(width)):
-                return self.session.run(feeds, output_names)
+                kw = {"control": control} if control is not None and self._takes_control else {}
+                return self.session.run(feeds, output_names, **kw)
         finally:
             with self._gate:
                 self._executing -= 1
@@ -315,11 +328,12 @@ class Stream:
                 self._gate.notify_all()
 
     # ----------------------------------------------------------- requests
-    def submit(self, feeds: Mapping[str, Any], userdata: Any = None) -> RunFuture:
+    def submit(self, feeds: Mapping[str, Any], userdata: Any = None, timeout: float | None = None) -> RunFuture:
         """Start a run, blocking while ``max_in_flight`` runs are in flight.
 
         Feeds are validated here: bad feeds raise ``InputError`` in the caller
-        and use no slot.  The arrays must stay unchanged until the run ends."""
+        and use no slot.  The arrays must stay unchanged until the run ends.
+        ``timeout`` (seconds from now) is the run's deadline."""
         if self._closed:
             raise ExecutionError("stream is closed")
         checked = self.session.validate_feeds(feeds)
@@ -332,7 +346,7 @@ class Stream:
         def done(fut: RunFuture, seconds: float) -> None:
             self._finish(fut, index, userdata, seconds)
 
-        fut = self._pool.submit(checked, self.output_names, on_done=done)
+        fut = self._pool.submit(checked, self.output_names, on_done=done, timeout=timeout)
         with self._cond:
             self._pending.add(fut)
         fut.add_done_callback(self._forget)  # runs at once when already done

@@ -9,10 +9,17 @@ profiles.  The next session with the same key loads it instead of compiling.
 Rules (after OpenHarmony NNRt's compilation cache):
 
 * cache written with an older ``cache_version`` -> rebuilt and rewritten;
-  a newer ``cache_version`` than the config asks for -> ``ConfigError``;
-* a cache file in a newer *format* -> ``SessionFileError`` (clear error);
-* truncated, corrupted or checksum-mismatched files -> detected, a warning,
-  rebuilt and rewritten; never used;
+* an entry with a newer ``cache_version`` than the config asks for, or in a
+  newer session-file *format* -> not used and left as it is (it may belong to
+  a newer nnrt or configuration); the session is built without the cache and
+  reports a ``cache_disabled`` event naming the entry -- never a failed session;
+* truncated, corrupted or checksum-mismatched files, and files with valid
+  checksums whose records do not hold together (see
+  :mod:`nnrt_core.storage.header_check`) -> detected, a warning, rebuilt and
+  rewritten; never used.  The same for an entry its backends cannot load
+  (:func:`nnrt_core.compiler.build.compile_model` catches that), and for an
+  entry that is not a regular file or is too large, which is never read;
+  the session reports a ``cache_rebuilt`` event;
 * writes go through a unique temporary file and an atomic rename, so
   concurrent writers cannot corrupt an entry;
 * a full disk or an I/O error while writing -> a warning; the session runs
@@ -31,7 +38,7 @@ from typing import Any
 from nnrt_core.errors import ConfigError, SessionFileError
 from nnrt_core.frontends import model_digest  # re-exported: the cache key of a model
 from nnrt_core.storage.files import write_atomic
-from nnrt_core.storage.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode
+from nnrt_core.storage.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode, read_bytes
 
 __all__ = ["ModelCache", "model_digest"]
 
@@ -70,19 +77,24 @@ class ModelCache:
 
     def load(self, key: str) -> tuple[SessionImage | None, str]:
         """(image, why) — the cached image, or ``None`` with the reason it is
-        not usable ("miss", "stale", "corrupted: ...")."""
+        not usable ("miss", "stale", "corrupted: ...", "refused: ...", or
+        "newer: ..." for an entry to leave alone).  An
+        entry that is not a regular file (a directory, a FIFO, a link to a
+        device) or is over ``MAX_FILE_BYTES`` is refused without reading it."""
         p = self.path(key)
-        try:
-            data = p.read_bytes()
-        except FileNotFoundError:
+        what = f"cache file {str(p)!r}"
+        if not os.path.lexists(p):
             return None, "miss"
-        except OSError as e:
-            log.warning("model cache: cannot read %s: %s; rebuilding", p, e)
-            return None, f"unreadable: {e}"
         try:
-            image = decode(data, what=f"cache file {str(p)!r}")
-        except NewerFormatError:
-            raise
+            data = read_bytes(p, what)
+        except SessionFileError as e:
+            log.warning("model cache: %s; rebuilding", e)
+            return None, f"refused: {e}"
+        try:
+            image = decode(data, what=what)
+        except NewerFormatError as e:
+            log.warning("model cache: %s; building without the cache", e)
+            return None, f"newer: {e}"
         except SessionFileError as e:
             log.warning("model cache: %s; rebuilding", e)
             return None, f"corrupted: {e}"
@@ -91,8 +103,9 @@ class ModelCache:
             log.warning("model cache: %s has no cache version; rebuilding", p)
             return None, "corrupted: no cache version"
         if got > self.version:
-            raise ConfigError(f"cache file {str(p)!r} was written with cache_version {got}, newer than the "
-                              f"configured cache_version {self.version}; raise cache_version or clear the cache")
+            log.warning("model cache: %s has cache_version %d > %d; building without the cache", p, got, self.version)
+            return None, (f"newer: written with cache_version {got}, newer than the configured cache_version "
+                          f"{self.version}; raise cache_version or clear the cache")
         if got < self.version:
             log.info("model cache: %s has cache_version %d < %d; rebuilding", p, got, self.version)
             return None, "stale"
@@ -104,7 +117,7 @@ class ModelCache:
         image.meta["cache_version"] = self.version
         try:
             data = encode(image)
-        except SessionFileError as e:
+        except (SessionFileError, TypeError, ValueError) as e:  # e.g. a plugin's blob of the wrong type
             return str(e)
         try:
             write_atomic(self.path(key), data)

@@ -23,26 +23,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import stat
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nnrt_core.storage import checksum
+from nnrt_core.storage.header_check import CHECKSUM_NAMES, check_header
 from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "NewerFormatError", "PartitionRecord", "SessionImage", "encode", "decode",
-           "looks_like_session_file", "read_session_file", "type_to_json", "type_from_json"]
+__all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "NewerFormatError", "PartitionRecord", "SessionImage",
+           "encode", "decode", "looks_like_session_file", "read_bytes", "read_session_file", "type_to_json",
+           "type_from_json"]
 
 MAGIC = b"NNRTSES\x00"
 FORMAT_VERSION = 2
 _FIXED = struct.Struct("<8sIIQ32s")
-#: the checksum names an entry may carry, by the format versions that write them
-_ENTRY_CHECKSUMS = ("xxh3_128", "sha256")
+_ENTRY_CHECKSUMS = CHECKSUM_NAMES
 
 
 class NewerFormatError(SessionFileError):
@@ -51,6 +53,8 @@ class NewerFormatError(SessionFileError):
 
 #: largest header we read (the header holds names and reports, never weights)
 MAX_HEADER_BYTES = 256 << 20
+#: largest session file or cache entry we read; a larger one is refused before reading
+MAX_FILE_BYTES = 64 << 30
 
 
 @dataclass
@@ -102,13 +106,17 @@ def type_from_json(d: Any) -> ValueType | None:
         raise SessionFileError(f"malformed value type {d!r}")
     kind = d.get("kind")
     if kind == "tensor":
+        code = d.get("dtype")
         try:
-            dtype = DataType(int(d["dtype"]))
-        except (KeyError, ValueError, TypeError):
-            raise SessionFileError(f"malformed tensor type {d!r}") from None
+            dtype = DataType(code) if type(code) is int else None
+        except ValueError:
+            dtype = None
+        if dtype is None:
+            raise SessionFileError(f"malformed tensor type {d!r}: dtype must be an ONNX data type number")
         shape = d.get("shape")
         if shape is not None:
-            if not isinstance(shape, list) or not all(x is None or isinstance(x, (int, str)) for x in shape):
+            if not isinstance(shape, list) or not all(x is None or isinstance(x, str) or (type(x) is int and x >= 0)
+                                                      for x in shape):
                 raise SessionFileError(f"malformed tensor shape {shape!r}")
             shape = tuple(shape)
         return TensorType(dtype, shape)
@@ -161,25 +169,54 @@ def encode(image: SessionImage) -> bytes:
 
 # ----------------------------------------------------------------- decode
 def looks_like_session_file(model: Any) -> bool:
-    """True when ``model`` is bytes or a path of a file starting with our magic."""
+    """True when ``model`` is bytes or the path of a regular file starting
+    with our magic (FIFOs and devices are not opened for reading)."""
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model[:8]) == MAGIC
     if isinstance(model, (str, os.PathLike)):
         try:
-            with open(model, "rb") as f:
-                return f.read(8) == MAGIC
+            fd = os.open(model, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except (OSError, ValueError):
+            return False
+        try:
+            return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 8) == MAGIC
         except OSError:
             return False
+        finally:
+            os.close(fd)
     return False
 
 
-def read_session_file(path: str | os.PathLike) -> SessionImage:
-    p = Path(path)
+def read_bytes(path: str | os.PathLike, what: str, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, read with a bound: a FIFO, a
+    device (a link to ``/dev/zero``), a directory or a file over ``limit``
+    (default ``MAX_FILE_BYTES``) is refused with :class:`SessionFileError`
+    before anything is read, without blocking."""
+    limit = MAX_FILE_BYTES if limit is None else limit
     try:
-        data = p.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
-        raise SessionFileError(f"cannot read session file {str(p)!r}: {e}") from e
-    return decode(data, what=f"session file {str(p)!r}")
+        raise SessionFileError(f"cannot read {what}: {e}") from e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SessionFileError(f"{what} is not a regular file (a directory, FIFO or device); refused")
+        raise SessionFileError(f"{what} has {st.st_size} bytes, more than the {limit} a session file may "
+                               "have; refused")
+    with os.fdopen(fd, "rb") as f:  # buffered: read(n) loops until n bytes or the end
+        try:
+            data = f.read(st.st_size + 1)  # one more byte: a file that grew is refused
+        except OSError as e:
+            raise SessionFileError(f"cannot read {what}: {e}") from e
+    if len(data) > st.st_size:
+        raise SessionFileError(f"{what} grew while it was read; refused")
+    return data
+
+
+def read_session_file(path: str | os.PathLike) -> SessionImage:
+    what = f"session file {str(path)!r}"
+    return decode(read_bytes(path, what), what=what)
 
 
 def decode(data: bytes, *, what: str = "session file") -> SessionImage:
@@ -206,48 +243,63 @@ def decode(data: bytes, *, what: str = "session file") -> SessionImage:
         raise SessionFileError(f"{what}: header checksum mismatch (the file is corrupted)")
     try:
         head = json.loads(head_bytes.decode("utf-8"))
-        payload = memoryview(data)[_FIXED.size + hlen:]
-        entries = head["entries"]
-        total = sum(int(e["length"]) for e in entries)
-        if total != len(payload):
-            raise SessionFileError(f"{what} is truncated or has trailing bytes (payload {len(payload)} bytes, "
-                                   f"entries need {total})")
-
-        def entry(i: int) -> bytes:
-            e = entries[int(i)]
-            off, n = int(e["offset"]), int(e["length"])
-            if off < 0 or n < 0 or off + n > len(payload):
-                raise SessionFileError(f"{what}: entry {i} lies outside the file")
-            chunk = payload[off:off + n]  # a view: partition blobs can be large
-            algo = next((a for a in _ENTRY_CHECKSUMS if a in e), None)
-            if algo is None:
-                raise SessionFileError(f"{what}: entry {i} has no checksum")
-            if checksum.hexdigest(chunk, algorithm=algo) != e[algo]:
-                raise SessionFileError(f"{what}: entry {i} checksum mismatch (the file is corrupted)")
-            return chunk
-
-        parts = [PartitionRecord(int(p["index"]), str(p["backend"]), str(p["backend_version"]), str(p["name"]),
-                                 [(str(a), str(b)) for a, b in p["nodes"]], [str(x) for x in p["inputs"]],
-                                 [str(x) for x in p["outputs"]], entry(p["entry"]))
-                 for p in head["partitions"]]
-        consts = {}
-        for c in head["constants"]:
-            dt = np.dtype(str(c["dtype"]))
-            if dt.kind in "OUSV":
-                raise SessionFileError(f"{what}: constant {c['name']!r} has a dtype we never store ({dt})")
-            shape = tuple(int(x) for x in c["shape"])
-            raw = bytes(entry(c["entry"]))
-            if len(raw) != dt.itemsize * int(np.prod(shape, dtype=np.int64)):
-                raise SessionFileError(f"{what}: constant {c['name']!r} holds {len(raw)} bytes, "
-                                       f"shape {shape} of {dt} needs another size")
-            consts[str(c["name"])] = np.frombuffer(raw, dt).reshape(shape).copy()
-        return SessionImage(
-            config=dict(head["config"]),
-            inputs=[(str(n), type_from_json(t)) for n, t in head["inputs"]],
-            outputs=[(str(n), type_from_json(t)) for n, t in head["outputs"]],
-            partitions=parts, placement=list(head.get("placement", [])), events=list(head.get("events", [])),
-            constants=consts, meta=dict(head.get("meta", {})))
-    except SessionFileError:
-        raise
-    except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError, AttributeError) as e:
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise SessionFileError(f"{what} has a malformed header: {type(e).__name__}: {e}") from None
+    check_header(head, what)  # every field's type, and the references between records
+    return _image(head, memoryview(data)[_FIXED.size + hlen:], what)
+
+
+def _image(head: dict[str, Any], payload: memoryview, what: str) -> SessionImage:
+    """The image of a checked header over its ``payload``."""
+    entries = head["entries"]
+    total = sum(e["length"] for e in entries)
+    if total != len(payload):
+        raise SessionFileError(f"{what} is truncated or has trailing bytes (payload {len(payload)} bytes, "
+                               f"entries need {total})")
+
+    def entry(i: int) -> memoryview:
+        e = entries[i]
+        off, n = e["offset"], e["length"]
+        if off + n > len(payload):
+            raise SessionFileError(f"{what}: entry {i} lies outside the file")
+        chunk = payload[off:off + n]  # a view: partition blobs can be large
+        algo = next(a for a in _ENTRY_CHECKSUMS if a in e)
+        if checksum.hexdigest(chunk, algorithm=algo) != e[algo]:
+            raise SessionFileError(f"{what}: entry {i} checksum mismatch (the file is corrupted)")
+        return chunk
+
+    parts = [PartitionRecord(p["index"], p["backend"], p["backend_version"], p["name"],
+                             [(a, b) for a, b in p["nodes"]], list(p["inputs"]), list(p["outputs"]),
+                             entry(p["entry"]))
+             for p in head["partitions"]]
+    consts = {c["name"]: _constant(c, entry(c["entry"]), f"{what}: constants[{i}]")
+              for i, c in enumerate(head["constants"])}
+    return SessionImage(
+        config=dict(head["config"]),
+        inputs=[(n, _type(t, f"{what}: inputs[{i}]")) for i, (n, t) in enumerate(head["inputs"])],
+        outputs=[(n, _type(t, f"{what}: outputs[{i}]")) for i, (n, t) in enumerate(head["outputs"])],
+        partitions=parts, placement=list(head.get("placement", [])), events=list(head.get("events", [])),
+        constants=consts, meta=dict(head.get("meta", {})))
+
+
+def _constant(c: dict[str, Any], raw: memoryview, where: str) -> np.ndarray:
+    """A stored constant output, its dtype and size checked."""
+    try:
+        dt = np.dtype(c["dtype"])
+    except TypeError as e:
+        raise SessionFileError(f"{where}.dtype: {c['dtype']!r} is not a dtype ({e})") from None
+    if dt.kind not in "biufc" or dt.str != c["dtype"]:
+        raise SessionFileError(f"{where}.dtype: {c['dtype']!r} is not a dtype we store")
+    shape = tuple(c["shape"])
+    if len(raw) != dt.itemsize * math.prod(shape):
+        raise SessionFileError(f"{where}: holds {len(raw)} bytes, shape {shape} of {dt} needs another size")
+    return np.frombuffer(bytes(raw), dt).reshape(shape).copy()
+
+
+def _type(t: Any, where: str) -> ValueType | None:
+    try:
+        return type_from_json(t)
+    except SessionFileError as e:
+        raise SessionFileError(f"{where}[1]: {e}") from None
+    except RecursionError:
+        raise SessionFileError(f"{where}[1]: value type nested too deeply") from None

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from nnrt_core.config import OPTIMIZATION_LEVELS, PERFORMANCE_MODES, PRECISIONS, PRIORITIES, ScheduleConfig
-from nnrt_core.errors import InputError, NnrtError
+from nnrt_core.errors import ConfigError, InputError, NnrtError
 from nnrt_core.registry import default_registry
 from nnrt_core.quantization.cli import add_quantize_parser
 from nnrt_core.runtime.feeds import TensorInfo, random_feeds
@@ -246,8 +246,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    out_dir = Path(args.output).parent
+    if not out_dir.is_dir():  # fail before the build, in one line
+        raise ConfigError(f"cannot write {str(args.output)!r}: directory {str(out_dir)!r} does not exist")
     sess = Session(args.model, config_from_args(args))
-    path = sess.save(args.output)
+    try:
+        path = sess.save(args.output)
+    except OSError as e:  # read-only or full file system...
+        raise ConfigError(f"cannot write {str(args.output)!r}: {e.strerror or e}") from e
     data = {
         "model": str(args.model), "output": str(path), "bytes": path.stat().st_size,
         "build_ms": sess.build_seconds * 1e3,
@@ -428,6 +434,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except NnrtError as e:
         print(f"nnrt: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a path the user gave cannot be read or written
+        print(f"nnrt: error: {e.strerror or e}" + (f": {e.filename!r}" if e.filename else ""), file=sys.stderr)
         return 2
 
 

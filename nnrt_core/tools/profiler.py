@@ -40,11 +40,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.backend.base import Backend, CompiledPartition, describe_partition, estimated_seconds_of
 from nnrt_core.errors import ExecutionError, InputError, NnrtError
 from nnrt_core.compiler.model import CompiledModel
 from nnrt_core.ir import Node
 from nnrt_core.runtime.executor import ExecutionStep, StepObserver
+from nnrt_core.runtime.output_check import OutputCheck
 from nnrt_core.tools.projection import LatencyProjection, RunSample, project
 
 
@@ -206,7 +207,7 @@ class Profiler:
         per_node = self._node_programs_for(compiled, backend) if profiled is None and backend.host_memory else None
         t0 = time.perf_counter()
         if callable(profiled):
-            outs, records, span = profiled(args)
+            outs, records, span = _profiled(profiled, args, compiled, backend)
             t1 = time.perf_counter()
             if span is not None:  # the run itself, without the backend's profiling set-up
                 t0, t1 = span
@@ -241,7 +242,7 @@ class Profiler:
         """Record the step for the projection; a host partition (no cost
         model) is run once more, plainly, and that time is its projected one."""
         self.sample.step_seconds[index] = seconds
-        if compiled.estimated_seconds() is None:
+        if estimated_seconds_of(compiled) is None:
             t0 = time.perf_counter()
             compiled.run(args)
             self.sample.warm_seconds[index] = time.perf_counter() - t0
@@ -283,7 +284,7 @@ class Profiler:
         for name, op, prog in programs:
             feeds = {n: env[n] for n in prog.input_names}
             start = time.perf_counter()
-            env.update(prog.run(feeds))
+            env.update(OutputCheck(prog.backend.name, prog.name, prog.output_names, {})(prog.run(feeds)))
             records.append({"name": name, "op_type": op, "start": start, "end": time.perf_counter()})
         missing = [n for n in outputs if n not in env]
         if missing:
@@ -293,7 +294,7 @@ class Profiler:
     # ------------------------------------------------------ simulated time
     def _simulated(self, compiled: CompiledPartition, backend: Backend, start: float) -> None:
         try:
-            facts = compiled.describe()
+            facts = describe_partition(compiled)
         except Exception:  # a report must not break the run
             return
         per_op = facts.get("per_op") if isinstance(facts, Mapping) else None
@@ -331,3 +332,20 @@ def profile_run(model: CompiledModel, run_observed: Callable[[Mapping[str, Any],
     meta = {"nnrt_graph": model.graph.name, "wall_ms": (t1 - t0) * 1e3,
             "backends": sorted({st.backend.name for st in model.steps}), "projection": projection.to_dict()}
     return Trace(prof.events, outputs, t1 - t0, meta, projection)
+
+
+def _profiled(profiled: Any, args: Mapping[str, Any], compiled: CompiledPartition,
+              backend: Backend) -> tuple[Any, list[dict[str, Any]], Any]:
+    """``compiled.run_profiled(args)`` as (outputs, records, span);
+    :class:`ExecutionError` when the backend fails or answers otherwise."""
+    try:
+        answer = profiled(args)
+    except NnrtError:
+        raise
+    except Exception as e:
+        raise ExecutionError(f"partition {compiled.name!r} on backend {backend.name!r} failed in run_profiled: "
+                             f"{type(e).__name__}: {e}") from e
+    if not (isinstance(answer, tuple) and len(answer) == 3 and isinstance(answer[1], list)):
+        raise ExecutionError(f"backend {backend.name!r} partition {compiled.name!r} run_profiled returned "
+                             f"{type(answer).__name__}; expected (outputs, records, span)")
+    return answer

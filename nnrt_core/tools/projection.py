@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from nnrt_core.backend.base import Backend, DeviceInfo
+from nnrt_core.backend.base import Backend, DeviceInfo, estimated_seconds_of
 from nnrt_core.compiler.model import CompiledModel
 from nnrt_core.placement.cost_model import link_copy_seconds
 from nnrt_core.runtime.executor import ExecutionStep
@@ -182,7 +182,7 @@ class StepTimer:
         outs = step.compiled.run(args)
         t1 = time.perf_counter()
         self.sample.step_seconds[index] = t1 - t0
-        if self.warm_host and step.compiled.estimated_seconds() is None:
+        if self.warm_host and estimated_seconds_of(step.compiled) is None:
             step.compiled.run(args)
             self.sample.warm_seconds[index] = time.perf_counter() - t1
         return outs
@@ -207,7 +207,7 @@ def project(model: CompiledModel, samples: Sequence[RunSample]) -> LatencyProjec
     """The projection of ``model`` from observed runs (medians over ``samples``)."""
     partitions = []
     for i, (info, step) in enumerate(zip(model.partitions, model.steps)):
-        est = step.compiled.estimated_seconds()
+        est = estimated_seconds_of(step.compiled)
         walls = [s.step_seconds[i] for s in samples if i in s.step_seconds]
         warm = [s.warm_seconds[i] for s in samples if i in s.warm_seconds]
         partitions.append(PartitionLatency(info.index, info.backend, len(info.nodes), _median(walls) * 1e3,
@@ -233,7 +233,7 @@ RunObserved = Callable[[Mapping[str, Any], Any], Any]
 
 def has_simulated(model: CompiledModel) -> bool:
     """True when some partition of ``model`` reports simulated device time."""
-    return any(step.compiled.estimated_seconds() is not None for step in model.steps)
+    return any(estimated_seconds_of(step.compiled) is not None for step in model.steps)
 
 
 def sample_run(model: CompiledModel, run_observed: RunObserved, feeds: Mapping[str, Any]) -> RunSample:

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.backend.base import Backend, CompiledPartition, estimated_seconds_of
 from nnrt_core.errors import InputError, NnrtError
 from nnrt_core.ir import AttrKind, Graph, Node, Value
 from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, partition_graph
@@ -232,7 +232,7 @@ class Profiler:
         part = self.compiled(plan, key)
         if part is None:
             return None
-        est = part.estimated_seconds()
+        est = estimated_seconds_of(part)
         if est is not None:
             return float(est), "cost model"
         env = self.values()
@@ -303,7 +303,7 @@ class Profiler:
                 if part is None:
                     break
                 steps.append(ExecutionStep(part, self.ctx.backend(p.backend), [v.name for v in p.inputs],
-                                           [v.name for v in p.outputs]))
+                                           [v.name for v in p.outputs], types={v.name: v.type for v in p.outputs}))
             else:
                 ex = Executor(steps, [v.name for v in graph.outputs], consts, [v.name for v in graph.inputs])
                 try:

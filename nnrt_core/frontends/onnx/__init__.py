@@ -2,7 +2,7 @@
 
 ``load`` (source -> checked, sorted proto -> IR), ``validate`` (attribute
 and arity checks before native code), ``external_data`` (folder and size
-checks, ``mmap``), ``convert`` (protos -> IR), ``export`` (IR ->
+checks, reads into arrays), ``convert`` (protos -> IR), ``export`` (IR ->
 protos), ``shapes`` (ONNX shape inference on IR), ``schemas`` (operator
 schemas and opset versions), ``digest`` (the model cache key) and
 ``backend_adapter`` (``onnx.backend`` over ``Session``; import it from its

@@ -30,8 +30,8 @@ __all__ = ["model_from_proto", "sparse_to_dense", "tensor_to_array", "type_from_
 def tensor_to_array(t: onnx.TensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """Decode a ``TensorProto``, refusing inconsistent or oversized data.
 
-    A tensor ``load_external_data`` mapped is a read-only view of its entry
-    in ``mapped`` (no copy); any other external tensor is refused (its file
+    A tensor ``load_external_data`` read into ``mapped`` is a view of its
+    array there (no further copy); any other external tensor is refused (its file
     was never checked)."""
     declared = declared_bytes(t)
     if t.data_location == onnx.TensorProto.EXTERNAL:

@@ -1,44 +1,46 @@
-"""External tensor data: folder checks, size checks, and ``mmap`` views.
+"""External tensor data: folder checks, size checks, and reads into arrays.
 
-:func:`load_external_data` maps external data files instead of reading them:
-a tensor of ``MMAP_MIN_BYTES`` or more that numpy can view in place (any
-fixed-width type that is not bit-packed, at an offset aligned to its item
-size) becomes a read-only array over one ``mmap`` of its file (one map per
-file and load), so its bytes are never copied.  Other external tensors are
-read into the proto.
+:func:`load_external_data` reads external data files once: a tensor of
+``MMAP_MIN_BYTES`` or more that numpy can view as it is (any fixed-width type
+that is not bit-packed) is read straight into an array of its own, never
+through the protobuf; other external tensors are read into the proto.  The
+loaded model owns its weights: the files are not mapped (a mapped file that
+is truncated later kills the process with SIGBUS at the next access, and one
+rewritten in place changes the weights under a running model), and are
+closed when the load returns.
 """
 from __future__ import annotations
 
-import logging
-import mmap
+import io
 import os
+import stat
 
 import numpy as np
 import onnx
 
 from nnrt_core.errors import ModelLoadError
-from nnrt_core.frontends.onnx.protos import all_tensors, copy_model, declared_bytes, first_line, mappable_dtype
+from nnrt_core.frontends.onnx.protos import all_tensors, copy_model, declared_bytes, mappable_dtype
 
 __all__ = ["MAPPED_KEY", "MMAP_MIN_BYTES", "for_checker", "is_mapped", "load_external_data", "mapped_key"]
 
-log = logging.getLogger("nnrt.onnx")
-
 #: external tensors smaller than this are read into the proto rather than
-#: mapped: shape inference needs the values of small ones (Reshape targets,
-#: Slice bounds) and cannot read external data
+#: into arrays of their own ("mapped" below: kept out of the proto): shape
+#: inference needs the values of small ones (Reshape targets, Slice bounds)
+#: and cannot read external data
 MMAP_MIN_BYTES = 4096
 
-#: external_data key that marks a mapped tensor (its value: the key in ``mapped``)
+#: external_data key that marks a tensor whose data was read into an array
+#: of the ``mapped`` dict, outside the proto (its value: the key there)
 MAPPED_KEY = "nnrt.mapped"
 
 
 def mapped_key(t: onnx.TensorProto) -> str | None:
-    """The key in ``mapped`` of a tensor :func:`load_external_data` mapped."""
+    """The key in ``mapped`` of a tensor :func:`load_external_data` read into an array."""
     return next((e.value for e in t.external_data if e.key == MAPPED_KEY), None)
 
 
 def is_mapped(t: onnx.TensorProto) -> bool:
-    """True for an external tensor whose data was mapped (not read)."""
+    """True for an external tensor whose data is an array in ``mapped`` (not in the proto)."""
     return t.data_location == onnx.TensorProto.EXTERNAL and any(e.key == MAPPED_KEY for e in t.external_data)
 
 
@@ -47,17 +49,17 @@ def load_external_data(proto: onnx.ModelProto, base_dir: str | None,
     """Resolve external tensor data, refusing paths outside ``base_dir``.
 
     Without ``mapped`` every external tensor's bytes are read into its
-    ``raw_data``.  With it (a dict to fill), a tensor numpy can view in place
+    ``raw_data``.  With it (a dict to fill), a tensor numpy can view as it is
     (:func:`~nnrt_core.frontends.onnx.protos.mappable_dtype`, at least
-    ``MMAP_MIN_BYTES``, its offset aligned to its item size) keeps
-    ``data_location: EXTERNAL`` with one more ``external_data`` entry,
-    ``nnrt.mapped``, naming its entry in ``mapped``: a read-only ``uint8``
-    array over a ``mmap`` of the file (mode read, one map per file), which
-    ``tensor_to_array`` views with the tensor's type and shape.  The other
-    tensors are read into ``raw_data`` as before.
+    ``MMAP_MIN_BYTES``) is read straight into a new ``uint8`` array (one
+    copy, never through the protobuf) and keeps ``data_location: EXTERNAL``
+    with one more ``external_data`` entry, ``nnrt.mapped``, naming that
+    array's key in ``mapped``; ``tensor_to_array`` views it with the
+    tensor's type and shape.  The other tensors are read into ``raw_data``.
+    Nothing stays mapped or open: a data file changed or truncated after the
+    load does not change (or crash) the loaded model.
     """
-    maps: dict[str, mmap.mmap | None] = {}  # real path -> its map (None: empty or unmappable file)
-    used: set[str] = set()  # paths with mapped tensors: their maps must stay open
+    files: dict[str, io.FileIO] = {}  # real path -> the open file, one per file and load
     root = os.path.realpath(base_dir) if base_dir is not None else ""
     try:
         for t in all_tensors(proto):
@@ -65,26 +67,28 @@ def load_external_data(proto: onnx.ModelProto, base_dir: str | None,
                 continue
             info = {e.key: e.value for e in t.external_data}
             location, path = _data_file(t, info, base_dir, root)
-            if mapped is not None and path not in maps:
-                maps[path] = _map_file(path)
-            mm = maps.get(path)
-            size = len(mm) if mm is not None else os.path.getsize(path)
-            offset, length = _data_range(t, info, location, size)
+            if path not in files:
+                files[path] = _open_regular(path, location, t)
+            f = files[path]
+            offset, length = _data_range(t, info, location, os.fstat(f.fileno()).st_size)
             del t.external_data[:]
-            dtype = mappable_dtype(t) if mm is not None and length >= MMAP_MIN_BYTES else None
-            if mapped is not None and dtype is not None and offset % dtype.itemsize == 0:
+            dtype = mappable_dtype(t) if length >= MMAP_MIN_BYTES else None
+            if mapped is not None and dtype is not None:
                 key = str(len(mapped))
-                mapped[key] = np.frombuffer(mm, dtype=np.uint8, count=length, offset=offset)
-                used.add(path)
+                mapped[key] = buf = np.empty(length, np.uint8)
+                _read_exact(f, offset, memoryview(buf), location)
+                buf.flags.writeable = False  # as constants are everywhere else
                 for k, v in (("location", location), ("offset", str(offset)), ("length", str(length)),
                              (MAPPED_KEY, key)):
                     t.external_data.add(key=k, value=v)
                 continue
-            _read_into(t, mm, path, offset, length)
+            buf = bytearray(length)
+            _read_exact(f, offset, memoryview(buf), location)
+            t.raw_data = bytes(buf)
+            t.data_location = onnx.TensorProto.DEFAULT
     finally:
-        for path, mm in maps.items():
-            if mm is not None and path not in used:
-                mm.close()
+        for f in files.values():
+            f.close()
 
 
 def _data_file(t: onnx.TensorProto, info: dict[str, str], base_dir: str | None, root: str) -> tuple[str, str]:
@@ -105,8 +109,10 @@ def _data_file(t: onnx.TensorProto, info: dict[str, str], base_dir: str | None, 
         raise ModelLoadError(
             f"{where}: external data path {location!r} escapes the model folder {root!r}; refused"
         )
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ModelLoadError(f"{where}: external data file {location!r} not found in {root!r}")
+    if not os.path.isfile(path):
+        raise ModelLoadError(f"{where}: external data {location!r} in {root!r} is not a regular file")
     return location, path
 
 
@@ -132,35 +138,37 @@ def _data_range(t: onnx.TensorProto, info: dict[str, str], location: str, size: 
     return offset, length
 
 
-def _read_into(t: onnx.TensorProto, mm: mmap.mmap | None, path: str, offset: int, length: int) -> None:
-    """Copy ``t``'s external bytes into its ``raw_data``."""
-    if mm is not None:
-        t.raw_data = mm[offset:offset + length]
-    else:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            t.raw_data = f.read(length)
-    t.data_location = onnx.TensorProto.DEFAULT
-
-
-def _map_file(path: str) -> mmap.mmap | None:
-    """A read-only map of ``path``; ``None`` for an empty file or one that
-    cannot be mapped (its tensors are then read)."""
+def _open_regular(path: str, location: str, t: onnx.TensorProto) -> io.FileIO:
+    """``path`` opened for reading; a FIFO, device or directory swapped in
+    after the folder check is refused (without blocking on a FIFO)."""
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return None
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError) as e:
-        log.info("external data file %r not mapped (%s); reading it", path, first_line(e))
-        return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise ModelLoadError(f"tensor {t.name!r}: cannot open external data file {location!r}: {e}") from e
+    f = io.FileIO(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise ModelLoadError(f"tensor {t.name!r}: external data {location!r} is not a regular file")
+    return f
+
+
+def _read_exact(f: io.FileIO, offset: int, out: memoryview, location: str) -> None:
+    """Fill ``out`` from ``f`` at ``offset``; a file that shrank meanwhile is an error."""
+    f.seek(offset)
+    done = 0
+    while done < len(out):
+        n = f.readinto(out[done:])
+        if not n:
+            raise ModelLoadError(f"external data file {location!r} ended at byte {offset + done} while "
+                                 f"loading (it was truncated or rewritten during the load)")
+        done += n
 
 
 def for_checker(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``proto`` the ONNX checker accepts: it would look for mapped
-    tensors' files relative to the working directory, so they become empty
+    """A copy of ``proto`` the ONNX checker accepts: it would look for the
+    files of tensors read into ``mapped`` relative to the working directory, so they become empty
     tensors of their type (the checker does not relate initializer shapes to
-    nodes).  Cheap: mapped data is not in the proto."""
+    nodes).  Cheap: that data is not in the proto."""
     c = copy_model(proto)
     for t in all_tensors(c):
         if is_mapped(t):

@@ -6,7 +6,8 @@ adds the safety checks an untrusted file needs: external data must stay
 inside the model's folder, no tensor may claim more bytes than its data
 holds or than ``MAX_TENSOR_BYTES``, and every node's attributes and arity
 must pass :mod:`nnrt_core.frontends.onnx.validate` before shape inference.
-External data is mapped, not read (see
+External data is read once into arrays the model owns, never through the
+protobuf (see
 :mod:`nnrt_core.frontends.onnx.external_data`).
 """
 from __future__ import annotations
@@ -106,7 +107,7 @@ def load_onnx(
     through the graph.  A name that is no graph input, a wrong rank or a size
     that contradicts a fixed dimension is a :class:`ConfigError`."""
     proto, base_dir = _parse_source(source)
-    mapped: dict[str, np.ndarray] = {}  # mapped external data, see load_external_data
+    mapped: dict[str, np.ndarray] = {}  # external data read into arrays, see load_external_data
     load_external_data(proto, base_dir, mapped)
     if _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
         proto = copy_model(proto) if proto is source else proto

@@ -11,12 +11,14 @@ from onnx import ModelProto
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.ir import DataType
+from nnrt_core.runtime.control import DEFAULT_MAX_TENSOR_BYTES
 
 __all__ = ["MAX_TENSOR_BYTES", "ModelProto", "ModelSource", "PACKED_TYPES", "all_tensors", "attribute_graphs", "copy_model",
            "declared_bytes", "first_line", "mappable_dtype", "subgraphs", "unknown_dim"]
 
-#: Largest tensor (bytes) a model may declare; larger ones are refused before allocation.
-MAX_TENSOR_BYTES = int(os.environ.get("NNRT_MAX_TENSOR_BYTES", 8 << 30))
+#: Largest tensor (bytes) a model may declare; larger ones are refused before allocation
+#: (``NNRT_MAX_TENSOR_BYTES``, also the default memory budget of computed tensors).
+MAX_TENSOR_BYTES = DEFAULT_MAX_TENSOR_BYTES
 
 #: What the loaders accept: a path, serialized bytes or a parsed ``ModelProto``.
 ModelSource = str | os.PathLike | bytes | ModelProto

@@ -1,7 +1,8 @@
 """nnrt backend plugin: an emulated mobile NPU.
 
 Emulates what a chip accepts (an NNRt-like op subset, static shapes, rank
-limits), its numerics (fp16 storage with fp32 accumulation; int8 with int32
+limits per instruction, with reshapes free and transposes folded to fewer
+axes), its numerics (fp16 storage with fp32 accumulation; int8 with int32
 accumulation and requantization from Q/DQ models), its memory (a device
 arena with compile-time planned offsets), its compile step (versioned,
 checksummed offline models) and its timing (a per-op cycle model).

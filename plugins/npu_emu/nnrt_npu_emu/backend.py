@@ -6,98 +6,27 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
-from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError
+from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError, RunStoppedError
 from nnrt_core.ir import Graph
+from nnrt_core.runtime.control import RunControl, current_control
 from nnrt_npu_emu.binding import BoundProgram
 from nnrt_npu_emu.blob import OfflineModelError, decode, encode
-from nnrt_npu_emu.cost import summarize
+from nnrt_npu_emu.cost import RunProfile, summarize
+from nnrt_npu_emu.device import NPU_POWER_W, NpuDevice, NpuTensor, TransferStats
 from nnrt_npu_emu.lowering import Analysis, lower_graph, why_unsupported
-from nnrt_npu_emu.memory import DeviceArena, DeviceMemoryError
+from nnrt_npu_emu.memory import DeviceMemoryError
 from nnrt_npu_emu.ops import Unsupported
 from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, load_profiles
 from nnrt_npu_emu.program import Operand, Program
-from nnrt_npu_emu.queue import CommandQueue
 from nnrt_npu_emu.version import __version__
 from nnrt_numpy.blas import blas_threads  # the process's one BLAS/helper-thread policy (public API)
 
 __all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
-
-#: nominal active power of an emulated chip (mobile NPU class), in watts
-NPU_POWER_W = 2.0
-
-
-class NpuDevice:
-    """One emulated chip: its profile, device memory and command queue."""
-
-    def __init__(self, index: int, profile: ChipProfile, backend: "NpuEmuBackend") -> None:
-        self.index = index
-        self.id = f"npu:{index}"
-        self.profile = profile
-        self.backend_ref = weakref.ref(backend)
-        self.arena = DeviceArena(profile.device_memory_bytes, f"{self.id} ({profile.name})")
-        self.queue = CommandQueue(self.id)
-
-    def info(self) -> DeviceInfo:
-        props = self.profile.properties()
-        props["memory_in_use"] = self.arena.in_use
-        props.setdefault("power_w", NPU_POWER_W)  # for energy-aware schedulers (min_power)
-        return DeviceInfo(self.id, self.profile.name, "npu", props, tuple(self.profile.dtypes))
-
-
-class NpuTensor:
-    """A tensor in emulated device memory (a handle: device + offset).
-
-    ``data`` maps it into host address space (zero copy, like the shared
-    memory of a mobile SoC); ``NpuEmuBackend.to_host`` is the counted copy."""
-
-    __slots__ = ("device", "offset", "dtype", "shape", "_fin", "__weakref__")
-
-    def __init__(self, device: NpuDevice, shape: Sequence[int], dtype: Any) -> None:
-        self.device = device
-        self.dtype = np.dtype(dtype)
-        self.shape = tuple(int(s) for s in shape)
-        self.offset = device.arena.alloc(self.nbytes, f"tensor {self.dtype}{list(self.shape)}")
-        self._fin = weakref.finalize(self, device.arena.free, self.offset)
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def data(self) -> np.ndarray:
-        """The tensor's device memory mapped as a numpy array (no copy)."""
-        return self.device.arena.view(self.offset, self.dtype, self.shape)
-
-    def free(self) -> None:
-        self._fin()
-
-    def __repr__(self) -> str:
-        return f"NpuTensor({self.dtype}{list(self.shape)} on {self.device.id} @ {self.offset:#x})"
-
-
-@dataclass
-class TransferStats:
-    to_device: int = 0
-    to_host: int = 0
-    bytes_to_device: int = 0
-    bytes_to_host: int = 0
-    device_to_device: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("to_device", "to_host", "bytes_to_device", "bytes_to_host",
-                                               "device_to_device")}
-
 
 class NpuPartition(CompiledPartition):
     """A device program loaded on one chip (weights and workspace resident in
@@ -114,7 +43,7 @@ class NpuPartition(CompiledPartition):
         self.weights = weights
         self.meta = dict(meta or {})
         self.estimate = summarize(program.instrs, device.profile)
-        self.last_profile: dict[str, Any] | None = None
+        self.last_profile: Mapping[str, Any] | None = None
         self.runs = 0
         self._bound: BoundProgram | None = None
         arena = device.arena
@@ -127,29 +56,41 @@ class NpuPartition(CompiledPartition):
 
     # ---------------------------------------------------------------- run
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        return self.run_async(inputs).result()
+        control = current_control()
+        return self.device.queue.call(self._job(inputs, control), control)
 
-    def run_async(self, inputs: Mapping[str, Any]) -> "Future[dict[str, Any]]":
-        """Bind inputs (uploading host arrays), submit to the device queue."""
-        fut: Future
+    def run_async(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> "Future[dict[str, Any]]":
+        """Bind inputs (uploading host arrays), submit to the device queue;
+        ``control`` stops the job in the queue or between instructions."""
+        try:
+            job = self._job(inputs, control)
+        except ExecutionError as e:
+            fut: Future = Future()
+            fut.set_exception(e)
+            return fut
+        return self.device.queue.submit(job, control)
+
+    def _job(self, inputs: Mapping[str, Any], control: RunControl | None) -> Callable[[], dict[str, Any]]:
+        """The device job of one run, its inputs bound (uploaded) now; raises :class:`ExecutionError`."""
         try:
             bound = self._bind(inputs)
             outs = [NpuTensor(self.device, t.shape, t.dtype) for t in self.program.outputs]
         except BaseException as e:
-            fut = Future()
-            fut.set_exception(e if isinstance(e, ExecutionError) else
-                              ExecutionError(f"partition {self.name!r}: {type(e).__name__}: {e}"))
-            return fut
+            if isinstance(e, ExecutionError):
+                raise
+            raise ExecutionError(f"partition {self.name!r}: {type(e).__name__}: {e}") from e
 
         def job() -> dict[str, Any]:
             try:
-                self._execute(bound, outs)
+                self._execute(bound, outs, control)
+            except RunStoppedError:
+                raise
             except Exception as e:
                 raise ExecutionError(f"partition {self.name!r} on {self.device.id} failed: "
                                      f"{type(e).__name__}: {e}") from e
             return dict(zip(self.output_names, outs))
 
-        return self.device.queue.submit(job)
+        return job
 
     def _bind(self, inputs: Mapping[str, Any]) -> list[NpuTensor]:
         bound = []
@@ -175,18 +116,15 @@ class NpuPartition(CompiledPartition):
             self._bound = BoundProgram(self.program, self.device.arena, self._ws_off, self._const_off)
         return self._bound
 
-    def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor]) -> None:
+    def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor], control: RunControl | None = None) -> None:
         bound = self.bound
         trace: list[float] = []
         t0 = time.perf_counter()
         with np.errstate(all="ignore"), blas_threads():
-            bound.run(ins, outs, trace)
+            bound.run(ins, outs, trace, control)
         wall = time.perf_counter() - t0
         self.runs += 1
-        self.last_profile = {
-            "cycles": self.estimate["cycles"], "time_ms": self.estimate["time_ms"], "host_seconds": wall,
-            "per_op": [dict(p, host_us=h * 1e6) for p, h in zip(self.estimate["per_op"], trace)],
-        }
+        self.last_profile = RunProfile(self.estimate, wall, trace)
         self.backend.last_profile = self.last_profile
 
     def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -259,7 +197,7 @@ class NpuEmuBackend(Backend):
                 self.profile_errors.append(str(e))
         self._current: NpuDevice = self._devices[0]
         self.transfers = TransferStats()
-        self.last_profile: dict[str, Any] | None = None
+        self.last_profile: Mapping[str, Any] | None = None
 
     # ------------------------------------------------------------- devices
     def _add(self, profile: ChipProfile) -> NpuDevice:

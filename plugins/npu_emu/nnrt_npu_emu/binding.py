@@ -24,15 +24,38 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from nnrt_core.runtime.control import RunControl
+from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.memory import DeviceArena
 from nnrt_npu_emu.numerics import round_fp16
 from nnrt_npu_emu.ops import EXACT, KERNELS
 from nnrt_npu_emu.program import Operand, Program
 
-__all__ = ["BoundProgram", "IOSlot"]
+__all__ = ["BoundProgram", "IOSlot", "round_store", "SPLIT_ROUND"]
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
+#: stores of at least this many elements are rounded in pieces on the idle host threads
+SPLIT_ROUND = 1 << 15
+
+
+def round_store(a: np.ndarray, scratch: np.ndarray) -> None:
+    """:func:`round_fp16` of the fp16 store ``a``: elementwise, so large
+    stores are cut into pieces that :func:`nnrt_numpy.parallel.run_chunks`
+    runs on the threads it finds idle (same bits whichever thread rounds)."""
+    n = a.size
+    k = parallel.threads() if n >= SPLIT_ROUND else 1
+    if k <= 1:
+        round_fp16(a, scratch)
+        return
+    flat = a.reshape(-1)
+    step = -(-n // min(2 * k, n // (SPLIT_ROUND // 2)))
+
+    def piece(i: int) -> None:
+        s = slice(i * step, min(n, (i + 1) * step))
+        round_fp16(flat[s], scratch[s])
+
+    parallel.run_chunks(piece, -(-n // step), k)
 
 
 class IOSlot:
@@ -53,6 +76,7 @@ class BoundProgram:
 
     def __init__(self, program: Program, arena: DeviceArena, ws_off: int, const_off: int) -> None:
         self.arena = arena
+        self.program = program
         self.ws_off, self.const_off = ws_off, const_off
         self.widened_bytes = 0  #: host bytes of the widened fp16 constants
         self._widened: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
@@ -68,7 +92,7 @@ class BoundProgram:
                 [a for o, a in zip(ins.outs, outs) if o.space == "ws" and o.dtype == "float16"]
             rounded = max([rounded] + [a.size for a in to_round])
             self.steps.append((KERNELS[ins.kernel], args, outs, ins.attrs, to_round))
-        self._scratch = (np.empty(rounded, np.uint32), np.empty(rounded, np.float32))
+        self._scratch = np.empty(rounded, np.uint32)
 
     def _bind(self, o: Operand, ws_size: int) -> np.ndarray | IOSlot:
         dt, shape = np.dtype(o.dtype), tuple(o.shape)
@@ -94,10 +118,14 @@ class BoundProgram:
             self.widened_bytes += w.nbytes
         return w
 
-    def run(self, ins: Sequence[Any], outs: Sequence[Any], trace: list[float] | None = None) -> None:
+    def run(self, ins: Sequence[Any], outs: Sequence[Any], trace: list[float] | None = None,
+            control: RunControl | None = None) -> None:
         """Run every instruction; ``ins``/``outs`` are the run's tensors (each
-        with an ``offset`` into the arena).  ``trace`` collects host seconds per instruction."""
+        with an ``offset`` into the arena).  ``trace`` collects host seconds per
+        instruction; a stopped ``control`` (deadline, cancel) stops the run
+        before the next instruction."""
         view, scratch = self.arena.view, self._scratch
+        watch = control if control is not None and control.watched else None
 
         def resolve(x: Any) -> Any:
             if x.__class__ is IOSlot:
@@ -105,10 +133,13 @@ class BoundProgram:
                 return view(t.offset, x.dtype, x.shape)
             return x
 
-        for fn, args, res, attrs, to_round in self.steps:
+        for k, (fn, args, res, attrs, to_round) in enumerate(self.steps):
+            if watch is not None and watch.stopped():
+                instr = self.program.instrs[k]
+                raise watch.error(f"instruction {k} ({instr.kernel}) of node {instr.node!r} on the NPU")
             t0 = time.perf_counter() if trace is not None else 0.0
             fn([None if x is None else resolve(x) for x in args], [resolve(x) for x in res], attrs)
             for a in to_round:
-                round_fp16(a, scratch)
+                round_store(a, scratch)
             if trace is not None:
                 trace.append(time.perf_counter() - t0)

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from nnrt_npu_emu.profiles import ChipProfile
 from nnrt_npu_emu.program import Instr
 
-__all__ = ["estimate", "summarize", "SRAM_SPEEDUP"]
+__all__ = ["estimate", "summarize", "SRAM_SPEEDUP", "RunProfile"]
 
 #: on-chip SRAM bandwidth relative to device DRAM
 SRAM_SPEEDUP = 4.0
@@ -43,3 +43,29 @@ def summarize(instrs: Sequence[Instr], profile: ChipProfile) -> dict[str, Any]:
         "per_op": [{"node": i.node, "kernel": i.kernel, "dtype": i.dtype, "macs": i.macs, "cycles": i.cycles,
                     "time_us": i.cycles / clock * 1e6, "bound": i.bound} for i in instrs],
     }
+
+
+class RunProfile(Mapping[str, Any]):
+    """The profile of one run: the cost model's cycles and time, the host wall
+    time, and the per-instruction table with host microseconds (built when
+    first read: a run only records its timings)."""
+
+    def __init__(self, estimate: Mapping[str, Any], host_seconds: float, trace: Sequence[float]) -> None:
+        self._estimate, self._host, self._trace = estimate, host_seconds, trace
+        self._data: dict[str, Any] | None = None
+
+    def _table(self) -> dict[str, Any]:
+        if self._data is None:
+            est = self._estimate
+            self._data = {"cycles": est["cycles"], "time_ms": est["time_ms"], "host_seconds": self._host,
+                          "per_op": [dict(p, host_us=h * 1e6) for p, h in zip(est["per_op"], self._trace)]}
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())

@@ -24,40 +24,47 @@ def f32(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == np.float32 else a.astype(np.float32)
 
 
+try:  # the clip ufunc itself: np.clip's Python wrapper costs more than clipping a small store
+    from numpy._core.umath import clip as _clip
+except ImportError:  # pragma: no cover  (numpy < 2)
+    _clip = np.clip
+
+_F16_LO, _F16_HI = np.float32(-FP16_MAX), np.float32(FP16_MAX)
 _EXP_BITS = np.uint32(0x7F800000)
-_SIGN_BIT = np.uint32(0x80000000)
 #: bits of 2**-14, the smallest normal fp16 exponent (the step of fp16 subnormals is 2**-24)
 _MIN_NORMAL_BITS = np.uint32(0x38800000)
-#: added to an exponent field: 2**(e + 13) * 1.5, whose fp32 ulp is the fp16 step 2**(e - 10)
-_MAGIC_BITS = np.uint32((13 << 23) | 0x400000)
+#: minus the bits of 2**e (e >= -14, the exponent of x): the bits of 2**(10 - e), which scales the fp16 step at x to 1
+_INV_STEP_BITS = np.uint32((127 + 10 + 127) << 23)
+#: minus the bits of 2**(10 - e): the bits of 2**(e - 10), the fp16 step at x
+_STEP_BITS = np.uint32((127 + 127) << 23)
 
 
-def round_fp16(x: np.ndarray, scratch: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     """Round the fp32 array ``x`` in place to fp16 values (returns ``x``): the
     chip's store, bit for bit ``clip(x, +-FP16_MAX).astype(float16)``
     widened back (round half to even, subnormals, NaN stays NaN, the sign of
-    zero kept) in a few vectorised passes instead of numpy's scalar casts.
+    zero kept) in seven vectorised passes instead of numpy's scalar casts.
 
-    Adding ``c = 1.5 * 2**(e + 13)`` (``e``: the exponent of ``x``, at least
-    -14) makes the fp32 sum's ulp the fp16 step at ``x``, so the fp32 add
-    rounds half to even onto the fp16 grid and subtracting ``c`` is exact.
-    ``scratch``: two flat arrays (uint32, float32) of at least ``x.size``."""
+    With ``e`` the exponent of ``x`` (at least -14, where fp16 subnormals
+    start), ``x * 2**(10 - e)`` is exact and its integer grid is the fp16
+    grid at ``x``: ``rint`` rounds it half to even (keeping the sign of a
+    zero) and ``* 2**(e - 10)`` scales back exactly.  Both powers of two come
+    from the exponent bits by one integer subtraction each.  ``scratch``: a
+    flat uint32 array of at least ``x.size``."""
     if x.dtype != np.float32 or not x.flags.c_contiguous:
         raise ValueError("round_fp16 needs a contiguous float32 array")
     n = x.size
-    if scratch is None or scratch[0].size < n:
-        scratch = (np.empty(n, np.uint32), np.empty(n, np.float32))
-    np.clip(x, -FP16_MAX, FP16_MAX, out=x)  # the chip's stores saturate
-    bits = x.reshape(-1).view(np.uint32)
-    step = np.bitwise_and(bits, _EXP_BITS, out=scratch[0][:n])
-    np.clip(step, _MIN_NORMAL_BITS, _EXP_BITS, out=step)  # (clip is faster than maximum)
-    step += _MAGIC_BITS  # NaN's exponent wraps: NaN + anything stays NaN
-    magic = step.view(np.float32)
-    with np.errstate(invalid="ignore"):
-        y = np.add(x.reshape(-1), magic, out=scratch[1][:n])
-        y -= magic
-    sign = np.bitwise_and(bits, _SIGN_BIT, out=step)  # (x + c) - c is +0 for a negative x rounding to zero
-    np.bitwise_or(y.view(np.uint32), sign, out=bits)
+    if scratch is None or scratch.size < n:
+        scratch = np.empty(n, np.uint32)
+    _clip(x, _F16_LO, _F16_HI, out=x)  # the chip's stores saturate
+    flat = x.reshape(-1)
+    scale = np.bitwise_and(flat.view(np.uint32), _EXP_BITS, out=scratch[:n])  # 2**e (NaN: all ones)
+    _clip(scale, _MIN_NORMAL_BITS, _EXP_BITS, out=scale)  # (clip is faster than maximum)
+    np.subtract(_INV_STEP_BITS, scale, out=scale)  # 2**(10 - e); NaN's gives a finite power: NaN stays NaN
+    np.multiply(flat, scale.view(np.float32), out=flat)
+    np.rint(flat, out=flat)
+    np.subtract(_STEP_BITS, scale, out=scale)  # 2**(e - 10)
+    np.multiply(flat, scale.view(np.float32), out=flat)
     return x
 
 

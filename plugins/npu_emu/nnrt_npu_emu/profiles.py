@@ -15,7 +15,8 @@ named by ``NNRT_NPU_PROFILES=path1:path2`` or ``CompileOptions.extra["profile_fi
     onchip_kib = 1024             # on-chip SRAM
     device_memory_mib = 256
     launch_cycles = 300           # fixed cost of each instruction
-    max_rank = 4                  # 4 or 5
+    max_rank = 4                  # 4 or 5: axes one instruction addresses (reshapes
+                                  # need none, a transpose counts its folded axes)
     ops = ["Conv", "Relu"]        # optional: default = every op the emulator has
     exclude_ops = ["Gelu"]        # optional
 """

@@ -18,6 +18,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import OpError
+from nnrt_numpy.limits import check_alloc
 
 __all__ = ["NodeInfo", "Kernel", "KernelRegistry", "REGISTRY", "register"]
 
@@ -103,6 +104,11 @@ class Kernel:
 
     def __call__(self, *inputs: Any) -> Sequence[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def check_alloc(self, shape: Sequence[Any], dtype: Any, what: str = "output") -> None:
+        """Refuse (``MemoryBudgetError``, naming this node, the shape and the
+        limit) a tensor over the run's memory budget, before numpy allocates it."""
+        check_alloc(self.node, shape, dtype, what)
 
     def fail(self, rule: str) -> OpError:
         """An :class:`OpError` naming this node, its op and the violated rule."""

@@ -13,6 +13,7 @@ import numpy as np
 
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
 from nnrt_core.ir import Graph, Node, TensorType, Value
+from nnrt_core.runtime.control import current_control
 
 from nnrt_numpy.arena import FRESH_OUTPUT_OPS, ArenaPlan, plan_arena
 from nnrt_numpy.fusion import Chain, find_chains
@@ -185,8 +186,13 @@ class GraphProgram:
         for s, x in zip(self.input_slots, inputs):
             regs[s] = x
         step = None
+        watch = current_control()  # deadline / cancellation, checked before every step
+        if watch is not None and not watch.watched:
+            watch = None
         try:
             for step in self.steps:
+                if watch is not None and watch.stopped():
+                    raise watch.error(f"{self._where(step)} of graph {self.graph.name!r}")
                 outs = step.kernel(*[regs[i] for i in step.plain_ins])
                 for s, o in zip(step.outs, outs):
                     regs[s] = o
@@ -198,12 +204,16 @@ class GraphProgram:
             raise self._failure(step, e) from e
         return [np.asarray(o) if isinstance(o, np.generic) else o for o in (regs[s] for s in self.output_slots)]
 
-    def _failure(self, step: "_Step | None", e: Exception) -> ExecutionError:
+    def _where(self, step: "_Step | None") -> str:
+        """"node 'x' (Op)" (with the nodes fused into it), for error messages."""
         n = step.node if step is not None else None
         where = f"node {n.name!r} ({n.op_type})" if n is not None else f"graph {self.graph.name!r}"
         if step is not None and step.chain is not None:
             where += " fused with " + ", ".join(f"{m.name!r} ({m.op_type})" for m in step.chain.nodes[1:])
-        return ExecutionError(f"{where} failed: {type(e).__name__}: {e}")
+        return where
+
+    def _failure(self, step: "_Step | None", e: Exception) -> ExecutionError:
+        return ExecutionError(f"{self._where(step)} failed: {type(e).__name__}: {e}")
 
     def _place_concat_inputs(self, graph: Graph, slot) -> int:
         """Concat placement: a Conv (or fused chain) step whose output is read
@@ -323,10 +333,15 @@ class GraphProgram:
             for name, s in self.scope_in:
                 regs[s] = scope[name]
         step = None
+        watch = current_control()  # deadline / cancellation, checked before every step
+        if watch is not None and not watch.watched:
+            watch = None
         arena = self.arena
         planned = arena.acquire() if arena is not None else None
         try:
             for index, step in enumerate(self.steps):
+                if watch is not None and watch.stopped():
+                    raise watch.error(f"{self._where(step)} of graph {self.graph.name!r}")
                 args = [regs[i] if i >= 0 else None for i in step.ins]
                 if planned is not None and index in planned:
                     outs = step.kernel(*args, out=planned[index])

@@ -29,6 +29,7 @@ import numpy as np
 from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
 from nnrt_core.frontends.onnx import ExternalWeights
+from nnrt_core.runtime.control import RunControl
 from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
 from nnrt_onnxruntime.capability import first_line
@@ -41,6 +42,7 @@ from nnrt_onnxruntime.offline import (
     optimize_and_save,
 )
 from nnrt_onnxruntime.providers import device_index, make_session_options, normalize_providers, provider_kind
+from nnrt_onnxruntime.terminate import run_terminable
 
 __all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
 
@@ -192,7 +194,13 @@ class OrtPartition(CompiledPartition):
         return src
 
     # ------------------------------------------------------------------ run
-    def run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> dict[str, Any]:
+        if control is not None and control.watched:  # deadline / cancel: ORT's RunOptions.terminate
+            return run_terminable(self, inputs, control)
+        return self.run_with_options(inputs, None)
+
+    def run_with_options(self, inputs: Mapping[str, Any], ro: Any) -> dict[str, Any]:
+        """A run with ORT ``RunOptions`` ``ro`` (``None``: the defaults)."""
         if self._host:
             run = self._sess_run
             if self._adaptive:
@@ -200,14 +208,14 @@ class OrtPartition(CompiledPartition):
                 if budget is not None and budget < CORES:
                     run = self._run_for_threads(budget)
             try:
-                outs = run(self._out, inputs, None)
+                outs = run(self._out, inputs, ro)
             except Exception as e:
                 raise self._error(e) from e
             return dict(zip(self.output_names, outs))
         try:
             if self.io == "numpy":
-                return self._run_exotic(inputs)
-            return self._run_bound(inputs)
+                return self._run_exotic(inputs, ro)
+            return self._run_bound(inputs, ro)
         except ExecutionError:
             raise
         except Exception as e:
@@ -216,7 +224,7 @@ class OrtPartition(CompiledPartition):
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return self.run(inputs)
 
-    def _run_exotic(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def _run_exotic(self, inputs: Mapping[str, Any], ro: Any = None) -> dict[str, Any]:
         """Host I/O through OrtValues, for boundaries carrying bfloat16/float8/int4..."""
         import onnxruntime as ort
 
@@ -226,19 +234,19 @@ class OrtPartition(CompiledPartition):
             elem = self._exotic_in.get(name)
             feeds[name] = to_ortvalue(x, elem) if elem is not None else ort.OrtValue.ortvalue_from_numpy(
                 np.ascontiguousarray(x))
-        outs = self.session.run_with_ort_values(self._out, feeds)
+        outs = self.session.run_with_ort_values(self._out, feeds, ro)
         res = {}
         for name, ov in zip(self.output_names, outs):
             elem = self._exotic_out.get(name)
             res[name] = from_ortvalue(ov, elem) if elem is not None else ov.numpy()
         return res
 
-    def _run_bound(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def _run_bound(self, inputs: Mapping[str, Any], ro: Any = None) -> dict[str, Any]:
         import onnxruntime as ort
 
         if not self._tensor_io:  # sequences/optionals cannot be bound: go through the host
             feeds = {k: (self.backend.to_host(v) if isinstance(v, ort.OrtValue) else v) for k, v in inputs.items()}
-            return dict(zip(self.output_names, self.session.run(self._out, feeds)))
+            return dict(zip(self.output_names, self.session.run(self._out, feeds, ro)))
         io = self.session.io_binding()
         for name in self.input_names:
             x = inputs[name]
@@ -251,7 +259,7 @@ class OrtPartition(CompiledPartition):
         dev, idx = self._mem
         for name in self._out:
             io.bind_output(name, dev, idx)
-        self.session.run_with_iobinding(io)
+        self.session.run_with_iobinding(io, ro)
         return dict(zip(self.output_names, io.get_outputs()))
 
     def _error(self, e: BaseException) -> ExecutionError:

@@ -76,6 +76,11 @@ class Analysis:
                         self.member[id(m)] = g
 
     # ------------------------------------------------------------ context
+    @property
+    def graph_output_ids(self) -> set[int]:
+        """``id`` of every graph output value."""
+        return self._graph_outputs
+
     def live(self, v: Value | None) -> bool:
         """True when ``v`` is read by a node or is a graph output."""
         return v is not None and bool(v.name) and (bool(v.uses) or id(v) in self._graph_outputs)

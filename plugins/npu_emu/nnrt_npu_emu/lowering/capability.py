@@ -58,9 +58,13 @@ def _check_operands(node: Node, an: Analysis, d: OpDef, data_in: list[Value], ou
         # e.g. the scale products of dynamically quantized models: fp16 would flush them toward subnormals
         raise Unsupported(f"every operand of {node.op_type} is a scalar (rank 0); scalar arithmetic stays on "
                           "the host")
+    folded = _folded_rank(node, an)
+    if folded is not None and folded > p.max_rank:
+        raise Unsupported(f"{node.op_type} needs a rank-{folded} data movement after folding its axes; chip "
+                          f"{p.name!r} supports rank <= {p.max_rank}")
     for v in data_in + outs:
         shape = an.shape(v)
-        if len(shape) > p.max_rank:
+        if folded is None and len(shape) > p.max_rank:
             raise Unsupported(f"value {v.name!r} has rank {len(shape)}; chip {p.name!r} supports rank <= {p.max_rank}")
         n = int(np.prod(shape, dtype=np.int64))
         if n == 0:
@@ -68,6 +72,24 @@ def _check_operands(node: Node, an: Analysis, d: OpDef, data_in: list[Value], ou
         if n * 4 > p.device_memory_bytes:
             raise Unsupported(f"value {v.name!r} ({n * 4} bytes) is larger than the device memory of "
                               f"chip {p.name!r} ({p.device_memory_bytes} bytes)")
+
+
+def _folded_rank(node: Node, an: Analysis) -> int | None:
+    """The rank of the data movement ``node`` lowers to, when its axes fold
+    (:attr:`OpDef.device_rank`): also for the QuantizeLinear of such an int8
+    group and a DequantizeLinear read only by such groups (they become that
+    one instruction).  ``None``: every tensor's own rank counts."""
+    d = OPS[node.op_type]
+    if d.device_rank is not None:
+        return d.device_rank(node, an)
+    grp = an.member.get(id(node))
+    if grp is not None and grp.head is not node:
+        return _folded_rank(grp.head, an) if OPS[grp.head.op_type].device_rank is not None else None
+    if node.op_type == "DequantizeLinear" and id(node.outputs[0]) not in an.graph_output_ids:
+        heads = node.outputs[0].consumers()
+        if heads and all(id(u) in an.groups and OPS[u.op_type].device_rank is not None for u in heads):
+            return max(_folded_rank(u, an) for u in heads)
+    return None
 
 
 def _check_dtypes(node: Node, an: Analysis, data_in: list[Value], outs: list[Value]) -> None:

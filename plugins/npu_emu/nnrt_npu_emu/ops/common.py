@@ -52,6 +52,11 @@ class OpDef:
     int8: str = "generic"
     #: ops that may have non-float tensors (shape math) only when folded
     fold_only: bool = False
+    #: data movement over contiguous memory: the rank of the device instruction
+    #: the node lowers to after folding its axes (0: no instruction, a
+    #: re-labelled buffer), checked against the chip's ``max_rank`` instead of
+    #: its tensors' own ranks; None: every tensor's rank is checked
+    device_rank: Callable[[Node, LowerContext], int] | None = None
 
 
 OPS: dict[str, OpDef] = {}
@@ -62,9 +67,9 @@ EXACT: dict[str, Callable[[dict], bool]] = {}
 
 
 def op(name: str, *, check=None, const_inputs: tuple[int, ...] = (), int8: str = "generic",
-       fold_only: bool = False):
+       fold_only: bool = False, device_rank=None):
     def deco(fn):
-        OPS[name] = OpDef(name, fn, check, const_inputs, int8, fold_only)
+        OPS[name] = OpDef(name, fn, check, const_inputs, int8, fold_only, device_rank)
         return fn
     return deco
 
@@ -86,7 +91,6 @@ def attr_ints(node: Node, name: str, default: Sequence[int] | None = None) -> li
     if v is None:
         return None if default is None else list(default)
     return [int(x) for x in v]
-
 
 
 def store(out: np.ndarray, value: Any, owned: bool = False) -> None:

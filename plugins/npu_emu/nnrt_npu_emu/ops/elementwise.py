@@ -62,9 +62,20 @@ for _name in _BINARY:
     op(_name, int8="generic")(_lower_binary(_name))
 
 
+#: n-ary functions accumulated straight into an fp32 output, in the same order (no temporaries)
+_NARY_INTO = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
 @kernel("nary", exact=lambda a: a["fn"] in ("max", "min"))
 def _k_nary(ins, outs, a):
-    fn = a["fn"]
+    fn, out = a["fn"], outs[0]
+    ufunc = _NARY_INTO.get(fn)
+    if ufunc is not None and out.dtype == np.float32 and all(
+            x.dtype == np.float32 and x.shape == out.shape for x in ins):
+        ufunc(ins[0], ins[1], out=out)
+        for x in ins[2:]:
+            ufunc(out, x, out=out)
+        return
     acc = _num(ins[0])
     for x in ins[1:]:
         acc = _bin("add" if fn == "mean" else fn, acc, _num(x))

@@ -6,6 +6,7 @@ Inputs may be in a narrower storage type (fp16): the widening to the compute
 type happens inside the padding / im2col copy, not in a separate pass."""
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Sequence
 
@@ -194,8 +195,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_di
     return y
 
 
+@functools.lru_cache(maxsize=512)
 def _pool_counts(shape, k, strides, dil, osz, begin, end, explicit_end, include_pad: bool) -> np.ndarray:
-    """Elements each average-pool window divides by (1, 1, *out)."""
+    """Elements each average-pool window divides by (1, 1, *out); tuple
+    arguments, cached (a layer divides by the same counts at every run), read-only."""
     sp = len(k)
     mask = np.ones((1, 1) + tuple(shape), np.float32)
     if include_pad:  # explicit padding counts, the extra end rows of ceil mode do not
@@ -207,7 +210,26 @@ def _pool_counts(shape, k, strides, dil, osz, begin, end, explicit_end, include_
     cnt = np.zeros((1, 1) + tuple(osz), np.float32)
     for tap in _taps(k):
         cnt += mask[_tap_slice(tap, strides, dil, osz)]
-    return np.maximum(cnt, 1.0)
+    cnt = np.maximum(cnt, 1.0)
+    cnt.flags.writeable = False
+    return cnt
+
+
+def _max_separable(xp: np.ndarray, k, strides, dil, osz) -> np.ndarray:
+    """Max over every window of padded ``xp``, one spatial axis at a time
+    (``sum(k)`` strided passes instead of ``prod(k)``; max is exact in any order)."""
+    y = xp
+    for ax in range(len(k)):
+        idx = [slice(None)] * y.ndim
+        acc = None
+        for t in range(k[ax]):
+            idx[2 + ax] = slice(t * dil[ax], t * dil[ax] + (osz[ax] - 1) * strides[ax] + 1, strides[ax])
+            if acc is None:
+                acc = np.array(y[tuple(idx)], copy=True)
+            else:
+                np.maximum(acc, y[tuple(idx)], out=acc)
+        y = acc
+    return y if y is not xp else xp.copy()
 
 
 def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_pad: bool) -> np.ndarray:
@@ -220,15 +242,11 @@ def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_
     end = [need[i] - shape[i] - begin[i] for i in range(sp)]
     if kind == "max":
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        xp = pad_crop(x, begin, end, fill)
-        taps = _taps(k)
-        y = np.array(xp[_tap_slice(next(taps), strides, dil, osz)], copy=True)
-        for tap in taps:
-            np.maximum(y, xp[_tap_slice(tap, strides, dil, osz)], out=y)
-        return y
+        return _max_separable(pad_crop(x, begin, end, fill), k, strides, dil, osz)
     xp = pad_crop(x, begin, end, 0.0, np.float32)
     y = np.zeros(x.shape[:2] + tuple(osz), np.float32)
     for tap in _taps(k):
         y += xp[_tap_slice(tap, strides, dil, osz)]
-    y /= _pool_counts(shape, k, strides, dil, osz, begin, end, list(pads[sp:]), count_include_pad)
+    y /= _pool_counts(tuple(shape), tuple(k), tuple(strides), tuple(dil), tuple(osz), tuple(begin), tuple(end),
+                      tuple(pads[sp:]), bool(count_include_pad))
     return y

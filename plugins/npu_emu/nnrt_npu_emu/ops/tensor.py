@@ -2,13 +2,15 @@
 gather...) and compile-time constants (Constant, ConstantOfShape, Shape)."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import FP16_MAX, is_fp16_value
 from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store
 
-__all__: list[str] = []
+__all__ = ["fold_transpose"]
 
 
 def _const_ints(node: Node, cx, i: int, what: str) -> list[int] | None:
@@ -25,10 +27,15 @@ def _alias(node: Node, cx) -> list[Step]:
     return [Step("alias", [node.inputs[0]], [node.outputs[0]], {}, 0)]
 
 
-op("Reshape", const_inputs=(1,), int8="generic")(_alias)
-op("Flatten", int8="generic")(_alias)
-op("Squeeze", const_inputs=(1,), int8="generic")(_alias)
-op("Unsqueeze", const_inputs=(1,), int8="generic")(_alias)
+def _no_instruction(node: Node, cx) -> int:
+    """An alias re-labels a contiguous buffer: no device instruction, any rank."""
+    return 0
+
+
+op("Reshape", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
+op("Flatten", int8="generic", device_rank=_no_instruction)(_alias)
+op("Squeeze", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
+op("Unsqueeze", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
 
 
 # -------------------------------------------------------------------- concat
@@ -107,17 +114,56 @@ def _k_slice(ins, outs, a):
 
 
 # ----------------------------------------------------------------- transpose
-@op("Transpose", int8="generic")
-def _lower_transpose(node: Node, cx) -> list[Step]:
+def fold_transpose(shape: Sequence[int], perm: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The smallest-rank (shape, perm) moving the same elements as transposing
+    a contiguous ``shape`` by ``perm``: size-1 axes are dropped and input axes
+    that stay adjacent and in order in ``perm`` are merged into one.  A
+    channel shuffle, ``[N, g, C/g, H, W]`` by ``[0, 2, 1, 3, 4]``, folds to
+    ``[N, g, C/g, H*W]`` by ``[0, 2, 1, 3]`` (``[g, C/g, H*W]`` by
+    ``[1, 0, 2]`` when N is 1)."""
+    keep = [a for a in range(len(shape)) if shape[a] != 1]
+    new_axis = {a: i for i, a in enumerate(keep)}
+    dims = [int(shape[a]) for a in keep]
+    runs: list[list[int]] = []  # runs of consecutive input axes, in output order
+    for a in (new_axis[a] for a in perm if a in new_axis):
+        if runs and runs[-1][-1] + 1 == a:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    if not runs:
+        return [1], [0]
+    by_input = sorted(runs, key=lambda r: r[0])
+    folded_shape = [int(np.prod([dims[a] for a in r], dtype=np.int64)) for r in by_input]
+    return folded_shape, [by_input.index(r) for r in runs]
+
+
+def _transpose_perm(node: Node, cx) -> list[int]:
     rank = len(cx.shape(node.inputs[0]))
     perm = attr_ints(node, "perm", list(range(rank))[::-1])
-    return [Step("transpose", [node.inputs[0]], [node.outputs[0]], {"perm": perm},
+    if sorted(p % rank if rank else p for p in perm) != list(range(rank)) or len(perm) != rank:
+        raise Unsupported(f"Transpose perm {perm} is not a permutation of the {rank} input axes")
+    return [p % rank for p in perm]
+
+
+def _transpose_rank(node: Node, cx) -> int:
+    return len(fold_transpose(cx.shape(node.inputs[0]), _transpose_perm(node, cx))[1])
+
+
+@op("Transpose", int8="generic", device_rank=_transpose_rank)
+def _lower_transpose(node: Node, cx) -> list[Step]:
+    """One permute of the folded axes (rank <= the input's), whatever the input's rank."""
+    shape, perm = fold_transpose(cx.shape(node.inputs[0]), _transpose_perm(node, cx))
+    return [Step("transpose", [node.inputs[0]], [node.outputs[0]], {"perm": perm, "shape": shape},
                  int(np.prod(cx.shape(node.inputs[0]))))]
 
 
 @kernel("transpose", exact=True)
 def _k_transpose(ins, outs, a):
-    store(outs[0], np.transpose(ins[0], a["perm"]))
+    """Permute ``ins[0]`` viewed as ``a["shape"]`` (the folded axes) into ``outs[0]``."""
+    shape, perm = a["shape"], a["perm"]
+    y = np.transpose(ins[0].reshape(shape), perm)
+    out = outs[0]
+    store(out.reshape(y.shape) if out.flags.c_contiguous else out, y)
 
 
 # ----------------------------------------------------------------------- pad

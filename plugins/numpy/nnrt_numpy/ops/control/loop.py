@@ -7,6 +7,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
+from nnrt_core.errors import RunStoppedError
+from nnrt_numpy.limits import stopped_within, watched_control
 
 
 @register
@@ -35,8 +37,14 @@ class Loop(Kernel):
         state = list(carried)
         scans: list[list[Any]] = [[] for _ in range(self.n_scan)]
         i = 0
+        watch = watched_control()  # a deadline or cancel stops the loop between iterations
         while keep_going and (max_trips is None or i < max_trips):
-            outs = self.body([np.array(i, dtype=np.int64), np.array(keep_going), *state], scope)
+            if watch is not None and watch.stopped():
+                raise watch.error(f"iteration {i} of node {self.node.name!r} (Loop)")
+            try:
+                outs = self.body([np.array(i, dtype=np.int64), np.array(keep_going), *state], scope)
+            except RunStoppedError as e:
+                raise stopped_within(e, f"iteration {i} of node {self.node.name!r} (Loop)") from None
             keep_going = bool(np.asarray(outs[0]).reshape(()))
             state = list(outs[1:1 + self.n_carried])
             for k, s in enumerate(outs[1 + self.n_carried:]):

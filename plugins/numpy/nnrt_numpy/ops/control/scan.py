@@ -13,6 +13,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
+from nnrt_core.errors import RunStoppedError
+from nnrt_numpy.limits import check_stop, stopped_within, watched_control
 
 
 @register
@@ -53,8 +55,13 @@ class Scan(Kernel):
             raise self.fail(f"scan inputs have different lengths along their scan axes: {sorted(lengths)}")
         steps = lengths.pop()
         outs: list[list[np.ndarray]] = [[] for _ in range(self.k)]
+        watch = watched_control()  # a deadline or cancel stops the scan between iterations
         for t in range(steps):
-            res = self.body([*state, *(s[t] for s in scans)], scope)
+            check_stop(watch, f"iteration {t} of node {self.node.name!r} (Scan)")
+            try:
+                res = self.body([*state, *(s[t] for s in scans)], scope)
+            except RunStoppedError as e:
+                raise stopped_within(e, f"iteration {t} of node {self.node.name!r} (Scan)") from None
             state = list(res[:self.n])
             for j, y in enumerate(res[self.n:]):
                 outs[j].append(np.asarray(y))

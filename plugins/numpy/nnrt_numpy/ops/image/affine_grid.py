@@ -27,6 +27,8 @@ class AffineGrid(Kernel):
     def __call__(self, theta, size) -> Sequence[Any]:
         theta = np.asarray(theta)
         size = [int(s) for s in np.asarray(size).ravel()]
+        if len(size) in (4, 5):  # the grid: N x spatial x (rank - 2); the points in float64 first
+            self.check_alloc([size[0], *size[2:], len(size) - 1], np.float64, "grid")
         if len(size) == 4:
             n, _, h, w = size
             if theta.shape != (n, 2, 3):

@@ -169,6 +169,7 @@ class _ResizeBase(Kernel):
                 roi_map = {a: (float(r[a]), float(r[rank + a])) for a in axes}
             else:
                 raise self.fail(f"roi must have {2 * n} entries, got {r.shape[0]}")
+        self.check_alloc(out_shape, x.dtype)
         y = resample(
             x, out_shape, full_scales, axes,
             mode=self.mode, coord_mode=self.coord_mode, nearest_mode=self.nearest_mode,
@@ -201,6 +202,7 @@ def upsample_legacy(k: Kernel, x: np.ndarray, scales: np.ndarray, mode: str, up_
     if np.any(scales <= 0) or (up_only and np.any(scales < 1)):
         raise k.fail(f"scales must be {'>= 1' if up_only else 'positive'}, got {scales.tolist()}")
     out_shape = [int(np.floor(d * s)) for d, s in zip(x.shape, scales)]
+    k.check_alloc(out_shape, x.dtype)
     return resample(x, out_shape, scales.tolist(), list(range(x.ndim)), mode=mode,
                     coord_mode="asymmetric", nearest_mode="simple")
 

@@ -12,6 +12,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from ...kernel import Kernel, NodeInfo
+from ...limits import may_exceed
 
 
 class Binary(Kernel):
@@ -21,6 +22,8 @@ class Binary(Kernel):
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
         try:
+            if a.shape != b.shape and may_exceed(a, b):  # e.g. [n, 1] + [1, m]: check before numpy allocates
+                self.check_alloc(np.broadcast_shapes(a.shape, b.shape), a.dtype)
             return (self.compute(a, b),)  # IEEE results: the program runs with numpy's FP errors off
         except ValueError as e:
             if "broadcast" in str(e):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernel import Kernel, register
+from ...limits import may_exceed
 
 
 @register
@@ -16,6 +17,10 @@ class MatMul(Kernel):
         if a.ndim == 0 or b.ndim == 0:
             raise self.fail("MatMul inputs must have rank >= 1")
         try:
+            if may_exceed(a, b) and a.shape[-1:] == b.shape[-2 if b.ndim > 1 else 0:][:1]:
+                # [n, 1] x [1, m]: the output can be far larger than the inputs; checked before numpy allocates
+                batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+                self.check_alloc(batch + a.shape[-2:-1] + b.shape[-1:] * (b.ndim > 1), a.dtype)
             if a.dtype.kind == "V" or a.dtype == np.float16:  # no BLAS: multiply in float32
                 return (np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype),)
             return (np.matmul(a, b),)

@@ -20,5 +20,9 @@ class Range(Kernel):
         s, l, d = (v.reshape(()) for v in (start, limit, delta))
         if d == 0:
             raise self.fail("delta must be non-zero")
-        n = max(int(math.ceil((float(l) - float(s)) / float(d))), 0)
+        span = (float(l) - float(s)) / float(d)
+        if not math.isfinite(span):
+            raise self.fail(f"start {s}, limit {l} and delta {d} give no finite number of elements")
+        n = max(int(math.ceil(span)), 0)
+        self.check_alloc([n], start.dtype)
         return ((s + np.arange(n, dtype=start.dtype) * d).astype(start.dtype, copy=False),)

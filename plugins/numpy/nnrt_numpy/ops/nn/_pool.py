@@ -40,6 +40,9 @@ class PoolBase(Kernel):
             raise self.fail("pads must be smaller than the kernel")
         self._geo: dict[tuple, Any] = {}
         self._setup_pool(node)
+        x = node.shape(0)
+        if x is not None and all(isinstance(d, int) for d in x):  # static: refuse a bad window at build
+            self.geometry(tuple(x))
 
     def _setup_pool(self, node: NodeInfo) -> None:
         """Hook for op-specific attributes."""
@@ -54,8 +57,20 @@ class PoolBase(Kernel):
                                 f"has {nd} entries")
             geo = resolve_pads(self.auto_pad, shape[2:], self.kernel, self.strides, self.dilations,
                                self.pads, self.ceil_mode)
+            self._check_window(shape[2:], geo[0], geo[1])
             self._geo[shape] = geo
         return geo
+
+
+    def _check_window(self, spatial: tuple, begin: list[int], end: list[int]) -> None:
+        """A window larger than the padded input has no output position (ONNX
+        Runtime refuses it too); refused before any work, whatever its size."""
+        for i, (n, k, d, b, e) in enumerate(zip(spatial, self.kernel, self.dilations, begin, end)):
+            window = (k - 1) * d + 1
+            if n > 0 and window > n + b + e:
+                raise self.fail(f"kernel_shape[{i}] = {k} (dilation {d}: a window of {window}) is larger than "
+                                f"spatial axis {i} of the input padded ({n} + pads {b}, {e} = {n + b + e}); "
+                                f"the window must fit the padded input")
 
 
 def lowest(dtype: np.dtype) -> Any:

@@ -40,7 +40,9 @@ class Col2Im(Kernel):
             raise self.fail(f"number of blocks {l} does not match the image geometry ({blocks})")
         c = ck // k
         cols = x.reshape((n, c) + tuple(block) + tuple(blocks))
-        buf = np.zeros((n, c) + tuple(image[i] + p[i] + p[i + nd] for i in range(nd)), dtype=x.dtype)
+        padded = (n, c) + tuple(image[i] + p[i] + p[i + nd] for i in range(nd))
+        self.check_alloc(padded, x.dtype, "padded image")
+        buf = np.zeros(padded, dtype=x.dtype)
         col2im_add(cols, buf, block, s, d, blocks)
         crop = (slice(None), slice(None)) + tuple(slice(p[i], p[i] + image[i]) for i in range(nd))
         return (np.ascontiguousarray(buf[crop]),)

@@ -40,6 +40,7 @@ class MaxUnpool(Kernel):
         shape = default if output_shape is None else tuple(int_list(output_shape))
         if len(shape) != x.ndim or any(s < d for s, d in zip(shape, default)):
             raise self.fail(f"output_shape {shape} is smaller than the unpooled shape {default}")
+        self.check_alloc(shape, x.dtype)
         idx = indices.reshape(-1).astype(np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= int(np.prod(default))):
             raise self.fail("indices out of range for the unpooled shape")

@@ -27,6 +27,7 @@ class CosineWindow(Kernel):
         n = scalar_int(size, self.fail, "size")
         if n < 0:
             raise self.fail(f"size must be non-negative, got {n}")
+        self.check_alloc([n], np.float64)  # computed in float64
         denom = n if self.periodic else n - 1
         i = np.arange(n, dtype=np.float64)
         w = np.zeros(n)

@@ -36,6 +36,9 @@ class _DFTBase(Kernel):
             n = scalar_int(dft_length, self.fail, "dft_length")
         if n <= 0:
             raise self.fail(f"dft_length must be positive, got {n}")
+        spectrum = list(x.shape[:-1])
+        spectrum[axis] = n
+        self.check_alloc(spectrum, np.complex128, "spectrum")  # numpy's FFT works in complex128
         c = to_complex(x, self.fail)
         if self.inverse and self.onesided:
             return np.fft.irfft(c, n=n, axis=axis)[..., None].astype(x.dtype)

@@ -32,6 +32,7 @@ class MelWeightMatrix(Kernel):
         if not 0 <= lo < hi:
             raise self.fail(f"need 0 <= lower_edge_hertz < upper_edge_hertz, got {lo}, {hi}")
         bins = n // 2 + 1
+        self.check_alloc([bins, m], np.float64)  # computed in float64
         mel_lo = 2595 * np.log10(1 + lo / 700)
         mel_hi = 2595 * np.log10(1 + hi / 700)
         mel = np.arange(m + 2) * ((mel_hi - mel_lo) / (m + 2)) + mel_lo

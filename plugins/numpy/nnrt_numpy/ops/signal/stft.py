@@ -36,14 +36,14 @@ class STFT(Kernel):
             flen = np.asarray(window).shape[0]
         else:
             flen = length
+        if not 0 < flen <= length:  # before the window is made: frame_length may be absurd
+            raise self.fail(f"frame_length {flen} must lie in [1, {length}]")
         if window is None:
             win = np.ones(flen)
         else:
             win = np.asarray(window)
             if win.shape != (flen,):
                 raise self.fail(f"window must have shape ({flen},), got {win.shape}")
-        if not 0 < flen <= length:
-            raise self.fail(f"frame_length {flen} must lie in [1, {length}]")
         if self.onesided and x.shape[-1] != 1:
             raise self.fail("a one-sided STFT needs real input")
         c = to_complex(x, self.fail)  # (B, L)

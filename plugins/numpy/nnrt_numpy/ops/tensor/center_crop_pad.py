@@ -35,6 +35,7 @@ class CenterCropPad(Kernel):
             elif size > dim:
                 start = (size - dim) // 2
                 dst[a] = slice(start, start + dim)
+        self.check_alloc(out_shape, x.dtype)
         y = np.zeros(out_shape, dtype=x.dtype)
         y[tuple(dst)] = x[tuple(src)]
         return (y,)

@@ -58,4 +58,5 @@ class ConstantOfShape(Kernel):
         dims = int_list(shape)
         if any(d < 0 for d in dims):
             raise self.fail(f"shape {dims} has negative dimensions")
+        self.check_alloc(dims, self.value.dtype)
         return (np.full(dims, self.value, dtype=self.value.dtype),)

@@ -18,6 +18,7 @@ class Expand(Kernel):
             out = np.broadcast_shapes(x.shape, tuple(dims))
         except ValueError:
             raise self.fail(f"cannot expand {x.shape} to {tuple(dims)}") from None
+        self.check_alloc(out, x.dtype)
         return (np.broadcast_to(x, out).copy(),)
 
 
@@ -34,6 +35,7 @@ class Tile1(Kernel):
             raise self.fail(f"invalid axis {a} or tiles {t}")
         reps = [1] * x.ndim
         reps[a % x.ndim] = t
+        self.check_alloc([d * r for d, r in zip(x.shape, reps)], x.dtype)
         return (np.tile(x, reps),)
 
 
@@ -48,4 +50,5 @@ class Tile(Kernel):
             raise self.fail(f"repeats has {len(reps)} entries for an input of rank {x.ndim}")
         if any(r < 0 for r in reps):
             raise self.fail("repeats must be non-negative")
+        self.check_alloc([d * r for d, r in zip(x.shape, reps)], x.dtype)
         return (np.tile(x, reps),)

@@ -26,6 +26,7 @@ class OneHot(Kernel):
         if not -r <= self.axis < r:
             raise self.fail(f"axis {self.axis} out of range for output rank {r}")
         axis = self.axis % r
+        self.check_alloc(indices.shape[:axis] + (d,) + indices.shape[axis:], values.dtype)
         idx = indices.astype(np.int64)
         idx = np.where(idx < 0, idx + d, idx)
         shape = [1] * r

@@ -31,6 +31,7 @@ class _PadBase(Kernel):
         crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(full))
         x = x[crop]
         widths = [(max(b, 0), max(e, 0)) for b, e in full]
+        self.check_alloc([d + b + e for d, (b, e) in zip(x.shape, widths)], x.dtype)
         if self.mode == "constant":
             v = 0 if value is None else value
             return np.pad(x, widths, mode="constant", constant_values=np.asarray(v).astype(x.dtype).item()
