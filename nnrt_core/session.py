@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from nnrt_core.backend.base import prepare_thread_budget
 from nnrt_core.compiler import CompiledModel, EventLog, PartitionInfo, compile_model, load_model
 from nnrt_core.compiler.image import to_image
-from nnrt_core.compiler.isolate import build_isolated
 from nnrt_core.compiler.specialize import Specializations, check_shapes, free_inputs, wants_specialization
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError, InputError, SessionFileError
@@ -44,9 +43,6 @@ class Session:
 
     >>> sess = Session("model.onnx", ScheduleConfig(backends=["onnxruntime"], backup="numpy"))
     >>> outputs = sess.run({"x": x})
-
-    ``isolate=True`` builds the model in a forked child process first, so a
-    native crash on a hostile model is a ``ModelLoadError`` here.
     """
 
     _async_pool_lock = threading.Lock()
@@ -55,9 +51,7 @@ class Session:
                  registry: Registry | None = None, isolate: bool = False) -> None:
         t0 = time.perf_counter()
         self.registry = registry if registry is not None else default_registry()
-        if isolate:  # build in a child first: a native fault refuses the model (ModelLoadError)
-            build_isolated(model, config, self.registry)
-        generic = compile_model(model, config, self.registry)
+        generic = compile_model(model, config, self.registry, isolate=isolate)  # isolate: see compile_model
         self.config: ScheduleConfig = generic.config
         #: the plan every run starts from (the dynamic one when inputs have free dimensions)
         self.generic_plan = self._plan = RunPlan.of(generic)

@@ -214,14 +214,13 @@ def test_isolated_build_turns_a_native_crash_into_model_load_error(monkeypatch):
     import os
     import signal
 
-    import nnrt_core.compiler.build as build
+    from nnrt_core.compiler.isolate import build_isolated
 
     def crash(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGSEGV)
 
-    monkeypatch.setattr(build, "compile_model", crash)  # what the forked child calls
     with pytest.raises(ModelLoadError, match="crashed an isolated process \\(signal SIGSEGV\\)"):
-        Session(_small_model(), ScheduleConfig(backends=["numpy"]), isolate=True)
+        build_isolated(crash, _small_model(), ScheduleConfig(backends=["numpy"]), None)
 
 
 def test_isolated_build_runs_and_reports_the_childs_errors():

@@ -1,13 +1,14 @@
 """Build a model once in a forked child process before building it here, so
 that a native fault (a crash in onnx's C++ code or a backend's library on a
 hostile model) refuses the model with :class:`ModelLoadError` instead of
-killing the caller's process (``Session(..., isolate=True)``)."""
+killing the caller's process (``Session(..., isolate=True)``,
+``compile_model(..., isolate=True)``)."""
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import signal
-from typing import Any
+from typing import Any, Callable
 
 from nnrt_core import errors
 from nnrt_core.config import ScheduleConfig
@@ -19,11 +20,9 @@ __all__ = ["ISOLATE_TIMEOUT", "build_isolated"]
 ISOLATE_TIMEOUT = float(os.environ.get("NNRT_ISOLATE_TIMEOUT", 600))
 
 
-def _child(conn: Any, model: Any, config: ScheduleConfig | None, registry: Any) -> None:
-    from nnrt_core.compiler.build import compile_model
-
+def _child(conn: Any, build: Callable[..., Any], model: Any, config: ScheduleConfig | None, registry: Any) -> None:
     try:
-        compile_model(model, config, registry)
+        build(model, config, registry)
         conn.send(("ok", "", ""))
     except NnrtError as e:
         conn.send(("nnrt", type(e).__name__, str(e)))
@@ -33,8 +32,10 @@ def _child(conn: Any, model: Any, config: ScheduleConfig | None, registry: Any) 
         conn.close()  # multiprocessing ends the forked child without running the parent's atexit handlers
 
 
-def build_isolated(model: Any, config: ScheduleConfig | None, registry: Any, timeout: float | None = None) -> None:
-    """Build ``model`` in a forked child and wait for it: returns when the
+def build_isolated(build: Callable[..., Any], model: Any, config: ScheduleConfig | None, registry: Any,
+                   timeout: float | None = None) -> None:
+    """Run ``build(model, config, registry)`` (``compile_model``) in a forked
+    child and wait for it: returns when the
     child built it, raises the child's ``NnrtError`` (same type and message)
     when it refused it, :class:`ModelLoadError` when the child died (a
     signal) or ran past ``timeout`` seconds (default ``ISOLATE_TIMEOUT``)."""
@@ -42,7 +43,7 @@ def build_isolated(model: Any, config: ScheduleConfig | None, registry: Any, tim
         raise ConfigError("isolate=True needs os.fork (a POSIX system)")
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, model, config, registry), daemon=True)
+    proc = ctx.Process(target=_child, args=(send, build, model, config, registry), daemon=True)
     proc.start()
     send.close()
     limit = ISOLATE_TIMEOUT if timeout is None else timeout
