@@ -308,3 +308,9 @@ def test_layer_norm_with_an_empty_bias_runs_on_onnxruntime():
     assert sess.placement["ln"] == "onnxruntime"
     ref = Session(m, ScheduleConfig(backends=["numpy"])).run(feeds)["y"]
     np.testing.assert_allclose(sess.run(feeds)["y"], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_roi_align_refuses_rois_scaled_out_of_range():
+    k = kernel("RoiAlign", 16, 3, spatial_scale=1e30)
+    with pytest.raises(OpError, match="spatial_scale"):
+        k(np.zeros((1, 1, 4, 4), np.float32), np.array([[0, 0, 2, 2]], np.float32), np.array([0]))
