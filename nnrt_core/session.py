@@ -48,10 +48,10 @@ class Session:
     _async_pool_lock = threading.Lock()
 
     def __init__(self, model: Any, config: ScheduleConfig | None = None, *,
-                 registry: Registry | None = None) -> None:
+                 registry: Registry | None = None, isolate: bool = False) -> None:
         t0 = time.perf_counter()
         self.registry = registry if registry is not None else default_registry()
-        generic = compile_model(model, config, self.registry)
+        generic = compile_model(model, config, self.registry, isolate=isolate)  # isolate: see compile_model
         self.config: ScheduleConfig = generic.config
         #: the plan every run starts from (the dynamic one when inputs have free dimensions)
         self.generic_plan = self._plan = RunPlan.of(generic)

@@ -288,3 +288,19 @@ def test_data_file_changed_after_load_changes_nothing(tmp_path, backend, how):
     assert words[0] == "same"
     if how == "rewrite":
         assert words[1:] == ["reloaded-differs"]  # a new session does see the new weights
+
+
+def test_nul_byte_in_external_location_is_a_model_load_error(tmp_path):
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "a\x00b"), ("offset", "0"), ("length", "24")):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    with pytest.raises(ModelLoadError, match="'w'.*NUL byte"):
+        Session(str(path), ScheduleConfig(backends=["numpy"]))

@@ -15,18 +15,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core.errors import GraphError
+from nnrt_core.errors import GraphError, ModelLoadError
 from nnrt_core.frontends.onnx import (
     ONNX_DOMAINS,
     NodeInferenceError,
     has_onnx_op,
     infer_node_types,
+    ir_node_view,
     newest_domain_version,
     newest_opset_version,
     oldest_onnx_version,
     onnx_op_names,
     onnx_schema,
     onnxruntime_schemas,
+    validate_node,
 )
 from nnrt_core.ir import (
     Attribute,
@@ -323,7 +325,12 @@ def infer_output_types(
     where: str,
 ) -> list[ValueType | None]:
     """Output types of one node (ONNX per-node inference; a type-constraint
-    based guess for schemas ONNX does not know)."""
+    based guess for schemas ONNX does not know).  The node first passes the
+    checks of untrusted models (attribute ranges native inference trusts)."""
+    try:
+        validate_node(ir_node_view(where, op_type, domain, inputs, output_names, attributes), opsets)
+    except ModelLoadError as e:
+        raise BuilderError(str(e)) from e
     if not spec.inferable:
         return _guess_from_constraints(spec, inputs, len(output_names))
     types: dict[str, ValueType] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from nnrt_core.compiler.isolate import build_isolated
 from nnrt_core.compiler.backends import BackendSelection, host_evaluator, select_backends
 from nnrt_core.compiler.explain import explain
 from nnrt_core.compiler.image import from_image, stored_config, to_image
@@ -28,14 +29,18 @@ log = logging.getLogger("nnrt.session")
 
 
 def compile_model(model: Any, config: ScheduleConfig | None = None,
-                  registry: Registry | None = None) -> CompiledModel:
+                  registry: Registry | None = None, *, isolate: bool = False) -> CompiledModel:
     """Build ``model`` (path, bytes, ``onnx.ModelProto``, IR ``Model``/``Graph``,
     or a session file) for ``config``: select backends -> optimize -> place ->
     partition -> compile with fallback -> explain.  With ``config.cache_dir`` a
-    cached build is loaded instead, or the new one stored."""
+    cached build is loaded instead, or the new one stored.  With ``isolate``
+    the model is built in a forked child process first, so a native crash on a
+    hostile model is a ``ModelLoadError`` here (:mod:`nnrt_core.compiler.isolate`)."""
     if config is not None and not isinstance(config, ScheduleConfig):
         raise ConfigError(f"config must be a ScheduleConfig, got {type(config).__name__}")
     registry = registry if registry is not None else default_registry()
+    if isolate:
+        build_isolated(compile_model, model, config, registry)
     if looks_like_session_file(model):  # an offline model from ``nnrt compile`` / ``Session.save``
         return load_compiled(model, config, registry)
     config = config if config is not None else ScheduleConfig()

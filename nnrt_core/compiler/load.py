@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from nnrt_core.frontends import load_onnx, to_onnx
+from nnrt_core.frontends import load_onnx, to_onnx, validate_graph
 from nnrt_core.ir import Graph, Model
 from nnrt_core.ir.clone import clone_graph
 
@@ -15,7 +15,10 @@ def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = No
     """A path, bytes, ``onnx.ModelProto``, IR ``Model`` or IR ``Graph`` as a
     Model the caller may transform (IR inputs are copied, weights shared).
     ``input_shapes`` fixes free input dimensions before shape inference
-    (``ScheduleConfig.input_shapes``; IR models go through ONNX for it)."""
+    (``ScheduleConfig.input_shapes``; IR models go through ONNX for it).
+    IR nodes pass the same attribute and arity checks as ONNX files."""
+    if isinstance(model, (Model, Graph)):
+        validate_graph(model.graph if isinstance(model, Model) else model)
     if input_shapes and isinstance(model, (Model, Graph)):
         src = model if isinstance(model, Model) else Model(graph=model)
         loaded = load_onnx(to_onnx(src), check=False, input_shapes=input_shapes)

@@ -10,7 +10,8 @@ from nnrt_core.frontends.onnx import (
     parse_model_proto,
     refine_static_shapes,
     to_onnx,
+    validate_graph,
 )
 
 __all__ = ["ExternalWeights", "infer_static_types", "load_onnx", "model_digest", "parse_model_proto",
-           "refine_static_shapes", "to_onnx"]
+           "refine_static_shapes", "to_onnx", "validate_graph"]

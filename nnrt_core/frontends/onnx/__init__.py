@@ -1,7 +1,8 @@
 """The ONNX frontend: the only part of nnrt that imports ``onnx``.
 
-``load`` (source -> checked, sorted proto -> IR), ``external_data`` (folder
-and size checks, reads into arrays), ``convert`` (protos -> IR), ``export`` (IR ->
+``load`` (source -> checked, sorted proto -> IR), ``validate`` (attribute
+and arity checks before native code), ``external_data`` (folder and size
+checks, reads into arrays), ``convert`` (protos -> IR), ``export`` (IR ->
 protos), ``shapes`` (ONNX shape inference on IR), ``schemas`` (operator
 schemas and opset versions), ``digest`` (the model cache key) and
 ``backend_adapter`` (``onnx.backend`` over ``Session``; import it from its
@@ -36,6 +37,7 @@ from nnrt_core.frontends.onnx.schemas import (
     onnx_schema,
     onnxruntime_schemas,
 )
+from nnrt_core.frontends.onnx.validate import ir_node_view, validate_graph, validate_model, validate_node
 from nnrt_core.frontends.onnx.shapes import (
     NodeInferenceError,
     infer_node_types,
@@ -80,4 +82,8 @@ __all__ = [
     "to_onnx",
     "type_from_proto",
     "type_to_proto",
+    "ir_node_view",
+    "validate_graph",
+    "validate_model",
+    "validate_node",
 ]

@@ -109,10 +109,13 @@ def graph_to_onnx(graph: Graph, external: ExternalWeights | None = None) -> onnx
     """``graph`` as a ``GraphProto`` (node output types as ``value_info``)."""
     nodes = []
     for n in graph.nodes:
+        names = [v.name if v is not None else "" for v in n.inputs]
+        while names and not names[-1]:  # trailing omitted inputs: the same node (ORT's LayerNormalization
+            names.pop()                 # segfaults on an explicit empty last input)
         nodes.append(
             helper.make_node(
                 n.op_type,
-                [v.name if v is not None else "" for v in n.inputs],
+                names,
                 [v.name for v in n.outputs],
                 name=n.name,
                 domain=n.domain or None,

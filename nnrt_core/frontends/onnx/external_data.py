@@ -102,6 +102,8 @@ def _data_file(t: onnx.TensorProto, info: dict[str, str], base_dir: str | None, 
     location = info.get("location", "")
     if not location or os.path.isabs(location):
         raise ModelLoadError(f"{where}: external data location {location!r} must be a relative path")
+    if "\x00" in location:
+        raise ModelLoadError(f"{where}: external data location {location!r} holds a NUL byte; expected a file name")
     path = os.path.realpath(os.path.join(root, location))
     if os.path.commonpath([root, path]) != root:
         raise ModelLoadError(

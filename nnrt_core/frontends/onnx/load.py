@@ -3,9 +3,11 @@
 Parsing, checking, function inlining and shape inference are done by the
 ``onnx`` package; this frontend only translates protos into IR objects and
 adds the safety checks an untrusted file needs: external data must stay
-inside the model's folder, and no tensor may claim more bytes than its data
-holds or than ``MAX_TENSOR_BYTES``.  External data is read once into arrays
-the model owns, never through the protobuf (see
+inside the model's folder, no tensor may claim more bytes than its data
+holds or than ``MAX_TENSOR_BYTES``, and every node's attributes and arity
+must pass :mod:`nnrt_core.frontends.onnx.validate` before shape inference.
+External data is read once into arrays the model owns, never through the
+protobuf (see
 :mod:`nnrt_core.frontends.onnx.external_data`).
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from nnrt_core.frontends.onnx.convert import model_from_proto
 from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
 from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
 from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
+from nnrt_core.frontends.onnx.validate import validate_model
 from nnrt_core.ir import Model
 
 __all__ = ["ModelCheckError", "check_model", "load_onnx", "parse_model_proto", "sort_nodes"]
@@ -119,6 +122,7 @@ def load_onnx(
             proto = onnx.inliner.inline_local_functions(proto)
         except Exception as e:  # pragma: no cover - depends on onnx internals
             raise ModelLoadError(f"could not inline the model's local functions: {first_line(e)}") from e
+    validate_model(proto)  # attributes and arity native shape inference and backends trust
     owned = proto is not source  # never modify a ModelProto the caller handed us
     if has_unknown_dims(proto):
         if not owned:
@@ -133,6 +137,7 @@ def load_onnx(
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
+        validate_model(proto, types=True)  # element types against the schemas' constraints
     model = model_from_proto(proto, mapped)
     model.base_dir = base_dir
     return model

@@ -137,7 +137,8 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
     if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
         return None
     out = node.outputs[0]
-    if value_dtype(out) != ydt or out.shape is None or tuple(out.shape) != yshape:
+    odt = value_dtype(out)
+    if odt is None or odt != ydt or out.shape is None or tuple(out.shape) != yshape:
         return None
     t = ydt.type
     if op == "Relu":
@@ -200,7 +201,7 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
             continue
         y = head.outputs[0]
         ydt = value_dtype(y)
-        if ydt not in _FLOATS or not is_static_shape(y.shape) or len(y.shape) == 0:  # ufuncs return scalars for 0-d
+        if ydt is None or ydt not in _FLOATS or not is_static_shape(y.shape) or len(y.shape) == 0:  # ufuncs return scalars for 0-d
             continue
         yshape = tuple(y.shape)
         if head.op_type == "BatchNormalization" and _bn_affine(head, kernels[i]) is None:

@@ -15,6 +15,7 @@ from nnrt_core.frontends.onnx import ExternalWeights
 from nnrt_core.ir import DataType, Graph, Node
 
 from nnrt_onnxruntime.capability import CapabilityCache, Prober
+from nnrt_onnxruntime.crash_guard import crash_risk
 from nnrt_onnxruntime.deviations import known_deviation
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
 from nnrt_onnxruntime.export import export_partition, max_ir_version, relax_static_shapes
@@ -115,7 +116,9 @@ class OnnxRuntimeBackend(Backend):
         cap = Capability(self.name)
         try:
             for node in graph.nodes:
-                reason = known_deviation(node) if deviations else None
+                reason = crash_risk(node)
+                if reason is None and deviations:
+                    reason = known_deviation(node)
                 if reason is None:
                     reason = prober.check(node)
                 if reason is None:
@@ -127,6 +130,9 @@ class OnnxRuntimeBackend(Backend):
         return cap
 
     def _supports(self, node: Node, options: CompileOptions) -> str | None:
+        reason = crash_risk(node)
+        if reason is not None:
+            return reason
         if (options.extra or {}).get("known_deviations", True) is not False:
             reason = known_deviation(node)
             if reason is not None:

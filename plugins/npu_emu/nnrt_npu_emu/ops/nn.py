@@ -127,6 +127,8 @@ def _lower_pool(kind: str):
         k = attr_ints(node, "kernel_shape")
         if k is None:
             raise Unsupported("kernel_shape is required")
+        if len(k) != len(xs) - 2 or len(ys) != len(xs):
+            raise Unsupported(f"kernel_shape has {len(k)} entries for {len(xs) - 2} spatial axes")
         if node.attr("storage_order", 0) != 0:
             raise Unsupported("storage_order=1 is not supported")
         if len(node.outputs) > 1 and cx.live(node.outputs[1]):

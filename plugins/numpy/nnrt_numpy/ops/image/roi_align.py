@@ -31,6 +31,8 @@ class _RoiAlignBase(Kernel):
         if ctm not in ("half_pixel", "output_half_pixel"):
             raise self.fail(f"coordinate_transformation_mode must be half_pixel or output_half_pixel, got {ctm!r}")
         self.half_pixel = ctm == "half_pixel"
+        if not np.isfinite(self.scale):
+            raise self.fail(f"spatial_scale must be finite, got {self.scale}")
         if self.oh <= 0 or self.ow <= 0 or self.sampling < 0:
             raise self.fail("output sizes must be positive and sampling_ratio non-negative")
 
@@ -43,6 +45,11 @@ class _RoiAlignBase(Kernel):
         n, c, h, w = x.shape
         if bidx.size and (bidx.min() < 0 or bidx.max() >= n):
             raise self.fail("batch_indices out of range")
+        with np.errstate(all="ignore"):
+            scaled = rois.astype(np.float64) * self.scale
+        if scaled.size and not (np.isfinite(scaled).all() and np.abs(scaled).max() < 2.0**31):
+            raise self.fail(f"rois scaled by spatial_scale {self.scale} leave the range of pixel coordinates "
+                            "(finite, below 2**31 in magnitude)")
         comp = np.float64 if x.dtype == np.float64 else np.float32
         xf = x.astype(comp)
         out = np.zeros((rois.shape[0], c, self.oh, self.ow), dtype=comp)

@@ -13,6 +13,8 @@ class _Normal:
     def _params(self, node: NodeInfo) -> None:
         self.mean = float(node.attr("mean", 0.0))
         self.scale = float(node.attr("scale", 1.0))
+        if not (np.isfinite(self.mean) and np.isfinite(self.scale)) or self.scale < 0:
+            raise self.fail(f"mean ({self.mean}) must be finite and scale ({self.scale}) finite and >= 0")
 
     def _draw(self, shape: tuple[int, ...]) -> np.ndarray:
         return self.rng.normal(self.mean, self.scale, shape)

@@ -13,6 +13,8 @@ class _Uniform:
     def _params(self, node: NodeInfo) -> None:
         self.low = float(node.attr("low", 0.0))
         self.high = float(node.attr("high", 1.0))
+        if not (np.isfinite(self.low) and np.isfinite(self.high)):
+            raise self.fail(f"low ({self.low}) and high ({self.high}) must be finite")
         if self.high < self.low:
             raise self.fail(f"high ({self.high}) must not be below low ({self.low})")
 

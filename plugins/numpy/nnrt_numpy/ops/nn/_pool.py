@@ -53,7 +53,8 @@ class PoolBase(Kernel):
         if geo is None:
             nd = len(self.kernel)
             if len(shape) != nd + 2:
-                raise self.fail(f"input rank {len(shape)} does not match kernel_shape of rank {nd}")
+                raise self.fail(f"input of rank {len(shape)} has {len(shape) - 2} spatial axes but kernel_shape "
+                                f"has {nd} entries")
             geo = resolve_pads(self.auto_pad, shape[2:], self.kernel, self.strides, self.dilations,
                                self.pads, self.ceil_mode)
             self._check_window(shape[2:], geo[0], geo[1])

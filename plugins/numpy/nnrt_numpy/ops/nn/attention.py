@@ -33,6 +33,14 @@ class Attention(Kernel):
         self.right = int(a("right_window_size", -1))
         self.softmax_precision = a("softmax_precision")
         self.num_outputs = node.num_outputs
+        if self.softmax_precision is not None:
+            try:
+                prec = DataType(int(self.softmax_precision))
+            except ValueError:
+                prec = DataType.UNDEFINED
+            if prec not in (DataType.FLOAT, DataType.FLOAT16, DataType.BFLOAT16, DataType.DOUBLE):
+                raise self.fail(f"softmax_precision must be a floating element type (1, 10, 11 or 16), "
+                                f"got {self.softmax_precision}")
         if self.mode not in (0, 1, 2, 3):
             raise self.fail(f"qk_matmul_output_mode must be 0..3, got {self.mode}")
 

@@ -26,6 +26,11 @@ class Col2Im(Kernel):
         d = list(self.dilations or [1] * nd)
         s = list(self.strides or [1] * nd)
         p = list(self.pads or [0] * (2 * nd))
+        if len(block) != nd or len(d) != nd or len(s) != nd or len(p) != 2 * nd:
+            raise self.fail(f"image_shape has {nd} axes but block_shape has {len(block)}, dilations {len(d)}, "
+                            f"strides {len(s)} and pads {len(p)} values; expected {nd} each ({2 * nd} pads)")
+        if min(d + s) < 1 or min(p) < 0:
+            raise self.fail(f"dilations {d} and strides {s} must be >= 1 and pads {p} >= 0")
         n, ck, l = x.shape
         k = int(np.prod(block))
         if ck % k:

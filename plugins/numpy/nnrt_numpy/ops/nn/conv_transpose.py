@@ -35,6 +35,9 @@ class ConvTranspose(Kernel):
             raise self.fail("strides, dilations and output_padding need one entry per spatial axis")
         full = [s[i] * (in_shape[i] - 1) + (kernel[i] - 1) * d[i] + 1 + op[i] for i in range(nd)]
         if self.output_shape is not None:
+            if len(self.output_shape) < nd:
+                raise self.fail(f"output_shape {list(self.output_shape)} has fewer than {nd} entries "
+                                "(one per spatial axis)")
             out = list(self.output_shape)[-nd:]
             total = [full[i] - out[i] for i in range(nd)]
             lower = self.auto_pad == "SAME_LOWER"

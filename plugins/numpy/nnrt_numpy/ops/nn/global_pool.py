@@ -41,6 +41,8 @@ class GlobalLpPool(Kernel):
 
     def _setup(self, node: NodeInfo) -> None:
         self.p = float(node.attr("p", 2))
+        if not self.p > 0 or not np.isfinite(self.p):
+            raise self.fail(f"p must be a positive integer, got {node.attr('p')}")
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
         p = x.dtype.type(self.p)

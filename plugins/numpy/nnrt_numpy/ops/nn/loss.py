@@ -26,6 +26,8 @@ class _LossBase(Kernel):
         safe = np.where(ignored, 0, t)
         if ((safe < 0) | (safe >= c)).any():
             raise self.fail(f"target values must be in [0, {c}) (or ignore_index)")
+        if weight is not None and weight.shape != (c,):
+            raise self.fail(f"weight has shape {weight.shape}; expected ({c},), one weight per class")
         picked = np.take_along_axis(logp, safe[:, None], axis=1)[:, 0]
         w = np.ones(t.shape, dtype=logp.dtype) if weight is None else weight[safe].astype(logp.dtype)
         w = np.where(ignored, logp.dtype.type(0), w)

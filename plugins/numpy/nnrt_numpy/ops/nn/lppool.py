@@ -15,6 +15,8 @@ class LpPool(PoolBase):
 
     def _setup_pool(self, node: NodeInfo) -> None:
         self.p = float(node.attr("p", 2))
+        if not self.p > 0 or not np.isfinite(self.p):
+            raise self.fail(f"p must be a positive integer, got {node.attr('p')}")
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
         begin, end, out, extra = self.geometry(x.shape)

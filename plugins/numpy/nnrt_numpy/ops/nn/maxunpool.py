@@ -23,9 +23,17 @@ class MaxUnpool(Kernel):
         nd = len(self.kernel)
         self.strides = [int(v) for v in node.attr("strides", [1] * nd)]
         self.pads = [int(v) for v in node.attr("pads", [0] * (2 * nd))]
+        if len(self.strides) != nd or len(self.pads) != 2 * nd:
+            raise self.fail(f"kernel_shape has {nd} axes but strides has {len(self.strides)} and pads "
+                            f"{len(self.pads)} values; expected {nd} and {2 * nd}")
+        if min(self.kernel + self.strides, default=1) < 1 or min(self.pads, default=0) < 0:
+            raise self.fail("kernel_shape and strides must be >= 1 and pads >= 0")
 
     def __call__(self, x: np.ndarray, indices: np.ndarray, output_shape: np.ndarray | None = None) -> tuple[np.ndarray]:
         nd = len(self.kernel)
+        if x.ndim != nd + 2 or indices.shape != x.shape:
+            raise self.fail(f"X has shape {x.shape} and indices {indices.shape}; expected equal shapes of rank "
+                            f"{nd + 2} (N, C and one axis per kernel_shape entry)")
         sp = x.shape[2:]
         default = x.shape[:2] + tuple(
             (sp[i] - 1) * self.strides[i] + self.kernel[i] - self.pads[i] - self.pads[i + nd] for i in range(nd))

@@ -30,6 +30,10 @@ class RotaryEmbedding(Kernel):
         rd = self.rot_dim or d
         if rd > d or rd % 2:
             raise self.fail(f"rotary_embedding_dim {rd} must be even and <= head size {d}")
+        want = 2 if position_ids is not None else 3
+        if cos_cache.ndim != want or sin_cache.ndim != want:
+            raise self.fail(f"cos_cache and sin_cache have ranks {cos_cache.ndim} and {sin_cache.ndim}; expected "
+                            f"{want} ({'with' if want == 2 else 'without'} position_ids)")
         if position_ids is not None:
             if position_ids.size and (position_ids.min() < 0 or position_ids.max() >= cos_cache.shape[0]):
                 raise self.fail("position_ids out of range of the caches")

@@ -26,4 +26,9 @@ def int_list(x: np.ndarray | Sequence[int] | None) -> list[int] | None:
     """A 1-D int tensor (or list) as a Python list."""
     if x is None:
         return None
-    return [int(v) for v in np.asarray(x).reshape(-1)]
+    a = np.asarray(x).reshape(-1)
+    if a.dtype.kind == "f" and a.size and not (np.isfinite(a).all() and np.abs(a).max() < 2.0**63):
+        raise ValueError(f"expected integer values, got {a[~np.isfinite(a) | (np.abs(a) >= 2.0**63)][0]}")
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"expected an integer tensor, got element type {a.dtype}")
+    return [int(v) for v in a]

@@ -28,5 +28,9 @@ class GatherElements(Kernel):
             raise self.fail(f"axis {self.axis} out of range for rank {data.ndim}")
         if indices.ndim != data.ndim:
             raise self.fail("indices must have the same rank as data")
+        if any(i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape)) if k != axis):
+            raise self.fail(f"indices shape {indices.shape} exceeds data shape {data.shape} outside axis {axis}")
         idx = fix_indices(self, indices, data.shape[axis])
+        if indices.shape != data.shape:  # indices may cover a corner of data on the other axes
+            data = data[tuple(slice(None) if k == axis else slice(0, n) for k, n in enumerate(indices.shape))]
         return (np.take_along_axis(data, idx.astype(np.intp, copy=False), axis=axis),)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernel import Kernel, NodeInfo, register
+from ._util import int_list
 
 
 @register
@@ -18,7 +19,7 @@ class OneHot(Kernel):
     def __call__(self, indices: np.ndarray, depth: np.ndarray, values: np.ndarray) -> tuple[np.ndarray]:
         if depth.size != 1 or values.size != 2:
             raise self.fail("depth must be a scalar and values a 2-element tensor")
-        d = int(depth.reshape(-1)[0])
+        d = int_list(depth)[0]
         if d < 1:
             raise self.fail("depth must be positive")
         r = indices.ndim + 1

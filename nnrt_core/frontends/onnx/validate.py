@@ -1,0 +1,381 @@
+"""Node checks an untrusted model must pass before native code sees it.
+
+onnx's C++ shape inference and ONNX Runtime trust attributes and arity that
+``onnx.checker`` does not check: ``LayerNormalization(axis=2**63-1)`` or a
+``Split`` whose ``num_outputs`` differs from its outputs crash the process.
+:func:`validate_model` (protos) and :func:`validate_graph` (IR) check every
+node, sub-graphs included, against its onnx schema:
+
+* arity: input and output counts within the schema's bounds, no empty name
+  for a variadic input, ``num_outputs`` equal to the outputs;
+* attribute kinds: an attribute of the schema has the schema's type;
+* input element types, where known, within the schema's type constraints
+  (inputs sharing a type parameter: the same type);
+* ranges (generic, by attribute name): ``axis``/``axes`` and the like within
+  ``[-MAX_RANK, MAX_RANK)``, ``strides``/``kernel_shape``/``dilations``/
+  ``group``/``blocksize``/``size`` >= 1, convolution and pooling ``pads`` >= 0,
+  every INT/INTS attribute a 64-bit integer, INTS lists at most
+  ``MAX_LIST`` long; plus :data:`RULES`, the per-op rules for attributes
+  that crash native code.
+
+A violation is a :class:`ModelLoadError` naming the node, the attribute and
+what was expected.  Nodes without an onnx schema (custom domains) are left
+to the backends.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import onnx
+from onnx import AttributeProto, helper
+
+from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx.schemas import onnx_schema
+from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value
+
+__all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "ir_node_view", "validate_graph", "validate_model",
+           "validate_node"]
+
+#: the largest tensor rank nnrt can run (numpy's limit)
+MAX_RANK = 64
+#: the longest INTS attribute accepted (pads of a rank-64 tensor: 128)
+MAX_LIST = 4 * MAX_RANK
+INT64 = (-(1 << 63), (1 << 63) - 1)
+#: ``NodeView.input_types`` entry of a sequence, map or optional value
+NOT_TENSOR = -1
+_VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
+
+#: attribute names that are tensor axes (or counts of them)
+AXIS_NAMES = frozenset({"axis", "axes", "batch_dims", "batch_axis", "time_axis", "new_axis", "perm"})
+#: attribute names that hold an element type (``TensorProto.DataType``)
+DTYPE_NAMES = frozenset({"dtype", "to", "stash_type", "softmax_precision", "output_dtype"})
+#: attribute names whose every value must be >= 1
+POSITIVE_NAMES = frozenset({"strides", "kernel_shape", "dilations", "group", "blocksize", "size",
+                            "num_outputs"})
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What the checks read of a node, from a proto or an IR node."""
+
+    desc: str  #: "node 'name' (OpType)"
+    op_type: str
+    domain: str
+    inputs: Sequence[str]  #: "" for an omitted input
+    outputs: Sequence[str]
+    #: name -> (AttributeProto type, value): the Python value of INT/INTS/STRING/STRINGS/FLOATS, the
+    #: element count of TENSOR, else None
+    attrs: Mapping[str, tuple[int, Any]]
+    #: element type (``TensorProto.DataType``) of each input where known (empty: not checked)
+    input_types: Sequence[int | None] = ()
+
+
+def _fail(n: NodeView, what: str) -> None:
+    raise ModelLoadError(f"{n.desc}: {what}")
+
+
+def _ints(value: Any) -> list[int]:
+    """An INT or INTS value (a number, a list, an IR numpy array) as Python ints."""
+    return [int(value)] if isinstance(value, (int, float)) or getattr(value, "ndim", 1) == 0 else \
+        [int(v) for v in value]
+
+
+# ------------------------------------------------------------ per-op rules
+def _split_rule(n: NodeView) -> None:
+    kind, value = n.attrs.get("num_outputs", (None, None))
+    if kind is not None and int(value) != len(n.outputs):
+        _fail(n, f"attribute 'num_outputs' is {value} but the node has {len(n.outputs)} outputs; "
+                 "expected them to be equal")
+    if kind is not None and len(n.inputs) > 1 and n.inputs[1]:
+        _fail(n, "attribute 'num_outputs' and input 'split' are both given; expected one of them")
+
+
+def _gathernd_rule(n: NodeView) -> None:
+    _, value = n.attrs.get("batch_dims", (None, 0))
+    if int(value) < 0:
+        _fail(n, f"attribute 'batch_dims' is {value}; expected a non-negative integer")
+
+
+def _window_rule(n: NodeView) -> None:
+    """Convolution / pooling: ``strides``, ``dilations``, ``kernel_shape``
+    (and ``output_padding``) one value per spatial axis, ``pads`` two."""
+    lengths = {k: len(_ints(n.attrs[k][1])) for k in ("kernel_shape", "strides", "dilations", "output_padding")
+               if k in n.attrs and n.attrs[k][0] == AttributeProto.INTS}
+    if "pads" in n.attrs and n.attrs["pads"][0] == AttributeProto.INTS:
+        pads = len(_ints(n.attrs["pads"][1]))
+        if pads % 2:
+            _fail(n, f"attribute 'pads' has {pads} values; expected two per spatial axis (an even count)")
+        lengths["pads"] = pads // 2
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{k}: {v * 2 if k == 'pads' else v}" for k, v in lengths.items())
+        _fail(n, f"window attributes disagree on the number of spatial axes ({shown}); expected one value per "
+                 "spatial axis (two for 'pads')")
+
+
+def _constant_of_shape_rule(n: NodeView) -> None:
+    kind, size = n.attrs.get("value", (None, 1))
+    if kind == AttributeProto.TENSOR and size != 1:
+        _fail(n, f"attribute 'value' holds {size} elements; expected a one-element tensor")
+
+
+def _einsum_rule(n: NodeView) -> None:
+    _, eq = n.attrs.get("equation", (None, ""))
+    if isinstance(eq, str) and not _EINSUM.fullmatch(eq):
+        _fail(n, f"attribute 'equation' is {eq!r}; expected ASCII letters, ',', '...', '->' and spaces")
+
+
+def _tfidf_rule(n: NodeView) -> None:
+    """TfIdfVectorizer: the pool splits into n-grams as ``ngram_counts`` says,
+    one ``ngram_indexes`` entry (and weight) per n-gram (ORT aborts otherwise)."""
+    pool = n.attrs.get("pool_int64s", n.attrs.get("pool_strings", (None, [])))[1] or []
+    starts = _ints(n.attrs.get("ngram_counts", (None, []))[1] or [])
+    ends = starts[1:] + [len(pool)]
+    if any(not 0 <= s <= e <= len(pool) or (e - s) % (k + 1) for k, (s, e) in enumerate(zip(starts, ends))):
+        _fail(n, f"attribute 'ngram_counts' {starts} does not split the pool of {len(pool)} items into whole "
+                 "n-grams of lengths 1, 2, ...")
+    grams = sum((e - s) // (k + 1) for k, (s, e) in enumerate(zip(starts, ends)))
+    indexes = _ints(n.attrs.get("ngram_indexes", (None, []))[1] or [])
+    if len(indexes) != grams or any(i < 0 for i in indexes):
+        _fail(n, f"attribute 'ngram_indexes' has {len(indexes)} values; expected {grams} non-negative indexes "
+                 "(one per n-gram of the pool)")
+    weights = n.attrs.get("weights", (None, None))[1]
+    if weights is not None and len(weights) != grams:
+        _fail(n, f"attribute 'weights' has {len(weights)} values; expected {grams} (one per n-gram)")
+    if int(n.attrs.get("max_skip_count", (None, 0))[1]) < 0:
+        _fail(n, "attribute 'max_skip_count' is negative; expected >= 0")
+    lo, hi = (int(n.attrs.get(k, (None, 0))[1]) for k in ("min_gram_length", "max_gram_length"))
+    if not 1 <= lo <= hi <= len(starts):
+        _fail(n, f"min_gram_length {lo} and max_gram_length {hi}: expected 1 <= min <= max <= {len(starts)} "
+                 "(the n-gram lengths of the pool)")
+
+
+_EINSUM = re.compile(r"[A-Za-z,. >-]*")
+
+#: op type -> extra check (the default domain)
+RULES: dict[str, Callable[[NodeView], None]] = {
+    "Split": _split_rule,
+    "GatherND": _gathernd_rule,
+    "ConstantOfShape": _constant_of_shape_rule,
+    "Einsum": _einsum_rule,
+    "TfIdfVectorizer": _tfidf_rule,
+    **{op: _window_rule for op in ("AveragePool", "Col2Im", "Conv", "ConvInteger", "ConvTranspose", "DeformConv",
+                                   "LpPool", "MaxPool", "MaxUnpool", "QLinearConv")},
+}
+#: op types whose ``pads`` attribute may be negative (Pad's own, before opset 11)
+SIGNED_PADS = frozenset({"Pad"})
+
+
+# ------------------------------------------------------------ generic checks
+def _check_arity(n: NodeView, schema: Any) -> None:
+    ni, no = len(n.inputs), len(n.outputs)
+    if not schema.min_input <= ni <= schema.max_input:
+        _fail(n, f"has {ni} inputs; {n.op_type}-{schema.since_version} expects "
+                 f"{_bounds(schema.min_input, schema.max_input)}")
+    if not schema.min_output <= no <= schema.max_output:
+        _fail(n, f"has {no} outputs; {n.op_type}-{schema.since_version} expects "
+                 f"{_bounds(schema.min_output, schema.max_output)}")
+    formal = list(schema.inputs)
+    for i, name in enumerate(n.inputs):
+        if name:
+            continue
+        p = formal[min(i, len(formal) - 1)] if formal else None
+        if p is not None and p.option == _VARIADIC:
+            _fail(n, f"input {i} (of variadic {p.name!r}) is empty; expected a value name "
+                     "(only optional inputs may be omitted)")
+
+
+def _bounds(lo: int, hi: int) -> str:
+    if lo == hi:
+        return f"exactly {lo}"
+    return f"at least {lo}" if hi >= 2**31 - 1 else f"{lo} to {hi}"
+
+
+def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Any) -> None:
+    spec = schema.attributes.get(name)
+    if spec is not None and int(spec.type) != AttributeProto.UNDEFINED and kind != int(spec.type):
+        _fail(n, f"attribute {name!r} is of type {_type_name(kind)}; expected {_type_name(int(spec.type))}")
+    if kind not in (AttributeProto.INT, AttributeProto.INTS):
+        return
+    values = _ints(value)
+    if kind == AttributeProto.INTS and len(values) > MAX_LIST:
+        _fail(n, f"attribute {name!r} has {len(values)} values; expected at most {MAX_LIST}")
+    for v in values:
+        if not INT64[0] <= v <= INT64[1]:
+            _fail(n, f"attribute {name!r} holds {v}, which does not fit a 64-bit integer")
+        if name in AXIS_NAMES and not -MAX_RANK <= v < MAX_RANK:
+            _fail(n, f"attribute {name!r} is {value}; expected axes in [-{MAX_RANK}, {MAX_RANK}) "
+                     f"(nnrt runs tensors of rank <= {MAX_RANK})")
+        if name in POSITIVE_NAMES and v < 1:
+            _fail(n, f"attribute {name!r} is {value}; expected values >= 1")
+        if name == "pads" and v < 0 and n.op_type not in SIGNED_PADS:
+            _fail(n, f"attribute 'pads' is {value}; expected values >= 0")
+        if name in DTYPE_NAMES and kind == AttributeProto.INT and (
+                _elem_name(v) is None or (v == 0 and name != "output_dtype")):  # output_dtype 0: "from zero point"
+            _fail(n, f"attribute {name!r} is {v}; expected an element type (a TensorProto.DataType other than "
+                     "UNDEFINED)")
+
+
+def _elem_name(t: int) -> str | None:
+    try:
+        return onnx.TensorProto.DataType.Name(t).lower()
+    except ValueError:
+        return None
+
+
+def _check_types(n: NodeView, schema: Any) -> None:
+    """Known input element types against the schema's type constraints (and
+    inputs sharing a type parameter against each other)."""
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    formal = list(schema.inputs)
+    bound: dict[str, tuple[int, int]] = {}
+    for i, t in enumerate(n.input_types):
+        if t == NOT_TENSOR and formal and i < len(n.inputs) and n.inputs[i]:
+            p = formal[min(i, len(formal) - 1)]
+            ok = allowed.get(p.type_str, {p.type_str})
+            if all(a.startswith("tensor(") for a in ok):
+                _fail(n, f"input {i} ({p.name!r}) is a sequence, map or optional; {n.op_type}-"
+                         f"{schema.since_version} expects a tensor")
+            continue
+        name = _elem_name(t) if t else None
+        if name is None or name == "undefined" or not formal or i >= len(n.inputs) or not n.inputs[i]:
+            continue
+        p = formal[min(i, len(formal) - 1)]
+        ok = allowed.get(p.type_str, {p.type_str})
+        if not any(a.startswith("tensor(") for a in ok):
+            continue  # sequences, optionals, maps: left to shape inference
+        if f"tensor({name})" not in ok:
+            shown = ", ".join(sorted(a[7:-1] for a in ok if a.startswith("tensor(")))
+            _fail(n, f"input {i} ({p.name!r}) has element type {name}; {n.op_type}-{schema.since_version} "
+                     f"expects one of {shown}")
+        if p.option == _VARIADIC and not p.is_homogeneous:
+            continue
+        first = bound.setdefault(p.type_str, (t, i))
+        if first[0] != t:
+            _fail(n, f"input {i} ({p.name!r}) has element type {name} but input {first[1]} has "
+                     f"{_elem_name(first[0])}; expected the same type (both are {p.type_str!r})")
+
+
+def _type_name(kind: int) -> str:
+    try:
+        return AttributeProto.AttributeType.Name(kind)
+    except ValueError:
+        return str(kind)
+
+
+def validate_node(n: NodeView, opsets: Mapping[str, int]) -> None:
+    """Check one node against its onnx schema (see the module docstring)."""
+    domain = "" if n.domain == "ai.onnx" else n.domain
+    version = opsets.get(domain)
+    schema = onnx_schema(n.op_type, domain, version) if version is not None else None
+    if schema is None:
+        return
+    _check_arity(n, schema)
+    for name, (kind, value) in n.attrs.items():
+        _check_attribute(n, name, kind, value, schema)
+    _check_types(n, schema)
+    rule = RULES.get(n.op_type) if domain == "" else None
+    if rule is not None:
+        rule(n)
+
+
+# ------------------------------------------------------------ protos
+def _proto_types(g: onnx.GraphProto, types: dict[str, int]) -> dict[str, int]:
+    """Tensor element types ``g`` (and its sub-graphs) declare, by value name
+    (``NOT_TENSOR`` for sequences, maps and optionals); an unknown element
+    type is a :class:`ModelLoadError`."""
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        kind = vi.type.WhichOneof("value")
+        if kind == "tensor_type" and vi.type.tensor_type.elem_type:
+            elem = vi.type.tensor_type.elem_type
+            if _elem_name(elem) is None:
+                raise ModelLoadError(f"graph {g.name!r}: value {vi.name!r} has unknown element type {elem}")
+            types.setdefault(vi.name, elem)
+        elif kind in ("sequence_type", "map_type", "optional_type"):
+            types.setdefault(vi.name, NOT_TENSOR)
+    for t in g.initializer:
+        types[t.name] = t.data_type
+    for p in g.node:
+        for a in p.attribute:
+            for sub in ([a.g] if a.type == AttributeProto.GRAPH else a.graphs):
+                _proto_types(sub, types)
+    return types
+
+
+def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None
+                 ) -> Iterator[tuple[NodeView, list[onnx.GraphProto]]]:
+    for k, p in enumerate(g.node):
+        attrs: dict[str, tuple[int, Any]] = {}
+        graphs: list[onnx.GraphProto] = []
+        for a in p.attribute:
+            if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+                graphs += [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
+                attrs[a.name] = (int(a.type), None)
+            elif a.type in (AttributeProto.INT, AttributeProto.INTS):
+                attrs[a.name] = (int(a.type), helper.get_attribute_value(a))
+            elif a.type == AttributeProto.TENSOR:
+                attrs[a.name] = (int(a.type), math.prod(a.t.dims))
+            elif a.type in (AttributeProto.STRING, AttributeProto.STRINGS, AttributeProto.FLOATS):
+                value = helper.get_attribute_value(a)
+                attrs[a.name] = (int(a.type), value.decode("utf-8", "replace") if isinstance(value, bytes) else
+                                 [s.decode("utf-8", "replace") if isinstance(s, bytes) else s for s in value])
+            else:
+                attrs[a.name] = (int(a.type), None)
+        desc = f"node {p.name or f'#{k}'!r} ({p.op_type})"
+        in_types = [types.get(x) for x in p.input] if types is not None else []
+        yield NodeView(desc, p.op_type, p.domain, list(p.input), list(p.output), attrs, in_types), graphs
+
+
+def _validate_proto_graph(g: onnx.GraphProto, opsets: Mapping[str, int],
+                          types: Mapping[str, int] | None) -> None:
+    for view, graphs in _proto_nodes(g, types):
+        validate_node(view, opsets)
+        for sub in graphs:
+            _validate_proto_graph(sub, opsets, types)
+
+
+def validate_model(proto: onnx.ModelProto, *, types: bool = False) -> None:
+    """Check every node of ``proto``'s graph (sub-graphs included; local
+    functions must be inlined first); :class:`ModelLoadError` for the first
+    violation.  With ``types`` the element types the graphs declare (after
+    shape inference: every value's) are checked against the schemas' type
+    constraints too."""
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
+    _validate_proto_graph(proto.graph, opsets, _proto_types(proto.graph, {}) if types else None)
+
+
+# ------------------------------------------------------------ IR
+def _ir_value(kind: int, value: Any) -> Any:
+    if kind == AttrKind.TENSOR:
+        return int(getattr(value, "size", 1))
+    return value if kind in (AttrKind.INT, AttrKind.INTS, AttrKind.STRING, AttrKind.STRINGS, AttrKind.FLOATS) \
+        else None
+
+
+def ir_node_view(desc: str, op_type: str, domain: str, inputs: Sequence[Value | None], output_names: Sequence[str],
+                 attributes: Iterable[Attribute]) -> NodeView:
+    """The :class:`NodeView` of an IR node (or of one about to be built)."""
+    attrs = {a.name: (int(a.kind), _ir_value(a.kind, a.value)) for a in attributes if not a.ref_attr_name}
+    return NodeView(desc, op_type, domain, [v.name if v is not None else "" for v in inputs], list(output_names),
+                    attrs, [_ir_type(v) for v in inputs])
+
+
+def _ir_type(v: Value | None) -> int | None:
+    if v is None or v.type is None:
+        return None
+    return int(v.type.dtype) if isinstance(v.type, TensorType) else NOT_TENSOR
+
+
+def validate_graph(graph: Graph) -> None:
+    """Check every node of an IR graph (sub-graphs included) like
+    :func:`validate_model`, each against the opset it was written for."""
+    for node in graph.nodes:
+        view = ir_node_view(f"node {node.name!r} ({node.op_type})", node.op_type, node.domain, node.inputs,
+                            [v.name for v in node.outputs], node.attributes.values())
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        version = node.opset if node.opset is not None else graph.opset_for(domain)
+        validate_node(view, {domain: version})
+        for sub in node.subgraphs():
+            validate_graph(sub)
