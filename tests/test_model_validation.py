@@ -69,7 +69,9 @@ def test_gathernd_negative_batch_dims_is_refused():
     ({"pads": [1, 1, -1, 0]}, ["'pads'", ">= 0"]),
     ({"pads": [1, 1, 1]}, ["'pads'", "even"]),
     ({"strides": [1, 1, 1], "kernel_shape": [3, 3]}, ["disagree", "strides: 3"]),
-    ({"dilations": [2**63 - 1, 1], "strides": [1]}, ["disagree"]),
+    ({"dilations": [2, 1], "strides": [1]}, ["disagree"]),
+    ({"dilations": [2**63 - 1, 1]}, ["'dilations'", "at most 2147483647"]),  # overflowed the window arithmetic
+    ({"kernel_shape": [3, 2**31]}, ["'kernel_shape'", "at most 2147483647"]),
 ])
 def test_conv_window_attributes_are_checked(attrs, words):
     n = h.make_node("Conv", ["x", "w"], ["y"], name="cv", **attrs)

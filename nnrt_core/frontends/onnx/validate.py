@@ -14,6 +14,7 @@ node, sub-graphs included, against its onnx schema:
 * ranges (generic, by attribute name): ``axis``/``axes`` and the like within
   ``[-MAX_RANK, MAX_RANK)``, ``strides``/``kernel_shape``/``dilations``/
   ``group``/``blocksize``/``size`` >= 1, convolution and pooling ``pads`` >= 0,
+  window attributes (kernel, strides, dilations, pads...) at most ``MAX_WINDOW``,
   every INT/INTS attribute a 64-bit integer, INTS lists at most
   ``MAX_LIST`` long; plus :data:`RULES`, the per-op rules for attributes
   that crash native code.
@@ -55,6 +56,10 @@ DTYPE_NAMES = frozenset({"dtype", "to", "stash_type", "softmax_precision", "outp
 #: attribute names whose every value must be >= 1
 POSITIVE_NAMES = frozenset({"strides", "kernel_shape", "dilations", "group", "blocksize", "size",
                             "num_outputs"})
+#: window attributes (sizes along one tensor axis): at most MAX_WINDOW, so the kernels' window
+#: arithmetic ((kernel - 1) * dilation + 1, pads + dims) cannot overflow 64 bits
+WINDOW_NAMES = frozenset({"strides", "kernel_shape", "dilations", "pads", "output_padding", "output_shape"})
+MAX_WINDOW = (1 << 31) - 1
 
 
 @dataclass(frozen=True)
@@ -210,6 +215,8 @@ def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Any)
                      f"(nnrt runs tensors of rank <= {MAX_RANK})")
         if name in POSITIVE_NAMES and v < 1:
             _fail(n, f"attribute {name!r} is {value}; expected values >= 1")
+        if name in WINDOW_NAMES and abs(v) > MAX_WINDOW:
+            _fail(n, f"attribute {name!r} holds {v}; expected window sizes of at most {MAX_WINDOW}")
         if name == "pads" and v < 0 and n.op_type not in SIGNED_PADS:
             _fail(n, f"attribute 'pads' is {value}; expected values >= 0")
         if name in DTYPE_NAMES and kind == AttributeProto.INT and (
