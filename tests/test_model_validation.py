@@ -316,3 +316,44 @@ def test_roi_align_refuses_rois_scaled_out_of_range():
     k = kernel("RoiAlign", 16, 3, spatial_scale=1e30)
     with pytest.raises(OpError, match="spatial_scale"):
         k(np.zeros((1, 1, 4, 4), np.float32), np.array([[0, 0, 2, 2]], np.float32), np.array([0]))
+
+
+# -- found by the fuzzer (benchmarks/fuzz_models.py, seed 3) -------------------------------------
+def test_conv_with_a_scalar_weight_is_a_clear_error_and_falls_back_visibly():
+    """Case 1693: an op swapped to Conv whose weight is a scalar constant (was an IndexError)."""
+    n = h.make_node("Conv", ["x", "eps"], ["y"], name="cv")
+    m = model([n], [vi("x", shape=(1, 1, 4, 4))], [vi("y", shape=("a", "b", "c", "d"))],
+              initializers=[h.make_tensor("eps", T.FLOAT, [], [1e-5])], opset=11)
+    with pytest.raises(NnrtError) as info:
+        Session(m, ScheduleConfig(backends=["numpy"]))
+    assert "weight W has shape []; expected rank >= 3" in str(info.value) or \
+        isinstance(info.value, ModelLoadError), str(info.value)
+    assert not any(word in str(info.value) for word in INTERNAL), str(info.value)
+
+
+def test_scan_state_of_another_type_than_the_body_declares_is_refused():
+    """Case 2672: a STRING state bound to a FLOAT body input (was a TypeError inside Add)."""
+    body = h.make_graph([h.make_node("Add", ["s_in", "x_in"], ["s_out"]), h.make_node("Identity", ["s_out"], ["o"])],
+                        "body", [vi("s_in", shape=(2,)), vi("x_in", shape=(2,))],
+                        [vi("s_out", shape=(2,)), vi("o", shape=(2,))])
+    n = h.make_node("Scan", ["init", "x"], ["s", "ys"], body=body, num_scan_inputs=1, name="scan")
+    m = model([n], [vi("init", T.STRING, (2,)), vi("x", shape=(3, 2))], [vi("s", T.STRING, (2,)), vi("ys", shape=(3, 2))])
+    try:
+        sess = Session(m, ScheduleConfig(backends=["numpy"]))
+    except ModelLoadError:
+        return  # refused at load: as good
+    with pytest.raises(ExecutionError, match="sub-graph 'body' input 's_in' is declared float32"):
+        sess.run({"init": np.array(["a", "b"], dtype=object), "x": np.ones((3, 2), np.float32)})
+
+
+def test_roialign_output_over_the_budget_is_refused_before_allocating():
+    """Case 9669: output_width 2**31 (was a MemoryError from numpy's allocator)."""
+    from nnrt_core.errors import MemoryBudgetError
+
+    n = h.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="ra", output_width=2**31, output_height=5)
+    m = model([n], [vi("x", shape=(1, 1, 8, 8)), vi("rois", shape=("R", 4)), vi("bi", T.INT64, ("R",))],
+              [vi("y", shape=("R", 1, 5, 2**31))], opset=16)
+    sess = Session(m, ScheduleConfig(backends=["numpy"]))
+    with pytest.raises(MemoryBudgetError, match="'ra' \\(RoiAlign\\): output of shape \\[3, 1, 5, 2147483648\\]"):
+        sess.run({"x": np.ones((1, 1, 8, 8), np.float32), "rois": np.ones((3, 4), np.float32),
+                  "bi": np.zeros(3, np.int64)})

@@ -80,13 +80,15 @@ def _chain(e: BaseException) -> Iterable[BaseException]:
 
 def classify(e: BaseException | None) -> tuple[str, str]:
     """(outcome kind, first line of the message) of an exception (``None``: ok)."""
-    from nnrt_core.errors import NnrtError
+    from nnrt_core.errors import MemoryBudgetError, NnrtError
 
     if e is None:
         return "ok", ""
     msg = f"{type(e).__name__}: {e}".splitlines()[0][:500]
     if any(isinstance(x, Deadline) for x in _chain(e)):
         return "deadline", msg
+    if isinstance(e, MemoryBudgetError):  # refused before allocating: the budget did its job
+        return "clean", msg
     if isinstance(e, MemoryError) or (isinstance(e, NnrtError) and "MemoryError" in msg):
         return "memory", msg
     if isinstance(e, NnrtError):

@@ -28,12 +28,7 @@ def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
     """What kernels may know about ``node`` at compile time."""
 
     def np_dtype(v: Value | None) -> np.dtype | None:
-        if v is None or not isinstance(v.type, TensorType):
-            return None
-        try:
-            return v.type.dtype.numpy
-        except TypeError:
-            return None
+        return None if v is None else _declared_dtype(v)
 
     def shape(v: Value | None):
         return v.shape if v is not None else None
@@ -379,6 +374,23 @@ class SubgraphRunner:
         self.program = program
         self.input_names = [v.name for v in program.graph.inputs]
         self.output_names = [v.name for v in program.graph.outputs]
+        #: (index, declared dtype) of the body's tensor inputs whose element type is known
+        self._declared = [(i, _declared_dtype(v)) for i, v in enumerate(program.graph.inputs)
+                          if _declared_dtype(v) is not None]
 
     def __call__(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
+        for i, want in self._declared:  # a crafted model binds other types than the body declares
+            got = getattr(inputs[i], "dtype", None) if i < len(inputs) else None
+            if got is not None and got != want and not (want.kind == "O" and got.kind in "USO"):
+                raise ExecutionError(f"sub-graph {self.program.graph.name!r} input {self.input_names[i]!r} is "
+                                     f"declared {want}; the node passed {got}")
         return self.program.run(inputs, scope)
+
+
+def _declared_dtype(v: Value) -> np.dtype | None:
+    if not isinstance(v.type, TensorType):
+        return None
+    try:
+        return v.type.dtype.numpy
+    except TypeError:
+        return None

@@ -51,6 +51,7 @@ class _RoiAlignBase(Kernel):
             raise self.fail(f"rois scaled by spatial_scale {self.scale} leave the range of pixel coordinates "
                             "(finite, below 2**31 in magnitude)")
         comp = np.float64 if x.dtype == np.float64 else np.float32
+        self.check_alloc((rois.shape[0], c, self.oh, self.ow), comp)
         xf = x.astype(comp)
         out = np.zeros((rois.shape[0], c, self.oh, self.ow), dtype=comp)
         off = 0.5 if self.half_pixel else 0.0

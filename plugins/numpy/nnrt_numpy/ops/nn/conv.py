@@ -60,6 +60,8 @@ class Conv(Kernel):
         self._bias = None if b is None else b.reshape(-1, 1)
 
     def _weight_matrix(self, w: np.ndarray) -> np.ndarray:
+        if w.ndim < 3:
+            raise self.fail(f"weight W has shape {list(w.shape)}; expected rank >= 3 (M, C/group, kernel...)")
         m = w.shape[0]
         if m % self.group:
             raise self.fail(f"output channels {m} not divisible by group {self.group}")
@@ -71,6 +73,8 @@ class Conv(Kernel):
         if plan is not None:
             return plan
         nd = len(xshape) - 2
+        if nd < 1:
+            raise self.fail(f"input X has shape {list(xshape)}; expected rank >= 3 (N, C, spatial...)")
         if len(wshape) != nd + 2:
             raise self.fail(f"weight rank {len(wshape)} does not match input rank {len(xshape)}")
         kernel = list(self.kernel_shape) if self.kernel_shape is not None else list(wshape[2:])
