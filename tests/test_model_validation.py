@@ -357,3 +357,30 @@ def test_roialign_output_over_the_budget_is_refused_before_allocating():
     with pytest.raises(MemoryBudgetError, match="'ra' \\(RoiAlign\\): output of shape \\[3, 1, 5, 2147483648\\]"):
         sess.run({"x": np.ones((1, 1, 8, 8), np.float32), "rois": np.ones((3, 4), np.float32),
                   "bi": np.zeros(3, np.int64)})
+
+
+# -- found by the fuzzer (seed 5) ------------------------------------------------------------------
+def test_dropout_ratio_that_is_not_a_scalar_is_a_clear_error():
+    """Case 3418: a tensor bound to Dropout's ratio (was a TypeError from float())."""
+    n = h.make_node("Dropout", ["x", "x"], ["y"], name="dp")
+    m = model([n], [vi("x", shape=(3, 4))], [vi("y", shape=(3, 4))], opset=13)
+    sess = Session(m, ScheduleConfig(backends=["numpy"]))
+    with pytest.raises(OpError, match="'dp' \\(Dropout\\): input 'ratio' has shape \\[3, 4\\]; expected a scalar"):
+        sess.run({"x": np.full((3, 4), 0.1, np.float32)})
+
+
+def test_scan_passing_fewer_values_than_the_body_declares_is_refused():
+    """Case 7559: a Scan-9 whose state input was dropped (was an AttributeError on None inside Add)."""
+    body = h.make_graph([h.make_node("Add", ["s_in", "x_in"], ["s_out"]), h.make_node("Identity", ["s_out"], ["o"])],
+                        "body", [vi("s_in", shape=(2,)), vi("x_in", shape=(2,))],
+                        [vi("s_out", shape=(2,)), vi("o", shape=(2,))])
+    n = h.make_node("Scan", ["x"], ["s", "ys"], body=body, num_scan_inputs=1, name="scan")
+    m = model([n], [vi("x", shape=(3, 2))], [vi("s", shape=(2,)), vi("ys", shape=(3, 2))])
+    try:
+        sess = Session(m, ScheduleConfig(backends=["numpy"]))
+    except ModelLoadError as e:
+        assert not any(word in str(e) for word in INTERNAL), str(e)
+        return
+    with pytest.raises(NnrtError) as info:
+        sess.run({"x": np.ones((3, 2), np.float32)})
+    assert not any(word in str(info.value) for word in INTERNAL), str(info.value)

@@ -379,8 +379,11 @@ class SubgraphRunner:
                           if _declared_dtype(v) is not None]
 
     def __call__(self, inputs: Sequence[Any], scope: Mapping[str, Any] | None = None) -> list[Any]:
+        if len(inputs) != len(self.input_names):
+            raise ExecutionError(f"sub-graph {self.program.graph.name!r} declares {len(self.input_names)} inputs "
+                                 f"{self.input_names}; the node passed {len(inputs)}")
         for i, want in self._declared:  # a crafted model binds other types than the body declares
-            got = getattr(inputs[i], "dtype", None) if i < len(inputs) else None
+            got = getattr(inputs[i], "dtype", None)
             if got is not None and got != want and not (want.kind == "O" and got.kind in "USO"):
                 raise ExecutionError(f"sub-graph {self.program.graph.name!r} input {self.input_names[i]!r} is "
                                      f"declared {want}; the node passed {got}")

@@ -48,10 +48,13 @@ class Dropout12(Kernel):
 
     def __call__(self, x: np.ndarray, ratio: np.ndarray | None = None,
                  training_mode: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-        r = 0.5 if ratio is None else float(ratio)
+        for name, v in (("ratio", ratio), ("training_mode", training_mode)):
+            if v is not None and np.size(v) != 1:
+                raise self.fail(f"input {name!r} has shape {list(np.shape(v))}; expected a scalar")
+        r = 0.5 if ratio is None else float(np.asarray(ratio).reshape(()))
         if not 0 <= r < 1:
             raise self.fail(f"ratio must be in [0, 1), got {r}")
-        training = training_mode is not None and bool(training_mode)
+        training = training_mode is not None and bool(np.asarray(training_mode).reshape(()))
         if not training or r == 0:
             if not self.want_mask:
                 return (x,)
