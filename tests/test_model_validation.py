@@ -384,3 +384,22 @@ def test_scan_passing_fewer_values_than_the_body_declares_is_refused():
     with pytest.raises(NnrtError) as info:
         sess.run({"x": np.ones((3, 2), np.float32)})
     assert not any(word in str(info.value) for word in INTERNAL), str(info.value)
+
+
+# -- found by the fuzzer (seed 6) ------------------------------------------------------------------
+def test_flag_attributes_must_be_0_or_1():
+    """Case 3329: Cast(saturate=2) sent ONNX Runtime into std::bad_alloc and abort."""
+    n = h.make_node("Cast", ["x"], ["y"], name="c", to=T.FLOAT16, saturate=2)
+    refused(model([n], [vi("x")], [vi("y", T.FLOAT16)], opset=19), "'c' (Cast)", "'saturate' is 2", "0 or 1")
+    n = h.make_node("ReduceSum", ["x"], ["y"], name="r", keepdims=-1)
+    refused(model([n], [vi("x")], [vi("y", shape=("a", "b"))], opset=11), "'keepdims' is -1")
+
+
+def test_same_padded_pool_with_a_huge_window_is_refused_before_allocating():
+    """Case 1347: SAME_UPPER pads make any window fit; the padded input (88 GB) ran for minutes on
+    the NumPy backend and ran the emulator out of host memory."""
+    n = h.make_node("AveragePool", ["x"], ["y"], name="ap", kernel_shape=[2**31 - 1, 7], auto_pad="SAME_UPPER")
+    m = model([n], [vi("x", shape=(1, 1, 5, 5))], [vi("y", shape=(1, 1, 5, 5))], opset=11)
+    with pytest.raises(NnrtError, match="padded input") as info:
+        Session(m, ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    assert not any(word in str(info.value) for word in INTERNAL), str(info.value)

@@ -15,6 +15,7 @@ node, sub-graphs included, against its onnx schema:
   ``[-MAX_RANK, MAX_RANK)``, ``strides``/``kernel_shape``/``dilations``/
   ``group``/``blocksize``/``size`` >= 1, convolution and pooling ``pads`` >= 0,
   window attributes (kernel, strides, dilations, pads...) at most ``MAX_WINDOW``,
+  flag attributes (``keepdims``, ``saturate``, ``transA``...) 0 or 1,
   every INT/INTS attribute a 64-bit integer, INTS lists at most
   ``MAX_LIST`` long; plus :data:`RULES`, the per-op rules for attributes
   that crash native code.
@@ -56,6 +57,12 @@ DTYPE_NAMES = frozenset({"dtype", "to", "stash_type", "softmax_precision", "outp
 #: attribute names whose every value must be >= 1
 POSITIVE_NAMES = frozenset({"strides", "kernel_shape", "dilations", "group", "blocksize", "size",
                             "num_outputs"})
+#: flag attributes: 0 or 1 in every schema that has them (another value sent ORT's Cast down a path
+#: that ended in std::bad_alloc and abort, fuzz seed 6)
+FLAG_NAMES = frozenset({"saturate", "keepdims", "ceil_mode", "count_include_pad", "transA", "transB",
+                        "noop_with_empty_axes", "select_last_index", "exclusive", "reverse", "largest", "sorted",
+                        "upper", "allowzero", "fmod", "new_axis", "periodic", "onesided", "inverse",
+                        "center_point_box", "detect_negative", "detect_positive", "is_causal", "interleaved"})
 #: window attributes (sizes along one tensor axis): at most MAX_WINDOW, so the kernels' window
 #: arithmetic ((kernel - 1) * dilation + 1, pads + dims) cannot overflow 64 bits
 WINDOW_NAMES = frozenset({"strides", "kernel_shape", "dilations", "pads", "output_padding", "output_shape"})
@@ -215,6 +222,8 @@ def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Any)
                      f"(nnrt runs tensors of rank <= {MAX_RANK})")
         if name in POSITIVE_NAMES and v < 1:
             _fail(n, f"attribute {name!r} is {value}; expected values >= 1")
+        if name in FLAG_NAMES and kind == AttributeProto.INT and v not in (0, 1):
+            _fail(n, f"attribute {name!r} is {v}; expected 0 or 1")
         if name in WINDOW_NAMES and abs(v) > MAX_WINDOW:
             _fail(n, f"attribute {name!r} holds {v}; expected window sizes of at most {MAX_WINDOW}")
         if name == "pads" and v < 0 and n.op_type not in SIGNED_PADS:

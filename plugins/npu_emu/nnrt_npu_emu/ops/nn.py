@@ -35,6 +35,11 @@ def _spatial_attrs(node: Node, cx, k: list[int]) -> tuple[list[int], list[int], 
             pads[i], pads[sp + i] = total // 2, total - total // 2
     if len(strides) != sp or len(dil) != sp or len(pads) != 2 * sp:
         raise Unsupported("strides/dilations/pads do not match the kernel rank")
+    xs = cx.shape(node.inputs[0])
+    padded = int(np.prod(xs[:2], dtype=np.int64)) * math.prod(xs[2 + i] + pads[i] + pads[sp + i] for i in range(sp))
+    if padded * 4 > cx.profile.device_memory_bytes:  # the chip pads in its workspace
+        raise Unsupported(f"the padded input ({padded * 4} bytes) is larger than the device memory of chip "
+                          f"{cx.profile.name!r} ({cx.profile.device_memory_bytes} bytes)")
     return strides, pads, dil
 
 

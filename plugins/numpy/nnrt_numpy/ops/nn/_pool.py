@@ -58,6 +58,8 @@ class PoolBase(Kernel):
             geo = resolve_pads(self.auto_pad, shape[2:], self.kernel, self.strides, self.dilations,
                                self.pads, self.ceil_mode)
             self._check_window(shape[2:], geo[0], geo[1])
+            padded = (*shape[:2], *(n + b + e for n, b, e in zip(shape[2:], geo[0], geo[1])))
+            self.check_alloc(padded, self.node.dtype(0) or np.float32, "padded input")  # SAME pads of a huge window
             self._geo[shape] = geo
         return geo
 
