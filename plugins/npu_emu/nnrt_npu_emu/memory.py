@@ -29,6 +29,9 @@ class DeviceArena:
         self._lock = threading.Lock()
         self._free: list[tuple[int, int]] = [(0, self.size)]  # (offset, size), sorted by offset
         self._used: dict[int, int] = {}
+        #: frees not yet applied: ``free`` may run in a tensor's finalizer, which the garbage collector can
+        #: call inside ``alloc`` on the thread that holds the (non-reentrant) lock
+        self._pending: list[int] = []
         self.peak = 0
 
     @property
@@ -41,11 +44,14 @@ class DeviceArena:
 
     @property
     def in_use(self) -> int:
-        return sum(self._used.values())
+        with self._lock:
+            self._drain()
+            return sum(self._used.values())
 
     def alloc(self, nbytes: int, what: str = "tensor") -> int:
         n = align(max(int(nbytes), 1))
         with self._lock:
+            self._drain()
             for i, (off, sz) in enumerate(self._free):
                 if sz >= n:
                     if sz == n:
@@ -62,19 +68,34 @@ class DeviceArena:
             f"(largest block {largest}) of {self.size}")
 
     def free(self, off: int) -> None:
-        with self._lock:
-            n = self._used.pop(off, None)
-            if n is None:
-                return
-            i = bisect.bisect(self._free, (off, 0))
-            self._free.insert(i, (off, n))
-            # coalesce with neighbours
-            if i + 1 < len(self._free) and self._free[i][0] + self._free[i][1] == self._free[i + 1][0]:
-                self._free[i] = (off, self._free[i][1] + self._free[i + 1][1])
-                del self._free[i + 1]
-            if i > 0 and self._free[i - 1][0] + self._free[i - 1][1] == self._free[i][0]:
-                self._free[i - 1] = (self._free[i - 1][0], self._free[i - 1][1] + self._free[i][1])
-                del self._free[i]
+        """Give the block at ``off`` back.  Never blocks: when the lock is
+        taken (another thread, or this one inside ``alloc`` when a finalizer
+        runs) the block is applied by the lock's holder or the next call."""
+        self._pending.append(off)  # atomic
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drain()
+            finally:
+                self._lock.release()
+
+    def _drain(self) -> None:
+        """Apply the pending frees (the lock is held)."""
+        while self._pending:
+            self._release(self._pending.pop())
+
+    def _release(self, off: int) -> None:
+        n = self._used.pop(off, None)
+        if n is None:
+            return
+        i = bisect.bisect(self._free, (off, 0))
+        self._free.insert(i, (off, n))
+        # coalesce with neighbours
+        if i + 1 < len(self._free) and self._free[i][0] + self._free[i][1] == self._free[i + 1][0]:
+            self._free[i] = (off, self._free[i][1] + self._free[i + 1][1])
+            del self._free[i + 1]
+        if i > 0 and self._free[i - 1][0] + self._free[i - 1][1] == self._free[i][0]:
+            self._free[i - 1] = (self._free[i - 1][0], self._free[i - 1][1] + self._free[i][1])
+            del self._free[i]
 
     def view(self, off: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         dt = np.dtype(dtype)
