@@ -403,3 +403,38 @@ def test_same_padded_pool_with_a_huge_window_is_refused_before_allocating():
     with pytest.raises(NnrtError, match="padded input") as info:
         Session(m, ScheduleConfig(backends=["npu_emu"], backup="numpy"))
     assert not any(word in str(info.value) for word in INTERNAL), str(info.value)
+
+
+# -- found by the fuzzer (seed 8) ------------------------------------------------------------------
+def test_tfidf_max_skip_count_is_bounded():
+    """Case 8861: max_skip_count 2**62 kept ONNX Runtime in a native loop (no deadline can stop it)."""
+    n = h.make_node("TfIdfVectorizer", ["x"], ["y"], name="tf", mode="TF", min_gram_length=1, max_gram_length=1,
+                    max_skip_count=2**62, ngram_counts=[0], ngram_indexes=[0, 1], pool_int64s=[2, 3])
+    refused(model([n], [vi("x", T.INT64, (2, 6))], [vi("y", shape=(2, 2))], opset=9),
+            "'tf' (TfIdfVectorizer)", "max_skip_count")
+
+
+@pytest.mark.parametrize("op, attrs, inputs", [
+    ("LRN", {"size": 2**31 + 1}, [vi("x", shape=(1, 3, 4, 4))]),  # case 3976: the padded squares
+])
+def test_value_sized_work_in_kernels_is_refused_by_the_budget(op, attrs, inputs):
+    from nnrt_core.errors import MemoryBudgetError
+
+    n = h.make_node(op, [i.name for i in inputs], ["y"], name="k", **attrs)
+    sess = Session(model([n], inputs, [vi("y", shape=(1, 3, 4, 4))], opset=13), ScheduleConfig(backends=["numpy"]))
+    with pytest.raises(MemoryBudgetError, match="'k'"):
+        sess.run({"x": np.ones((1, 3, 4, 4), np.float32)})
+
+
+def test_roialign_sampling_grid_over_the_budget_is_refused():
+    """Cases 3532 / 8039: sampling_ratio 2**31 or 10**6 (numpy's allocator failed on the grid)."""
+    from nnrt_core.errors import MemoryBudgetError
+
+    n = h.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="ra", output_width=2, output_height=2,
+                    sampling_ratio=10**6)
+    m = model([n], [vi("x", shape=(1, 1, 8, 8)), vi("rois", shape=(1, 4)), vi("bi", T.INT64, (1,))],
+              [vi("y", shape=(1, 1, 2, 2))], opset=16)
+    sess = Session(m, ScheduleConfig(backends=["numpy"]))
+    with pytest.raises(MemoryBudgetError, match="'ra' \\(RoiAlign\\): sampling grid"):
+        sess.run({"x": np.ones((1, 1, 8, 8), np.float32), "rois": np.ones((1, 4), np.float32),
+                  "bi": np.zeros(1, np.int64)})

@@ -67,6 +67,8 @@ FLAG_NAMES = frozenset({"saturate", "keepdims", "ceil_mode", "count_include_pad"
 #: arithmetic ((kernel - 1) * dilation + 1, pads + dims) cannot overflow 64 bits
 WINDOW_NAMES = frozenset({"strides", "kernel_shape", "dilations", "pads", "output_padding", "output_shape"})
 MAX_WINDOW = (1 << 31) - 1
+#: TfIdfVectorizer's largest ``max_skip_count`` (a skip longer than any text nnrt could hold)
+MAX_SKIP = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -156,8 +158,9 @@ def _tfidf_rule(n: NodeView) -> None:
     weights = n.attrs.get("weights", (None, None))[1]
     if weights is not None and len(weights) != grams:
         _fail(n, f"attribute 'weights' has {len(weights)} values; expected {grams} (one per n-gram)")
-    if int(n.attrs.get("max_skip_count", (None, 0))[1]) < 0:
-        _fail(n, "attribute 'max_skip_count' is negative; expected >= 0")
+    skip = int(n.attrs.get("max_skip_count", (None, 0))[1])
+    if not 0 <= skip <= MAX_SKIP:  # ORT loops over every skip, whatever the input length (2**62: no end)
+        _fail(n, f"attribute 'max_skip_count' is {skip}; expected 0 <= max_skip_count <= {MAX_SKIP}")
     lo, hi = (int(n.attrs.get(k, (None, 0))[1]) for k in ("min_gram_length", "max_gram_length"))
     if not 1 <= lo <= hi <= len(starts):
         _fail(n, f"min_gram_length {lo} and max_gram_length {hi}: expected 1 <= min <= max <= {len(starts)} "

@@ -64,6 +64,7 @@ class _RoiAlignBase(Kernel):
             gh = self.sampling if self.sampling > 0 else int(np.ceil(rh / self.oh))
             gw = self.sampling if self.sampling > 0 else int(np.ceil(rw / self.ow))
             gh, gw = max(gh, 1), max(gw, 1)
+            self.check_alloc((c, self.oh, gh, self.ow, gw), comp, "sampling grid")  # the broadcast terms below
             ys = y1 + np.arange(self.oh)[:, None] * bh + (np.arange(gh)[None, :] + 0.5) * bh / gh  # (oh, gh)
             xs = x1 + np.arange(self.ow)[:, None] * bw + (np.arange(gw)[None, :] + 0.5) * bw / gw  # (ow, gw)
             yl, yh, ly, yvalid = self._axis(ys, h)

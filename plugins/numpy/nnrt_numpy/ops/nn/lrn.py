@@ -31,6 +31,7 @@ class LRN(Kernel):
         lo = (self.size - 1) // 2
         hi = self.size - 1 - lo
         sq = x * x
+        self.check_alloc((x.shape[0], c + lo + hi) + x.shape[2:], x.dtype, "padded squares")  # size up to 2**63
         pad = np.zeros((x.shape[0], c + lo + hi) + x.shape[2:], dtype=x.dtype)
         pad[:, lo:lo + c] = sq
         acc = pad[:, 0:c].copy()
