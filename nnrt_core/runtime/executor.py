@@ -128,13 +128,17 @@ class Executor:
             return self._run_overlapped(feeds, owners, keep_on_device, control)
         return self._run_sequential(feeds, owners, keep_on_device, control=control)
 
-    def _call(self, index: int, args: dict[str, Any], control: RunControl | None) -> Mapping[str, Any]:
-        """Run step ``index`` (after checking ``control``), handing it the control when it takes one."""
+    def _call(self, index: int, args: dict[str, Any], control: RunControl | None,
+              asynchronous: bool = False) -> Any:
+        """``run`` (or ``run_async``) of step ``index`` after checking ``control``,
+        handing it the control when that method takes one."""
         st = self.steps[index]
+        method, takes = ((st.compiled.run_async, self._ctl_async[index]) if asynchronous
+                         else (st.compiled.run, self._ctl_run[index]))
         if control is None:
-            return st.compiled.run(args)
+            return method(args)
         control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
-        return st.compiled.run(args, control=control) if self._ctl_run[index] else st.compiled.run(args)
+        return method(args, control=control) if takes else method(args)
 
     def _run_sequential(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
                         keep_on_device: bool = False, observer: "StepObserver | None" = None,
@@ -233,7 +237,7 @@ class Executor:
             while done < len(self.steps):
                 while ready_device:
                     i = ready_device.popleft()
-                    pending[_submitted(self.steps[i], self._submit(i, prepare(i), control))] = i
+                    pending[_submitted(self.steps[i], self._call(i, prepare(i), control, asynchronous=True))] = i
                 if ready_host:
                     i = ready_host.popleft()
                     finish(i, self._call(i, prepare(i), control))
@@ -250,14 +254,6 @@ class Executor:
             wait(list(pending))  # never leave device work running on released buffers
             raise
         return self._results(env, owner, on_host, copies, keep_on_device)
-
-    def _submit(self, index: int, args: dict[str, Any], control: RunControl | None) -> Any:
-        """``run_async`` of step ``index`` (after checking ``control``)."""
-        st = self.steps[index]
-        if control is None:
-            return st.compiled.run_async(args)
-        control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
-        return st.compiled.run_async(args, control=control) if self._ctl_async[index] else st.compiled.run_async(args)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
         """``run`` with every partition and copy reported to ``observer``
