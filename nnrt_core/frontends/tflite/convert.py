@@ -1,0 +1,117 @@
+"""A checked TFLite flatbuffer -> nnrt IR ``Model`` (the main subgraph)."""
+from __future__ import annotations
+
+import json
+
+from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
+from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
+from nnrt_core.frontends.tflite.ops import available_ops, custom_ops, mapper_for
+from nnrt_core.frontends.tflite.schema import FlatModel, guarded
+from nnrt_core.ir import Graph, Model, Value
+
+__all__ = ["OPSET", "convert", "unsupported_ops"]
+
+#: the ONNX opset the produced graphs are written against
+OPSET = 18
+
+
+def unsupported_ops(flat: FlatModel, subgraph: int = 0) -> tuple[list[str], list[str]]:
+    """(builtin, custom) operator names of ``subgraph`` that have no mapper."""
+    sg = flat.subgraph(subgraph)
+    builtin, custom = set(), set()
+    with guarded("operators"):
+        for k in range(sg.OperatorsLength()):
+            idx = int(sg.Operators(k).OpcodeIndex())
+            if not 0 <= idx < len(flat.op_codes):
+                raise ModelLoadError(f"operator {k} uses operator code {idx}; the model has {len(flat.op_codes)}")
+            name, is_custom = flat.op_codes[idx]
+            if mapper_for(name, is_custom) is None:
+                (custom if is_custom else builtin).add(name)
+    return sorted(builtin), sorted(custom)
+
+
+def _check_supported(flat: FlatModel) -> None:
+    builtin, custom = unsupported_ops(flat)
+    if not builtin and not custom:
+        return
+    parts = []
+    if builtin:
+        parts.append(f"builtin operators {builtin} are not mapped (mapped: {', '.join(available_ops())})")
+    if custom:
+        claimed = custom_ops()
+        parts.append(f"custom operators {custom} are not claimed by any plugin (register one with "
+                     f"nnrt_core.frontends.tflite.register_op; claimed: {claimed or 'none'})")
+    raise UnsupportedNodeError(f"{flat.what}: " + "; ".join(parts))
+
+
+def convert(flat: FlatModel) -> Model:
+    """The IR model of ``flat``'s first subgraph; the other subgraphs and the
+    signature defs are listed in ``metadata`` (``tflite.subgraphs``, ``tflite.signatures``)."""
+    _check_supported(flat)
+    sg = flat.subgraph(0)
+    tensors = flat.tensors(sg)
+    names = flat.subgraph_names()
+    graph = Graph(names[0] or "main", opset_imports={"": OPSET})
+    state = GraphState(flat, graph, tensors)
+    with guarded("subgraph inputs and outputs"):
+        ins = [int(sg.Inputs(j)) for j in range(sg.InputsLength())]
+        outs = [int(sg.Outputs(j)) for j in range(sg.OutputsLength())]
+        n_ops = sg.OperatorsLength()
+    for t in ins + outs:
+        if not 0 <= t < len(tensors):
+            raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")
+    for t in ins:
+        _add_input(state, t)
+    for k in range(n_ops):
+        with guarded(f"operator {k}"):
+            op = sg.Operators(k)
+            name, is_custom = flat.op_codes[int(op.OpcodeIndex())]
+            ctx = OpContext(state, op, k, name)
+            mapper = mapper_for(name, is_custom)
+            assert mapper is not None  # _check_supported
+            mapper(ctx)
+            for j, t in enumerate(ctx.outputs):
+                slot = state.slots[t] if t >= 0 else None
+                if slot is not None and slot.plain is None and slot.nchw is None and slot.const is None:
+                    raise ModelLoadError(f"{ctx.desc}: the mapper did not produce output {j}")
+    for t in outs:
+        graph.outputs.append(_output(state, t))
+    meta = {"tflite.subgraphs": json.dumps(names), "tflite.signatures": json.dumps(flat.signatures()),
+            "tflite.main_subgraph": names[0]}
+    desc = flat.model.Description() if flat.n_subgraphs else None
+    return Model(graph=graph, producer_name="tflite", doc=desc.decode("utf-8", "replace") if desc else "",
+                 metadata=meta, ir_version=8)
+
+
+def _add_input(state: GraphState, t: int) -> None:
+    slot = state.slots[t]
+    info = slot.info
+    v = state.new_value(info.name, info.dtype, info.shape)
+    state.graph.inputs.append(v)
+    if slot.quant is not None and info.dtype in QUANTIZED_TYPES:
+        slot.plain = state.dequantized(v, slot.quant, info.shape, f"{info.name}__dq", slot.quant.axis)
+    else:
+        slot.plain = v
+
+
+def _output(state: GraphState, t: int) -> Value:
+    """The graph output of tensor ``t``: TFLite layout, quantized back when the tensor is."""
+    slot = state.slots[t]
+    info = slot.info
+    v = state.plain(t)
+    if slot.quant is not None and info.dtype in QUANTIZED_TYPES:
+        q = v.producer.inputs[0] if v.producer is not None and v.producer.op_type == "DequantizeLinear" else None
+        v = q if q is not None and q.dtype == info.dtype else \
+            state.quantized(v, slot.quant, info.dtype, info.shape, f"{info.name}__q", slot.quant.axis)
+    if any(o is v for o in state.graph.outputs) or any(i is v for i in state.graph.inputs) or v.const is not None:
+        out = state.new_value(info.name + "__out", v.dtype, info.shape)
+        return state.add("Identity", [v], f"{info.name}__output", [out])[0]
+    holder = state.names.get(info.name)
+    if v.name != info.name and not any(i is holder for i in state.graph.inputs):
+        if holder is not None:
+            holder.name = state.unique(info.name + "__inner")
+            state.names[holder.name] = holder
+        state.names.pop(v.name, None)
+        v.name = info.name
+        state.names[v.name] = v
+    return v

@@ -1,0 +1,40 @@
+"""The operator mappers, one small module per operator family, and their registry.
+
+Importing this package registers every builtin mapper (the explicit list
+below); a new mapper is a new module added to it.
+"""
+from __future__ import annotations
+
+from nnrt_core.frontends.tflite.ops import (  # noqa: F401 - importing registers the mappers
+    binary,
+    concat,
+    conv,
+    fully_connected,
+    gather,
+    matmul,
+    misc,
+    pad,
+    pool,
+    quant,
+    reduce,
+    reshape,
+    resize,
+    slice,
+    softmax,
+    space_depth,
+    split,
+    transpose,
+    transpose_conv,
+    unary,
+)
+from nnrt_core.frontends.tflite.ops.registry import (
+    Mapper,
+    available_ops,
+    custom_ops,
+    mapper_for,
+    register,
+    register_op,
+    unregister_op,
+)
+
+__all__ = ["Mapper", "available_ops", "custom_ops", "mapper_for", "register", "register_op", "unregister_op"]

@@ -1,0 +1,233 @@
+"""Reading a TFLite flatbuffer: the model, its tensors, buffers and operators.
+
+Everything the flatbuffer says is checked before it is trusted: the file
+identifier and schema version, every index (buffer, tensor, operator code),
+every buffer's extent (inside the file), and every tensor's byte size against
+its shape.  The ``tflite`` package's accessors raise ``struct.error`` /
+``IndexError`` on garbage: :func:`guarded` turns that into ``ModelLoadError``.
+Constant data are ``np.frombuffer`` views of the file bytes (no copy).
+"""
+from __future__ import annotations
+
+import contextlib
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import tflite
+
+from nnrt_core.errors import ModelLoadError
+from nnrt_core.ir import DataType
+
+__all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "MAX_TENSOR_BYTES", "TensorInfo", "Quant", "FlatModel",
+           "guarded", "looks_like_tflite", "BUILTIN_NAMES"]
+
+FILE_IDENTIFIER = b"TFL3"
+SCHEMA_VERSION = 3
+#: no tensor of an imported model may be larger than this
+MAX_TENSOR_BYTES = 1 << 32
+
+#: builtin operator code -> name ("CONV_2D", ...)
+BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(tflite.BuiltinOperator).items()
+                                 if not k.startswith("_") and isinstance(v, int)}
+
+_DTYPES: dict[int, DataType] = {
+    0: DataType.FLOAT, 1: DataType.FLOAT16, 2: DataType.INT32, 3: DataType.UINT8, 4: DataType.INT64,
+    6: DataType.BOOL, 7: DataType.INT16, 9: DataType.INT8, 10: DataType.DOUBLE, 12: DataType.UINT64,
+    15: DataType.UINT32, 16: DataType.UINT16,
+}
+_TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def looks_like_tflite(data: bytes | bytearray | memoryview) -> bool:
+    """True when ``data`` carries the TFLite file identifier at bytes 4..8."""
+    return len(data) >= 8 and bytes(data[4:8]) == FILE_IDENTIFIER
+
+
+@contextlib.contextmanager
+def guarded(what: str) -> Iterator[None]:
+    """Turn the errors a corrupt flatbuffer raises in the accessors into ``ModelLoadError``."""
+    try:
+        yield
+    except ModelLoadError:
+        raise
+    except (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
+            AttributeError, MemoryError) as e:
+        raise ModelLoadError(f"TFLite model is corrupt: {what}: {type(e).__name__}: {e}") from e
+
+
+@dataclass(frozen=True)
+class Quant:
+    """Affine quantization of a tensor: ``real = scale * (q - zero_point)``;
+    ``axis`` is the quantized dimension (per-axis) or ``None`` (per-tensor)."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int | None
+
+
+@dataclass
+class TensorInfo:
+    """One tensor of a subgraph as the flatbuffer declares it (shape in NHWC when 4-D)."""
+
+    index: int
+    name: str
+    dtype: DataType
+    shape: tuple[int, ...]
+    data: np.ndarray | None  #: constant data (a view of the file bytes), else ``None``
+    quant: Quant | None
+    sparse: object | None  #: the ``tflite.SparsityParameters`` of a sparse constant
+
+    @property
+    def desc(self) -> str:
+        return f"tensor {self.index} {self.name!r}"
+
+
+class FlatModel:
+    """A parsed and checked TFLite model over ``data`` (kept alive by the arrays)."""
+
+    def __init__(self, data: bytes, what: str = "<bytes>") -> None:
+        if len(data) < 8:
+            raise ModelLoadError(f"{what} is not a TFLite model: {len(data)} bytes is too short for a flatbuffer")
+        if not looks_like_tflite(data):
+            raise ModelLoadError(f"{what} is not a TFLite model: file identifier {bytes(data[4:8])!r}, "
+                                 f"expected {FILE_IDENTIFIER!r}")
+        self.data = data
+        self.what = what
+        self.buf = np.frombuffer(data, dtype=np.uint8)
+        with guarded("model header"):
+            root = struct.unpack_from("<I", data, 0)[0]
+            if root + 4 > len(data):
+                raise ModelLoadError(f"{what}: root table offset {root} is outside the file ({len(data)} bytes)")
+            self.model = tflite.Model.GetRootAs(data, 0)
+            version = self.model.Version()
+            if version != SCHEMA_VERSION:
+                raise ModelLoadError(f"{what}: unknown TFLite schema version {version} (expected {SCHEMA_VERSION})")
+            self.n_buffers = self.model.BuffersLength()
+            self.n_subgraphs = self.model.SubgraphsLength()
+            self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
+        if self.n_subgraphs < 1:
+            raise ModelLoadError(f"{what}: the model has no subgraph")
+
+    def _op_code(self, i: int) -> tuple[str, bool]:
+        """(builtin name or custom code, is_custom) of operator code ``i``."""
+        oc = self.model.OperatorCodes(i)
+        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+        name = BUILTIN_NAMES.get(code)
+        if name == "CUSTOM":
+            custom = oc.CustomCode()
+            return (custom.decode("utf-8", "replace") if custom else "<unnamed custom op>"), True
+        return (name or f"<unknown builtin {code}>"), False
+
+    # ------------------------------------------------------------------ tensors
+    def tensors(self, sg: tflite.SubGraph) -> list[TensorInfo]:
+        """Every tensor of subgraph ``sg``, checked."""
+        out = []
+        for i in range(sg.TensorsLength()):
+            with guarded(f"tensor {i}"):
+                out.append(self._tensor(sg.Tensors(i), i))
+        return out
+
+    def _tensor(self, t: tflite.Tensor, i: int) -> TensorInfo:
+        raw_name = t.Name()
+        name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{i}"
+        desc = f"tensor {i} {name!r}"
+        ttype = t.Type()
+        dtype = _DTYPES.get(ttype)
+        if dtype is None:
+            raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
+                                 f"(supported: {sorted(_TYPE_NAMES[k] for k in _DTYPES)})")
+        shape = tuple(int(t.Shape(j)) for j in range(t.ShapeLength()))
+        if any(d < 0 for d in shape):
+            raise ModelLoadError(f"{desc}: shape {list(shape)} has a negative dimension")
+        count = int(np.prod(shape, dtype=object)) if shape else 1
+        nbytes = count * dtype.numpy.itemsize
+        if nbytes > MAX_TENSOR_BYTES:
+            raise ModelLoadError(f"{desc}: shape {list(shape)} needs {nbytes} bytes, over the limit "
+                                 f"of {MAX_TENSOR_BYTES}")
+        sparse = t.Sparsity()
+        raw = self._buffer(int(t.Buffer()), desc)
+        data = None
+        if raw is not None and raw.size:
+            if sparse is None:
+                if raw.nbytes != nbytes:
+                    raise ModelLoadError(f"{desc}: shape {list(shape)} of {dtype.name.lower()} needs {nbytes} "
+                                         f"bytes but its buffer holds {raw.nbytes}")
+                if (raw.ctypes.data % dtype.numpy.itemsize) == 0:
+                    data = raw.view(dtype.numpy).reshape(shape)
+                else:  # unaligned buffer: one copy
+                    data = raw.copy().view(dtype.numpy).reshape(shape)
+            else:
+                data = raw
+        return TensorInfo(i, name, dtype, shape, data, self._quant(t.Quantization(), desc, shape), sparse)
+
+    def _buffer(self, index: int, desc: str) -> np.ndarray | None:
+        """The bytes of buffer ``index`` as a uint8 view (``None``: empty)."""
+        if index == 0:
+            return None
+        if index >= self.n_buffers:
+            raise ModelLoadError(f"{desc}: buffer index {index} is out of range ({self.n_buffers} buffers)")
+        b = self.model.Buffers(index)
+        offset, size = int(b.Offset()), int(b.Size())
+        if offset > 1:  # data stored after the flatbuffer (large models)
+            if offset + size > len(self.data):
+                raise ModelLoadError(f"{desc}: buffer {index} at offset {offset} with {size} bytes lies outside "
+                                     f"the file ({len(self.data)} bytes)")
+            return self.buf[offset:offset + size]
+        n = b.DataLength()
+        if n == 0:
+            return None
+        try:
+            return b.DataAsNumpy()  # a view of the file bytes; numpy refuses an extent outside them
+        except ValueError:
+            raise ModelLoadError(f"{desc}: buffer {index} ({n} bytes) lies outside the file "
+                                 f"({len(self.data)} bytes)") from None
+
+    @staticmethod
+    def _quant(q: tflite.QuantizationParameters | None, desc: str, shape: tuple[int, ...]) -> Quant | None:
+        if q is None or q.ScaleLength() == 0:
+            return None
+        scale = np.array([q.Scale(j) for j in range(q.ScaleLength())], np.float32)
+        zp = np.array([q.ZeroPoint(j) for j in range(q.ZeroPointLength())], np.int64)
+        if zp.size == 0:
+            zp = np.zeros_like(scale, np.int64)
+        if zp.size != scale.size:
+            raise ModelLoadError(f"{desc}: quantization has {scale.size} scales but {zp.size} zero points")
+        if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {scale[:8].tolist()}")
+        if scale.size == 1:
+            return Quant(scale.reshape(()), zp.reshape(()), None)
+        axis = int(q.QuantizedDimension())
+        if not 0 <= axis < len(shape) or shape[axis] != scale.size:
+            raise ModelLoadError(f"{desc}: {scale.size} per-axis scales on dimension {axis} do not fit shape "
+                                 f"{list(shape)}")
+        return Quant(scale, zp, axis)
+
+    # --------------------------------------------------------------- structure
+    def subgraph(self, k: int) -> tflite.SubGraph:
+        with guarded(f"subgraph {k}"):
+            return self.model.Subgraphs(k)
+
+    def signatures(self) -> list[dict[str, object]]:
+        """The signature defs: key, subgraph index, input and output names."""
+        out = []
+        with guarded("signature defs"):
+            for i in range(self.model.SignatureDefsLength()):
+                s = self.model.SignatureDefs(i)
+                key = s.SignatureKey()
+                out.append({
+                    "key": key.decode("utf-8", "replace") if key else f"signature_{i}",
+                    "subgraph": int(s.SubgraphIndex()),
+                    "inputs": [_text(s.Inputs(j).Name()) for j in range(s.InputsLength())],
+                    "outputs": [_text(s.Outputs(j).Name()) for j in range(s.OutputsLength())],
+                })
+        return out
+
+    def subgraph_names(self) -> list[str]:
+        with guarded("subgraph names"):
+            return [_text(self.model.Subgraphs(k).Name()) or f"subgraph_{k}" for k in range(self.n_subgraphs)]
+
+
+def _text(b: bytes | None) -> str:
+    return b.decode("utf-8", "replace") if b else ""

@@ -1,0 +1,211 @@
+"""Writing small ``.tflite`` models in code (the ``tflite`` package's flatbuffer
+builders), for the TFLite frontend tests and benchmarks.  No downloads."""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Sequence
+
+import flatbuffers
+import numpy as np
+import tflite
+
+__all__ = ["TFLiteWriter", "TYPE_CODES", "litert_run"]
+
+TYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int32): 2, np.dtype(np.uint8): 3,
+              np.dtype(np.int64): 4, np.dtype(np.bool_): 6, np.dtype(np.int16): 7, np.dtype(np.int8): 9}
+
+
+def _mod(name: str) -> Any:
+    return importlib.import_module(f"tflite.{name}")
+
+
+class TFLiteWriter:
+    """Collects tensors and operators of one subgraph, then ``build()`` returns the file bytes."""
+
+    def __init__(self) -> None:
+        self.tensors: list[dict[str, Any]] = []
+        self.buffers: list[bytes | None] = [None]
+        self.ops: list[dict[str, Any]] = []
+        self.opcodes: list[tuple[int, str | None]] = []
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
+        self.version = 3
+        self.signatures: list[tuple[str, int]] = []
+        self.extra_subgraphs = 0
+
+    def tensor(self, name: str, shape: Sequence[int], dtype: Any = np.float32, data: np.ndarray | None = None,
+               quant: tuple[Any, Any, int] | None = None, buffer: int | None = None) -> int:
+        """Add a tensor (a constant when ``data`` is given); ``quant`` = (scales, zero points, axis)."""
+        if buffer is None:
+            buffer = 0
+            if data is not None:
+                self.buffers.append(np.ascontiguousarray(data).tobytes())
+                buffer = len(self.buffers) - 1
+        self.tensors.append({"name": name, "shape": list(shape), "type": TYPE_CODES[np.dtype(dtype)],
+                             "buffer": buffer, "quant": quant})
+        return len(self.tensors) - 1
+
+    def const(self, name: str, data: np.ndarray, quant: tuple[Any, Any, int] | None = None) -> int:
+        data = np.asarray(data)
+        return self.tensor(name, data.shape, data.dtype, data, quant)
+
+    def input(self, name: str, shape: Sequence[int], dtype: Any = np.float32, quant: Any = None) -> int:
+        t = self.tensor(name, shape, dtype, quant=quant)
+        self.inputs.append(t)
+        return t
+
+    def op(self, name: str, inputs: Sequence[int], outputs: Sequence[int], options: str | None = None,
+           custom: str | None = None, **fields: Any) -> None:
+        """Add builtin operator ``name`` (or custom operator ``custom``) with ``options`` table
+        class name (e.g. ``"Conv2DOptions"``) and its scalar fields (``Padding=0``...)."""
+        code = getattr(tflite.BuiltinOperator, "CUSTOM" if custom else name)
+        key = (code, custom)
+        if key not in self.opcodes:
+            self.opcodes.append(key)
+        self.ops.append({"opcode": self.opcodes.index(key), "inputs": list(inputs), "outputs": list(outputs),
+                         "options": options, "fields": fields})
+
+    # ------------------------------------------------------------------ build
+    def build(self) -> bytes:
+        b = flatbuffers.Builder(1024)
+        buffers = [self._buffer(b, d) for d in self.buffers]
+        tensors = [self._tensor(b, t) for t in self.tensors]
+        ops = [self._operator(b, o) for o in self.ops]
+        subgraphs = [self._subgraph(b, tensors, ops, self.inputs, self.outputs, "main")]
+        for k in range(self.extra_subgraphs):
+            subgraphs.append(self._subgraph(b, [], [], [], [], f"extra_{k}"))
+        codes = []
+        for code, custom in self.opcodes:
+            cc = b.CreateString(custom) if custom else None
+            m = _mod("OperatorCode")
+            m.Start(b)
+            m.AddDeprecatedBuiltinCode(b, min(code, 127))
+            m.AddBuiltinCode(b, code)
+            m.AddVersion(b, 1)
+            if cc is not None:
+                m.AddCustomCode(b, cc)
+            codes.append(m.End(b))
+        sigs = [self._signature(b, key, k) for key, k in self.signatures]
+        m = _mod("Model")
+        vec = {name: self._vector(b, m, name, items) for name, items in
+               (("OperatorCodes", codes), ("Subgraphs", subgraphs), ("Buffers", buffers), ("SignatureDefs", sigs))}
+        desc = b.CreateString("written by tests/tflite_models.py")
+        m.Start(b)
+        m.AddVersion(b, self.version)
+        m.AddOperatorCodes(b, vec["OperatorCodes"])
+        m.AddSubgraphs(b, vec["Subgraphs"])
+        m.AddBuffers(b, vec["Buffers"])
+        m.AddSignatureDefs(b, vec["SignatureDefs"])
+        m.AddDescription(b, desc)
+        b.Finish(m.End(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+    @staticmethod
+    def _vector(b: flatbuffers.Builder, mod: Any, name: str, items: Sequence[int]) -> int:
+        getattr(mod, f"Start{name}Vector")(b, len(items))
+        for it in reversed(items):
+            b.PrependUOffsetTRelative(it)
+        return b.EndVector()
+
+    @staticmethod
+    def _ints(b: flatbuffers.Builder, values: Sequence[int]) -> int:
+        b.StartVector(4, len(values), 4)
+        for v in reversed(values):
+            b.PrependInt32(int(v))
+        return b.EndVector()
+
+    def _buffer(self, b: flatbuffers.Builder, data: bytes | None) -> int:
+        vec = None
+        if data:
+            b.StartVector(1, len(data), 16)
+            b.head = b.head - len(data)
+            b.Bytes[b.head:b.head + len(data)] = data
+            vec = b.EndVector()
+        m = _mod("Buffer")
+        m.Start(b)
+        if vec is not None:
+            m.AddData(b, vec)
+        return m.End(b)
+
+    def _quant(self, b: flatbuffers.Builder, quant: tuple[Any, Any, int]) -> int:
+        scales, zps, axis = (np.atleast_1d(np.asarray(quant[0], np.float32)),
+                             np.atleast_1d(np.asarray(quant[1], np.int64)), quant[2])
+        b.StartVector(4, len(scales), 4)
+        for s in reversed(scales):
+            b.PrependFloat32(float(s))
+        sv = b.EndVector()
+        b.StartVector(8, len(zps), 8)
+        for z in reversed(zps):
+            b.PrependInt64(int(z))
+        zv = b.EndVector()
+        m = _mod("QuantizationParameters")
+        m.Start(b)
+        m.AddScale(b, sv)
+        m.AddZeroPoint(b, zv)
+        m.AddQuantizedDimension(b, axis)
+        return m.End(b)
+
+    def _tensor(self, b: flatbuffers.Builder, t: dict[str, Any]) -> int:
+        name = b.CreateString(t["name"])
+        shape = self._ints(b, t["shape"])
+        q = self._quant(b, t["quant"]) if t["quant"] is not None else None
+        m = _mod("Tensor")
+        m.Start(b)
+        m.AddShape(b, shape)
+        m.AddType(b, t["type"])
+        m.AddBuffer(b, t["buffer"])
+        m.AddName(b, name)
+        if q is not None:
+            m.AddQuantization(b, q)
+        return m.End(b)
+
+    def _operator(self, b: flatbuffers.Builder, o: dict[str, Any]) -> int:
+        ins, outs = self._ints(b, o["inputs"]), self._ints(b, o["outputs"])
+        opts = None
+        if o["options"]:
+            m = _mod(o["options"])
+            m.Start(b)
+            for k, v in o["fields"].items():
+                getattr(m, f"Add{k}")(b, v)
+            opts = m.End(b)
+        m = _mod("Operator")
+        m.Start(b)
+        m.AddOpcodeIndex(b, o["opcode"])
+        m.AddInputs(b, ins)
+        m.AddOutputs(b, outs)
+        if opts is not None:
+            m.AddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, o["options"]))
+            m.AddBuiltinOptions(b, opts)
+        return m.End(b)
+
+    def _subgraph(self, b: flatbuffers.Builder, tensors: list[int], ops: list[int], ins: list[int],
+                  outs: list[int], name: str) -> int:
+        m = _mod("SubGraph")
+        tv, ov = self._vector(b, m, "Tensors", tensors), self._vector(b, m, "Operators", ops)
+        iv, outv, nm = self._ints(b, ins), self._ints(b, outs), b.CreateString(name)
+        m.Start(b)
+        m.AddTensors(b, tv)
+        m.AddInputs(b, iv)
+        m.AddOutputs(b, outv)
+        m.AddOperators(b, ov)
+        m.AddName(b, nm)
+        return m.End(b)
+
+    def _signature(self, b: flatbuffers.Builder, key: str, subgraph: int) -> int:
+        k = b.CreateString(key)
+        m = _mod("SignatureDef")
+        m.Start(b)
+        m.AddSignatureKey(b, k)
+        m.AddSubgraphIndex(b, subgraph)
+        return m.End(b)
+
+
+def litert_run(model: bytes, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Outputs of the LiteRT interpreter on ``model`` (inputs in order)."""
+    from ai_edge_litert.interpreter import Interpreter
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), feeds):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
