@@ -97,3 +97,115 @@ def test_convolution_2d_transpose_bias_output_shape_checked():
     m.outputs = [y]
     with pytest.raises((UnsupportedNodeError, ModelLoadError), match="expected 8"):
         Session(m.build(), ScheduleConfig(backends=["numpy"]))
+
+
+# ------------------------------------------------- comparisons, logical ops, SELECT
+def binary_model(op: str, shape_a, shape_b, dtype=np.float32, out_dtype=None, const_b=None, options=None,
+                 **fields) -> bytes:
+    m = RealWriter()
+    a = m.input("a", shape_a, dtype)
+    b = m.const("b", const_b) if const_b is not None else m.input("b", shape_b, dtype)
+    out_shape = np.broadcast_shapes(tuple(shape_a), tuple(shape_b))
+    y = m.tensor("y", out_shape, out_dtype or dtype)
+    m.op(op, [a, b], [y], options, **fields)
+    m.outputs = [y]
+    return m.build()
+
+
+@pytest.mark.parametrize("op", ["GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL"])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 3, 4)), ((1, 4, 5, 3), (3,)), ((2, 1), (1, 5))])
+def test_comparisons_match_litert(op, shapes):
+    a = RNG.integers(-3, 4, shapes[0]).astype(np.float32)  # integers: ties exercise the *_EQUAL cases
+    b = RNG.integers(-3, 4, shapes[1]).astype(np.float32)
+    assert_matches_litert(binary_model(op, *shapes, out_dtype=np.bool_), [a, b])
+
+
+def test_comparison_with_int32_and_constant():
+    b = np.array([0, 2, -1], np.int32)
+    model = binary_model("GREATER", (4, 3), (3,), np.int32, np.bool_, const_b=b)
+    assert_matches_litert(model, [RNG.integers(-3, 4, (4, 3)).astype(np.int32)])
+
+
+@pytest.mark.parametrize("op", ["LOGICAL_AND", "LOGICAL_OR"])
+def test_logical_match_litert(op):
+    a, b = RNG.random((3, 4)) > 0.5, RNG.random((1, 4)) > 0.5
+    assert_matches_litert(binary_model(op, (3, 4), (1, 4), np.bool_), [a, b])
+
+
+def test_logical_not_matches_litert():
+    m = RealWriter()
+    a = m.input("a", (2, 5), np.bool_)
+    y = m.tensor("y", (2, 5), np.bool_)
+    m.op("LOGICAL_NOT", [a], [y])
+    m.outputs = [y]
+    assert_matches_litert(m.build(), [RNG.random((2, 5)) > 0.5])
+
+
+def select_model(op: str, c_shape, x_shape, y_shape) -> bytes:
+    m = RealWriter()
+    c = m.input("c", c_shape, np.bool_)
+    x = m.input("x", x_shape)
+    y = m.input("y", y_shape)
+    out = m.tensor("out", np.broadcast_shapes(tuple(c_shape), tuple(x_shape), tuple(y_shape))
+                   if op == "SELECT_V2" else x_shape)
+    m.op(op, [c, x, y], [out])
+    m.outputs = [out]
+    return m.build()
+
+
+@pytest.mark.parametrize("op,shapes", [
+    ("SELECT_V2", ((2, 3), (2, 3), (2, 3))),
+    ("SELECT_V2", ((1, 3), (2, 1), (2, 3))),  # broadcasting, as BirdNET's meta model uses it
+    ("SELECT_V2", ((1, 4, 4, 1), (1, 4, 4, 2), ())),
+    ("SELECT", ((2, 3), (2, 3), (2, 3))),
+    ("SELECT", ((3,), (3, 2, 2), (3, 2, 2))),  # rank-1 condition picks rows
+])
+def test_select_matches_litert(op, shapes):
+    c = RNG.random(shapes[0]) > 0.5
+    x, y = (RNG.standard_normal(s).astype(np.float32) for s in shapes[1:])
+    assert_matches_litert(select_model(op, *shapes), [c, x, y])
+
+
+def test_select_condition_must_be_bool():
+    m = RealWriter()
+    c = m.input("c", (2,), np.float32)
+    x = m.input("x", (2,))
+    out = m.tensor("out", (2,))
+    m.op("SELECT_V2", [c, x, x], [out])
+    m.outputs = [out]
+    with pytest.raises(UnsupportedNodeError, match="condition must be BOOL"):
+        Session(m.build(), ScheduleConfig(backends=["numpy"]))
+
+
+# ------------------------------------------------- element-wise math
+def unary_model(op: str, shape, dtype=np.float32) -> bytes:
+    m = RealWriter()
+    a = m.input("a", shape, dtype)
+    y = m.tensor("y", shape, dtype)
+    m.op(op, [a], [y])
+    m.outputs = [y]
+    return m.build()
+
+
+@pytest.mark.parametrize("op", ["SIN", "COS", "FLOOR", "CEIL", "ROUND", "SIGN", "SQUARE"])
+def test_unary_math_matches_litert(op):
+    x = (RNG.standard_normal((2, 6, 5, 3)) * 4).astype(np.float32)
+    x.flat[:4] = [0.5, -0.5, 1.5, -2.5]  # ROUND: ties go to even
+    x.flat[4] = 0.0
+    assert_matches_litert(unary_model(op, x.shape), [x])
+
+
+def test_pow_matches_litert():
+    a = RNG.uniform(0.1, 3, (3, 4)).astype(np.float32)
+    b = RNG.uniform(-2, 2, (3, 4)).astype(np.float32)
+    assert_matches_litert(binary_model("POW", (3, 4), (3, 4)), [a, b])
+
+
+@pytest.mark.parametrize("op", ["FLOOR_DIV", "FLOOR_MOD"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_floor_div_mod_match_litert(op, dtype):
+    a = RNG.integers(-20, 21, (4, 6)).astype(dtype)
+    b = RNG.choice(np.array([-7, -3, -2, -1, 1, 2, 3, 5], dtype), (4, 6))
+    if dtype == np.float32:
+        a = a + RNG.uniform(0, 1, a.shape).astype(np.float32)
+    assert_matches_litert(binary_model(op, (4, 6), (4, 6), dtype), [a, b])
