@@ -209,3 +209,75 @@ def test_floor_div_mod_match_litert(op, dtype):
     if dtype == np.float32:
         a = a + RNG.uniform(0, 1, a.shape).astype(np.float32)
     assert_matches_litert(binary_model(op, (4, 6), (4, 6), dtype), [a, b])
+
+
+# ------------------------------------------------- IF with branch subgraphs
+def if_model(else_kind: str) -> bytes:
+    """main: c = x[0,0] > 0 (as [1] BOOL); y = IF(c, x, W): then FC(x, W) -> LOGISTIC, else (``else_kind``)
+    "pass" (the operand itself, like openWakeWord's hey_jarvis) or "mul" (x * x)."""
+    w = RNG.standard_normal((4, 4)).astype(np.float32)
+    m = RealWriter()
+    x = m.input("x", (1, 4))
+    wt = m.const("W", w)
+    zero = m.const("zero", np.zeros((1, 1), np.float32))
+    first = m.tensor("first", (1, 1))
+    m.op("SLICE", [x, m.const("begin", np.array([0, 0], np.int32)), m.const("size", np.array([1, 1], np.int32))],
+         [first])
+    c2 = m.tensor("c2", (1, 1), np.bool_)
+    m.op("GREATER", [first, zero], [c2])
+    c = m.tensor("c", (1,), np.bool_)
+    m.op("RESHAPE", [c2, m.const("one", np.array([1], np.int32))], [c])
+    y = m.tensor("y", (1, 4))
+    m.op("IF", [c, x, wt], [y], "IfOptions", ThenSubgraphIndex=1, ElseSubgraphIndex=2)
+    m.outputs = [y]
+    m.subgraph("then")
+    a, b = m.input("a", (1, 4)), m.input("b", (4, 4))
+    h, s = m.tensor("h", (1, 4)), m.tensor("s", (1, 4))
+    m.op("FULLY_CONNECTED", [a, b, -1], [h], "FullyConnectedOptions")
+    m.op("LOGISTIC", [h], [s])
+    m.outputs = [s]
+    m.subgraph("else")
+    a, b = m.input("a", (1, 4)), m.input("b", (4, 4))
+    if else_kind == "pass":
+        m.outputs = [a]
+    else:
+        sq = m.tensor("sq", (1, 4))
+        m.op("MUL", [a, a], [sq], "MulOptions")
+        m.outputs = [sq]
+    return m.build()
+
+
+@pytest.mark.parametrize("else_kind", ["pass", "mul"])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_if_runs_the_chosen_branch_like_litert(else_kind, sign):
+    model = if_model(else_kind)
+    x = RNG.standard_normal((1, 4)).astype(np.float32)
+    x[0, 0] = sign * abs(x[0, 0]) + sign * 0.1
+    got = assert_matches_litert(model, [x])
+    if sign < 0:  # else branch
+        np.testing.assert_allclose(got[0], x if else_kind == "pass" else x * x, rtol=1e-6)
+
+
+def test_if_branch_index_checked():
+    m = RealWriter()
+    c = m.input("c", (1,), np.bool_)
+    x = m.input("x", (1, 2))
+    y = m.tensor("y", (1, 2))
+    m.op("IF", [c, x], [y], "IfOptions", ThenSubgraphIndex=0, ElseSubgraphIndex=5)  # 0: itself
+    m.outputs = [y]
+    with pytest.raises(UnsupportedNodeError, match="branch subgraph 0"):
+        Session(m.build(), ScheduleConfig(backends=["numpy"]))
+
+
+def test_if_operand_count_checked():
+    m = RealWriter()
+    c = m.input("c", (1,), np.bool_)
+    x = m.input("x", (1, 2))
+    y = m.tensor("y", (1, 2))
+    m.op("IF", [c, x], [y], "IfOptions", ThenSubgraphIndex=1, ElseSubgraphIndex=1)
+    m.outputs = [y]
+    m.subgraph("branch")
+    a, b = m.input("a", (1, 2)), m.input("b", (1, 2))
+    m.outputs = [a]
+    with pytest.raises(UnsupportedNodeError, match="takes 2 inputs, the operator passes 1"):
+        Session(m.build(), ScheduleConfig(backends=["numpy"]))
