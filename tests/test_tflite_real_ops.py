@@ -281,3 +281,99 @@ def test_if_operand_count_checked():
     m.outputs = [a]
     with pytest.raises(UnsupportedNodeError, match="takes 2 inputs, the operator passes 1"):
         Session(m.build(), ScheduleConfig(backends=["numpy"]))
+
+
+# ------------------------------------------------- resource variables as explicit state
+RESOURCE = 13  # tflite.TensorType.RESOURCE
+
+
+def handle(m: RealWriter, name: str) -> int:
+    t = m.tensor(name + "_handle", ())
+    m.tensors[t]["type"] = RESOURCE
+    m.op("VAR_HANDLE", [], [t], "VarHandleOptions", SharedName=name)
+    return t
+
+
+def accumulator_model(init: np.ndarray, twice: bool = False) -> bytes:
+    """acc = acc + x (acc kept in a variable initialised by CALL_ONCE); output acc * 2.
+    ``twice``: a second read-add-assign in the same step (reads see the first assignment)."""
+    m = RealWriter()
+    x = m.input("x", init.shape)
+    m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=1)
+    h = handle(m, "acc")
+    cur = m.tensor("cur", init.shape)
+    m.op("READ_VARIABLE", [h], [cur])
+    new = m.tensor("new", init.shape)
+    m.op("ADD", [cur, x], [new], "AddOptions")
+    m.op("ASSIGN_VARIABLE", [h, new], [])
+    if twice:
+        again, newer = m.tensor("again", init.shape), m.tensor("newer", init.shape)
+        m.op("READ_VARIABLE", [h], [again])
+        m.op("ADD", [again, x], [newer], "AddOptions")
+        m.op("ASSIGN_VARIABLE", [h, newer], [])
+        new = newer
+    y = m.tensor("y", init.shape)
+    m.op("MUL", [new, m.const("two", np.full(init.shape, 2, np.float32))], [y], "MulOptions")
+    m.outputs = [y]
+    m.subgraph("init")
+    h = handle(m, "acc")
+    m.op("ASSIGN_VARIABLE", [h, m.const("init", init)], [])
+    return m.build()
+
+
+def litert_steps(model: bytes, steps: list[np.ndarray]) -> list[np.ndarray]:
+    it = litert.Interpreter(model_content=model)
+    it.allocate_tensors()
+    out = []
+    for x in steps:
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        out.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
+    return out
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_variables_become_carried_state_matching_litert(twice):
+    import json
+
+    from nnrt_core.frontends.tflite import load_tflite
+
+    init = RNG.standard_normal((1, 3)).astype(np.float32)
+    model = accumulator_model(init, twice)
+    steps = [RNG.standard_normal((1, 3)).astype(np.float32) for _ in range(4)]
+    want = litert_steps(model, steps)
+    (var,) = json.loads(load_tflite(model).metadata["tflite.variables"])
+    assert (var["name"], var["input"], var["output"]) == ("acc", "acc__state_in", "acc__state_out")
+    state = np.array(var["initial"], np.float32).reshape(var["shape"])
+    np.testing.assert_array_equal(state, init)
+    sess = Session(model, ScheduleConfig(backends=["numpy"]))
+    assert [i.name for i in sess.inputs] == ["x", "acc__state_in"]
+    for x, w in zip(steps, want):
+        res = sess.run({"x": x, "acc__state_in": state})
+        state = res["acc__state_out"]
+        np.testing.assert_allclose(res["y"], w, rtol=1e-6, atol=1e-6)
+
+
+def test_read_variable_needs_a_handle():
+    m = RealWriter()
+    x = m.input("x", (1, 2))
+    y = m.tensor("y", (1, 2))
+    m.op("READ_VARIABLE", [x], [y])
+    m.outputs = [y]
+    with pytest.raises(UnsupportedNodeError, match="VAR_HANDLE"):
+        Session(m.build(), ScheduleConfig(backends=["numpy"]))
+
+
+def test_call_once_init_must_assign_constants():
+    m = RealWriter()
+    x = m.input("x", (1, 2))
+    m.op("CALL_ONCE", [], [], "CallOnceOptions", InitSubgraphIndex=1)
+    y = m.tensor("y", (1, 2))
+    m.op("RELU", [x], [y])
+    m.outputs = [y]
+    m.subgraph("init")
+    a = m.input("a", (1, 2))
+    b = m.tensor("b", (1, 2))
+    m.op("RELU", [a], [b])
+    with pytest.raises(UnsupportedNodeError, match="init subgraph 1 operator 0 \\(RELU\\)"):
+        Session(m.build(), ScheduleConfig(backends=["numpy"]))

@@ -68,6 +68,7 @@ class GraphState:
         self.slots = [Slot(t) for t in tensors]
         self.names: dict[str, Value] = {}
         self.node_names: set[str] = set()
+        self.metadata: dict[str, str] = {}  #: mappers' additions to the model metadata
 
     # ------------------------------------------------------------- building
     def unique(self, name: str) -> str:

@@ -134,6 +134,8 @@ class FlatModel:
         name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{i}"
         desc = f"tensor {i} {name!r}"
         ttype = t.Type()
+        if ttype == tflite.TensorType.RESOURCE:  # a variable handle (ops/variables.py): no data
+            return TensorInfo(i, name, DataType.UNDEFINED, (), None, None, None)
         dtype = _DTYPES.get(ttype)
         if dtype is None:
             raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
