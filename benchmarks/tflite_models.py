@@ -556,7 +556,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         name, kind, nops = (r["model"], r["kind"], str(r["nops"])) if first else ("", "", "")
         if "max_rel" not in r:
             nodes = fmt_nodes(r.get("nodes", {}))
-            print(f"{name:<24} {kind:<16} {nops:>3} {r['config']:<7} {nodes:<20} {r['status']}: "
+            status = r["status"] if r.get("counted", True) else f"({r['status']})"
+            print(f"{name:<24} {kind:<16} {nops:>3} {r['config']:<7} {nodes:<20} {status}: "
                   f"{r.get('reason', '')[:150]}")
             continue
         build = f"{r['build_med_ms']:>8.1f} {r['litert_ms']:>9.1f} {r['build_med_ms'] / r['litert_ms']:>5.1f}" \
@@ -591,7 +592,7 @@ def run_model(spec: Spec, path: Path, configs: list[str], build_runs: int) -> li
         rows.append({**base, "config": "litert", "status": "LiteRT fails", "reason": litert_error})
     names = [d["name"] for d in ref.inputs] if ref else []
     for cfg in configs:  # every session starts from zero state, like the fresh interpreter above
-        row = {**base, **evaluate(spec, path, cfg, int8, ref, steps, ref_steps), "counted": True}
+        row = {**base, **evaluate(spec, path, cfg, int8, ref, steps, ref_steps), "counted": ref is not None}
         if cfg == "hetero" and not int8 and top > FP16_MAX and row.get("nodes", {}).get("npu_emu"):
             row.update(counted=False, note=f"activations reach {top:.3g} > fp16 max {FP16_MAX:.0f} on this input")
         if cfg == "numpy" and row.get("status") == "pass" and build_runs:
@@ -643,7 +644,8 @@ def main() -> int:
               "(worst output, worst step); rel L2 = ||err|| / ||litert||.  tol fp32: max rel <= 1e-4; fp16: rel "
               "L2 <= 2e-2 and max rel <= 5e-2; int8: integer outputs within 1 quantization step.  lrt Δ = max rel "
               "difference between LiteRT's default (XNNPACK) and reference kernels: its own fp32 spread.  (status) = "
-              "info only, not counted: the network's activations overflow fp16 on this input.  build ms: "
+              "info only, not counted: the network's activations overflow fp16 on this input, or LiteRT cannot run the "
+              "model (no reference).  build ms: "
               "median numpy-session build, litert ms: median Interpreter() + allocate_tensors(), ratio = "
               "build / litert (target <= 3).")
         if args.json:
