@@ -285,6 +285,7 @@ class OpContext:
         t = self.outputs[j]
         slot = self.state.slots[t]
         info = slot.info
+        self._rename(value, info.name + ("__nchw" if nchw else ""))
         if slot.quant is not None and info.dtype in QUANTIZED_TYPES:
             shape = [info.shape[p] for p in NCHW] if nchw else info.shape
             axis = slot.quant.axis
@@ -296,6 +297,14 @@ class OpContext:
             slot.nchw = value
         else:
             slot.plain = value
+
+    def _rename(self, value: Value, name: str) -> None:
+        """Give a value this operator just made the TFLite tensor's name (readable graphs and profiles)."""
+        names = self.state.names
+        if value.producer is not None and value.name.startswith(self.name + "__") and name not in names:
+            names.pop(value.name, None)
+            value.name = name
+            names[name] = value
 
     def alias(self, j: int, i: int) -> None:
         """Output ``j`` is input ``i`` (same values, layouts and constant data)."""
