@@ -146,6 +146,18 @@ class GraphState:
         q = self.constant(data, info.name + suffix + "__quantized")
         return self.dequantized(q, quant, data.shape, info.name + suffix, axis)
 
+    def transposed(self, x: Value, perm: Sequence[int], shape: Sequence[int], name: str) -> Value:
+        """``x`` transposed by ``perm``; a dequantized activation is transposed in its
+        integer form (Transpose before the DequantizeLinear, as QDQ consumers expect)."""
+        p = x.producer
+        if p is not None and p.op_type == "DequantizeLinear" and p.attr("axis") is None and p.inputs[0].const is None:
+            q = self.new_value(name + "__quantized", p.inputs[0].dtype, shape)
+            q = self.add("Transpose", [p.inputs[0]], f"{name}__transpose", [q], {"perm": list(perm)})[0]
+            out = self.new_value(name, DataType.FLOAT, shape)
+            return self.add("DequantizeLinear", [q, *p.inputs[1:]], f"{name}__dequantize", [out])[0]
+        out = self.new_value(name, x.dtype, shape)
+        return self.add("Transpose", [x], f"{name}__transpose", [out], {"perm": list(perm)})[0]
+
     def plain(self, t: int) -> Value:
         """Tensor ``t`` in TFLite layout (a Transpose back from NCHW when only that exists)."""
         slot = self.slots[t]
@@ -153,9 +165,7 @@ class GraphState:
             if slot.const is not None:
                 slot.plain = self.const_value(t)
             elif slot.nchw is not None:
-                info = slot.info
-                out = self.new_value(info.name + "__nhwc", slot.nchw.dtype, info.shape)
-                slot.plain = self.add("Transpose", [slot.nchw], f"{info.name}__to_nhwc", [out], {"perm": NHWC})[0]
+                slot.plain = self.transposed(slot.nchw, NHWC, slot.info.shape, slot.info.name + "__nhwc")
             else:
                 raise ModelLoadError(f"{slot.info.desc} is read before any operator writes it "
                                      "(the operators are not in execution order)")
@@ -171,9 +181,7 @@ class GraphState:
             if slot.const is not None:
                 slot.nchw = self.const_value(t, NCHW)
             else:
-                x = self.plain(t)
-                out = self.new_value(info.name + "__nchw", x.dtype, [info.shape[p] for p in NCHW])
-                slot.nchw = self.add("Transpose", [x], f"{info.name}__to_nchw", [out], {"perm": NCHW})[0]
+                slot.nchw = self.transposed(self.plain(t), NCHW, [info.shape[p] for p in NCHW], info.name + "__nchw")
         return slot.nchw
 
 
