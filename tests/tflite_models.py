@@ -32,6 +32,8 @@ class TFLiteWriter:
         self.version = 3
         self.signatures: list[tuple[str, int]] = []
         self.extra_subgraphs = 0
+        #: buffer index -> (offset, size): data stored outside the flatbuffer (large-model layout)
+        self.external: dict[int, tuple[int, int]] = {}
 
     def tensor(self, name: str, shape: Sequence[int], dtype: Any = np.float32, data: np.ndarray | None = None,
                quant: tuple[Any, Any, int] | None = None, buffer: int | None = None) -> int:
@@ -68,7 +70,7 @@ class TFLiteWriter:
     # ------------------------------------------------------------------ build
     def build(self) -> bytes:
         b = flatbuffers.Builder(1024)
-        buffers = [self._buffer(b, d) for d in self.buffers]
+        buffers = [self._buffer(b, d, self.external.get(k)) for k, d in enumerate(self.buffers)]
         tensors = [self._tensor(b, t) for t in self.tensors]
         ops = [self._operator(b, o) for o in self.ops]
         subgraphs = [self._subgraph(b, tensors, ops, self.inputs, self.outputs, "main")]
@@ -114,9 +116,9 @@ class TFLiteWriter:
             b.PrependInt32(int(v))
         return b.EndVector()
 
-    def _buffer(self, b: flatbuffers.Builder, data: bytes | None) -> int:
+    def _buffer(self, b: flatbuffers.Builder, data: bytes | None, external: tuple[int, int] | None = None) -> int:
         vec = None
-        if data:
+        if data and external is None:
             b.StartVector(1, len(data), 16)
             b.head = b.head - len(data)
             b.Bytes[b.head:b.head + len(data)] = data
@@ -125,6 +127,9 @@ class TFLiteWriter:
         m.Start(b)
         if vec is not None:
             m.AddData(b, vec)
+        if external is not None:
+            m.AddOffset(b, external[0])
+            m.AddSize(b, external[1])
         return m.End(b)
 
     def _quant(self, b: flatbuffers.Builder, quant: tuple[Any, Any, int]) -> int:

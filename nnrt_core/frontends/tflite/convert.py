@@ -78,9 +78,7 @@ def convert(flat: FlatModel) -> Model:
         graph.outputs.append(_output(state, t))
     meta = {"tflite.subgraphs": json.dumps(names), "tflite.signatures": json.dumps(flat.signatures()),
             "tflite.main_subgraph": names[0]}
-    desc = flat.model.Description() if flat.n_subgraphs else None
-    return Model(graph=graph, producer_name="tflite", doc=desc.decode("utf-8", "replace") if desc else "",
-                 metadata=meta, ir_version=8)
+    return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
 
 
 def _add_input(state: GraphState, t: int) -> None:

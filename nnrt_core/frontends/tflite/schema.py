@@ -107,6 +107,9 @@ class FlatModel:
             self.n_buffers = self.model.BuffersLength()
             self.n_subgraphs = self.model.SubgraphsLength()
             self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
+            for i in range(self.n_buffers):  # every buffer table must lie inside the file (truncation)
+                b = self.model.Buffers(i)
+                b.Offset(), b.DataLength()
         if self.n_subgraphs < 1:
             raise ModelLoadError(f"{what}: the model has no subgraph")
 
@@ -124,7 +127,9 @@ class FlatModel:
     def tensors(self, sg: tflite.SubGraph) -> list[TensorInfo]:
         """Every tensor of subgraph ``sg``, checked."""
         out = []
-        for i in range(sg.TensorsLength()):
+        with guarded("tensor list"):
+            n = sg.TensorsLength()
+        for i in range(n):
             with guarded(f"tensor {i}"):
                 out.append(self._tensor(sg.Tensors(i), i))
         return out
@@ -223,6 +228,10 @@ class FlatModel:
                     "outputs": [_text(s.Outputs(j).Name()) for j in range(s.OutputsLength())],
                 })
         return out
+
+    def description(self) -> str:
+        with guarded("model description"):
+            return _text(self.model.Description())
 
     def subgraph_names(self) -> list[str]:
         with guarded("subgraph names"):
