@@ -204,3 +204,23 @@ def test_to_onnx_exports_an_imported_model():
     got = ort.InferenceSession(proto.SerializeToString()).run(None, {"x": feed})[0]
     want = Session(w.build(), ScheduleConfig(backends=["numpy"])).run({"x": feed})["y"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("command", ["run", "partition", "bench", "compile", "check"])
+def test_cli_commands_accept_tflite(tmp_path, command, capsys):
+    from nnrt_core.tools.cli import main
+    path = tmp_path / "fc.tflite"
+    path.write_bytes(_fc_model().build())
+    extra = {"compile": ["-o", str(tmp_path / "fc.nnrt")], "bench": ["--runs", "3", "--warmup", "1", "--in-flight", "1"]}.get(command, [])
+    assert main([command, str(path), "--backends", "numpy", *extra]) == 0
+    assert capsys.readouterr().out
+
+
+def test_available_operations_and_the_model_cache_take_tflite(tmp_path):
+    from nnrt_core.builder import available_operations
+    data = _fc_model().build()
+    rows = available_operations(data, "numpy")
+    assert rows and all(r.supported for r in rows)
+    cfg = ScheduleConfig(backends=["numpy"], cache_dir=str(tmp_path / "cache"))
+    Session(data, cfg)
+    assert Session(data, cfg).cache_hit
