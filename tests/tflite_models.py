@@ -9,7 +9,7 @@ import flatbuffers
 import numpy as np
 import tflite
 
-__all__ = ["TFLiteWriter", "TYPE_CODES", "litert_run"]
+__all__ = ["TFLiteWriter", "TYPE_CODES", "litert_run", "mobilenet_like"]
 
 TYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int32): 2, np.dtype(np.uint8): 3,
               np.dtype(np.int64): 4, np.dtype(np.bool_): 6, np.dtype(np.int16): 7, np.dtype(np.int8): 9}
@@ -214,3 +214,48 @@ def litert_run(model: bytes, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         it.set_tensor(d["index"], x)
     it.invoke()
     return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+def mobilenet_like(size: int = 224, width: int = 32, blocks: int = 13, classes: int = 1000,
+                   fp16: bool = False, seed: int = 0) -> bytes:
+    """A MobileNet-v1-shaped float model (conv, depthwise-separable blocks with
+    RELU6, mean, fully connected, softmax); ``fp16``: weights stored as fp16
+    behind DEQUANTIZE, as converters write them."""
+    rng = np.random.default_rng(seed)
+    w = TFLiteWriter()
+
+    def weight(name: str, shape: list[int]) -> int:
+        data = (rng.standard_normal(shape) * (2.0 / np.prod(shape[1:])) ** 0.5).astype(np.float32)
+        if not fp16:
+            return w.const(name, data)
+        half = w.const(name + "_fp16", data.astype(np.float16))
+        out = w.tensor(name, shape)
+        w.op("DEQUANTIZE", [half], [out])
+        return out
+
+    x = w.input("input", [1, size, size, 3])
+    c, hw = width, (size + 1) // 2
+    y = w.tensor("conv0", [1, hw, hw, c])
+    w.op("CONV_2D", [x, weight("conv0_w", [c, 3, 3, 3]), w.const("conv0_b", np.zeros(c, np.float32))], [y],
+         "Conv2DOptions", Padding=0, StrideW=2, StrideH=2, FusedActivationFunction=3)
+    for k in range(blocks):
+        stride = 2 if k in (1, 3, 5, 11) else 1
+        hw2 = (hw + stride - 1) // stride
+        d = w.tensor(f"dw{k}", [1, hw2, hw2, c])
+        w.op("DEPTHWISE_CONV_2D", [y, weight(f"dw{k}_w", [1, 3, 3, c]), w.const(f"dw{k}_b", np.zeros(c, np.float32))],
+             [d], "DepthwiseConv2DOptions", Padding=0, StrideW=stride, StrideH=stride, DepthMultiplier=1,
+             DilationWFactor=1, DilationHFactor=1, FusedActivationFunction=3)
+        c2 = min(c * 2, 1024) if stride == 2 or k == 0 else c
+        y = w.tensor(f"pw{k}", [1, hw2, hw2, c2])
+        w.op("CONV_2D", [d, weight(f"pw{k}_w", [c2, 1, 1, c]), w.const(f"pw{k}_b", np.zeros(c2, np.float32))], [y],
+             "Conv2DOptions", Padding=0, StrideW=1, StrideH=1, FusedActivationFunction=3)
+        c, hw = c2, hw2
+    m = w.tensor("pool", [1, c])
+    w.op("MEAN", [y, w.const("axes", np.array([1, 2], np.int32))], [m], "ReducerOptions", KeepDims=False)
+    logits = w.tensor("logits", [1, classes])
+    w.op("FULLY_CONNECTED", [m, weight("fc_w", [classes, c]), w.const("fc_b", np.zeros(classes, np.float32))],
+         [logits], "FullyConnectedOptions")
+    probs = w.tensor("probs", [1, classes])
+    w.op("SOFTMAX", [logits], [probs], "SoftmaxOptions", Beta=1.0)
+    w.outputs = [probs]
+    return w.build()

@@ -194,8 +194,8 @@ class OpContext:
         self.index = index
         self.op_name = op_name
         with guarded(f"operator {index} ({op_name})"):
-            self.inputs = [int(op.Inputs(j)) for j in range(op.InputsLength())]
-            self.outputs = [int(op.Outputs(j)) for j in range(op.OutputsLength())]
+            self.inputs = _ints(op.InputsAsNumpy())
+            self.outputs = _ints(op.OutputsAsNumpy())
         n = len(state.slots)
         for t in self.inputs + self.outputs:
             if not -1 <= t < n:
@@ -320,3 +320,8 @@ class OpContext:
         dst.plain, dst.nchw, dst.const = src.plain, src.nchw, src.const
         if src.const is not None:
             dst.quant = src.quant
+
+
+def _ints(arr: Any) -> list[int]:
+    """A flatbuffer int vector read with ``*AsNumpy`` (``0`` when absent) as a list."""
+    return arr.tolist() if isinstance(arr, np.ndarray) else []
