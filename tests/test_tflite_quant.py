@@ -141,3 +141,42 @@ def test_weights_are_views_of_the_file_bytes():
         arr = g.initializers[name].const
         assert np.shares_memory(arr, np.frombuffer(model, np.uint8)), name
         assert not arr.flags.writeable
+
+
+def test_densify_of_a_sparse_constant_matches_litert():
+    rng = np.random.default_rng(9)
+    dense = rng.standard_normal((6, 10)).astype(np.float32)
+    dense[rng.random((6, 10)) < 0.7] = 0
+    dense[2] = 0  # an empty row
+    w = TFLiteWriter()
+    x = w.input("x", [3, 10])
+    sp = w.sparse_const("w_sparse", dense)
+    wd = w.tensor("w", [6, 10])
+    w.op("DENSIFY", [sp], [wd])
+    y = w.tensor("y", [3, 6])
+    w.op("FULLY_CONNECTED", [x, wd, w.const("b", np.zeros(6, np.float32))], [y], "FullyConnectedOptions")
+    w.outputs = [y]
+    model = w.build()
+    g = load_tflite(model).graph
+    np.testing.assert_array_equal(g.initializers["w"].const, dense)  # densified at import, no DENSIFY node
+    feed = rng.standard_normal((3, 10)).astype(np.float32)
+    ref = litert_run(model, [feed])[0]
+    for be in BACKENDS[:2]:
+        got = Session(model, ScheduleConfig(backends=[be])).run({"x": feed})["y"]
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_corrupt_sparsity_is_refused_naming_the_tensor():
+    from nnrt_core.errors import ModelLoadError
+    dense = np.eye(4, dtype=np.float32)
+    w = TFLiteWriter()
+    x = w.input("x", [1, 4])
+    sp = w.sparse_const("w_sparse", dense)
+    w.tensors[sp]["sparse"] = (4, np.array([0, 1, 2, 3, 9], np.int32), np.array([0, 1, 2, 7], np.int32))
+    wd = w.tensor("w", [4, 4])
+    w.op("DENSIFY", [sp], [wd])
+    y = w.tensor("y", [1, 4])
+    w.op("FULLY_CONNECTED", [x, wd, -1], [y], "FullyConnectedOptions")
+    w.outputs = [y]
+    with pytest.raises(ModelLoadError, match="'w_sparse'.*(segments|outside)"):
+        load_tflite(w.build())

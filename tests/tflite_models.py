@@ -44,8 +44,18 @@ class TFLiteWriter:
                 self.buffers.append(np.ascontiguousarray(data).tobytes())
                 buffer = len(self.buffers) - 1
         self.tensors.append({"name": name, "shape": list(shape), "type": TYPE_CODES[np.dtype(dtype)],
-                             "buffer": buffer, "quant": quant})
+                             "buffer": buffer, "quant": quant, "sparse": None})
         return len(self.tensors) - 1
+
+    def sparse_const(self, name: str, dense: np.ndarray) -> int:
+        """A 2-D constant stored CSR-sparse (row DENSE, column SPARSE_CSR), as converters write pruned weights."""
+        rows = [np.flatnonzero(r) for r in dense]
+        segments = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int32)
+        indices = np.concatenate(rows).astype(np.int32)
+        values = dense[dense != 0]
+        t = self.tensor(name, dense.shape, dense.dtype, values)
+        self.tensors[t]["sparse"] = (dense.shape[0], segments, indices)
+        return t
 
     def const(self, name: str, data: np.ndarray, quant: tuple[Any, Any, int] | None = None) -> int:
         data = np.asarray(data)
@@ -154,6 +164,7 @@ class TFLiteWriter:
         name = b.CreateString(t["name"])
         shape = self._ints(b, t["shape"])
         q = self._quant(b, t["quant"]) if t["quant"] is not None else None
+        sp = self._sparsity(b, *t["sparse"]) if t["sparse"] is not None else None
         m = _mod("Tensor")
         m.Start(b)
         m.AddShape(b, shape)
@@ -162,7 +173,37 @@ class TFLiteWriter:
         m.AddName(b, name)
         if q is not None:
             m.AddQuantization(b, q)
+        if sp is not None:
+            m.AddSparsity(b, sp)
         return m.End(b)
+
+    def _sparsity(self, b: flatbuffers.Builder, rows: int, segments: np.ndarray, indices: np.ndarray) -> int:
+        vecs = []
+        for arr in (segments, indices):
+            v = self._ints(b, arr.tolist())
+            m = _mod("Int32Vector")
+            m.Start(b)
+            m.AddValues(b, v)
+            vecs.append(m.End(b))
+        dm = _mod("DimensionMetadata")
+        dm.Start(b)
+        dm.AddFormat(b, 0)
+        dm.AddDenseSize(b, rows)
+        dense_dim = dm.End(b)
+        dm.Start(b)
+        dm.AddFormat(b, 1)
+        dm.AddArraySegmentsType(b, 1)
+        dm.AddArraySegments(b, vecs[0])
+        dm.AddArrayIndicesType(b, 1)
+        dm.AddArrayIndices(b, vecs[1])
+        sparse_dim = dm.End(b)
+        order = self._ints(b, [0, 1])
+        sp = _mod("SparsityParameters")
+        metas = self._vector(b, sp, "DimMetadata", [dense_dim, sparse_dim])
+        sp.Start(b)
+        sp.AddTraversalOrder(b, order)
+        sp.AddDimMetadata(b, metas)
+        return sp.End(b)
 
     def _operator(self, b: flatbuffers.Builder, o: dict[str, Any]) -> int:
         ins, outs = self._ints(b, o["inputs"]), self._ints(b, o["outputs"])
