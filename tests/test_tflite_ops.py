@@ -237,7 +237,8 @@ def test_concat_pad_mean_chain_in_nchw():
 
 
 @pytest.mark.parametrize("op,keep,axes", [("MEAN", True, [1, 2]), ("SUM", False, [2]), ("REDUCE_MAX", True, [-1]),
-                                          ("SUM", True, [0, 3])])
+                                          ("SUM", True, [0, 3]), ("REDUCE_MIN", False, [1, 2]),
+                                          ("REDUCE_PROD", True, [3])])
 def test_reduce(op, keep, axes):
     shape = [2, 3, 4, 5]
     out = [1 if i in [a % 4 for a in axes] else d for i, d in enumerate(shape)] if keep else \
