@@ -147,6 +147,18 @@ class GraphState:
         q = self.constant(data, info.name + suffix + "__quantized")
         return self.dequantized(q, quant, data.shape, info.name + suffix, axis)
 
+    def transposed(self, x: Value, perm: Sequence[int], shape: Sequence[int], name: str) -> Value:
+        """``x`` transposed by ``perm``; a dequantized activation is transposed in its
+        integer form (Transpose before the DequantizeLinear, as QDQ consumers expect)."""
+        p = x.producer
+        if p is not None and p.op_type == "DequantizeLinear" and p.attr("axis") is None and p.inputs[0].const is None:
+            q = self.new_value(name + "__quantized", p.inputs[0].dtype, shape)
+            q = self.add("Transpose", [p.inputs[0]], f"{name}__transpose", [q], {"perm": list(perm)})[0]
+            out = self.new_value(name, DataType.FLOAT, shape)
+            return self.add("DequantizeLinear", [q, *p.inputs[1:]], f"{name}__dequantize", [out])[0]
+        out = self.new_value(name, x.dtype, shape)
+        return self.add("Transpose", [x], f"{name}__transpose", [out], {"perm": list(perm)})[0]
+
     def plain(self, t: int) -> Value:
         """Tensor ``t`` in TFLite layout (a Transpose back from NCHW when only that exists)."""
         slot = self.slots[t]
@@ -154,9 +166,7 @@ class GraphState:
             if slot.const is not None:
                 slot.plain = self.const_value(t)
             elif slot.nchw is not None:
-                info = slot.info
-                out = self.new_value(info.name + "__nhwc", slot.nchw.dtype, info.shape)
-                slot.plain = self.add("Transpose", [slot.nchw], f"{info.name}__to_nhwc", [out], {"perm": NHWC})[0]
+                slot.plain = self.transposed(slot.nchw, NHWC, slot.info.shape, slot.info.name + "__nhwc")
             else:
                 raise ModelLoadError(f"{slot.info.desc} is read before any operator writes it "
                                      "(the operators are not in execution order)")
@@ -172,9 +182,7 @@ class GraphState:
             if slot.const is not None:
                 slot.nchw = self.const_value(t, NCHW)
             else:
-                x = self.plain(t)
-                out = self.new_value(info.name + "__nchw", x.dtype, [info.shape[p] for p in NCHW])
-                slot.nchw = self.add("Transpose", [x], f"{info.name}__to_nchw", [out], {"perm": NCHW})[0]
+                slot.nchw = self.transposed(self.plain(t), NCHW, [info.shape[p] for p in NCHW], info.name + "__nchw")
         return slot.nchw
 
 
@@ -187,8 +195,8 @@ class OpContext:
         self.index = index
         self.op_name = op_name
         with guarded(f"operator {index} ({op_name})"):
-            self.inputs = [int(op.Inputs(j)) for j in range(op.InputsLength())]
-            self.outputs = [int(op.Outputs(j)) for j in range(op.OutputsLength())]
+            self.inputs = _ints(op.InputsAsNumpy())
+            self.outputs = _ints(op.OutputsAsNumpy())
         n = len(state.slots)
         for t in self.inputs + self.outputs:
             if not -1 <= t < n:
@@ -286,6 +294,7 @@ class OpContext:
         t = self.outputs[j]
         slot = self.state.slots[t]
         info = slot.info
+        self._rename(value, info.name + ("__nchw" if nchw else ""))
         if slot.quant is not None and info.dtype in QUANTIZED_TYPES:
             shape = [info.shape[p] for p in NCHW] if nchw else info.shape
             axis = slot.quant.axis
@@ -298,9 +307,22 @@ class OpContext:
         else:
             slot.plain = value
 
+    def _rename(self, value: Value, name: str) -> None:
+        """Give a value this operator just made the TFLite tensor's name (readable graphs and profiles)."""
+        names = self.state.names
+        if value.producer is not None and value.name.startswith(self.name + "__") and name not in names:
+            names.pop(value.name, None)
+            value.name = name
+            names[name] = value
+
     def alias(self, j: int, i: int) -> None:
         """Output ``j`` is input ``i`` (same values, layouts and constant data)."""
         src, dst = self.state.slots[self.inputs[i]], self.state.slots[self.outputs[j]]
         dst.plain, dst.nchw, dst.const = src.plain, src.nchw, src.const
         if src.const is not None:
             dst.quant = src.quant
+
+
+def _ints(arr: Any) -> list[int]:
+    """A flatbuffer int vector read with ``*AsNumpy`` (``0`` when absent) as a list."""
+    return arr.tolist() if isinstance(arr, np.ndarray) else []

@@ -79,9 +79,7 @@ def convert(flat: FlatModel) -> Model:
     meta = {"tflite.subgraphs": json.dumps(names), "tflite.signatures": json.dumps(flat.signatures()),
             "tflite.main_subgraph": names[0]}
     meta.update(state.metadata)
-    desc = flat.model.Description() if flat.n_subgraphs else None
-    return Model(graph=graph, producer_name="tflite", doc=desc.decode("utf-8", "replace") if desc else "",
-                 metadata=meta, ir_version=8)
+    return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
 
 
 def _add_input(state: GraphState, t: int) -> None:
@@ -101,9 +99,7 @@ def _output(state: GraphState, t: int) -> Value:
     info = slot.info
     v = state.plain(t)
     if slot.quant is not None and info.dtype in QUANTIZED_TYPES:
-        q = v.producer.inputs[0] if v.producer is not None and v.producer.op_type == "DequantizeLinear" else None
-        v = q if q is not None and q.dtype == info.dtype else \
-            state.quantized(v, slot.quant, info.dtype, info.shape, f"{info.name}__q", slot.quant.axis)
+        v = _requantized(state, v, t)
     if any(o is v for o in state.graph.outputs) or any(i is v for i in state.graph.inputs) or v.const is not None:
         out = state.new_value(info.name + "__out", v.dtype, info.shape)
         return state.add("Identity", [v], f"{info.name}__output", [out])[0]
@@ -116,3 +112,21 @@ def _output(state: GraphState, t: int) -> Value:
         v.name = info.name
         state.names[v.name] = v
     return v
+
+
+def _requantized(state: GraphState, v: Value, t: int) -> Value:
+    """Quantized output ``t`` from its float value ``v``: the integer value of its
+    last QuantizeLinear when ``v`` is (a Transpose of) that pair's DequantizeLinear."""
+    slot = state.slots[t]
+    info = slot.info
+    p = v.producer
+    perm = None
+    if p is not None and p.op_type == "Transpose":
+        perm, p = p.attr("perm"), p.inputs[0].producer
+    if p is not None and p.op_type == "DequantizeLinear" and p.inputs[0].dtype == info.dtype:
+        q = p.inputs[0]
+        if perm is None:
+            return q
+        out = state.new_value(info.name + "__q_nhwc", info.dtype, info.shape)
+        return state.add("Transpose", [q], f"{info.name}__q_to_nhwc", [out], {"perm": list(perm)})[0]
+    return state.quantized(v, slot.quant, info.dtype, info.shape, f"{info.name}__q", slot.quant.axis)

@@ -27,6 +27,7 @@ def read_flat_model(source: Any) -> FlatModel:
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
             raise ModelLoadError(f"model file {str(p)!r} is {size} bytes, over the limit of {MAX_FILE_BYTES}")
+        # read, not mapped: a file truncated under a mapping would fault the process (docs/security.md)
         return FlatModel(p.read_bytes(), str(p))
     raise ModelLoadError(f"cannot load a TFLite model from {type(source).__name__}; expected a path or bytes")
 

@@ -10,6 +10,7 @@ Constant data are ``np.frombuffer`` views of the file bytes (no copy).
 from __future__ import annotations
 
 import contextlib
+import math
 import struct
 from dataclasses import dataclass
 from typing import Iterator
@@ -107,6 +108,8 @@ class FlatModel:
             self.n_buffers = self.model.BuffersLength()
             self.n_subgraphs = self.model.SubgraphsLength()
             self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
+            #: every buffer's bytes (a view), ``None`` when empty, or why it cannot be read
+            self.buffers = [self._read_buffer(i) for i in range(self.n_buffers)]  # also catches truncation
         if self.n_subgraphs < 1:
             raise ModelLoadError(f"{what}: the model has no subgraph")
 
@@ -124,7 +127,9 @@ class FlatModel:
     def tensors(self, sg: tflite.SubGraph) -> list[TensorInfo]:
         """Every tensor of subgraph ``sg``, checked."""
         out = []
-        for i in range(sg.TensorsLength()):
+        with guarded("tensor list"):
+            n = sg.TensorsLength()
+        for i in range(n):
             with guarded(f"tensor {i}"):
                 out.append(self._tensor(sg.Tensors(i), i))
         return out
@@ -140,10 +145,11 @@ class FlatModel:
         if dtype is None:
             raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
                                  f"(supported: {sorted(_TYPE_NAMES[k] for k in _DTYPES)})")
-        shape = tuple(int(t.Shape(j)) for j in range(t.ShapeLength()))
+        dims = t.ShapeAsNumpy()
+        shape = tuple(dims.tolist()) if isinstance(dims, np.ndarray) else ()
         if any(d < 0 for d in shape):
             raise ModelLoadError(f"{desc}: shape {list(shape)} has a negative dimension")
-        count = int(np.prod(shape, dtype=object)) if shape else 1
+        count = math.prod(shape)
         nbytes = count * dtype.numpy.itemsize
         if nbytes > MAX_TENSOR_BYTES:
             raise ModelLoadError(f"{desc}: shape {list(shape)} needs {nbytes} bytes, over the limit "
@@ -164,18 +170,14 @@ class FlatModel:
                 data = raw
         return TensorInfo(i, name, dtype, shape, data, self._quant(t.Quantization(), desc, shape), sparse)
 
-    def _buffer(self, index: int, desc: str) -> np.ndarray | None:
-        """The bytes of buffer ``index`` as a uint8 view (``None``: empty)."""
-        if index == 0:
-            return None
-        if index >= self.n_buffers:
-            raise ModelLoadError(f"{desc}: buffer index {index} is out of range ({self.n_buffers} buffers)")
+    def _read_buffer(self, index: int) -> np.ndarray | str | None:
+        """Buffer ``index`` as a uint8 view of the file, ``None`` when empty, or
+        the reason it lies outside the file (raised for the tensors that use it)."""
         b = self.model.Buffers(index)
         offset, size = int(b.Offset()), int(b.Size())
         if offset > 1:  # data stored after the flatbuffer (large models)
             if offset + size > len(self.data):
-                raise ModelLoadError(f"{desc}: buffer {index} at offset {offset} with {size} bytes lies outside "
-                                     f"the file ({len(self.data)} bytes)")
+                return f"buffer {index} at offset {offset} with {size} bytes lies outside the file ({len(self.data)} bytes)"
             return self.buf[offset:offset + size]
         n = b.DataLength()
         if n == 0:
@@ -183,8 +185,18 @@ class FlatModel:
         try:
             return b.DataAsNumpy()  # a view of the file bytes; numpy refuses an extent outside them
         except ValueError:
-            raise ModelLoadError(f"{desc}: buffer {index} ({n} bytes) lies outside the file "
-                                 f"({len(self.data)} bytes)") from None
+            return f"buffer {index} ({n} bytes) lies outside the file ({len(self.data)} bytes)"
+
+    def _buffer(self, index: int, desc: str) -> np.ndarray | None:
+        """The bytes of buffer ``index`` as a uint8 view (``None``: empty)."""
+        if index == 0:
+            return None
+        if index >= self.n_buffers:
+            raise ModelLoadError(f"{desc}: buffer index {index} is out of range ({self.n_buffers} buffers)")
+        raw = self.buffers[index]
+        if isinstance(raw, str):
+            raise ModelLoadError(f"{desc}: {raw}")
+        return raw
 
     @staticmethod
     def _quant(q: tflite.QuantizationParameters | None, desc: str, shape: tuple[int, ...]) -> Quant | None:
@@ -225,6 +237,10 @@ class FlatModel:
                     "outputs": [_text(s.Outputs(j).Name()) for j in range(s.OutputsLength())],
                 })
         return out
+
+    def description(self) -> str:
+        with guarded("model description"):
+            return _text(self.model.Description())
 
     def subgraph_names(self) -> list[str]:
         with guarded("subgraph names"):

@@ -26,7 +26,9 @@ def _int_vector(table: Any, kind: int, desc: str) -> np.ndarray:
         raise ModelLoadError(f"{desc}: sparse index vector of type {kind} is not supported")
     vec = cls()
     vec.Init(table.Bytes, table.Pos)
-    return np.array([vec.Values(j) for j in range(vec.ValuesLength())], np.int64)
+    if vec.ValuesLength() == 0:
+        return np.zeros(0, np.int64)
+    return np.asarray(vec.ValuesAsNumpy()).astype(np.int64)
 
 
 def densify(raw: np.ndarray, sparsity: Any, shape: Sequence[int], dtype: np.dtype, desc: str) -> np.ndarray:
@@ -61,35 +63,39 @@ def densify(raw: np.ndarray, sparsity: Any, shape: Sequence[int], dtype: np.dtyp
 
 def _fill(dense: np.ndarray, values: np.ndarray, dims: list, order: list[int], block_map: list[int],
           shape: list[int], block: list[int], desc: str) -> None:
-    """Walk the storage levels depth first, writing each stored value to its dense position."""
+    """Expand the storage levels breadth first (vectorized; children keep their
+    parents' order, so the result is the storage order) and scatter the values."""
     rank = len(shape)
-    coords = [0] * len(order)
-    counter = [0]
-
-    def visit(level: int, prev: int) -> None:
-        if level == len(order):
-            pos = [0] * rank
-            for d in range(rank):
-                pos[d] = coords[d]
-            for k, d in enumerate(block_map):
-                pos[d] = coords[d] * block[d] + coords[rank + k]
-            if any(not 0 <= p < s for p, s in zip(pos, shape)) or counter[0] >= values.size:
-                raise ModelLoadError(f"{desc}: sparse element {counter[0]} at {pos} is outside shape {shape} "
-                                     f"or beyond the {values.size} stored values")
-            dense[np.ravel_multi_index(pos, shape)] = values[counter[0]]
-            counter[0] += 1
-            return
+    prev = np.zeros(1, np.int64)
+    coords: list[np.ndarray | None] = [None] * len(order)
+    for level, d in enumerate(order):
         size, segments, indices = dims[level]
-        d = order[level]
         if segments is None:
-            for i in range(size):
-                coords[d] = i
-                visit(level + 1, prev * size + i)
-            return
-        if prev + 1 >= segments.size or not 0 <= segments[prev] <= segments[prev + 1] <= indices.size:
+            if size < 0 or prev.size * max(size, 1) > 4 * dense.size + 16:
+                raise ModelLoadError(f"{desc}: dense size {size} of sparse dimension {d} does not fit the shape")
+            coords = [None if c is None else np.repeat(c, size) for c in coords]
+            coords[d] = np.tile(np.arange(size, dtype=np.int64), prev.size)
+            prev = (prev[:, None] * size + np.arange(size, dtype=np.int64)).reshape(-1)
+            continue
+        if prev.size and (prev.max() + 1 >= segments.size or np.any(np.diff(segments) < 0)
+                          or segments[0] < 0 or segments[-1] > indices.size):
             raise ModelLoadError(f"{desc}: sparse segments of dimension {d} are out of range")
-        for k in range(int(segments[prev]), int(segments[prev + 1])):
-            coords[d] = int(indices[k])
-            visit(level + 1, k)
-
-    visit(0, 0)
+        starts, counts = segments[prev], segments[prev + 1] - segments[prev]
+        total = int(counts.sum())
+        if total > values.size:
+            raise ModelLoadError(f"{desc}: sparse dimension {d} addresses {total} elements, "
+                                 f"more than the {values.size} stored values")
+        k = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total, dtype=np.int64)
+        coords = [None if c is None else np.repeat(c, counts) for c in coords]
+        coords[d] = indices[k]
+        prev = k
+    if prev.size != values.size:
+        raise ModelLoadError(f"{desc}: the sparsity parameters address {prev.size} elements but "
+                             f"{values.size} values are stored")
+    pos = [coords[d] for d in range(rank)]
+    for k, d in enumerate(block_map):
+        pos[d] = coords[d] * block[d] + coords[rank + k]
+    for d in range(rank):
+        if pos[d].size and (pos[d].min() < 0 or pos[d].max() >= shape[d]):
+            raise ModelLoadError(f"{desc}: a sparse element lies outside shape {shape} (dimension {d})")
+    dense[np.ravel_multi_index(pos, shape)] = values
