@@ -147,6 +147,18 @@ def int8_feeds(steps: int) -> Callable[[list[dict]], list[Arrays]]:
     return make
 
 
+def oww_embeddings(root: Path) -> list[Arrays]:
+    """16 openWakeWord embeddings made the way the app makes them: the shipped embedding model
+    (run by LiteRT) on 16 windows of a smooth mel pattern (``melspec / 10 + 2``, 76 frames, hop 8)."""
+    spec = next(s for s in SPECS if s.key == "oww_embedding")
+    emb = LiteRT(model_path(root, spec), None)
+    rng = np.random.default_rng(5)
+    t, f = np.arange(76 + 15 * 8)[:, None], np.arange(32)[None]
+    mel = (2 + 0.8 * np.sin(t / 5.0 + f / 4.0) + 0.3 * rng.standard_normal((len(t), 32))).astype(np.float32)
+    e = np.stack([emb.run([mel[8 * k:8 * k + 76][None, :, :, None]])[0].reshape(96) for k in range(16)])
+    return [[e[None].astype(np.float32)]]
+
+
 def birdnet_meta(details: list[dict]) -> list[Arrays]:
     """latitude, longitude, week of year (BirdNET's meta model)."""
     return [[np.array([[42.48, -76.45, 20.0]], np.float32)]]
@@ -164,6 +176,7 @@ class Spec:
     input_shapes: tuple[tuple[int, ...], ...] | None = None  #: for inputs with free dimensions
     note: str = ""
     derive: Callable[[bytes], bytes] | None = None  #: made from the shipped file (see expose_logits)
+    more_steps: Callable[[Path], list[Arrays]] | None = None  #: further feeds made from other models (root)
 
 
 def expose_logits(data: bytes) -> bytes:
@@ -233,12 +246,14 @@ SPECS = [
          "c0aea21eb84a4ce90a08c870da41b7a7173b45269e6a3207c71d67c40f3a59d8", "audio embedding",
          normal_feeds(1.5, 1.0)),
     Spec("oww_hey_mycroft", "pyopen-wakeword", OWW + "hey_mycroft.tflite",
-         "bf9e43136afd3ca323698820a6e32a47f885ef4c30a3b8b577ec71688a9d64d8", "wake word", normal_feeds(0, 1)),
+         "bf9e43136afd3ca323698820a6e32a47f885ef4c30a3b8b577ec71688a9d64d8", "wake word", normal_feeds(0, 1),
+         more_steps=oww_embeddings),
     Spec("oww_alexa", "pyopen-wakeword", OWW + "alexa.tflite",
-         "7333a317a790070a7f3432b81d9439c779481cc4ebd67c73da7174ea3cf48397", "wake word", normal_feeds(0, 1)),
+         "7333a317a790070a7f3432b81d9439c779481cc4ebd67c73da7174ea3cf48397", "wake word", normal_feeds(0, 1),
+         more_steps=oww_embeddings),
     Spec("oww_hey_jarvis", "pyopen-wakeword", OWW + "hey_jarvis.tflite",
          "14bff778604985e1b5c19f0f7bbe477a69cf281d8db34b232b3b972411f710e2", "wake word", normal_feeds(0, 1),
-         note="IF with two branch subgraphs"),
+         more_steps=oww_embeddings, note="IF with two branch subgraphs (step 1 takes one, step 2 the other)"),
     Spec("mww_okay_nabu_int8", "pymicro-wakeword", MWW + "okay_nabu.tflite",
          "d89128c4d16a72de429119fb2254ce46649553c2a24f5dd840175c80d7b9d094", "wake word int8", int8_feeds(4),
          note="int8, streaming state in resource variables"),
@@ -402,6 +417,19 @@ def litert_floor(path: Path, spec: Spec, steps: list[Arrays], ref_steps: list[Ar
     return worst, top
 
 
+def input_sensitivity(path: Path, spec: Spec, steps: list[Arrays], ref_steps: list[Arrays]) -> float | None:
+    """How far LiteRT's outputs move (max |change| / max |ref|) when its float inputs move by about one
+    ulp (relative +-6e-8, seeded): the model's own fp32 conditioning on these feeds.  One-step models
+    with float inputs only (``None`` otherwise)."""
+    if len(steps) != 1 or any(x.dtype != np.float32 for x in steps[0]):
+        return None
+    rng = np.random.default_rng(11)
+    nudged = [(x * (1 + rng.uniform(-6e-8, 6e-8, x.shape))).astype(np.float32) for x in steps[0]]
+    got = LiteRT(path, spec.input_shapes).run(nudged)
+    return max((float(np.abs(g.astype(np.float64) - w).max()) / max(float(np.abs(w).max()), 1e-30)
+                for g, w in zip(got, ref_steps[0]) if w.size), default=0.0)
+
+
 def litert_build_ms(path: Path) -> float:
     from ai_edge_litert.interpreter import Interpreter
 
@@ -546,7 +574,7 @@ def print_ops(key: str, info: dict[str, Any]) -> None:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = (f"{'model':<24} {'kind':<16} {'ops':>3} {'config':<7} {'nodes per backend':<20} {'max rel':>8} "
-            f"{'rel L2':>8} {'lrt Δ':>7} {'tol':<4} {'status':<7} {'build ms':>8} {'litert ms':>9} {'ratio':>5}")
+            f"{'rel L2':>8} {'lrt Δ':>7} {'ulp Δ':>7} {'tol':<4} {'status':<7} {'build ms':>8} {'litert ms':>9} {'ratio':>5}")
     print(head)
     print("-" * len(head))
     last = None
@@ -562,7 +590,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             continue
         build = f"{r['build_med_ms']:>8.1f} {r['litert_ms']:>9.1f} {r['build_med_ms'] / r['litert_ms']:>5.1f}" \
             if "build_med_ms" in r else ""
-        delta = f"{r['litert_delta']:>7.1e}" if r.get("litert_delta") is not None else f"{'-':>7}"
+        delta = " ".join(f"{r[k]:>7.1e}" if r.get(k) is not None else f"{'-':>7}" for k in ("litert_delta", "ulp_delta"))
         status = r["status"] if r.get("counted", True) else f"({r['status']})"
         print(f"{name:<24} {kind:<16} {nops:>3} {r['config']:<7} {fmt_nodes(r['nodes']):<20} {r['max_rel']:>8.1e} "
               f"{r['rel_l2']:>8.1e} {delta} {r['tol']:<4} {status:<7} {build}")
@@ -571,7 +599,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                 print(f"{'':<24}   {why[:150]}")
 
 
-def run_model(spec: Spec, path: Path, configs: list[str], build_runs: int) -> list[dict[str, Any]]:
+def run_model(spec: Spec, root: Path, configs: list[str], build_runs: int) -> list[dict[str, Any]]:
+    path = model_path(root, spec)
     info = list_ops(path)
     int8 = quantized(info)
     base = {"model": spec.key, "kind": spec.kind, "nops": len(info["ops"])}
@@ -582,11 +611,14 @@ def run_model(spec: Spec, path: Path, configs: list[str], build_runs: int) -> li
     try:
         ref = LiteRT(path, spec.input_shapes)
         steps = spec.feeds(ref.inputs)
+        if spec.more_steps is not None:
+            steps += spec.more_steps(root)
         ref_steps = [ref.run(f) for f in steps]
     except Exception as e:
         ref, litert_error = None, short_error(e)
     floor, top = litert_floor(path, spec, steps, ref_steps) if ref is not None else (None, 0.0)
     base["litert_delta"] = floor
+    base["ulp_delta"] = input_sensitivity(path, spec, steps, ref_steps) if ref is not None else None
     rows = []
     if ref is None:
         rows.append({**base, "config": "litert", "status": "LiteRT fails", "reason": litert_error})
@@ -636,14 +668,15 @@ def main() -> int:
         configs = [c.strip() for c in args.configs.split(",") if c.strip()]
         rows: list[dict[str, Any]] = []
         for s in present:
-            rows.extend(run_model(s, model_path(root, s), configs, args.build_runs))
+            rows.extend(run_model(s, root, configs, args.build_runs))
         print()
         print_table(rows)
         print("\nconfigs: numpy = backends [numpy]; ort = [onnxruntime] (backup numpy); hetero = [npu_emu, "
               "onnxruntime] backup numpy (precision int8 for int8 models).  max rel = max|err| / max|litert| "
               "(worst output, worst step); rel L2 = ||err|| / ||litert||.  tol fp32: max rel <= 1e-4; fp16: rel "
               "L2 <= 2e-2 and max rel <= 5e-2; int8: integer outputs within 1 quantization step.  lrt Δ = max rel "
-              "difference between LiteRT's default (XNNPACK) and reference kernels: its own fp32 spread.  (status) = "
+              "difference between LiteRT's default (XNNPACK) and reference kernels: its own fp32 spread; ulp Δ = how far "
+              "LiteRT's outputs move (max rel) when the float inputs move by about one ulp: the model's conditioning.  (status) = "
               "info only, not counted: the network's activations overflow fp16 on this input, or LiteRT cannot run the "
               "model (no reference).  build ms: "
               "median numpy-session build, litert ms: median Interpreter() + allocate_tensors(), ratio = "
