@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
+from nnrt_core.frontends.tflite.options import read_options
 from nnrt_core.frontends.tflite.schema import FlatModel, Quant, TensorInfo, guarded
 from nnrt_core.frontends.tflite.table import OPERATOR
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
@@ -212,7 +213,6 @@ class OpContext:
 
     def options(self, cls: type) -> Any:
         """The builtin options table as ``cls`` (defaults when the file stores none)."""
-        from nnrt_core.frontends.tflite.options import read_options
         return read_options(self, cls)
 
     # ------------------------------------------------------------- tensors
