@@ -3,7 +3,6 @@ on every shipped backend (NumPy and ONNX Runtime within 1e-5 of max |ref|, the
 emulated NPU within fp16 tolerance).  Models are written in code."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
