@@ -224,3 +224,32 @@ def test_available_operations_and_the_model_cache_take_tflite(tmp_path):
     cfg = ScheduleConfig(backends=["numpy"], cache_dir=str(tmp_path / "cache"))
     Session(data, cfg)
     assert Session(data, cfg).cache_hit
+
+
+def test_the_lean_table_reader_agrees_with_the_tflite_package():
+    """frontends/tflite/table.py reads the hot tables straight from the vtables: same answers as ``tflite``."""
+    import tflite
+    from nnrt_core.frontends.tflite.table import OPERATOR, QUANT, SUBGRAPH, TENSOR, root
+    w = _fc_model()
+    w.tensor("q", [2, 3], np.int8, quant=([0.5, 0.25, 0.125], [1, 2, 3], 1))
+    data = w.build()
+    ref = tflite.Model.GetRootAs(data, 0).Subgraphs(0)
+    sg = root(data).tables(8)[0]
+    tensors = sg.tables(SUBGRAPH.tensors)
+    assert len(tensors) == ref.TensorsLength()
+    for i, t in enumerate(tensors):
+        r = ref.Tensors(i)
+        assert t.string(TENSOR.name) == r.Name() and t.u8(TENSOR.type) == r.Type()
+        assert t.numbers(TENSOR.shape, np.int32).tolist() == r.ShapeAsNumpy().tolist()
+        assert t.u32(TENSOR.buffer) == r.Buffer()
+        q, rq = t.table(TENSOR.quantization), r.Quantization()
+        assert (q is None) == (rq is None)
+        if q is not None:
+            assert q.numbers(QUANT.scale, np.float32).tolist() == [rq.Scale(j) for j in range(rq.ScaleLength())]
+            assert q.numbers(QUANT.zero_point, np.int64).tolist() == [rq.ZeroPoint(j) for j in range(rq.ZeroPointLength())]
+            assert q.i32(QUANT.quantized_dimension) == rq.QuantizedDimension()
+    op, rop = sg.tables(SUBGRAPH.operators)[0], ref.Operators(0)
+    assert op.u32(OPERATOR.opcode_index) == rop.OpcodeIndex()
+    assert op.numbers(OPERATOR.inputs, np.int32).tolist() == rop.InputsAsNumpy().tolist()
+    assert op.u8(OPERATOR.builtin_options_type) == rop.BuiltinOptionsType()
+    assert op.table(OPERATOR.builtin_options).pos == rop.BuiltinOptions().Pos

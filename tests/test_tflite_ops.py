@@ -3,8 +3,6 @@ on every shipped backend (NumPy and ONNX Runtime within 1e-5 of max |ref|, the
 emulated NPU within fp16 tolerance).  Models are written in code."""
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 import pytest
 
@@ -377,3 +375,13 @@ def test_padv2_and_fp16_weights_behind_dequantize():
     w.op("CONV_2D", [p, wf, w.const("b", np.zeros(3, F32))], [y], "Conv2DOptions", Padding=1, StrideW=1, StrideH=1)
     w.outputs = [y]
     check(w.build(), {"x": _rand(1, 5, 5, 2)})
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+def test_a_mobilenet_shaped_model_runs_in_nchw_with_one_transpose(fp16):
+    """conv / depthwise-separable blocks / mean / fully connected / softmax: the whole
+    body in NCHW, one Transpose at the input, the same results as LiteRT."""
+    from tflite_models import mobilenet_like
+    model = mobilenet_like(size=64, width=8, blocks=6, classes=50, fp16=fp16)
+    sess = check(model, {"input": _rand(1, 64, 64, 3, lo=0, hi=1)})
+    assert [n.op_type for n in sess.graph.nodes].count("Transpose") == 1

@@ -265,8 +265,9 @@ def mobilenet_like(size: int = 224, width: int = 32, blocks: int = 13, classes: 
     rng = np.random.default_rng(seed)
     w = TFLiteWriter()
 
-    def weight(name: str, shape: list[int]) -> int:
-        data = (rng.standard_normal(shape) * (2.0 / np.prod(shape[1:])) ** 0.5).astype(np.float32)
+    def weight(name: str, shape: list[int], fan_in: int | None = None, gain: float = 2.0) -> int:
+        fan_in = fan_in or int(np.prod(shape[1:]))
+        data = (rng.standard_normal(shape) * (gain / fan_in) ** 0.5).astype(np.float32)
         if not fp16:
             return w.const(name, data)
         half = w.const(name + "_fp16", data.astype(np.float16))
@@ -283,7 +284,7 @@ def mobilenet_like(size: int = 224, width: int = 32, blocks: int = 13, classes: 
         stride = 2 if k in (1, 3, 5, 11) else 1
         hw2 = (hw + stride - 1) // stride
         d = w.tensor(f"dw{k}", [1, hw2, hw2, c])
-        w.op("DEPTHWISE_CONV_2D", [y, weight(f"dw{k}_w", [1, 3, 3, c]), w.const(f"dw{k}_b", np.zeros(c, np.float32))],
+        w.op("DEPTHWISE_CONV_2D", [y, weight(f"dw{k}_w", [1, 3, 3, c], fan_in=9), w.const(f"dw{k}_b", np.zeros(c, np.float32))],
              [d], "DepthwiseConv2DOptions", Padding=0, StrideW=stride, StrideH=stride, DepthMultiplier=1,
              DilationWFactor=1, DilationHFactor=1, FusedActivationFunction=3)
         c2 = min(c * 2, 1024) if stride == 2 or k == 0 else c
@@ -294,7 +295,7 @@ def mobilenet_like(size: int = 224, width: int = 32, blocks: int = 13, classes: 
     m = w.tensor("pool", [1, c])
     w.op("MEAN", [y, w.const("axes", np.array([1, 2], np.int32))], [m], "ReducerOptions", KeepDims=False)
     logits = w.tensor("logits", [1, classes])
-    w.op("FULLY_CONNECTED", [m, weight("fc_w", [classes, c]), w.const("fc_b", np.zeros(classes, np.float32))],
+    w.op("FULLY_CONNECTED", [m, weight("fc_w", [classes, c], gain=0.05), w.const("fc_b", np.zeros(classes, np.float32))],
          [logits], "FullyConnectedOptions")
     probs = w.tensor("probs", [1, classes])
     w.op("SOFTMAX", [logits], [probs], "SoftmaxOptions", Beta=1.0)

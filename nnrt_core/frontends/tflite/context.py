@@ -17,7 +17,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
+from nnrt_core.frontends.tflite.options import read_options
 from nnrt_core.frontends.tflite.schema import FlatModel, Quant, TensorInfo, guarded
+from nnrt_core.frontends.tflite.table import OPERATOR
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
 
 __all__ = ["NCHW", "NHWC", "Slot", "GraphState", "OpContext", "make_attributes", "QUANTIZED_TYPES"]
@@ -195,8 +197,8 @@ class OpContext:
         self.index = index
         self.op_name = op_name
         with guarded(f"operator {index} ({op_name})"):
-            self.inputs = _ints(op.InputsAsNumpy())
-            self.outputs = _ints(op.OutputsAsNumpy())
+            self.inputs = op.numbers(OPERATOR.inputs, np.int32).tolist()
+            self.outputs = op.numbers(OPERATOR.outputs, np.int32).tolist()
         n = len(state.slots)
         for t in self.inputs + self.outputs:
             if not -1 <= t < n:
@@ -212,7 +214,6 @@ class OpContext:
 
     def options(self, cls: type) -> Any:
         """The builtin options table as ``cls`` (defaults when the file stores none)."""
-        from nnrt_core.frontends.tflite.options import read_options
         return read_options(self, cls)
 
     # ------------------------------------------------------------- tensors
@@ -322,7 +323,3 @@ class OpContext:
         if src.const is not None:
             dst.quant = src.quant
 
-
-def _ints(arr: Any) -> list[int]:
-    """A flatbuffer int vector read with ``*AsNumpy`` (``0`` when absent) as a list."""
-    return arr.tolist() if isinstance(arr, np.ndarray) else []

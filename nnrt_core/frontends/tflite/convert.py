@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
 from nnrt_core.frontends.tflite.ops import available_ops, custom_ops, mapper_for
 from nnrt_core.frontends.tflite.schema import FlatModel, guarded
+from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH
 from nnrt_core.ir import Graph, Model, Value
 
 __all__ = ["OPSET", "convert", "unsupported_ops"]
@@ -17,11 +20,10 @@ OPSET = 18
 
 def unsupported_ops(flat: FlatModel, subgraph: int = 0) -> tuple[list[str], list[str]]:
     """(builtin, custom) operator names of ``subgraph`` that have no mapper."""
-    sg = flat.subgraph(subgraph)
     builtin, custom = set(), set()
     with guarded("operators"):
-        for k in range(sg.OperatorsLength()):
-            idx = int(sg.Operators(k).OpcodeIndex())
+        for k, op in enumerate(flat.operators(flat.subgraph(subgraph))):
+            idx = op.u32(OPERATOR.opcode_index)
             if not 0 <= idx < len(flat.op_codes):
                 raise ModelLoadError(f"operator {k} uses operator code {idx}; the model has {len(flat.op_codes)}")
             name, is_custom = flat.op_codes[idx]
@@ -54,18 +56,17 @@ def convert(flat: FlatModel) -> Model:
     graph = Graph(names[0] or "main", opset_imports={"": OPSET})
     state = GraphState(flat, graph, tensors)
     with guarded("subgraph inputs and outputs"):
-        ins = [int(sg.Inputs(j)) for j in range(sg.InputsLength())]
-        outs = [int(sg.Outputs(j)) for j in range(sg.OutputsLength())]
-        n_ops = sg.OperatorsLength()
+        ins = sg.numbers(SUBGRAPH.inputs, np.int32).tolist()
+        outs = sg.numbers(SUBGRAPH.outputs, np.int32).tolist()
+    ops = flat.operators(sg)
     for t in ins + outs:
         if not 0 <= t < len(tensors):
             raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")
     for t in ins:
         _add_input(state, t)
-    for k in range(n_ops):
+    for k, op in enumerate(ops):
         with guarded(f"operator {k}"):
-            op = sg.Operators(k)
-            name, is_custom = flat.op_codes[int(op.OpcodeIndex())]
+            name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
             ctx = OpContext(state, op, k, name)
             mapper = mapper_for(name, is_custom)
             assert mapper is not None  # _check_supported

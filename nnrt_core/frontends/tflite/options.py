@@ -8,6 +8,7 @@ import tflite
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.tflite.schema import guarded
+from nnrt_core.frontends.tflite.table import OPERATOR
 
 __all__ = ["read_options", "ACTIVATIONS"]
 
@@ -34,13 +35,13 @@ def read_options(ctx: Any, cls: type) -> Any:
     :class:`ModelLoadError` when the file stores options of another kind."""
     obj = cls()
     with guarded(f"{ctx.desc} options"):
-        kind = int(ctx.op.BuiltinOptionsType())
-        table = ctx.op.BuiltinOptions() if kind else None
+        kind = ctx.op.u8(OPERATOR.builtin_options_type)
+        table = ctx.op.table(OPERATOR.builtin_options) if kind else None
         if table is None:
             obj.Init(*_EMPTY)
             return obj
         expected = getattr(tflite.BuiltinOptions, cls.__name__, None)
         if kind != expected:
             raise ModelLoadError(f"{ctx.desc} stores {_UNION_NAMES.get(kind, kind)} options, expected {cls.__name__}")
-        obj.Init(table.Bytes, table.Pos)
+        obj.Init(table.buf, table.pos)
     return obj

@@ -19,6 +19,7 @@ import numpy as np
 import tflite
 
 from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.tflite import table
 from nnrt_core.ir import DataType
 
 __all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "MAX_TENSOR_BYTES", "TensorInfo", "Quant", "FlatModel",
@@ -98,18 +99,21 @@ class FlatModel:
         self.what = what
         self.buf = np.frombuffer(data, dtype=np.uint8)
         with guarded("model header"):
-            root = struct.unpack_from("<I", data, 0)[0]
-            if root + 4 > len(data):
-                raise ModelLoadError(f"{what}: root table offset {root} is outside the file ({len(data)} bytes)")
-            self.model = tflite.Model.GetRootAs(data, 0)
-            version = self.model.Version()
+            root_pos = struct.unpack_from("<I", data, 0)[0]
+            if root_pos + 4 > len(data):
+                raise ModelLoadError(f"{what}: root table offset {root_pos} is outside the file ({len(data)} bytes)")
+            self.root = table.root(data)
+            version = self.root.u32(table.MODEL.version)
             if version != SCHEMA_VERSION:
                 raise ModelLoadError(f"{what}: unknown TFLite schema version {version} (expected {SCHEMA_VERSION})")
-            self.n_buffers = self.model.BuffersLength()
-            self.n_subgraphs = self.model.SubgraphsLength()
+            self.model = tflite.Model.GetRootAs(data, 0)  # for the cold tables: codes, signatures
+            self.subgraphs = self.root.tables(table.MODEL.subgraphs)
+            self.n_subgraphs = len(self.subgraphs)
+            buffers = self.root.tables(table.MODEL.buffers)
+            self.n_buffers = len(buffers)
             self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
             #: every buffer's bytes (a view), ``None`` when empty, or why it cannot be read
-            self.buffers = [self._read_buffer(i) for i in range(self.n_buffers)]  # also catches truncation
+            self.buffers = [self._read_buffer(b, i) for i, b in enumerate(buffers)]  # also catches truncation
         if self.n_subgraphs < 1:
             raise ModelLoadError(f"{what}: the model has no subgraph")
 
@@ -124,38 +128,41 @@ class FlatModel:
         return (name or f"<unknown builtin {code}>"), False
 
     # ------------------------------------------------------------------ tensors
-    def tensors(self, sg: tflite.SubGraph) -> list[TensorInfo]:
+    def tensors(self, sg: table.Table) -> list[TensorInfo]:
         """Every tensor of subgraph ``sg``, checked."""
         out = []
         with guarded("tensor list"):
-            n = sg.TensorsLength()
-        for i in range(n):
+            tables = sg.tables(table.SUBGRAPH.tensors)
+        for i, t in enumerate(tables):
             with guarded(f"tensor {i}"):
-                out.append(self._tensor(sg.Tensors(i), i))
+                out.append(self._tensor(t, i))
         return out
 
-    def _tensor(self, t: tflite.Tensor, i: int) -> TensorInfo:
-        raw_name = t.Name()
+    def _tensor(self, t: table.Table, i: int) -> TensorInfo:
+        f = table.TENSOR
+        raw_name = t.string(f.name)
         name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{i}"
         desc = f"tensor {i} {name!r}"
-        ttype = t.Type()
-        if ttype == tflite.TensorType.RESOURCE:  # a variable handle (ops/variables.py): no data
+        ttype = t.u8(f.type)
+        if ttype == 13:  # RESOURCE: a variable handle (ops/variables.py), no data
             return TensorInfo(i, name, DataType.UNDEFINED, (), None, None, None)
         dtype = _DTYPES.get(ttype)
         if dtype is None:
             raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
                                  f"(supported: {sorted(_TYPE_NAMES[k] for k in _DTYPES)})")
-        dims = t.ShapeAsNumpy()
-        shape = tuple(dims.tolist()) if isinstance(dims, np.ndarray) else ()
+        shape = tuple(t.numbers(f.shape, np.int32).tolist())
         if any(d < 0 for d in shape):
             raise ModelLoadError(f"{desc}: shape {list(shape)} has a negative dimension")
-        count = math.prod(shape)
-        nbytes = count * dtype.numpy.itemsize
+        nbytes = math.prod(shape) * dtype.numpy.itemsize
         if nbytes > MAX_TENSOR_BYTES:
             raise ModelLoadError(f"{desc}: shape {list(shape)} needs {nbytes} bytes, over the limit "
                                  f"of {MAX_TENSOR_BYTES}")
-        sparse = t.Sparsity()
-        raw = self._buffer(int(t.Buffer()), desc)
+        sp = t.table(f.sparsity)
+        sparse = None
+        if sp is not None:
+            sparse = tflite.SparsityParameters()
+            sparse.Init(sp.buf, sp.pos)
+        raw = self._buffer(t.u32(f.buffer), desc)
         data = None
         if raw is not None and raw.size:
             if sparse is None:
@@ -168,24 +175,22 @@ class FlatModel:
                     data = raw.copy().view(dtype.numpy).reshape(shape)
             else:
                 data = raw
-        return TensorInfo(i, name, dtype, shape, data, self._quant(t.Quantization(), desc, shape), sparse)
+        return TensorInfo(i, name, dtype, shape, data, self._quant(t.table(f.quantization), desc, shape), sparse)
 
-    def _read_buffer(self, index: int) -> np.ndarray | str | None:
+    def _read_buffer(self, b: table.Table, index: int) -> np.ndarray | str | None:
         """Buffer ``index`` as a uint8 view of the file, ``None`` when empty, or
         the reason it lies outside the file (raised for the tensors that use it)."""
-        b = self.model.Buffers(index)
-        offset, size = int(b.Offset()), int(b.Size())
+        offset, size = b.u64(table.BUFFER.offset), b.u64(table.BUFFER.size)
         if offset > 1:  # data stored after the flatbuffer (large models)
             if offset + size > len(self.data):
                 return f"buffer {index} at offset {offset} with {size} bytes lies outside the file ({len(self.data)} bytes)"
             return self.buf[offset:offset + size]
-        n = b.DataLength()
+        start, n = b.vector_position(table.BUFFER.data)
         if n == 0:
             return None
-        try:
-            return b.DataAsNumpy()  # a view of the file bytes; numpy refuses an extent outside them
-        except ValueError:
+        if start + n > len(self.data):
             return f"buffer {index} ({n} bytes) lies outside the file ({len(self.data)} bytes)"
+        return self.buf[start:start + n]
 
     def _buffer(self, index: int, desc: str) -> np.ndarray | None:
         """The bytes of buffer ``index`` as a uint8 view (``None``: empty)."""
@@ -199,11 +204,13 @@ class FlatModel:
         return raw
 
     @staticmethod
-    def _quant(q: tflite.QuantizationParameters | None, desc: str, shape: tuple[int, ...]) -> Quant | None:
-        if q is None or q.ScaleLength() == 0:
+    def _quant(q: table.Table | None, desc: str, shape: tuple[int, ...]) -> Quant | None:
+        if q is None:
             return None
-        scale = np.array([q.Scale(j) for j in range(q.ScaleLength())], np.float32)
-        zp = np.array([q.ZeroPoint(j) for j in range(q.ZeroPointLength())], np.int64)
+        scale = q.numbers(table.QUANT.scale, np.float32).astype(np.float32)
+        if scale.size == 0:
+            return None
+        zp = q.numbers(table.QUANT.zero_point, np.int64).astype(np.int64)
         if zp.size == 0:
             zp = np.zeros_like(scale, np.int64)
         if zp.size != scale.size:
@@ -212,16 +219,19 @@ class FlatModel:
             raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {scale[:8].tolist()}")
         if scale.size == 1:
             return Quant(scale.reshape(()), zp.reshape(()), None)
-        axis = int(q.QuantizedDimension())
+        axis = q.i32(table.QUANT.quantized_dimension)
         if not 0 <= axis < len(shape) or shape[axis] != scale.size:
             raise ModelLoadError(f"{desc}: {scale.size} per-axis scales on dimension {axis} do not fit shape "
                                  f"{list(shape)}")
         return Quant(scale, zp, axis)
 
     # --------------------------------------------------------------- structure
-    def subgraph(self, k: int) -> tflite.SubGraph:
-        with guarded(f"subgraph {k}"):
-            return self.model.Subgraphs(k)
+    def subgraph(self, k: int) -> table.Table:
+        return self.subgraphs[k]
+
+    def operators(self, sg: table.Table) -> list[table.Table]:
+        with guarded("operator list"):
+            return sg.tables(table.SUBGRAPH.operators)
 
     def signatures(self) -> list[dict[str, object]]:
         """The signature defs: key, subgraph index, input and output names."""
@@ -240,11 +250,11 @@ class FlatModel:
 
     def description(self) -> str:
         with guarded("model description"):
-            return _text(self.model.Description())
+            return _text(self.root.string(table.MODEL.description))
 
     def subgraph_names(self) -> list[str]:
         with guarded("subgraph names"):
-            return [_text(self.model.Subgraphs(k).Name()) or f"subgraph_{k}" for k in range(self.n_subgraphs)]
+            return [_text(sg.string(table.SUBGRAPH.name)) or f"subgraph_{k}" for k, sg in enumerate(self.subgraphs)]
 
 
 def _text(b: bytes | None) -> str:

@@ -7,10 +7,10 @@ import numpy as np
 
 from nnrt_core.frontends.tflite.context import NCHW, OpContext
 from nnrt_core.frontends.tflite.options import ACTIVATIONS
-from nnrt_core.ir import DataType, Value
+from nnrt_core.ir import Value
 
 __all__ = ["fuse_activation", "same_pads", "conv_pads", "nchw_axis", "broadcast_const_nchw", "layout_inputs",
-           "finish", "float_type"]
+           "finish"]
 
 
 def fuse_activation(ctx: OpContext, x: Value, code: int, nchw: bool) -> Value:
@@ -89,6 +89,3 @@ def layout_inputs(ctx: OpContext, idx: Sequence[int]) -> tuple[list[Value], bool
             return vals, True
     return [ctx.x(i) for i in idx], False
 
-
-def float_type(ctx: OpContext) -> DataType:
-    return ctx.out_type(0)[0]

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import tflite
 
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
 from nnrt_core.frontends.tflite.ops.registry import mapper_for, register
 from nnrt_core.frontends.tflite.schema import guarded
+from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, Value
 
 __all__ = ["if_", "branch_graph"]
@@ -32,8 +34,8 @@ def branch_graph(ctx: OpContext, index: int, operands: list[int]) -> Graph:
     with guarded(f"subgraph {index}"):
         sg = flat.subgraph(index)
         tensors = flat.tensors(sg)
-        ins = [int(sg.Inputs(j)) for j in range(sg.InputsLength())]
-        outs = [int(sg.Outputs(j)) for j in range(sg.OutputsLength())]
+        ins = sg.numbers(SUBGRAPH.inputs, np.int32).tolist()
+        outs = sg.numbers(SUBGRAPH.outputs, np.int32).tolist()
     if len(ins) != len(operands) or any(not 0 <= t < len(tensors) for t in ins + outs):
         raise ctx.fail(f"subgraph {index} takes {len(ins)} inputs, the operator passes {len(operands)} "
                        "(or it names tensors it does not have)")
@@ -62,13 +64,10 @@ def _bind(ctx: OpContext, sub: GraphState, t: int, outer: int) -> None:
         dst.plain = ctx.state.plain(outer)
 
 
-def _convert_ops(ctx: OpContext, sub: GraphState, sg: tflite.SubGraph, index: int) -> None:
-    with guarded(f"subgraph {index} operators"):
-        n_ops = sg.OperatorsLength()
-    for k in range(n_ops):
+def _convert_ops(ctx: OpContext, sub: GraphState, sg: Table, index: int) -> None:
+    for k, op in enumerate(sub.flat.operators(sg)):
         with guarded(f"subgraph {index} operator {k}"):
-            op = sg.Operators(k)
-            name, is_custom = sub.flat.op_codes[int(op.OpcodeIndex())]
+            name, is_custom = sub.flat.op_codes[op.u32(OPERATOR.opcode_index)]
             mapper = mapper_for(name, is_custom)
             if mapper is None:
                 raise ctx.fail(f"branch subgraph {index} uses {'custom ' if is_custom else ''}operator {name}, "

@@ -13,16 +13,19 @@ import numpy as np
 from nnrt_core.frontends.tflite.context import OpContext
 from nnrt_core.frontends.tflite.ops.common import same_pads
 from nnrt_core.frontends.tflite.ops.registry import mapper_for, register_op
+from nnrt_core.frontends.tflite.schema import guarded
 
 __all__ = ["convolution_2d_transpose_bias", "transpose_conv_params"]
 
 _IOHW = (3, 0, 1, 2)
+_CUSTOM_OPTIONS = 14  #: vtable offset of Operator.custom_options (field 5)
 _PADDINGS = {1: "SAME", 2: "VALID"}
 
 
 def transpose_conv_params(ctx: OpContext) -> tuple[str, int, int]:
     """(padding, stride_h, stride_w) from the operator's 12-byte custom options."""
-    raw = ctx.op.CustomOptionsAsNumpy() if ctx.op.CustomOptionsLength() else np.zeros(0, np.uint8)
+    with guarded(f"{ctx.desc} custom options"):
+        raw = ctx.op.numbers(_CUSTOM_OPTIONS, np.uint8)
     if raw.size != 12:
         raise ctx.fail(f"custom options must be 12 bytes (padding, stride_w, stride_h as int32), got {raw.size}")
     padding, stride_w, stride_h = (int(v) for v in np.frombuffer(raw.tobytes(), "<i4"))

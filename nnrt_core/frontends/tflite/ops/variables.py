@@ -19,9 +19,11 @@ import weakref
 import numpy as np
 import tflite
 
+from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
 from nnrt_core.frontends.tflite.ops.registry import register
 from nnrt_core.frontends.tflite.schema import guarded
+from nnrt_core.frontends.tflite.table import OPERATOR, Table
 from nnrt_core.ir import Value
 
 __all__ = ["var_handle", "read_variable", "assign_variable", "call_once", "STATE_IN", "STATE_OUT"]
@@ -50,12 +52,15 @@ def _table(state: GraphState) -> _Variables:
     return table
 
 
-def _handle_name(op: object, fallback: str) -> str:
+def _handle_name(op: Table, fallback: str) -> str:
     o = tflite.VarHandleOptions()
-    table = op.BuiltinOptions()
+    kind = op.u8(OPERATOR.builtin_options_type)
+    table = op.table(OPERATOR.builtin_options) if kind else None
     if table is None:
         return fallback
-    o.Init(table.Bytes, table.Pos)
+    if kind != tflite.BuiltinOptions.VarHandleOptions:
+        raise ModelLoadError(f"VAR_HANDLE of {fallback!r} stores options of kind {kind}, not VarHandleOptions")
+    o.Init(table.buf, table.pos)
     name = (o.SharedName() or b"").decode("utf-8", "replace")
     container = (o.Container() or b"").decode("utf-8", "replace")
     return f"{container}/{name}" if container and name else name or fallback
@@ -128,11 +133,10 @@ def call_once(ctx: OpContext) -> None:
         sg = flat.subgraph(index)
         tensors = flat.tensors(sg)
         handles: dict[int, str] = {}
-        for k in range(sg.OperatorsLength()):
-            op = sg.Operators(k)
-            opname, _ = flat.op_codes[int(op.OpcodeIndex())]
-            ins = [int(op.Inputs(j)) for j in range(op.InputsLength())]
-            outs = [int(op.Outputs(j)) for j in range(op.OutputsLength())]
+        for k, op in enumerate(flat.operators(sg)):
+            opname, _ = flat.op_codes[op.u32(OPERATOR.opcode_index)]
+            ins = op.numbers(OPERATOR.inputs, np.int32).tolist()
+            outs = op.numbers(OPERATOR.outputs, np.int32).tolist()
             if opname == "VAR_HANDLE" and len(outs) == 1 and 0 <= outs[0] < len(tensors):
                 handles[outs[0]] = _handle_name(op, tensors[outs[0]].name)
             elif opname == "ASSIGN_VARIABLE" and len(ins) == 2 and ins[0] in handles and \
