@@ -18,7 +18,7 @@ import numpy as np
 
 from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
 from nnrt_core.frontends.tflite.options import read_options
-from nnrt_core.frontends.tflite.schema import FlatModel, Quant, TensorInfo, guarded
+from nnrt_core.frontends.tflite.schema import FlatModel, Quant, TensorInfo
 from nnrt_core.frontends.tflite.table import OPERATOR
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
 
@@ -196,9 +196,8 @@ class OpContext:
         self.op = op
         self.index = index
         self.op_name = op_name
-        with guarded(f"operator {index} ({op_name})"):
-            self.inputs = op.numbers(OPERATOR.inputs, np.int32).tolist()
-            self.outputs = op.numbers(OPERATOR.outputs, np.int32).tolist()
+        self.inputs = op.numbers(OPERATOR.inputs, np.int32).tolist()  # the caller guards reads
+        self.outputs = op.numbers(OPERATOR.outputs, np.int32).tolist()
         n = len(state.slots)
         for t in self.inputs + self.outputs:
             if not -1 <= t < n:

@@ -8,8 +8,8 @@ import numpy as np
 from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
 from nnrt_core.frontends.tflite.ops import available_ops, custom_ops, mapper_for
-from nnrt_core.frontends.tflite.schema import FlatModel, guarded
-from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH
+from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, corrupt, guarded
+from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
 from nnrt_core.ir import Graph, Model, Value
 
 __all__ = ["OPSET", "convert", "unsupported_ops"]
@@ -65,22 +65,31 @@ def convert(flat: FlatModel) -> Model:
     for t in ins:
         _add_input(state, t)
     for k, op in enumerate(ops):
-        with guarded(f"operator {k}"):
-            name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
-            ctx = OpContext(state, op, k, name)
-            mapper = mapper_for(name, is_custom)
-            assert mapper is not None  # _check_supported
-            mapper(ctx)
-            for j, t in enumerate(ctx.outputs):
-                slot = state.slots[t] if t >= 0 else None
-                if slot is not None and slot.plain is None and slot.nchw is None and slot.const is None:
-                    raise ModelLoadError(f"{ctx.desc}: the mapper did not produce output {j}")
+        try:  # guarded() per operator, without a context manager's cost
+            _map(state, flat, op, k)
+        except ModelLoadError:
+            raise
+        except GUARDED_ERRORS as e:
+            raise corrupt(f"operator {k}", e) from e
     for t in outs:
         graph.outputs.append(_output(state, t))
     meta = {"tflite.subgraphs": json.dumps(names), "tflite.signatures": json.dumps(flat.signatures()),
             "tflite.main_subgraph": names[0]}
     meta.update(state.metadata)
     return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
+
+
+def _map(state: GraphState, flat: FlatModel, op: Table, k: int) -> None:
+    """Run the mapper of operator ``k`` and check it produced every output."""
+    name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
+    ctx = OpContext(state, op, k, name)
+    mapper = mapper_for(name, is_custom)
+    assert mapper is not None  # _check_supported
+    mapper(ctx)
+    for j, t in enumerate(ctx.outputs):
+        slot = state.slots[t] if t >= 0 else None
+        if slot is not None and slot.plain is None and slot.nchw is None and slot.const is None:
+            raise ModelLoadError(f"{ctx.desc}: the mapper did not produce output {j}")
 
 
 def _add_input(state: GraphState, t: int) -> None:

@@ -23,7 +23,7 @@ from nnrt_core.frontends.tflite import table
 from nnrt_core.ir import DataType
 
 __all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "MAX_TENSOR_BYTES", "TensorInfo", "Quant", "FlatModel",
-           "guarded", "looks_like_tflite", "BUILTIN_NAMES"]
+           "guarded", "corrupt", "GUARDED_ERRORS", "looks_like_tflite", "BUILTIN_NAMES"]
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
@@ -47,6 +47,16 @@ def looks_like_tflite(data: bytes | bytearray | memoryview) -> bool:
     return len(data) >= 8 and bytes(data[4:8]) == FILE_IDENTIFIER
 
 
+#: what the flatbuffer accessors raise on a corrupt file
+GUARDED_ERRORS = (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
+                  AttributeError, MemoryError)
+
+
+def corrupt(what: str, e: BaseException) -> ModelLoadError:
+    """The ``ModelLoadError`` for accessor error ``e`` while reading ``what``."""
+    return ModelLoadError(f"TFLite model is corrupt: {what}: {type(e).__name__}: {e}")
+
+
 @contextlib.contextmanager
 def guarded(what: str) -> Iterator[None]:
     """Turn the errors a corrupt flatbuffer raises in the accessors into ``ModelLoadError``."""
@@ -54,9 +64,8 @@ def guarded(what: str) -> Iterator[None]:
         yield
     except ModelLoadError:
         raise
-    except (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
-            AttributeError, MemoryError) as e:
-        raise ModelLoadError(f"TFLite model is corrupt: {what}: {type(e).__name__}: {e}") from e
+    except GUARDED_ERRORS as e:
+        raise corrupt(what, e) from e
 
 
 @dataclass(frozen=True)
@@ -134,8 +143,10 @@ class FlatModel:
         with guarded("tensor list"):
             tables = sg.tables(table.SUBGRAPH.tensors)
         for i, t in enumerate(tables):
-            with guarded(f"tensor {i}"):
+            try:  # guarded() per tensor, without a context manager's cost
                 out.append(self._tensor(t, i))
+            except GUARDED_ERRORS as e:
+                raise corrupt(f"tensor {i}", e) from e
         return out
 
     def _tensor(self, t: table.Table, i: int) -> TensorInfo:
