@@ -80,7 +80,7 @@ def load_compiled(source: Any, config: ScheduleConfig | None, registry: Registry
 
 def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: BackendSelection,
            events: EventLog) -> CompiledModel:
-    graph = load_model(model, config.input_shapes).graph
+    graph = load_model(model, config.input_shapes, registry.tflite_custom_ops).graph
     graph.topological_sort()
     scheduler = _scheduler(registry, config.scheduler)
     with build_budget(config.max_tensor_bytes):  # constant folding allocates under the session's budget
