@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.errors import ModelLoadError, NnrtError, PluginError, UnsupportedNodeError
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
+from nnrt_core.frontends.tflite.dynamic import resolve_shapes
+from nnrt_core.frontends.tflite.ops.fft import check_complex
 from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for
 from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, corrupt, guarded
 from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
@@ -67,26 +69,33 @@ def _refuse(flat: FlatModel, builtin: list[str], custom: list[str], problems: li
     raise UnsupportedNodeError(f"{flat.what}: " + "; ".join(parts))
 
 
-def convert(flat: FlatModel, plugin_ops: PluginOps | None = None) -> Model:
+def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
+            input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
     """The IR model of ``flat``'s first subgraph; the other subgraphs and the
     signature defs are listed in ``metadata`` (``tflite.subgraphs``, ``tflite.signatures``).
-    ``plugin_ops`` supplies plugins' custom-operator mappers (the registry's hook)."""
+    ``plugin_ops`` supplies plugins' custom-operator mappers (the registry's hook);
+    ``input_shapes`` fixes free input dimensions (``dynamic.py``)."""
     extra = _plugin_mappers(flat, plugin_ops)
     sg = flat.subgraph(0)
     tensors = flat.tensors(sg)
     names = flat.subgraph_names()
     graph = Graph(names[0] or "main", opset_imports={"": OPSET})
-    state = GraphState(flat, graph, tensors)
     with guarded("subgraph inputs and outputs"):
         ins = sg.numbers(SUBGRAPH.inputs, np.int32).tolist()
         outs = sg.numbers(SUBGRAPH.outputs, np.int32).tolist()
-    ops = flat.operators(sg)
     for t in ins + outs:
         if not 0 <= t < len(tensors):
             raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")
+    resolved = resolve_shapes(flat, sg, tensors, ins, input_shapes)
+    state = GraphState(flat, graph, resolved.tensors)
+    for t, value in resolved.folded.items():  # shape arithmetic folded at import
+        state.slots[t].const = value
+    ops = flat.operators(sg)
     for t in ins:
         _add_input(state, t)
     for k, op in enumerate(ops):
+        if k in resolved.skip_ops:
+            continue
         try:  # guarded() per operator, without a context manager's cost
             _map(state, flat, op, k, extra)
         except ModelLoadError:
@@ -107,6 +116,7 @@ def _map(state: GraphState, flat: FlatModel, op: Table, k: int, extra: Mapping[s
     ctx = OpContext(state, op, k, name)
     mapper = mapper_for(name, is_custom) or (extra.get(name) if is_custom else None)
     assert mapper is not None  # _plugin_mappers
+    check_complex(ctx)
     if mapper_for(name, is_custom) is not None:
         mapper(ctx)
     else:
