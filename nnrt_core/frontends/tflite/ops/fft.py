@@ -8,6 +8,8 @@ second last one when ``fft_length[0] > 1``.  Only the operators listed in
 :data:`COMPLEX_OPS` may read a complex tensor."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from nnrt_core.frontends.tflite.context import OpContext
@@ -31,11 +33,16 @@ def check_complex(ctx: OpContext) -> None:
                            f"{sorted(COMPLEX_OPS)} read complex tensors")
 
 
+@functools.lru_cache(maxsize=8)
 def _dft_matrices(n_in: int, n_out: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """cos and -sin of 2*pi*k*n/length, shape (n_in, n_out), computed in float64."""
-    k = np.outer(np.arange(n_in), np.arange(n_out)) % length  # exact angles: reduce before scaling
-    angle = 2 * np.pi * k / length
-    return np.cos(angle).astype(np.float32), (-np.sin(angle)).astype(np.float32)
+    """cos and -sin of 2*pi*k*n/length, shape (n_in, n_out), read-only and cached (a
+    model's RFFT2Ds share them).  The angle index is reduced mod ``length`` first and
+    looked up in a float64 table of ``length`` angles: exact and cheap."""
+    k = np.outer(np.arange(n_in, dtype=np.int64), np.arange(n_out, dtype=np.int64)) % length
+    angle = 2 * np.pi * np.arange(length) / length
+    cos, sin = np.cos(angle).astype(np.float32)[k], (-np.sin(angle)).astype(np.float32)[k]
+    cos.flags.writeable = sin.flags.writeable = False
+    return cos, sin
 
 
 def _fit(ctx: OpContext, x: Value, shape: list[int], axis: int, size: int, hint: str) -> tuple[Value, list[int]]:
