@@ -264,3 +264,11 @@ def test_a_static_signature_contradicting_the_inputs_is_refused():
 
     with pytest.raises(ModelLoadError, match="static shape signature \\[1, 4\\], but its inputs give \\[3, 4\\]"):
         Session(w.build(), ScheduleConfig(backends=["numpy"], input_shapes={"x": [3, 4]}))
+
+
+def test_available_operations_uses_the_hook_too():
+    from nnrt_core.builder import available_operations
+
+    reg = make_registry(_Plugin({"PlugAbs": _plug_abs}))
+    support = available_operations(_abs_model(), "numpy", registry=reg)
+    assert [s.op_type for s in support] == ["Abs"] and all(s.supported for s in support)
