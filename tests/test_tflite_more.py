@@ -272,3 +272,19 @@ def test_available_operations_uses_the_hook_too():
     reg = make_registry(_Plugin({"PlugAbs": _plug_abs}))
     support = available_operations(_abs_model(), "numpy", registry=reg)
     assert [s.op_type for s in support] == ["Abs"] and all(s.supported for s in support)
+
+
+def test_random_corruption_of_a_free_dims_model_only_raises_our_errors():
+    from nnrt_core.errors import NnrtError
+    from nnrt_core.frontends.tflite import load_tflite
+
+    good = _free_batch_model()
+    rng = np.random.default_rng(7)  # this seed hit an options accessor outside the guard once
+    for _ in range(3000):
+        data = bytearray(good)
+        for i in rng.integers(0, len(data), rng.integers(1, 5)):
+            data[i] = rng.integers(0, 256)
+        try:
+            load_tflite(bytes(data), input_shapes={"x": [3, 4]})
+        except NnrtError:
+            pass

@@ -19,7 +19,7 @@ import numpy as np
 
 from nnrt_core.errors import ConfigError, ModelLoadError, UnsupportedNodeError
 from nnrt_core.frontends.tflite.options import read_options
-from nnrt_core.frontends.tflite.schema import FlatModel, TensorInfo, guarded
+from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, TensorInfo, corrupt, guarded
 from nnrt_core.frontends.tflite.shape_rules import RULES, OpView, Shape, fold_int
 from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
 
@@ -86,28 +86,39 @@ def resolve_shapes(flat: FlatModel, sg: Table, tensors: list[TensorInfo], inputs
             values[t] = info.data if info.data is not None else np.zeros(info.shape, info.dtype.numpy)
     res = Resolved(tensors)
     for k, op in enumerate(flat.operators(sg)):
-        name, _ = flat.op_codes[op.u32(OPERATOR.opcode_index)]
-        ins = op.numbers(OPERATOR.inputs, np.int32).tolist()
-        outs = op.numbers(OPERATOR.outputs, np.int32).tolist()
-        ctx = _Op(op, k, name)
-        out_shapes = _derive(ctx, tensors, all_sigs, shapes, values, ins, outs)
-        for t, s in zip(outs, out_shapes):
-            if t >= 0:
-                shapes[t] = s
-        view = OpView(ctx, [shapes.get(t) if t >= 0 else None for t in ins],
-                      [values.get(t) if t >= 0 else None for t in ins], [tensors[t].dtype.numpy for t in outs])
-        if all(math.prod(s) <= _MAX_FOLD for s in out_shapes) and name in RULES:
-            try:
-                folded = fold_int(view, out_shapes)
-            except (ValueError, IndexError, TypeError) as e:
-                raise ctx.fail(f"cannot evaluate its integer outputs at import: {e}") from e
-            if folded is not None:
-                values.update(zip(outs, folded))
-                res.folded.update(zip(outs, folded))
-                res.skip_ops.add(k)
+        try:  # the accessors (options included) of a corrupt file, as convert() guards them
+            _resolve_op(flat, op, k, tensors, all_sigs, shapes, values, res)
+        except GUARDED_ERRORS as e:
+            raise corrupt(f"operator {k}", e) from e
     res.tensors = [info if shapes.get(t, info.shape) == info.shape else dataclasses.replace(info, shape=shapes[t])
                    for t, info in enumerate(tensors)]
     return res
+
+
+def _resolve_op(flat: FlatModel, op: Table, k: int, tensors: list[TensorInfo],
+                sigs: Mapping[int, tuple[int, ...] | None], shapes: dict[int, Shape],
+                values: dict[int, np.ndarray], res: Resolved) -> None:
+    """Derive operator ``k``'s output shapes, and fold its integer outputs when it can."""
+    name, _ = flat.op_codes[op.u32(OPERATOR.opcode_index)]
+    ins = op.numbers(OPERATOR.inputs, np.int32).tolist()
+    outs = op.numbers(OPERATOR.outputs, np.int32).tolist()
+    ctx = _Op(op, k, name)
+    out_shapes = _derive(ctx, tensors, sigs, shapes, values, ins, outs)
+    for t, s in zip(outs, out_shapes):
+        if t >= 0:
+            shapes[t] = s
+    if name not in RULES or any(math.prod(s) > _MAX_FOLD for s in out_shapes):
+        return
+    view = OpView(ctx, [shapes.get(t) if t >= 0 else None for t in ins],
+                  [values.get(t) if t >= 0 else None for t in ins], [tensors[t].dtype.numpy for t in outs])
+    try:
+        folded = fold_int(view, out_shapes)
+    except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError) as e:
+        raise ctx.fail(f"cannot evaluate its integer outputs at import: {e}") from e
+    if folded is not None:
+        values.update(zip(outs, folded))
+        res.folded.update(zip(outs, folded))
+        res.skip_ops.add(k)
 
 
 def _derive(ctx: _Op, tensors: list[TensorInfo], sigs: Mapping[int, tuple[int, ...] | None],
@@ -127,7 +138,7 @@ def _derive(ctx: _Op, tensors: list[TensorInfo], sigs: Mapping[int, tuple[int, .
                   [values.get(t) if t >= 0 else None for t in ins], [])
     try:
         derived = [tuple(int(d) for d in s) for s in rule(view)]
-    except (TypeError, ValueError, IndexError) as e:
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as e:
         raise ctx.fail(f"cannot derive its output shapes from inputs "
                        f"{[None if s is None else list(s) for s in view.shapes]}: {e}") from e
     if len(derived) != len(outs):
