@@ -168,7 +168,9 @@ def test_other_ops_refuse_complex_inputs():
     w.op("RFFT2D", [x, w.const("fl", np.array([1, 8], np.int32))], [c], "Rfft2dOptions")
     y = w.tensor("y", [1, 1, 5], np.complex64)
     w.op("EXP", [c], [y])
-    w.outputs = [y]
+    z = w.tensor("z", [1, 1, 5])
+    w.op("COMPLEX_ABS", [y], [z])
+    w.outputs = [z]
     with pytest.raises(UnsupportedNodeError, match="input 0 \\('c'\\) is complex64"):
         Session(w.build(), NUMPY)
 
@@ -288,3 +290,13 @@ def test_random_corruption_of_a_free_dims_model_only_raises_our_errors():
             load_tflite(bytes(data), input_shapes={"x": [3, 4]})
         except NnrtError:
             pass
+
+
+def test_complex_graph_outputs_are_refused():
+    w = TFLiteWriter()
+    x = w.input("x", [1, 1, 8])
+    c = w.tensor("c", [1, 1, 5], np.complex64)
+    w.op("RFFT2D", [x, w.const("fl", np.array([1, 8], np.int32))], [c], "Rfft2dOptions")
+    w.outputs = [c]
+    with pytest.raises(UnsupportedNodeError, match="tensor 1 'c' is a complex64 graph input or output"):
+        Session(w.build(), NUMPY)

@@ -13,7 +13,7 @@ from nnrt_core.frontends.tflite.ops.fft import check_complex
 from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for
 from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, corrupt, guarded
 from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
-from nnrt_core.ir import Graph, Model, Value
+from nnrt_core.ir import DataType, Graph, Model, Value
 
 __all__ = ["OPSET", "PluginOps", "convert", "unsupported_ops"]
 
@@ -87,6 +87,11 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
         if not 0 <= t < len(tensors):
             raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")
     resolved = resolve_shapes(flat, sg, tensors, ins, input_shapes)
+    has_complex = any(t.dtype == DataType.COMPLEX64 for t in resolved.tensors)
+    for t in ins + outs if has_complex else ():
+        if tensors[t].dtype == DataType.COMPLEX64:
+            raise UnsupportedNodeError(f"{tensors[t].desc} is a complex64 graph input or output; complex "
+                                       "tensors are supported inside the graph only")
     state = GraphState(flat, graph, resolved.tensors)
     for t, value in resolved.folded.items():  # shape arithmetic folded at import
         state.slots[t].const = value
@@ -97,7 +102,7 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
         if k in resolved.skip_ops:
             continue
         try:  # guarded() per operator, without a context manager's cost
-            _map(state, flat, op, k, extra)
+            _map(state, flat, op, k, extra, has_complex)
         except ModelLoadError:
             raise
         except GUARDED_ERRORS as e:
@@ -110,13 +115,15 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
     return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
 
 
-def _map(state: GraphState, flat: FlatModel, op: Table, k: int, extra: Mapping[str, Mapper]) -> None:
+def _map(state: GraphState, flat: FlatModel, op: Table, k: int, extra: Mapping[str, Mapper],
+         has_complex: bool) -> None:
     """Run the mapper of operator ``k`` and check it produced every output."""
     name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
     ctx = OpContext(state, op, k, name)
     mapper = mapper_for(name, is_custom) or (extra.get(name) if is_custom else None)
     assert mapper is not None  # _plugin_mappers
-    check_complex(ctx)
+    if has_complex:
+        check_complex(ctx)
     if mapper_for(name, is_custom) is not None:
         mapper(ctx)
     else:
