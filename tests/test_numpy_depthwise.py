@@ -115,7 +115,7 @@ def test_many_pieces_on_two_threads_equal_onnxruntime(monkeypatch, mode):
     monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if mode == "cols" else 1 << 30)
     prev = parallel.set_threads(2)
     try:
-        for pads, strides in [([0, 0, 0, 0], [1, 1]), ([1, 2, 0, 1], [2, 1])]:
+        for pads, strides in [([0, 0, 0, 0], [1, 1]), ([1, 2, 0, 1], [2, 1])]:  # one channel per piece
             attrs = {"group": 7, "kernel_shape": [3, 3], "pads": pads, "strides": strides}
             x = RNG.standard_normal((3, 7, 10, 12)).astype(np.float32)
             w = RNG.standard_normal((14, 1, 3, 3)).astype(np.float32)
@@ -127,6 +127,20 @@ def test_many_pieces_on_two_threads_equal_onnxruntime(monkeypatch, mode):
             assert plan.ready() >= 1
     finally:
         parallel.set_threads(*prev)
+
+
+def test_channels_last_pieces_hold_several_images_when_channels_are_few(monkeypatch):
+    monkeypatch.setattr(_depthwise, "CL_PIXELS", 1 << 30)
+    monkeypatch.setattr(_depthwise, "CL_LANES", 8)
+    for n, mult in [(5, 1), (7, 2)]:  # 3 channels: 3 images a piece, the last piece short
+        attrs = {"group": 3, "kernel_shape": [3, 3], "pads": [1, 0, 1, 2], "strides": [1, 2]}
+        x = RNG.standard_normal((n, 3, 9, 8)).astype(np.float32)
+        w = RNG.standard_normal((3 * mult, 1, 3, 3)).astype(np.float32)
+        b = RNG.standard_normal(3 * mult).astype(np.float32)
+        k = Conv(conv_node(attrs, x.shape, w, b))
+        plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+        assert plan.mode == "cl" and plan.ipp == 3 and plan.nblocks == -(-n // 3)
+        np.testing.assert_allclose(k(x, w, b)[0], ort_conv(attrs, x, w, b), rtol=1e-4, atol=1e-4)
 
 
 def test_float64_float16_and_writing_into_out():

@@ -32,7 +32,7 @@ import numpy as np
 from ... import parallel
 from ._spatial import window_view
 
-__all__ = ["DepthwisePlan", "BLOCK_BYTES", "MIN_SPLIT", "CL_PIXELS"]
+__all__ = ["DepthwisePlan", "BLOCK_BYTES", "MIN_SPLIT", "CL_PIXELS", "CL_LANES"]
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
@@ -40,6 +40,8 @@ BLOCK_BYTES = 2 << 20
 MIN_SPLIT = 1 << 21
 #: output planes with fewer pixels than this take the channels-last einsum
 CL_PIXELS = 1024
+#: channels-last pieces take images until they have this many channels
+CL_LANES = 64
 
 
 class DepthwisePlan:
@@ -63,7 +65,10 @@ class DepthwisePlan:
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
         self.cblocks = -(-c // cb)
         self.cb = -(-c // self.cblocks)  # balanced blocks
-        self.nblocks = n * self.cblocks
+        # channels-last with few channels: several images per piece, so einsum's inner loop is long enough
+        self.ipp = min(n, -(-CL_LANES // c)) if self.mode == "cl" and self.cblocks == 1 else 1
+        self.iblocks = -(-n // self.ipp)
+        self.nblocks = self.iblocks * self.cblocks
         self.work = n * c * mult * self.npix * self.taps
         self._pool: list[tuple[np.ndarray, np.ndarray | None]] = []
         self._lock = threading.Lock()
@@ -73,7 +78,7 @@ class DepthwisePlan:
     def _new_scratch(self) -> tuple[np.ndarray, np.ndarray | None]:
         # zeros: the padding is never written again, and the pages are touched now
         if self.mode == "cl":
-            return np.zeros(tuple(self.padded) + (self.cb,), self.dtype), None
+            return np.zeros(tuple(self.padded) + (self.ipp * self.cb,), self.dtype), None
         cols = np.zeros((self.cb,) + tuple(self.kernel) + tuple(self.out), self.dtype)
         return np.zeros((self.cb,) + tuple(self.padded), self.dtype), cols
 
@@ -105,8 +110,8 @@ class DepthwisePlan:
         if cached is not None and cached[0] is w:
             return cached[1]
         wt = w.reshape((self.c, self.mult) + tuple(self.kernel)).astype(self.dtype, copy=False)
-        if self.mode == "cl":
-            wt = np.ascontiguousarray(wt.transpose(2, 3, 0, 1))
+        if self.mode == "cl":  # repeated for the images of a piece
+            wt = np.ascontiguousarray(np.tile(wt.transpose(2, 3, 0, 1), (1, 1, self.ipp, 1)))
         else:
             wt = np.ascontiguousarray(wt.reshape(self.c, self.mult, self.taps))
         self._weights = (w, wt)
@@ -124,15 +129,15 @@ class DepthwisePlan:
         y4 = y.reshape(self.n, c, mult, self.npix)
 
         def piece(i: int) -> None:
-            n, c0 = i % self.n, (i // self.n) * cb
-            c1 = min(c, c0 + cb)
-            dst = y4[n, c0:c1]
+            n0, c0 = (i % self.iblocks) * self.ipp, (i // self.iblocks) * cb
+            n1, c1 = min(self.n, n0 + self.ipp), min(c, c0 + cb)
+            dst = y4[n0:n1, c0:c1]
             scratch = self._take()
             try:
                 if self.mode == "cl":
-                    self._cl(xc[n, c0:c1], wt[:, :, c0:c1], scratch[0], dst)
+                    self._cl(xc[n0:n1, c0:c1], wt[:, :, c0:c0 + (n1 - n0) * (c1 - c0)], scratch[0], dst)
                 else:
-                    self._cols(xc[n, c0:c1], wt[c0:c1], scratch, dst)
+                    self._cols(xc[n0, c0:c1], wt[c0:c1], scratch, dst[0])
             finally:
                 self._give(scratch)
             if bcol is not None:
@@ -152,10 +157,17 @@ class DepthwisePlan:
         np.matmul(wb, cols[:nb].reshape(nb, self.taps, self.npix), out=dst)
 
     def _cl(self, xb: np.ndarray, wb: np.ndarray, xp: np.ndarray, dst: np.ndarray) -> None:
-        """Channels-last einsum of one piece into ``dst`` (cb, mult, pixels)."""
-        nb = xb.shape[0]
-        xp = xp[..., :nb]
-        xp[self.inner] = xb.transpose(1, 2, 0)
+        """Channels-last einsum of one piece (images, channels, h, w) into ``dst`` (images, cb, mult, pixels)."""
+        ni, nc = xb.shape[:2]
+        nb = ni * nc  # images x channels, as one channels-last axis
+        if ni == 1:
+            xp = xp[..., :nb]
+            xp[self.inner] = xb[0].transpose(1, 2, 0)
+        else:  # a piece holds all channels of ``ni`` images: (hp, wp, ipp * C) seen as (hp, wp, ipp, C)
+            xp = xp[..., :nb]
+            st = xp.strides
+            split = np.lib.stride_tricks.as_strided(xp, xp.shape[:2] + (ni, nc), st[:2] + (nc * st[2], st[2]))
+            split[self.inner] = xb.transpose(2, 3, 0, 1)
         st = xp.strides
         (sh, sw), (dh, dw), (ho, wo) = self.strides, self.dil, self.out
         view = np.lib.stride_tricks.as_strided(
