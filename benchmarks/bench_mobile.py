@@ -17,6 +17,15 @@
    (``python benchmarks/real_models.py --download`` fetches them); missing ones
    are skipped.  Outputs are checked against ORT (max |err| / max |ort|).
 
+``--kernel-ab`` instead times the depthwise kernels alone in CPU time of
+the calling thread (``time.thread_time``, one thread, so a loaded machine
+disturbs it much less than wall time): the previous depthwise code of the
+Conv kernel (``Conv._depthwise``: per-tap loop, channels-last einsum, or
+per-channel im2col + batched product, still used for 3-D) against the new
+one (``Conv._run``: ``ops/nn/_depthwise.py``, or the per-tap loop for few
+channels and small outputs), on the
+microbenchmark shapes and on the depthwise shapes of the PP-OCR models.
+
 Interleaving: ``call`` alternates one nnrt call and one ORT call ``--runs``
 times; ``block`` alternates blocks of calls (first of each block dropped),
 see ``bench_numpy_backend.py``.  The 1-minute load average before and after
@@ -54,6 +63,11 @@ SHAPES = [
     ("3x3 s1 c64 56x56 b1", 1, 64, 56, 56, 3, 1, 1, 1, 1),
     ("5x5 s1 c200 2x96 b1", 1, 200, 2, 96, 5, 1, 1, 2, 1),
 ]
+#: depthwise shapes of the PP-OCR models at batch 1 (N, C, H, W, kernel, stride h, stride w), for --kernel-ab
+MODEL_SHAPES = [(1, 200, 2, 96, 5, 1, 1), (1, 104, 3, 96, 5, 2, 1), (1, 240, 12, 80, 5, 1, 1), (1, 480, 3, 80, 5, 1, 1),
+                (1, 480, 6, 80, 5, 2, 1), (1, 64, 24, 160, 3, 1, 1), (1, 128, 12, 160, 3, 1, 1),
+                (1, 16, 160, 240, 3, 1, 1), (1, 192, 20, 30, 5, 1, 1), (1, 384, 10, 15, 5, 1, 1),
+                (1, 96, 40, 60, 3, 1, 1), (8, 24, 12, 96, 3, 2, 1), (8, 200, 2, 96, 5, 1, 1)]
 MODELS = ["ppocr_v4_det", "ppocr_v4_rec", "ppocr_v2_cls", "ppocr_v6_rec_tiny"]
 
 
@@ -134,6 +148,47 @@ def real(names: list[str], batches: list[int], runs: int, mode: str, quiet: bool
     return rows
 
 
+def kernel_ab(runs: int, quiet: bool) -> list[dict]:
+    """CPU ms (one thread) of the previous and the new depthwise code of the Conv kernel."""
+    from nnrt_numpy.kernel import NodeInfo
+    from nnrt_numpy.ops.nn.conv import Conv
+
+    def cpu_ms(fn) -> float:
+        fn()
+        times = []
+        for _ in range(runs):
+            t = time.thread_time()
+            fn()
+            times.append(time.thread_time() - t)
+        return statistics.median(times) * 1e3
+
+    cases = [(label, (n, c, h, w), k, (s, s), d, p, m) for label, n, c, h, w, k, s, d, p, m in SHAPES]
+    cases += [(f"PP-OCR {n}x{c}x{h}x{w} k{k} s{sh}{sw}", (n, c, h, w), k, (sh, sw), 1, k // 2, 1)
+              for n, c, h, w, k, sh, sw in MODEL_SHAPES]
+    rows = []
+    if not quiet:
+        print(f"{'depthwise kernel (CPU ms, 1 thread)':<40} {'before':>8} {'after':>8} {'speedup':>8}")
+    rng = np.random.default_rng(0)
+    for label, xs, k, st, d, p, m in cases:
+        x = rng.standard_normal(xs).astype(np.float32)
+        w = rng.standard_normal((xs[1] * m, 1, k, k)).astype(np.float32)
+        info = NodeInfo(name="dw", op_type="Conv", opset=13, num_inputs=2, input_present=(True, True),
+                        attrs={"group": xs[1], "kernel_shape": [k, k], "strides": list(st), "dilations": [d, d],
+                               "pads": [p] * 4},
+                        input_dtypes=(np.dtype(np.float32),) * 2, input_shapes=(xs, w.shape), const_inputs=(None, w))
+        conv = Conv(info)
+        _, kernel, strides, dil, begin, end, out, _, _ = conv._plan(x.shape, w.shape)
+        before = cpu_ms(lambda: conv._depthwise(x, w, kernel, strides, dil, begin, end, out))
+        after = cpu_ms(lambda: conv._run(x, w, None))  # the Conv kernel's choice now
+        np.testing.assert_allclose(conv._run(x, w, None).reshape(-1),
+                                   conv._depthwise(x, w, kernel, strides, dil, begin, end, out).reshape(-1),
+                                   rtol=1e-4, atol=1e-4)
+        rows.append({"shape": label, "before_ms": before, "after_ms": after, "speedup": before / after})
+        if not quiet:
+            print(f"{label:<40} {before:8.2f} {after:8.2f} {before / after:8.2f}", flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
@@ -142,8 +197,18 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--interleave", choices=["call", "block"], default="call")
+    ap.add_argument("--kernel-ab", action="store_true",
+                    help="CPU time of the previous and the new depthwise kernel code, one thread")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.kernel_ab:
+        rows = kernel_ab(args.runs, args.json)
+        geo = float(np.exp(np.mean([np.log(r["speedup"]) for r in rows])))
+        if args.json:
+            print(json.dumps({"kernel_ab": rows, "geomean_speedup": geo}, indent=2))
+        else:
+            print(f"geometric-mean speedup {geo:.2f}")
+        return 0
     load0 = os.getloadavg()[0]
     if not args.json:
         print(f"load average (1 min) {load0:.2f} on {os.cpu_count()} cores; interleave={args.interleave}, "

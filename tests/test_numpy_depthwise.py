@@ -16,6 +16,7 @@ from nnrt_core.errors import OpError
 from nnrt_numpy import parallel
 from nnrt_numpy.kernel import NodeInfo
 from nnrt_numpy.ops.nn import _depthwise
+from nnrt_numpy.ops.nn import conv as conv_module
 from nnrt_numpy.ops.nn.conv import Conv
 
 ort = pytest.importorskip("onnxruntime")
@@ -60,10 +61,18 @@ def check(attrs: dict, n: int, c: int, spatial: tuple, m: int, kernel: tuple, bi
     return got
 
 
-@pytest.fixture(params=["cols", "cl"])
+@pytest.fixture(autouse=True)
+def no_tap_loop(monkeypatch):
+    """The small test shapes take ``_depthwise.py`` (not the per-tap loop for few channels) unless a test says so."""
+    monkeypatch.setattr(conv_module, "TAP_LOOP_MAX", -1)
+
+
+@pytest.fixture(params=["cols", "cl", "taps"])
 def mode(request, monkeypatch):
-    """Run the test with every plane taking the im2col way, then the channels-last way."""
+    """Run the test with every plane taking the im2col way, the channels-last way, then the tap loop."""
     monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if request.param == "cols" else 1 << 30)
+    if request.param == "taps":
+        monkeypatch.setattr(conv_module, "TAP_LOOP_MAX", 1 << 62)
     return request.param
 
 

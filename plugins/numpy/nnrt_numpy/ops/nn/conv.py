@@ -3,8 +3,11 @@
 Three strategies, chosen per call from static attributes:
 
 * 1x1 kernels without padding: a plain (grouped) matmul,
-* depthwise (one input channel per group): a multiply-add per kernel tap over
-  all channels at once (in channels-last layout when there are many channels),
+* depthwise (one input channel per group), 1-D and 2-D: ``_depthwise.py``
+  (pieces of channels on the thread pool: im2col + one batched product for
+  large planes, a channels-last einsum for small ones), except few channels
+  with small outputs (a multiply-add per kernel tap over the whole batch,
+  also used for 3-D),
 * everything else: im2col through a strided window view, then one batched
   BLAS matmul over (batch, group).
 
@@ -18,10 +21,12 @@ import numpy as np
 
 from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
-from ._depthwise import MIN_SPLIT, DepthwisePlan
+from ._depthwise import CL_LANES, MIN_SPLIT, DepthwisePlan
 from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+#: depthwise convs with few channels and at most this many outputs: one multiply-add per tap over the whole batch
+TAP_LOOP_MAX = 1 << 18
 
 
 def _im2col(x: np.ndarray, kernel, strides, dil, begin, end, out) -> np.ndarray:
@@ -133,7 +138,8 @@ class Conv(Kernel):
             if k > 1 and macs >= parallel.MIN_MACS * k:
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k)
             matmul = np.matmul  # already known to run on one thread
-        if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix:
+        if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
+                (c >= CL_LANES or n * m * npix > TAP_LOOP_MAX):
             return self._depthwise_flat(x, w, b, out, dest)
         if depthwise:
             y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
@@ -257,6 +263,9 @@ class Conv(Kernel):
         if not (w.shape[1] == 1 and self.group == xs[1] > 1):
             return
         try:
+            out = self._plan(tuple(xs), tuple(w.shape))[6]
+            if xs[1] < CL_LANES and xs[0] * w.shape[0] * int(np.prod(out)) <= TAP_LOOP_MAX:
+                return  # the tap loop (no plan)
             plan = self._dw_plan(tuple(xs), tuple(w.shape), np.dtype(dt))
         except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)
             return
