@@ -152,6 +152,26 @@ def test_channels_last_pieces_hold_several_images_when_channels_are_few(monkeypa
         np.testing.assert_allclose(k(x, w, b)[0], ort_conv(attrs, x, w, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("c,n", [(6, 1), (5, 1), (130, 1), (3, 2)])
+def test_large_convolutions_get_enough_pieces_and_every_channel(monkeypatch, c, n):
+    monkeypatch.setattr(_depthwise, "MIN_SPLIT", 0)
+    monkeypatch.setattr(_depthwise, "CL_LANES", 2)
+    prev = parallel.set_threads(2)
+    try:
+        for mode in ("cols", "cl"):
+            monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if mode == "cols" else 1 << 30)
+            attrs = {"group": c, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+            x = RNG.standard_normal((n, c, 7, 6)).astype(np.float32)
+            w = RNG.standard_normal((c, 1, 3, 3)).astype(np.float32)
+            k = Conv(conv_node(attrs, x.shape, w, None))
+            plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+            assert plan.nblocks >= min(_depthwise.PIECES, n * c // (2 if mode == "cl" else 1))
+            assert (plan.cblocks - 1) * plan.cb < c <= plan.cblocks * plan.cb
+            np.testing.assert_allclose(k(x, w)[0], ort_conv(attrs, x, w, None), rtol=1e-4, atol=1e-4)
+    finally:
+        parallel.set_threads(*prev)
+
+
 def test_float64_float16_and_writing_into_out():
     c = 4
     x = RNG.standard_normal((2, c, 9, 9))

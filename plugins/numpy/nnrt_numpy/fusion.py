@@ -13,7 +13,12 @@ chain) and is not a graph output, and runs the chain as one step:
 * every **tail** is applied in place on that array (``out=``): per-channel
   affine (inference BatchNormalization, Mul/Add by a constant that broadcasts
   along the channel axis), Add/Sum/Mul with another tensor of the same shape
-  (residual connections), Relu, LeakyRelu, Clip and Sigmoid.
+  (residual connections), Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid,
+  HardSwish, and hard-swish spelled out as Add/Clip/Mul/Div (see
+  :mod:`nnrt_numpy.fusion_tails`).
+
+Shapes may be symbolic (a free batch or image size): equal symbols stand for
+equal sizes; the channel axis must be static.
 
 When the head is a Conv (or ConvTranspose) with constant weights, the
 per-channel affine tails that directly follow it are folded into its weights

@@ -32,7 +32,7 @@ import numpy as np
 from ... import parallel
 from ._spatial import window_view
 
-__all__ = ["DepthwisePlan", "BLOCK_BYTES", "MIN_SPLIT", "CL_PIXELS", "CL_LANES"]
+__all__ = ["DepthwisePlan", "BLOCK_BYTES", "MIN_SPLIT", "CL_PIXELS", "CL_LANES", "PIECES"]
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
@@ -42,6 +42,8 @@ MIN_SPLIT = 1 << 21
 CL_PIXELS = 1024
 #: channels-last pieces take images until they have this many channels
 CL_LANES = 64
+#: a convolution of MIN_SPLIT or more multiply-adds is cut into at least this many pieces
+PIECES = 4
 
 
 class DepthwisePlan:
@@ -63,13 +65,16 @@ class DepthwisePlan:
         self.mode = "cl" if self.npix < CL_PIXELS else "cols"
         plane = int(np.prod(self.padded)) + (self.taps * self.npix if self.mode == "cols" else 0)
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
-        self.cblocks = -(-c // cb)
-        self.cb = -(-c // self.cblocks)  # balanced blocks
+        self.work = n * c * mult * self.npix * self.taps
+        if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
+            floor = min(c, CL_LANES) if self.mode == "cl" else 1
+            cb = max(floor, min(cb, c // -(-PIECES // n)))
+        self.cb = -(-c // -(-c // cb))  # balanced blocks
+        self.cblocks = -(-c // self.cb)
         # channels-last with few channels: several images per piece, so einsum's inner loop is long enough
         self.ipp = min(n, -(-CL_LANES // c)) if self.mode == "cl" and self.cblocks == 1 else 1
         self.iblocks = -(-n // self.ipp)
         self.nblocks = self.iblocks * self.cblocks
-        self.work = n * c * mult * self.npix * self.taps
         self._pool: list[tuple[np.ndarray, np.ndarray | None]] = []
         self._lock = threading.Lock()
         self._weights: tuple[np.ndarray, np.ndarray] | None = None
