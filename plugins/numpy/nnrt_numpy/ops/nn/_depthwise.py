@@ -5,7 +5,8 @@ channel block), on the backend's thread pool.
 Two ways, chosen per input shape (measured on the PP-OCR / MobileNet shapes,
 see ``benchmarks/bench_mobile.py``):
 
-* ``cols`` (output planes of at least :data:`CL_PIXELS` pixels): the piece's
+* ``cols`` (output planes of at least :data:`CL_PIXELS` pixels, half that for
+  kernels of at most 9 taps): the piece's
   channels are copied into a zero-padded scratch plane, their im2col columns
   (channels, taps, pixels) are copied out of a strided window view, and one
   batched BLAS product per piece, ``(cb, mult, taps) @ (cb, taps, pixels)``,
@@ -38,7 +39,7 @@ __all__ = ["DepthwisePlan", "BLOCK_BYTES", "MIN_SPLIT", "CL_PIXELS", "CL_LANES",
 BLOCK_BYTES = 2 << 20
 #: multiply-adds below which a convolution runs on one thread
 MIN_SPLIT = 1 << 21
-#: output planes with fewer pixels than this take the channels-last einsum
+#: output planes with fewer pixels than this (half this for <= 9 taps) take the channels-last einsum
 CL_PIXELS = 1024
 #: channels-last pieces take images until they have this many channels
 CL_LANES = 64
@@ -62,7 +63,9 @@ class DepthwisePlan:
         self.inner = tuple(slice(b, b + i) for b, i in zip(lo, inner))
         self.taps = int(np.prod(kernel))
         self.npix = int(np.prod(out))
-        self.mode = "cl" if self.npix < CL_PIXELS else "cols"
+        # im2col copies ``taps`` values per output: for 3x3 kernels it pays from half as many pixels
+        big = self.npix >= CL_PIXELS or (self.npix >= CL_PIXELS // 2 and self.taps <= 9)
+        self.mode = "cols" if big else "cl"
         plane = int(np.prod(self.padded)) + (self.taps * self.npix if self.mode == "cols" else 0)
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
         self.work = n * c * mult * self.npix * self.taps
