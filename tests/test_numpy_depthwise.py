@@ -114,6 +114,19 @@ def test_depthwise_1d_matches_onnxruntime(stride, dil, pad, mode):
         check(attrs, n, 4, (23,), 4 * mult, (5,))
 
 
+def test_kernel_rows_that_only_read_padding_are_dropped(mode):
+    attrs = {"group": 8, "kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}
+    x = RNG.standard_normal((2, 8, 2, 11)).astype(np.float32)
+    w = RNG.standard_normal((8, 1, 5, 5)).astype(np.float32)
+    k = Conv(conv_node(attrs, x.shape, w, None))
+    plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+    assert plan.kernel == [3, 5] and plan.taps == 15  # rows 0 and 4 never reach the 2-row map
+    np.testing.assert_allclose(k(x, w)[0], ort_conv(attrs, x, w, None), rtol=1e-4, atol=1e-4)
+    # strided and dilated: rows 0 and 2 of a 3-row dilated kernel over one input row
+    check({"group": 4, "kernel_shape": [3, 3], "pads": [2, 1, 2, 1], "dilations": [2, 1], "strides": [2, 1]},
+          1, 4, (1, 9), 4, (3, 3))
+
+
 def test_thin_planes_and_kernels_larger_than_the_input(mode):
     # PP-OCR style: 2-row maps under a 5x5 kernel, and a kernel wider than the padded map
     check({"group": 6, "kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}, 2, 6, (2, 17), 6, (5, 5))

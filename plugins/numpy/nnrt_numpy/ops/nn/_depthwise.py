@@ -47,6 +47,24 @@ CL_LANES = 64
 PIECES = 4
 
 
+def _trim(hw: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dil: Sequence[int],
+          begin: Sequence[int], out: Sequence[int]) -> tuple[list, list, list, tuple]:
+    """Drop the leading and trailing kernel rows / columns that read only padding for every
+    output (a 5x5 kernel over a 2-row map: rows 0 and 4); returns the kernel, begin and end
+    pads of the smaller convolution (same outputs) and the slices of the live taps."""
+    kk, bb, ee, live = [], [], [], []
+    for size, k, s, d, b, o in zip(hw, kernel, strides, dil, begin, out):
+        pos = np.arange(o) * s - b
+        hits = [t for t in range(k) if ((pos + t * d >= 0) & (pos + t * d < size)).any()]
+        t0, t1 = (hits[0], hits[-1] + 1) if hits else (0, k)
+        b2 = b - t0 * d
+        kk.append(t1 - t0)
+        bb.append(b2)
+        ee.append((o - 1) * s + (t1 - t0 - 1) * d + 1 - size - b2)
+        live.append(slice(t0, t1))
+    return kk, bb, ee, tuple(live)
+
+
 class DepthwisePlan:
     """Everything shape-dependent for one input shape: padding, pieces, mode, scratch pool."""
 
@@ -54,6 +72,8 @@ class DepthwisePlan:
                  strides: Sequence[int], dil: Sequence[int], begin: Sequence[int], end: Sequence[int],
                  out: Sequence[int], dtype: np.dtype) -> None:
         self.n, self.c, self.mult, self.dtype = n, c, mult, np.dtype(dtype)
+        self.full_kernel = list(kernel)
+        kernel, begin, end, self.live = _trim(hw, kernel, strides, dil, begin, out)
         self.kernel, self.strides, self.dil, self.out = list(kernel), list(strides), list(dil), list(out)
         # negative pads crop the input; positive ones pad the scratch plane
         self.crop = tuple(slice(max(-b, 0), s - max(-e, 0)) for b, e, s in zip(begin, end, hw))
@@ -117,7 +137,8 @@ class DepthwisePlan:
         cached = self._weights
         if cached is not None and cached[0] is w:
             return cached[1]
-        wt = w.reshape((self.c, self.mult) + tuple(self.kernel)).astype(self.dtype, copy=False)
+        wt = w.reshape((self.c, self.mult) + tuple(self.full_kernel))[(Ellipsis,) + self.live]
+        wt = wt.astype(self.dtype, copy=False)
         if self.mode == "cl":  # repeated for the images of a piece
             wt = np.ascontiguousarray(np.tile(wt.transpose(2, 3, 0, 1), (1, 1, self.ipp, 1)))
         else:
