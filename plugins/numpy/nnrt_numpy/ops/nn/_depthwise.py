@@ -6,15 +6,19 @@ Two ways, chosen per input shape (measured on the PP-OCR / MobileNet shapes,
 see ``benchmarks/bench_mobile.py``):
 
 * ``cols`` (output planes of at least :data:`CL_PIXELS` pixels, half that for
-  kernels of at most 9 taps): the piece's
-  channels are copied into a zero-padded scratch plane, their im2col columns
-  (channels, taps, pixels) are copied out of a strided window view, and one
-  batched BLAS product per piece, ``(cb, mult, taps) @ (cb, taps, pixels)``,
-  writes straight into the output;
+  kernels of at most 9 taps): the piece's channels are copied into a
+  zero-padded scratch plane, their im2col columns (channels, taps, pixels)
+  are copied out of a strided window view, and one batched BLAS product per
+  piece, ``(cb, mult, taps) @ (cb, taps, pixels)``, writes straight into the
+  output;
 * ``cl`` (small or thin planes, e.g. 2 x 96 maps under a 5 x 5 kernel, where
   im2col's products are tiny): the piece is copied channels-last into a
   zero-padded scratch ``(hp, wp, cb)`` and one ``einsum`` over its window view
-  sums the taps with the channel axis contiguous, writing into the output.
+  sums the taps with the channel axis contiguous; its result is copied into
+  the output.
+
+Kernel rows / columns that read only padding for every output are dropped
+first (:func:`_trim`).
 
 Either way the padding of the scratch planes is written once (when the
 scratch is made) and only the interior is overwritten, scratch sets are
