@@ -26,6 +26,11 @@ one (``Conv._run``: ``ops/nn/_depthwise.py``, or the per-tap loop for few
 channels and small outputs), on the
 microbenchmark shapes and on the depthwise shapes of the PP-OCR models.
 
+``--interleave cpu`` runs both sides on one thread (nnrt ``num_threads=1``,
+ORT ``intra_op_num_threads=1``) and times CPU time of the calling thread,
+call by call: what each side's kernels cost, much less disturbed by other
+jobs on the machine than wall time (but blind to what threads would gain).
+
 Interleaving: ``call`` alternates one nnrt call and one ORT call ``--runs``
 times; ``block`` alternates blocks of calls (first of each block dropped),
 see ``bench_numpy_backend.py``.  The 1-minute load average before and after
@@ -88,22 +93,45 @@ def depthwise_model(n: int, c: int, h: int, w: int, k: int, s: int, d: int, p: i
     return m.SerializeToString(), {"x": rng.standard_normal((n, c, h, w)).astype(np.float32)}
 
 
+def cpu_interleaved(nnrt_call, ort_call, runs: int) -> tuple[float, float]:
+    """Median CPU seconds of the calling thread per call of each side, alternating the two."""
+    a, b = [], []
+    for _ in range(runs):
+        t0 = time.thread_time()
+        nnrt_call()
+        t1 = time.thread_time()
+        ort_call()
+        t2 = time.thread_time()
+        a.append(t1 - t0)
+        b.append(t2 - t1)
+    return statistics.median(a), statistics.median(b)
+
+
 def compare(blob: bytes | str, feeds: dict, runs: int, mode: str) -> dict:
-    """Build both sides, check the outputs, time the first and the steady runs."""
+    """Build both sides, check the outputs, time the first and the steady runs
+    (``mode`` "cpu": both on one thread, CPU time of the calling thread)."""
+    clock = time.thread_time if mode == "cpu" else time.perf_counter
+    so = ort.SessionOptions()
+    if mode == "cpu":
+        so.intra_op_num_threads = 1
     t0 = time.perf_counter()
-    sess = Session(blob, ScheduleConfig(backends=["numpy"]))
-    t1 = time.perf_counter()
+    threads = {"num_threads": 1} if mode == "cpu" else {}
+    sess = Session(blob, ScheduleConfig(backends=["numpy"], **threads))
+    build = time.perf_counter() - t0
+    t1 = clock()
     first = sess.run(feeds)
-    t2 = time.perf_counter()
-    ref = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
+    t2 = clock()
+    ref = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
     want = ref.run(None, feeds)
     err = max(float(np.abs(np.asarray(a, np.float64) - b).max()) / max(float(np.abs(b).max()), 1e-30)
               for a, b in zip(first.values(), want))
-    if mode == "call":
+    if mode == "cpu":
+        ours, theirs = cpu_interleaved(lambda: sess.run(feeds), lambda: ref.run(None, feeds), runs)
+    elif mode == "call":
         ours, theirs = interleaved(lambda: sess.run(feeds), lambda: ref.run(None, feeds), runs)
     else:
         ours, theirs, _ = blocks(lambda: sess.run(feeds), lambda: ref.run(None, feeds), runs)
-    return {"build_ms": (t1 - t0) * 1e3, "first_ms": (t2 - t1) * 1e3, "nnrt_ms": ours * 1e3,
+    return {"build_ms": build * 1e3, "first_ms": (t2 - t1) * 1e3, "nnrt_ms": ours * 1e3,
             "ort_ms": theirs * 1e3, "ratio": ours / theirs, "first_ratio": (t2 - t1) / ours, "rel_err": err}
 
 
@@ -196,7 +224,8 @@ def main() -> int:
     ap.add_argument("--models-only", action="store_true")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,8")
-    ap.add_argument("--interleave", choices=["call", "block"], default="call")
+    ap.add_argument("--interleave", choices=["call", "block", "cpu"], default="call",
+                    help="call by call, in blocks, or 'cpu': both sides on one thread, CPU time of the caller")
     ap.add_argument("--kernel-ab", action="store_true",
                     help="CPU time of the previous and the new depthwise kernel code, one thread")
     ap.add_argument("--json", action="store_true")
