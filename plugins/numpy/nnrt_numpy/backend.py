@@ -9,11 +9,11 @@ import numpy as np
 
 import nnrt_numpy.ops  # noqa: F401  (registers every kernel)
 from nnrt_core.backend import Backend, CompiledPartition, CompileOptions, DeviceInfo
-from nnrt_core.frontends import load_onnx, to_onnx
 from nnrt_core.ir import Graph, Node
 from nnrt_numpy import __version__, blas
 from nnrt_numpy.memory import tune_allocator
 from nnrt_numpy.program import GraphProgram, why_unsupported
+from nnrt_numpy.stored import pack, unpack
 
 __all__ = ["NumpyBackend"]
 
@@ -45,8 +45,9 @@ class NumpyPartition(CompiledPartition):
                 **(p.arena.describe() if p.arena is not None else {"arena_bytes": 0, "arena_values": 0})}
 
     def serialize(self) -> bytes:
-        """The partition as an ONNX model (the NumPy backend compiles from it in milliseconds)."""
-        return to_onnx(self.graph).SerializeToString()
+        """The partition as an ONNX model, its large weights in a region after
+        it (see :mod:`nnrt_numpy.stored`)."""
+        return pack(self.graph)
 
 
 def _uses_blas(graph: Graph) -> bool:
@@ -83,6 +84,6 @@ class NumpyBackend(Backend):
         return NumpyPartition(self, graph, options.num_threads)
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
-        graph = load_onnx(bytes(blob)).graph  # the same checks as any untrusted model
+        graph = unpack(blob)  # the same checks as any untrusted model; weights viewed in place
         graph.topological_sort()
         return self.compile(graph, options)
