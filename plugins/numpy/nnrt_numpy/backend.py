@@ -7,7 +7,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-import nnrt_numpy.ops  # noqa: F401  (registers every kernel)
 from nnrt_core.backend import Backend, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.frontends import load_onnx, to_onnx
 from nnrt_core.ir import Graph, Node
