@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import OpError
+from nnrt_numpy import special
 from nnrt_numpy.limits import check_alloc
 from nnrt_numpy.op_index import OP_MODULES
 
@@ -83,9 +84,13 @@ class Kernel:
     input_dtypes: ClassVar[frozenset[np.dtype] | None] = None
     #: True when the kernel wants the outer-scope values (control flow ops).
     needs_scope: ClassVar[bool] = False
+    #: True when it calls ``nnrt_numpy.special`` (SciPy): imported at compile, not in the first run.
+    uses_scipy: ClassVar[bool] = False
 
     def __init__(self, node: NodeInfo) -> None:
         self.node = node
+        if self.uses_scipy:
+            special.load()
         self._setup(node)
 
     # -- capability ---------------------------------------------------------
