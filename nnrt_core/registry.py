@@ -150,7 +150,11 @@ class Registry:
     # ------------------------------------------------------------- loading
     def _discover(self) -> None:
         """Read the entry points (no plugin imported) and register ``plugins``."""
-        source = self.entry_points or (lambda group: metadata.entry_points(group=group))
+        if self.entry_points is not None:
+            source = self.entry_points
+        else:  # one scan of the installed distributions for both groups
+            found = metadata.entry_points()
+            source = lambda group: found.select(group=group)  # noqa: E731
         blocked = _split(self.env.get(ENV_BLOCK, ""))
         autoload = self.env.get(ENV_DISABLE_AUTOLOAD, "") in ("", "0", "false", "False")
         wanted = _split(self.env.get(ENV_PLUGINS, "")) | EMBEDDED_PLUGINS
