@@ -13,8 +13,12 @@ interleaved round by round (the order rotates), and medians are printed:
   ``run``, for b = onnxruntime, numpy, npu_emu (the NPU with
   ``input_shapes`` fixed: a model with free dimensions is otherwise planned
   for its input signature in the first run, see docs/runtime.md).  The feed
-  is made outside the timed span.  ``proc`` is the whole process, spawn to
-  exit (interpreter start and shutdown included);
+  is made outside the timed span.  ``cpu`` is the main thread's CPU time
+  over the same span (``time.thread_time``: imports, checks, graph work and
+  session creation run there; the runs' worker threads are not counted), a
+  figure that other load on the machine disturbs less than wall time;
+  ``proc`` is the whole process, spawn to exit (interpreter start and
+  shutdown included);
 * **first/steady**: the first run against the median of ``--steady`` more
   runs in the same process;
 * **nnrt --help**: the console script in a fresh process, next to ``python
@@ -55,7 +59,7 @@ KINDS = ["ort", "onnxruntime", "numpy", "npu_emu"]
 #: the child: argv = kind, model path, input name, shape (comma separated), steady runs
 CHILD = r"""
 import sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.thread_time()
 kind, path, name, shape, steady = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 shape = [int(d) for d in shape.split(",")]
 import numpy as np
@@ -70,17 +74,17 @@ else:
     static = {name: shape} if kind == "npu_emu" else None
     sess = Session(path, ScheduleConfig(backends=[kind], input_shapes=static))
     run = sess.run
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), time.thread_time()
 feeds = {name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
-t3 = time.perf_counter()
+t3, c3 = time.perf_counter(), time.thread_time()
 run(feeds)
-t4 = time.perf_counter()
+t4, c4 = time.perf_counter(), time.thread_time()
 times = []
 for _ in range(steady):
     a = time.perf_counter(); run(feeds); times.append(time.perf_counter() - a)
 import json
 out = {"import": t1 - t0, "build": t2 - t1, "first": t4 - t3, "total": (t2 - t0) + (t4 - t3),
-       "steady": sorted(times)[len(times) // 2]}
+       "cpu": (c2 - c0) + (c4 - c3), "steady": sorted(times)[len(times) // 2]}
 if kind != "ort":
     out["stages"] = sess.stats().get("build", {})
     out["modules"] = sorted({m.split(".")[0] for m in sys.modules if m.startswith(("nnrt_", "scipy"))})
@@ -168,17 +172,17 @@ def med(rows: list[dict], key: str) -> float:
 
 
 def report_model(model: dict, results: dict[str, list]) -> None:
-    ort_total = med(results["ort"], "total")
+    ort_total, ort_cpu = med(results["ort"], "total"), med(results["ort"], "cpu")
     print(f"\n{model['key']}  (medians of {len(results['ort'])} fresh processes, ms)")
-    print(f"  {'kind':12s} {'import':>7s} {'build':>7s} {'first':>7s} {'total':>7s} {'x ORT':>6s} "
-          f"{'proc':>7s} {'steady':>7s} {'first/steady':>12s}")
+    print(f"  {'kind':16s} {'import':>7s} {'build':>7s} {'first':>7s} {'total':>7s} {'x ORT':>6s} "
+          f"{'cpu':>7s} {'x ORT':>6s} {'proc':>7s} {'steady':>7s} {'first/steady':>12s}")
     for kind, rows in results.items():
         label = "raw ORT" if kind == "ort" else f"nnrt {kind}"
-        total = med(rows, "total")
+        total, cpu = med(rows, "total"), med(rows, "cpu")
         first, steady = med(rows, "first"), med(rows, "steady")
-        print(f"  {label:12s} {med(rows, 'import') * 1e3:7.1f} {med(rows, 'build') * 1e3:7.1f} "
-              f"{first * 1e3:7.1f} {total * 1e3:7.1f} {total / ort_total:6.2f} {med(rows, 'proc') * 1e3:7.1f} "
-              f"{steady * 1e3:7.1f} {first / steady:12.2f}")
+        print(f"  {label:16s} {med(rows, 'import') * 1e3:7.1f} {med(rows, 'build') * 1e3:7.1f} "
+              f"{first * 1e3:7.1f} {total * 1e3:7.1f} {total / ort_total:6.2f} {cpu * 1e3:7.1f} "
+              f"{cpu / ort_cpu:6.2f} {med(rows, 'proc') * 1e3:7.1f} {steady * 1e3:7.1f} {first / steady:12.2f}")
     for kind, rows in results.items():
         if kind == "ort":
             continue

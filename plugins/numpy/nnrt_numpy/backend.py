@@ -1,7 +1,6 @@
 """The NumPy reference backend: runs any node it has a kernel for, on the host."""
 from __future__ import annotations
 
-import math
 import os
 import platform
 from typing import Any, Mapping
@@ -10,12 +9,16 @@ import numpy as np
 
 from nnrt_core.backend import Backend, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.frontends import load_onnx, to_onnx
-from nnrt_core.ir import Graph, Node, TensorType
+from nnrt_core.ir import Graph, Node
+from nnrt_core.runtime.memory_plan import live_peak_bytes
 from nnrt_numpy import __version__, blas, parallel
 from nnrt_numpy.memory import prefault_heap, tune_allocator
 from nnrt_numpy.program import GraphProgram, why_unsupported
 
-__all__ = ["NumpyBackend"]
+__all__ = ["NumpyBackend", "WARM_HEAP_BYTES"]
+
+#: the most heap a partition's warm-up touches (about 10 ms of page faults)
+WARM_HEAP_BYTES = 64 << 20
 
 
 class NumpyPartition(CompiledPartition):
@@ -26,9 +29,6 @@ class NumpyPartition(CompiledPartition):
         self.graph = graph
         self.num_threads = num_threads
         self.uses_blas = blas.available() and _uses_blas(graph)
-        #: bytes of the statically shaped values the nodes compute (what a run allocates, about)
-        self.static_bytes = sum(v.type.dtype.itemsize * math.prod(v.type.shape) for n in graph.nodes
-                                for v in n.outputs if isinstance(v.type, TensorType) and v.type.is_static)
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         args = [inputs[n] for n in self.input_names]
@@ -43,12 +43,15 @@ class NumpyPartition(CompiledPartition):
 
     def warm_up(self) -> None:
         """The first run's set-up, paid at build: the helper threads split
-        kernels use, and the planned arena allocated with its pages touched.
-        (Kernels and their optional imports, SciPy included, load at compile.)"""
+        kernels use, the planned arena allocated with its pages touched, and
+        heap pages for the most bytes of static intermediates live at once
+        (at most ``WARM_HEAP_BYTES``).  Kernels and their optional imports,
+        SciPy included, load at compile."""
         parallel.start_helpers()
         if self.program.arena is not None:
             self.program.arena.prefault()
-        prefault_heap(self.static_bytes)
+        self.warm_heap_bytes = min(live_peak_bytes(self.graph), WARM_HEAP_BYTES)
+        prefault_heap(self.warm_heap_bytes)
 
     def describe(self) -> dict[str, Any]:
         """Fused nodes, Concat placements and the planned arena (bytes, values)."""
