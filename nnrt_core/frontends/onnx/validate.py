@@ -26,6 +26,7 @@ to the backends.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -244,11 +245,17 @@ def _elem_name(t: int) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _type_table(schema: Any) -> tuple[dict[str, set[str]], list[Any]]:
+    """The schema's type constraints (parameter -> allowed type strings) and
+    formal inputs, read once per schema (schemas are cached, see ``onnx_schema``)."""
+    return {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}, list(schema.inputs)
+
+
 def _check_types(n: NodeView, schema: Any) -> None:
     """Known input element types against the schema's type constraints (and
     inputs sharing a type parameter against each other)."""
-    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
-    formal = list(schema.inputs)
+    allowed, formal = _type_table(schema)
     bound: dict[str, tuple[int, int]] = {}
     for i, t in enumerate(n.input_types):
         if t == NOT_TENSOR and formal and i < len(n.inputs) and n.inputs[i]:
