@@ -61,6 +61,20 @@ def test_onnx_is_imported_only_by_the_onnx_frontend(modules):
     assert users == set()
 
 
+def test_tflite_is_imported_only_by_the_tflite_frontend(modules):
+    users = set()
+    for m in modules.values():
+        if m.name.startswith("nnrt_core.frontends.tflite."):
+            continue
+        for node in ast.walk(m.tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n == "tflite" or n.startswith("tflite.") for n in names):
+                users.add(m.name)
+    assert users == set()
+    assert "nnrt_core.frontends.tflite.schema" in modules
+
+
 def test_checker_finds_a_planted_cycle_and_private_access(tmp_path):
     pkg = tmp_path / "nnrt_core"
     pkg.mkdir()

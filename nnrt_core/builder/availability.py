@@ -10,6 +10,8 @@ from nnrt_core.backend.base import DeviceInfo
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import BackendUnavailableError, ConfigError
 from nnrt_core.frontends import load_onnx
+from nnrt_core.frontends.detect import is_tflite_source
+from nnrt_core.frontends.tflite_entry import load_tflite_source
 from nnrt_core.ir import Graph, Model
 from nnrt_core.registry import Registry, default_registry
 
@@ -100,4 +102,6 @@ def _graph_of(model: Any) -> Graph:
         return model.graph
     if isinstance(model, Graph):
         return model
+    if is_tflite_source(model):
+        return load_tflite_source(model).graph
     return load_onnx(model).graph  # what Session loads from a path, bytes or ModelProto

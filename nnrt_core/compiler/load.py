@@ -5,6 +5,8 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from nnrt_core.frontends import load_onnx, to_onnx, validate_graph
+from nnrt_core.frontends.detect import is_tflite_source
+from nnrt_core.frontends.tflite_entry import load_tflite_source
 from nnrt_core.ir import Graph, Model
 from nnrt_core.ir.clone import clone_graph
 
@@ -12,7 +14,7 @@ __all__ = ["load_model"]
 
 
 def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
-    """A path, bytes, ``onnx.ModelProto``, IR ``Model`` or IR ``Graph`` as a
+    """A path or bytes (ONNX or TFLite), ``onnx.ModelProto``, IR ``Model`` or IR ``Graph`` as a
     Model the caller may transform (IR inputs are copied, weights shared).
     ``input_shapes`` fixes free input dimensions before shape inference
     (``ScheduleConfig.input_shapes``; IR models go through ONNX for it).
@@ -28,4 +30,8 @@ def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = No
         return dataclasses.replace(model, graph=clone_graph(model.graph), metadata=dict(model.metadata))
     if isinstance(model, Graph):
         return Model(graph=clone_graph(model))
+    if is_tflite_source(model):
+        loaded = load_tflite_source(model, input_shapes)
+        validate_graph(loaded.graph)  # the mappers' nodes pass the checks ONNX files do
+        return loaded
     return load_onnx(model, input_shapes=input_shapes or None)

@@ -55,12 +55,23 @@ class WeightStore:
         key = (array.dtype.str, array.shape, xxhash.xxh3_128(raw).digest())
         with self._lock:
             held = self._arrays.get(key)
-            if held is not None and memoryview(held.reshape(-1).view(np.uint8)) == raw:
+            if held is not None and _same_bytes(held, array):
                 return held, True
             view = array.view()
             view.flags.writeable = False  # the caller's array keeps its own flags
             self._arrays[key] = view
             return view, False
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Byte equality of two C-contiguous arrays of one dtype and shape, compared as
+    machine words (``memoryview ==`` compares item by item in Python: ~60 ms for 8 MB)."""
+    x, y = a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)
+    if x.size != y.size:
+        return False
+    if x.size % 8 == 0:
+        x, y = x.view(np.uint64), y.view(np.uint64)
+    return bool(np.array_equal(x, y))
 
 
 _default = WeightStore()

@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 import onnx
 
+from nnrt_core.frontends.detect import is_tflite_source
 from nnrt_core.frontends.onnx.export import to_onnx
 from nnrt_core.frontends.onnx.protos import attribute_graphs, subgraphs
 from nnrt_core.ir import Graph, Model
@@ -28,7 +29,7 @@ def model_digest(model: Any) -> str | None:
         except OSError:
             return None  # the loader reports a missing file properly
         h.update(data)
-        if b"location" in data:  # maybe external data: key its files too
+        if b"location" in data and not is_tflite_source(data):  # maybe external data: key its files too
             try:
                 for entry in _external_files(onnx.load_model_from_string(data), p.parent):
                     h.update(entry.encode())

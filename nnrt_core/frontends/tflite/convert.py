@@ -1,0 +1,142 @@
+"""A checked TFLite flatbuffer -> nnrt IR ``Model`` (the main subgraph)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
+from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
+from nnrt_core.frontends.tflite.ops import available_ops, custom_ops, mapper_for
+from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, corrupt, guarded
+from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
+from nnrt_core.ir import Graph, Model, Value
+
+__all__ = ["OPSET", "convert", "unsupported_ops"]
+
+#: the ONNX opset the produced graphs are written against
+OPSET = 18
+
+
+def unsupported_ops(flat: FlatModel, subgraph: int = 0) -> tuple[list[str], list[str]]:
+    """(builtin, custom) operator names of ``subgraph`` that have no mapper."""
+    builtin, custom = set(), set()
+    with guarded("operators"):
+        for k, op in enumerate(flat.operators(flat.subgraph(subgraph))):
+            idx = op.u32(OPERATOR.opcode_index)
+            if not 0 <= idx < len(flat.op_codes):
+                raise ModelLoadError(f"operator {k} uses operator code {idx}; the model has {len(flat.op_codes)}")
+            name, is_custom = flat.op_codes[idx]
+            if mapper_for(name, is_custom) is None:
+                (custom if is_custom else builtin).add(name)
+    return sorted(builtin), sorted(custom)
+
+
+def _check_supported(flat: FlatModel) -> None:
+    builtin, custom = unsupported_ops(flat)
+    if not builtin and not custom:
+        return
+    parts = []
+    if builtin:
+        parts.append(f"builtin operators {builtin} are not mapped (mapped: {', '.join(available_ops())})")
+    if custom:
+        claimed = custom_ops()
+        parts.append(f"custom operators {custom} are not claimed by any plugin (register one with "
+                     f"nnrt_core.frontends.tflite.register_op; claimed: {claimed or 'none'})")
+    raise UnsupportedNodeError(f"{flat.what}: " + "; ".join(parts))
+
+
+def convert(flat: FlatModel) -> Model:
+    """The IR model of ``flat``'s first subgraph; the other subgraphs and the
+    signature defs are listed in ``metadata`` (``tflite.subgraphs``, ``tflite.signatures``)."""
+    _check_supported(flat)
+    sg = flat.subgraph(0)
+    tensors = flat.tensors(sg)
+    names = flat.subgraph_names()
+    graph = Graph(names[0] or "main", opset_imports={"": OPSET})
+    state = GraphState(flat, graph, tensors)
+    with guarded("subgraph inputs and outputs"):
+        ins = sg.numbers(SUBGRAPH.inputs, np.int32).tolist()
+        outs = sg.numbers(SUBGRAPH.outputs, np.int32).tolist()
+    ops = flat.operators(sg)
+    for t in ins + outs:
+        if not 0 <= t < len(tensors):
+            raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")
+    for t in ins:
+        _add_input(state, t)
+    for k, op in enumerate(ops):
+        try:  # guarded() per operator, without a context manager's cost
+            _map(state, flat, op, k)
+        except ModelLoadError:
+            raise
+        except GUARDED_ERRORS as e:
+            raise corrupt(f"operator {k}", e) from e
+    for t in outs:
+        graph.outputs.append(_output(state, t))
+    meta = {"tflite.subgraphs": json.dumps(names), "tflite.signatures": json.dumps(flat.signatures()),
+            "tflite.main_subgraph": names[0]}
+    meta.update(state.metadata)
+    return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
+
+
+def _map(state: GraphState, flat: FlatModel, op: Table, k: int) -> None:
+    """Run the mapper of operator ``k`` and check it produced every output."""
+    name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
+    ctx = OpContext(state, op, k, name)
+    mapper = mapper_for(name, is_custom)
+    assert mapper is not None  # _check_supported
+    mapper(ctx)
+    for j, t in enumerate(ctx.outputs):
+        slot = state.slots[t] if t >= 0 else None
+        if slot is not None and slot.plain is None and slot.nchw is None and slot.const is None:
+            raise ModelLoadError(f"{ctx.desc}: the mapper did not produce output {j}")
+
+
+def _add_input(state: GraphState, t: int) -> None:
+    slot = state.slots[t]
+    info = slot.info
+    v = state.new_value(info.name, info.dtype, info.shape)
+    state.graph.inputs.append(v)
+    if slot.quant is not None and info.dtype in QUANTIZED_TYPES:
+        slot.plain = state.dequantized(v, slot.quant, info.shape, f"{info.name}__dq", slot.quant.axis)
+    else:
+        slot.plain = v
+
+
+def _output(state: GraphState, t: int) -> Value:
+    """The graph output of tensor ``t``: TFLite layout, quantized back when the tensor is."""
+    slot = state.slots[t]
+    info = slot.info
+    v = state.plain(t)
+    if slot.quant is not None and info.dtype in QUANTIZED_TYPES:
+        v = _requantized(state, v, t)
+    if any(o is v for o in state.graph.outputs) or any(i is v for i in state.graph.inputs) or v.const is not None:
+        out = state.new_value(info.name + "__out", v.dtype, info.shape)
+        return state.add("Identity", [v], f"{info.name}__output", [out])[0]
+    holder = state.names.get(info.name)
+    if v.name != info.name and not any(i is holder for i in state.graph.inputs):
+        if holder is not None:
+            holder.name = state.unique(info.name + "__inner")
+            state.names[holder.name] = holder
+        state.names.pop(v.name, None)
+        v.name = info.name
+        state.names[v.name] = v
+    return v
+
+
+def _requantized(state: GraphState, v: Value, t: int) -> Value:
+    """Quantized output ``t`` from its float value ``v``: the integer value of its
+    last QuantizeLinear when ``v`` is (a Transpose of) that pair's DequantizeLinear."""
+    slot = state.slots[t]
+    info = slot.info
+    p = v.producer
+    perm = None
+    if p is not None and p.op_type == "Transpose":
+        perm, p = p.attr("perm"), p.inputs[0].producer
+    if p is not None and p.op_type == "DequantizeLinear" and p.inputs[0].dtype == info.dtype:
+        q = p.inputs[0]
+        if perm is None:
+            return q
+        out = state.new_value(info.name + "__q_nhwc", info.dtype, info.shape)
+        return state.add("Transpose", [q], f"{info.name}__q_to_nhwc", [out], {"perm": list(perm)})[0]
+    return state.quantized(v, slot.quant, info.dtype, info.shape, f"{info.name}__q", slot.quant.axis)

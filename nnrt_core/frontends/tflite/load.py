@@ -1,0 +1,41 @@
+"""TFLite file / bytes -> nnrt IR ``Model``."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.tflite.convert import convert
+from nnrt_core.frontends.tflite.schema import MAX_TENSOR_BYTES, FlatModel
+from nnrt_core.ir import Model
+
+__all__ = ["load_tflite", "read_flat_model"]
+
+#: the largest .tflite file read (the flatbuffer format itself stops at 2 GiB plus appended buffers)
+MAX_FILE_BYTES = 4 * MAX_TENSOR_BYTES
+
+
+def read_flat_model(source: Any) -> FlatModel:
+    """Parse and check a TFLite model from a path or bytes (the bytes are kept, not copied)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return FlatModel(bytes(source) if not isinstance(source, bytes) else source, "<bytes>")
+    if isinstance(source, (str, os.PathLike)):
+        p = Path(source)
+        if not p.is_file():
+            raise ModelLoadError(f"model file {str(p)!r} does not exist or is not a file")
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ModelLoadError(f"model file {str(p)!r} is {size} bytes, over the limit of {MAX_FILE_BYTES}")
+        # read, not mapped: a file truncated under a mapping would fault the process (docs/security.md)
+        return FlatModel(p.read_bytes(), str(p))
+    raise ModelLoadError(f"cannot load a TFLite model from {type(source).__name__}; expected a path or bytes")
+
+
+def load_tflite(source: Any) -> Model:
+    """The IR model of a ``.tflite`` path or bytes (the main subgraph; see docs/tflite.md)."""
+    flat = read_flat_model(source)
+    model = convert(flat)
+    if isinstance(source, (str, os.PathLike)):
+        model.base_dir = str(Path(source).resolve().parent)
+    return model

@@ -1,0 +1,272 @@
+"""Reading a TFLite flatbuffer: the model, its tensors, buffers and operators.
+
+Everything the flatbuffer says is checked before it is trusted: the file
+identifier and schema version, every index (buffer, tensor, operator code),
+every buffer's extent (inside the file), and every tensor's byte size against
+its shape.  The ``tflite`` package's accessors raise ``struct.error`` /
+``IndexError`` on garbage: :func:`guarded` turns that into ``ModelLoadError``.
+Constant data are ``np.frombuffer`` views of the file bytes (no copy).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import tflite
+
+from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.tflite import table
+from nnrt_core.ir import DataType
+
+__all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "MAX_TENSOR_BYTES", "TensorInfo", "Quant", "FlatModel",
+           "guarded", "corrupt", "GUARDED_ERRORS", "looks_like_tflite", "BUILTIN_NAMES"]
+
+FILE_IDENTIFIER = b"TFL3"
+SCHEMA_VERSION = 3
+#: no tensor of an imported model may be larger than this
+MAX_TENSOR_BYTES = 1 << 32
+
+#: builtin operator code -> name ("CONV_2D", ...)
+BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(tflite.BuiltinOperator).items()
+                                 if not k.startswith("_") and isinstance(v, int)}
+
+_DTYPES: dict[int, DataType] = {
+    0: DataType.FLOAT, 1: DataType.FLOAT16, 2: DataType.INT32, 3: DataType.UINT8, 4: DataType.INT64,
+    6: DataType.BOOL, 7: DataType.INT16, 9: DataType.INT8, 10: DataType.DOUBLE, 12: DataType.UINT64,
+    15: DataType.UINT32, 16: DataType.UINT16,
+}
+_TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def looks_like_tflite(data: bytes | bytearray | memoryview) -> bool:
+    """True when ``data`` carries the TFLite file identifier at bytes 4..8."""
+    return len(data) >= 8 and bytes(data[4:8]) == FILE_IDENTIFIER
+
+
+#: what the flatbuffer accessors raise on a corrupt file
+GUARDED_ERRORS = (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
+                  AttributeError, MemoryError)
+
+
+def corrupt(what: str, e: BaseException) -> ModelLoadError:
+    """The ``ModelLoadError`` for accessor error ``e`` while reading ``what``."""
+    return ModelLoadError(f"TFLite model is corrupt: {what}: {type(e).__name__}: {e}")
+
+
+@contextlib.contextmanager
+def guarded(what: str) -> Iterator[None]:
+    """Turn the errors a corrupt flatbuffer raises in the accessors into ``ModelLoadError``."""
+    try:
+        yield
+    except ModelLoadError:
+        raise
+    except GUARDED_ERRORS as e:
+        raise corrupt(what, e) from e
+
+
+@dataclass(frozen=True)
+class Quant:
+    """Affine quantization of a tensor: ``real = scale * (q - zero_point)``;
+    ``axis`` is the quantized dimension (per-axis) or ``None`` (per-tensor)."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int | None
+
+
+@dataclass
+class TensorInfo:
+    """One tensor of a subgraph as the flatbuffer declares it (shape in NHWC when 4-D)."""
+
+    index: int
+    name: str
+    dtype: DataType
+    shape: tuple[int, ...]
+    data: np.ndarray | None  #: constant data (a view of the file bytes), else ``None``
+    quant: Quant | None
+    sparse: object | None  #: the ``tflite.SparsityParameters`` of a sparse constant
+
+    @property
+    def desc(self) -> str:
+        return f"tensor {self.index} {self.name!r}"
+
+
+class FlatModel:
+    """A parsed and checked TFLite model over ``data`` (kept alive by the arrays)."""
+
+    def __init__(self, data: bytes, what: str = "<bytes>") -> None:
+        if len(data) < 8:
+            raise ModelLoadError(f"{what} is not a TFLite model: {len(data)} bytes is too short for a flatbuffer")
+        if not looks_like_tflite(data):
+            raise ModelLoadError(f"{what} is not a TFLite model: file identifier {bytes(data[4:8])!r}, "
+                                 f"expected {FILE_IDENTIFIER!r}")
+        self.data = data
+        self.what = what
+        self.buf = np.frombuffer(data, dtype=np.uint8)
+        with guarded("model header"):
+            root_pos = struct.unpack_from("<I", data, 0)[0]
+            if root_pos + 4 > len(data):
+                raise ModelLoadError(f"{what}: root table offset {root_pos} is outside the file ({len(data)} bytes)")
+            self.root = table.root(data)
+            version = self.root.u32(table.MODEL.version)
+            if version != SCHEMA_VERSION:
+                raise ModelLoadError(f"{what}: unknown TFLite schema version {version} (expected {SCHEMA_VERSION})")
+            self.model = tflite.Model.GetRootAs(data, 0)  # for the cold tables: codes, signatures
+            self.subgraphs = self.root.tables(table.MODEL.subgraphs)
+            self.n_subgraphs = len(self.subgraphs)
+            buffers = self.root.tables(table.MODEL.buffers)
+            self.n_buffers = len(buffers)
+            self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
+            #: every buffer's bytes (a view), ``None`` when empty, or why it cannot be read
+            self.buffers = [self._read_buffer(b, i) for i, b in enumerate(buffers)]  # also catches truncation
+        if self.n_subgraphs < 1:
+            raise ModelLoadError(f"{what}: the model has no subgraph")
+
+    def _op_code(self, i: int) -> tuple[str, bool]:
+        """(builtin name or custom code, is_custom) of operator code ``i``."""
+        oc = self.model.OperatorCodes(i)
+        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+        name = BUILTIN_NAMES.get(code)
+        if name == "CUSTOM":
+            custom = oc.CustomCode()
+            return (custom.decode("utf-8", "replace") if custom else "<unnamed custom op>"), True
+        return (name or f"<unknown builtin {code}>"), False
+
+    # ------------------------------------------------------------------ tensors
+    def tensors(self, sg: table.Table) -> list[TensorInfo]:
+        """Every tensor of subgraph ``sg``, checked."""
+        out = []
+        with guarded("tensor list"):
+            tables = sg.tables(table.SUBGRAPH.tensors)
+        for i, t in enumerate(tables):
+            try:  # guarded() per tensor, without a context manager's cost
+                out.append(self._tensor(t, i))
+            except GUARDED_ERRORS as e:
+                raise corrupt(f"tensor {i}", e) from e
+        return out
+
+    def _tensor(self, t: table.Table, i: int) -> TensorInfo:
+        f = table.TENSOR
+        raw_name = t.string(f.name)
+        name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{i}"
+        desc = f"tensor {i} {name!r}"
+        ttype = t.u8(f.type)
+        if ttype == 13:  # RESOURCE: a variable handle (ops/variables.py), no data
+            return TensorInfo(i, name, DataType.UNDEFINED, (), None, None, None)
+        dtype = _DTYPES.get(ttype)
+        if dtype is None:
+            raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
+                                 f"(supported: {sorted(_TYPE_NAMES[k] for k in _DTYPES)})")
+        shape = tuple(t.numbers(f.shape, np.int32).tolist())
+        if any(d < 0 for d in shape):
+            raise ModelLoadError(f"{desc}: shape {list(shape)} has a negative dimension")
+        nbytes = math.prod(shape) * dtype.numpy.itemsize
+        if nbytes > MAX_TENSOR_BYTES:
+            raise ModelLoadError(f"{desc}: shape {list(shape)} needs {nbytes} bytes, over the limit "
+                                 f"of {MAX_TENSOR_BYTES}")
+        sp = t.table(f.sparsity)
+        sparse = None
+        if sp is not None:
+            sparse = tflite.SparsityParameters()
+            sparse.Init(sp.buf, sp.pos)
+        raw = self._buffer(t.u32(f.buffer), desc)
+        data = None
+        if raw is not None and raw.size:
+            if sparse is None:
+                if raw.nbytes != nbytes:
+                    raise ModelLoadError(f"{desc}: shape {list(shape)} of {dtype.name.lower()} needs {nbytes} "
+                                         f"bytes but its buffer holds {raw.nbytes}")
+                if (raw.ctypes.data % dtype.numpy.itemsize) == 0:
+                    data = raw.view(dtype.numpy).reshape(shape)
+                else:  # unaligned buffer: one copy
+                    data = raw.copy().view(dtype.numpy).reshape(shape)
+            else:
+                data = raw
+        return TensorInfo(i, name, dtype, shape, data, self._quant(t.table(f.quantization), desc, shape), sparse)
+
+    def _read_buffer(self, b: table.Table, index: int) -> np.ndarray | str | None:
+        """Buffer ``index`` as a uint8 view of the file, ``None`` when empty, or
+        the reason it lies outside the file (raised for the tensors that use it)."""
+        offset, size = b.u64(table.BUFFER.offset), b.u64(table.BUFFER.size)
+        if offset > 1:  # data stored after the flatbuffer (large models)
+            if offset + size > len(self.data):
+                return f"buffer {index} at offset {offset} with {size} bytes lies outside the file ({len(self.data)} bytes)"
+            return self.buf[offset:offset + size]
+        start, n = b.vector_position(table.BUFFER.data)
+        if n == 0:
+            return None
+        if start + n > len(self.data):
+            return f"buffer {index} ({n} bytes) lies outside the file ({len(self.data)} bytes)"
+        return self.buf[start:start + n]
+
+    def _buffer(self, index: int, desc: str) -> np.ndarray | None:
+        """The bytes of buffer ``index`` as a uint8 view (``None``: empty)."""
+        if index == 0:
+            return None
+        if index >= self.n_buffers:
+            raise ModelLoadError(f"{desc}: buffer index {index} is out of range ({self.n_buffers} buffers)")
+        raw = self.buffers[index]
+        if isinstance(raw, str):
+            raise ModelLoadError(f"{desc}: {raw}")
+        return raw
+
+    @staticmethod
+    def _quant(q: table.Table | None, desc: str, shape: tuple[int, ...]) -> Quant | None:
+        if q is None:
+            return None
+        scale = q.numbers(table.QUANT.scale, np.float32).astype(np.float32)
+        if scale.size == 0:
+            return None
+        zp = q.numbers(table.QUANT.zero_point, np.int64).astype(np.int64)
+        if zp.size == 0:
+            zp = np.zeros_like(scale, np.int64)
+        if zp.size != scale.size:
+            raise ModelLoadError(f"{desc}: quantization has {scale.size} scales but {zp.size} zero points")
+        if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {scale[:8].tolist()}")
+        if scale.size == 1:
+            return Quant(scale.reshape(()), zp.reshape(()), None)
+        axis = q.i32(table.QUANT.quantized_dimension)
+        if not 0 <= axis < len(shape) or shape[axis] != scale.size:
+            raise ModelLoadError(f"{desc}: {scale.size} per-axis scales on dimension {axis} do not fit shape "
+                                 f"{list(shape)}")
+        return Quant(scale, zp, axis)
+
+    # --------------------------------------------------------------- structure
+    def subgraph(self, k: int) -> table.Table:
+        return self.subgraphs[k]
+
+    def operators(self, sg: table.Table) -> list[table.Table]:
+        with guarded("operator list"):
+            return sg.tables(table.SUBGRAPH.operators)
+
+    def signatures(self) -> list[dict[str, object]]:
+        """The signature defs: key, subgraph index, input and output names."""
+        out = []
+        with guarded("signature defs"):
+            for i in range(self.model.SignatureDefsLength()):
+                s = self.model.SignatureDefs(i)
+                key = s.SignatureKey()
+                out.append({
+                    "key": key.decode("utf-8", "replace") if key else f"signature_{i}",
+                    "subgraph": int(s.SubgraphIndex()),
+                    "inputs": [_text(s.Inputs(j).Name()) for j in range(s.InputsLength())],
+                    "outputs": [_text(s.Outputs(j).Name()) for j in range(s.OutputsLength())],
+                })
+        return out
+
+    def description(self) -> str:
+        with guarded("model description"):
+            return _text(self.root.string(table.MODEL.description))
+
+    def subgraph_names(self) -> list[str]:
+        with guarded("subgraph names"):
+            return [_text(sg.string(table.SUBGRAPH.name)) or f"subgraph_{k}" for k, sg in enumerate(self.subgraphs)]
+
+
+def _text(b: bytes | None) -> str:
+    return b.decode("utf-8", "replace") if b else ""

@@ -1,0 +1,121 @@
+"""A lean flatbuffer table reader for the hot tables of a TFLite model.
+
+The ``tflite`` package's generated accessors cost several Python calls per
+field; a model has hundreds of tensors and operators, so the per-tensor and
+per-operator fields (``Tensor``, ``Buffer``, ``QuantizationParameters``,
+``Operator``, ``SubGraph``) are read here straight from the vtables.  The
+field offsets are the schema's (vtable offset = 4 + 2 * field id), and
+``tests/test_tflite_frontend.py`` checks them against the ``tflite``
+package on a model.  Other tables (options, sparsity, signatures, operator
+codes) are read with the ``tflite`` classes, initialized at positions found
+here.  Every read is bounds-checked by ``struct`` / ``np.frombuffer``:
+callers wrap them in :func:`~nnrt_core.frontends.tflite.schema.guarded`.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Table", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR"]
+
+_U8 = struct.Struct("<B").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+
+
+class _Fields:
+    """Vtable offsets of one table's fields, by name."""
+
+    def __init__(self, **offsets: int) -> None:
+        self.__dict__.update(offsets)
+
+
+MODEL = _Fields(version=4, operator_codes=6, subgraphs=8, description=10, buffers=12)
+SUBGRAPH = _Fields(tensors=4, inputs=6, outputs=8, operators=10, name=12)
+TENSOR = _Fields(shape=4, type=6, buffer=8, name=10, quantization=12, is_variable=14, sparsity=16)
+BUFFER = _Fields(data=4, offset=6, size=8)
+QUANT = _Fields(scale=8, zero_point=10, quantized_dimension=16)
+OPERATOR = _Fields(opcode_index=4, inputs=6, outputs=8, builtin_options_type=10, builtin_options=12)
+
+
+class Table:
+    """One flatbuffer table at ``pos`` of ``buf``."""
+
+    __slots__ = ("buf", "pos", "_vt", "_vt_len")
+
+    def __init__(self, buf: Any, pos: int) -> None:
+        self.buf = buf
+        self.pos = pos
+        vt = pos - _I32(buf, pos)[0]
+        self._vt = vt
+        self._vt_len = _U16(buf, vt)[0]
+
+    def _field(self, off: int) -> int:
+        return _U16(self.buf, self._vt + off)[0] if off < self._vt_len else 0
+
+    def u8(self, off: int, default: int = 0) -> int:
+        o = self._field(off)
+        return _U8(self.buf, self.pos + o)[0] if o else default
+
+    def i32(self, off: int, default: int = 0) -> int:
+        o = self._field(off)
+        return _I32(self.buf, self.pos + o)[0] if o else default
+
+    def u32(self, off: int, default: int = 0) -> int:
+        o = self._field(off)
+        return _U32(self.buf, self.pos + o)[0] if o else default
+
+    def u64(self, off: int, default: int = 0) -> int:
+        o = self._field(off)
+        return _U64(self.buf, self.pos + o)[0] if o else default
+
+    def table(self, off: int) -> "Table | None":
+        o = self._field(off)
+        if not o:
+            return None
+        p = self.pos + o
+        return Table(self.buf, p + _U32(self.buf, p)[0])
+
+    def _vector(self, off: int) -> tuple[int, int]:
+        """(position of the first element, length); (0, 0) when absent."""
+        o = self._field(off)
+        if not o:
+            return 0, 0
+        p = self.pos + o
+        p += _U32(self.buf, p)[0]
+        return p + 4, _U32(self.buf, p)[0]
+
+    def string(self, off: int) -> bytes | None:
+        start, n = self._vector(off)
+        if not start:
+            return None
+        if start + n > len(self.buf):
+            raise ValueError(f"string of {n} bytes at {start} lies outside the buffer")
+        return bytes(self.buf[start:start + n])
+
+    def numbers(self, off: int, dtype: Any) -> np.ndarray:
+        """A vector of scalars as a numpy view (empty when absent); numpy refuses an extent outside ``buf``."""
+        start, n = self._vector(off)
+        if not start:
+            return np.zeros(0, dtype)
+        return np.frombuffer(self.buf, dtype=np.dtype(dtype).newbyteorder("<"), count=n, offset=start)
+
+    def vector_position(self, off: int) -> tuple[int, int]:
+        """(position, length) of a vector field, for byte vectors read elsewhere."""
+        return self._vector(off)
+
+    def tables(self, off: int) -> list["Table"]:
+        start, n = self._vector(off)
+        if start + 4 * n > len(self.buf):
+            raise ValueError(f"table vector of {n} entries at {start} lies outside the buffer")
+        offs = np.frombuffer(self.buf, dtype="<u4", count=n, offset=start) if n else ()
+        return [Table(self.buf, start + 4 * k + int(o)) for k, o in enumerate(offs)]
+
+
+def root(buf: Any) -> Table:
+    """The root table of a finished flatbuffer."""
+    return Table(buf, _U32(buf, 0)[0])

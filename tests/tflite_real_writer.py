@@ -1,0 +1,90 @@
+"""``TFLiteWriter`` (tests/tflite_models.py) plus what the real models use and
+that writer does not write: custom options, string-valued builtin options and
+several subgraphs (IF branches, CALL_ONCE initializers).  No downloads."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import flatbuffers
+import tflite
+
+from tflite_models import TFLiteWriter, _mod
+
+__all__ = ["RealWriter"]
+
+
+class RealWriter(TFLiteWriter):
+    """Tensors and operators go to the current subgraph; ``subgraph(name)`` starts the next one
+    (its index is returned, for IF / CALL_ONCE options)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], list[int], list[int]]] = []
+        self.name = "main"
+
+    def subgraph(self, name: str) -> int:
+        self.done.append((self.name, self.tensors, self.ops, self.inputs, self.outputs))
+        self.name, self.tensors, self.ops, self.inputs, self.outputs = name, [], [], [], []
+        return len(self.done)
+
+    def op(self, name: str, inputs: Sequence[int], outputs: Sequence[int], options: str | None = None,
+           custom: str | None = None, custom_options: bytes | None = None, **fields: Any) -> None:
+        super().op(name, inputs, outputs, options, custom, **fields)
+        self.ops[-1]["custom_options"] = custom_options
+
+    def build(self) -> bytes:
+        graphs = self.done + [(self.name, self.tensors, self.ops, self.inputs, self.outputs)]
+        b = flatbuffers.Builder(1024)
+        buffers = [self._buffer(b, d) for d in self.buffers]
+        subgraphs = []
+        for name, tensors, ops, ins, outs in graphs:
+            t = [self._tensor(b, x) for x in tensors]
+            o = [self._operator(b, x) for x in ops]
+            subgraphs.append(self._subgraph(b, t, o, ins, outs, name))
+        codes = []
+        for code, custom in self.opcodes:
+            cc = b.CreateString(custom) if custom else None
+            m = _mod("OperatorCode")
+            m.Start(b)
+            m.AddDeprecatedBuiltinCode(b, min(code, 127))
+            m.AddBuiltinCode(b, code)
+            m.AddVersion(b, 1)
+            if cc is not None:
+                m.AddCustomCode(b, cc)
+            codes.append(m.End(b))
+        sigs = [self._signature(b, key, k) for key, k in self.signatures]
+        m = _mod("Model")
+        vec = {name: self._vector(b, m, name, items) for name, items in
+               (("OperatorCodes", codes), ("Subgraphs", subgraphs), ("Buffers", buffers), ("SignatureDefs", sigs))}
+        m.Start(b)
+        m.AddVersion(b, self.version)
+        m.AddOperatorCodes(b, vec["OperatorCodes"])
+        m.AddSubgraphs(b, vec["Subgraphs"])
+        m.AddBuffers(b, vec["Buffers"])
+        m.AddSignatureDefs(b, vec["SignatureDefs"])
+        b.Finish(m.End(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+    def _operator(self, b: flatbuffers.Builder, o: dict[str, Any]) -> int:
+        ins, outs = self._ints(b, o["inputs"]), self._ints(b, o["outputs"])
+        custom = o.get("custom_options")
+        cv = b.CreateByteVector(custom) if custom is not None else None
+        opts = None
+        if o["options"]:
+            strings = {k: b.CreateString(v) for k, v in o["fields"].items() if isinstance(v, str)}
+            m = _mod(o["options"])
+            m.Start(b)
+            for k, v in o["fields"].items():
+                getattr(m, f"Add{k}")(b, strings.get(k, v))
+            opts = m.End(b)
+        m = _mod("Operator")
+        m.Start(b)
+        m.AddOpcodeIndex(b, o["opcode"])
+        m.AddInputs(b, ins)
+        m.AddOutputs(b, outs)
+        if opts is not None:
+            m.AddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, o["options"]))
+            m.AddBuiltinOptions(b, opts)
+        if cv is not None:
+            m.AddCustomOptions(b, cv)
+        return m.End(b)
