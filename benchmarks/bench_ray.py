@@ -15,11 +15,16 @@ replaces their ConstantOfShape weight fills by stored He-initialized weights
 * plain: one session in this process, the same batches, ``Session.run`` per row;
 * NnrtPredictor: the same batches through the predictor in this process (its own
   cost: column checks, row runs, output columns), interleaved with plain;
-* ray N: ``Dataset.map_batches(NnrtPredictor, ActorPoolStrategy(size=N))`` over
-  a materialized dataset, each actor warmed up by one run (``warmup=True``, as
-  the plain loop's session is by the earlier repeats); its time is the window from the first batch's start
-  to the last batch's end inside the actors (actor start-up excluded, reported
-  apart), median of ``--repeats`` jobs;
+* ray N: ``Dataset.map_batches(NnrtPredictor, ActorPoolStrategy(size=N))``
+  over a materialized dataset, each actor warmed up by one run (``warmup=True``, as the plain
+  loop's session is by the earlier repeats), its output collected with
+  ``take_all()`` (no further operator: a ``select_columns`` there ran one
+  more Ray task per block on the same two cores); its time is the window from
+  the first batch's start to the last batch's end inside the actors (actor
+  start-up excluded, reported apart), median of ``--repeats`` jobs.  Split
+  into "in call" (the summed time inside the predictor's ``__call__``: our
+  predictor and the runs) and "between calls" (the rest of the window, per
+  batch: Ray's own per-batch cost, dispatch, block conversion, object store);
 * efficiency(N) = throughput(N) / (N x throughput(1)); overhead = time(ray 1) / time(plain);
 * start-up: seconds from ``NnrtPredictor(...)`` to a ready session in a fresh
   worker process (after imports, plugin discovery and the backends' one-time
@@ -46,7 +51,7 @@ import onnx
 import ray
 
 from nnrt_core import ScheduleConfig, Session
-from nnrt_ray import NnrtPredictor, map_dataset, ship
+from nnrt_ray import NnrtPredictor, ship
 
 ROOT = Path(__file__).resolve().parent.parent
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -107,24 +112,56 @@ def predictor_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> 
     return time.perf_counter() - t0
 
 
-def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float, int, float]:
-    """(window seconds, wall seconds with start-up, rows, skew) of one job; skew:
-    how much later than the first actor the last one started its first batch."""
+def predictor_own_ms(sess: Session, name: str, x: np.ndarray, batch_size: int, calls: int = 200) -> float:
+    """Median milliseconds per batch of ``NnrtPredictor.__call__`` with the
+    session's runs replaced by their precomputed outputs: the predictor's own
+    work (column checks, row slices, output checks and columns), no model."""
+    pred = NnrtPredictor(sess)
+    b = x[:batch_size]
+    batch = {"row_id": np.array([f"r{i}" for i in range(len(b))]), name: b}
+    done = sess.run({name: b[:1]})
+    pred.session = _Canned(done, sess)
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        pred(batch)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+class _Canned:
+    """A session whose ``run`` returns one precomputed result (``inputs`` etc. from the real one)."""
+
+    def __init__(self, result: dict, real: Session) -> None:
+        self.result, self.inputs, self.outputs = result, real.inputs, real.outputs
+
+    def run(self, feeds, *args, **kwargs) -> dict:
+        return self.result
+
+
+def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float, int, float, float, int]:
+    """(window seconds, wall seconds with start-up, rows, skew, seconds in
+    calls summed over actors, batches) of one job; skew: how much later than
+    the first actor the last one started its first batch."""
     t0 = time.perf_counter()
     with_timing = ds.map_batches(
-        TimedPredictor, batch_size=batch_size, batch_format="numpy",
-        fn_constructor_kwargs={"session": shipped, "warmup": True}, compute=ray.data.ActorPoolStrategy(size=workers),
+        TimedPredictor, batch_size=batch_size, batch_format="numpy", zero_copy_batch=True,
+        fn_constructor_kwargs={"session": shipped, "warmup": True},
+        compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1, resources=shipped.resources or None)
-    rows = with_timing.select_columns(["row_id", "t_start", "t_end", "pid"]).take_all()
+    rows = with_timing.take_all()
     wall = time.perf_counter() - t0
     first = {}
     for r in rows:
         first[r["pid"]] = min(first.get(r["pid"], r["t_start"]), r["t_start"])
     window = max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows)
-    return window, wall, len(rows), max(first.values()) - min(first.values())
+    calls = {(r["pid"], r["t_start"], r["t_end"]) for r in rows}
+    busy = sum(b - a for _, a, b in calls)
+    return window, wall, len(rows), max(first.values()) - min(first.values()), busy, len(calls)
 
 
 def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
+    load0 = os.getloadavg()
     model = load_model(name, args.real_weights)
     rows = args.rows.get(name, DEFAULT_ROWS[name])
     t0 = time.perf_counter()
@@ -147,7 +184,8 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
     res = {"model": name, "rows": rows, "batch_size": args.batch_size, "driver_build_s": build,
            "file_mb": warm.file_bytes / 1e6, "plain_s": statistics.median(plain),
            "predictor_s": statistics.median(in_process),
-           "startup_warm_s": statistics.median(starts["warm"]), "startup_cold_s": statistics.median(starts["cold"])}
+           "startup_warm_s": statistics.median(starts["warm"]), "startup_cold_s": statistics.median(starts["cold"]),
+           "load_before": load0}
     res["warm_over_cold"] = res["startup_warm_s"] / res["startup_cold_s"]
     for n in args.workers:
         runs = [ray_window(ds, warm, n, args.batch_size) for _ in range(args.repeats)]
@@ -156,7 +194,12 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         res[f"ray{n}_wall_s"] = statistics.median(r[1] for r in runs)
         res[f"ray{n}_rows_per_s"] = rows / res[f"ray{n}_s"]
         res[f"ray{n}_start_skew_s"] = statistics.median(r[3] for r in runs)
+        res[f"ray{n}_in_call_s"] = statistics.median(r[4] / n for r in runs)  # per actor
+        res[f"ray{n}_between_calls_ms"] = statistics.median(
+            (r[0] * n - r[4]) / max(r[5] - n, 1) * 1e3 for r in runs)  # per batch after each actor's first
     res["overhead_predictor_vs_plain"] = res["predictor_s"] / res["plain_s"]
+    res["predictor_own_ms_per_batch"] = predictor_own_ms(sess, inp.name, x, args.batch_size)
+    res["load_after"] = os.getloadavg()
     one = res.get("ray1_rows_per_s")
     if one:
         res["overhead_ray1_vs_plain"] = res["ray1_s"] / res["plain_s"]
@@ -179,7 +222,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     args.rows = {k: int(v) for k, v in (i.split("=") for i in args.rows.split(",") if i)}
-    args.workers = [int(w) for w in args.workers.split(",")]
+    args.workers = [int(w) for w in args.workers.split(",") if w]  # "": start-up only
     cfg = ScheduleConfig(backends=args.backends.split(","), backup="numpy", num_threads=1)
     load0 = os.getloadavg()
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -197,15 +240,19 @@ def main(argv=None) -> int:
           f"{report['load_after'][0]:.2f} {report['load_after'][1]:.2f} {report['load_after'][2]:.2f}; "
           f"{args.cpus} CPUs; weights: {'He-initialized' if args.real_weights else 'ConstantOfShape fills'}")
     for r in results:
-        print(f"\n{r['model']}: {r['rows']} rows, batch {r['batch_size']}, file {r['file_mb']:.1f} MB")
+        print(f"\n{r['model']}: {r['rows']} rows, batch {r['batch_size']}, file {r['file_mb']:.1f} MB; load average "
+              f"{r['load_before'][0]:.2f} before, {r['load_after'][0]:.2f} after")
         print(f"  plain loop        {r['plain_s']:8.3f} s  {r['rows'] / r['plain_s']:8.2f} rows/s")
         print(f"  NnrtPredictor     {r['predictor_s']:8.3f} s  {r['rows'] / r['predictor_s']:8.2f} rows/s"
-              f"  (in this process, no Ray: {r['overhead_predictor_vs_plain']:.3f}x the plain loop)")
+              f"  (in this process, no Ray: {r['overhead_predictor_vs_plain']:.3f}x the plain loop; its own work "
+              f"{r['predictor_own_ms_per_batch']:.3f} ms per batch)")
         for n in args.workers:
             print(f"  ray {n} actor(s)    {r[f'ray{n}_s']:8.3f} s  {r[f'ray{n}_rows_per_s']:8.2f} rows/s"
                   f"  efficiency {r.get(f'efficiency{n}', float('nan')):.2f}  (job wall with start-up "
                   f"{r[f'ray{n}_wall_s']:.1f} s; last actor's first batch {r[f'ray{n}_start_skew_s']:.2f} s "
                   "after the first's)")
+            print(f"      in calls {r[f'ray{n}_in_call_s']:.3f} s per actor ({r[f'ray{n}_in_call_s'] / r['plain_s']:.3f}x "
+                  f"the plain loop), between calls {r[f'ray{n}_between_calls_ms']:.1f} ms per batch (Ray's own)")
         if "overhead_ray1_vs_plain" in r:
             print(f"  overhead ray 1 / plain: {r['overhead_ray1_vs_plain']:.3f}x")
         print(f"  actor start-up: warm {r['startup_warm_s'] * 1e3:.0f} ms, cold {r['startup_cold_s'] * 1e3:.0f} ms "

@@ -64,6 +64,27 @@ def test_saved_session_runs_without_the_model(tmp_path, x, backends):
         assert loaded.placement["cumsum"] == "onnxruntime"
 
 
+def test_read_only_views_are_decoded_in_place_and_writable_buffers_copied(x):
+    sess = Session(small_cnn(), ScheduleConfig(backends=["numpy"]))
+    want = sess.run(x)["y"]
+    data = session_file.encode(sess.to_image())
+    frozen = np.frombuffer(data, np.uint8)  # read-only, as Ray's object store hands it out
+    image = session_file.decode(memoryview(frozen))
+    [part] = image.partitions
+    assert part.blob.obj is frozen  # a view of the caller's buffer: no copy of the file
+    assert Session(memoryview(frozen)).run(x)["y"].tobytes() == want.tobytes()
+    buf = bytearray(data)  # writable: decoded from a copy, so changing it afterwards changes nothing
+    [part] = session_file.decode(buf).partitions
+    before = bytes(part.blob)
+    buf[:] = bytes(len(buf))
+    assert bytes(part.blob) == before
+    bad = np.frombuffer(data, np.uint8).copy()
+    bad[-1] ^= 0xFF
+    bad.flags.writeable = False
+    with pytest.raises(SessionFileError, match="checksum mismatch"):
+        session_file.decode(memoryview(bad))  # the checksum is checked on the view too
+
+
 def test_loaded_session_validates_feeds(tmp_path, x):
     path = Session(small_cnn(), ScheduleConfig(backends=["numpy"])).save(tmp_path / "m.nnrt")
     loaded = Session(path)

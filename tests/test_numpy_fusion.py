@@ -188,3 +188,65 @@ def test_fused_conv_uses_the_conv_kernel(act, params):
            "Sigmoid": lambda v: 1 / (1 + np.exp(-v))}[act](ref)
     assert y.dtype == np.float32
     np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------------ mobile-network activation tails
+def _hswish_nodes(x: str, y: str, mul_first: bool, div: bool) -> list:
+    """x * Clip(x + 3, 0, 6) / 6 spelled out (PaddlePaddle's export), in either order."""
+    scale = helper.make_node("Div" if div else "Mul", ["p" if mul_first else "r", "six" if div else "sixth"],
+                             [y if mul_first else "q"])
+    nodes = [helper.make_node("Add", [x, "three"], ["t"]), helper.make_node("Clip", ["t", "zero", "six"], ["r"])]
+    if mul_first:
+        return nodes + [helper.make_node("Mul", [x, "r"], ["p"]), scale]
+    return nodes + [scale, helper.make_node("Mul", ["q", x], [y])]
+
+
+HS_INITS = {"three": np.array(3, np.float32), "zero": np.array(0, np.float32), "six": np.array(6, np.float32),
+            "sixth": np.array(1 / 6, np.float32)}
+
+
+@pytest.mark.parametrize("mul_first,div", [(True, True), (False, True), (False, False)])
+def test_spelled_out_hard_swish_fuses_into_the_conv_bit_for_bit(mul_first, div):
+    inits = {"w": f32(6, 1, 3, 3, lo=-4, hi=4), "b": f32(6), **HS_INITS}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], group=6)]
+    nodes += _hswish_nodes("c", "y", mul_first, div)
+    m = model(nodes, [("x", [2, 6, 7, 9])], [("y", [2, 6, 7, 9])], inits)
+    feeds = {"x": f32(2, 6, 7, 9, lo=-3, hi=3)}
+    got, want, prog = run_both(m, feeds)
+    assert prog.fused_nodes == 4
+    np.testing.assert_array_equal(got[0], want[0])  # same operations in the same order
+    check(m, feeds, 4)
+
+
+def test_hard_swish_pattern_with_another_reader_is_not_fused():
+    inits = {"w": f32(4, 4, 1, 1), **HS_INITS}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"])] + _hswish_nodes("c", "y", True, True)
+    nodes.append(helper.make_node("Relu", ["r"], ["z"]))  # the Clip output is read twice
+    m = model(nodes, [("x", [1, 4, 3, 3])], [("y", [1, 4, 3, 3]), ("z", [1, 4, 3, 3])], inits)
+    check(m, {"x": f32(1, 4, 3, 3, lo=-5, hi=5)}, 1)  # only Add + Clip, the Conv stays alone
+
+
+def test_hard_sigmoid_and_hard_swish_tails():
+    inits = {"w": f32(5, 5, 1, 1), "w2": f32(5, 5, 1, 1)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("HardSigmoid", ["c"], ["h"], alpha=0.3),
+             helper.make_node("Conv", ["h", "w2"], ["d"]), helper.make_node("HardSwish", ["d"], ["y"])]
+    m = model(nodes, [("x", [2, 5, 4, 4])], [("y", [2, 5, 4, 4])], inits)
+    feeds = {"x": f32(2, 5, 4, 4, lo=-8, hi=8)}
+    got, want, prog = run_both(m, feeds)
+    assert prog.fused_nodes == 2
+    np.testing.assert_array_equal(got[0], want[0])
+    check(m, feeds, 2)
+
+
+def test_squeeze_excite_with_symbolic_batch_and_size_fuses():
+    """GlobalAveragePool -> Conv -> Relu -> Conv -> HardSigmoid -> Mul, with a free batch and
+    free spatial sizes (symbolic dims, channels static), as exported mobile networks have."""
+    inits = {"w": f32(8, 8, 1, 1), "w1": f32(2, 8, 1, 1), "b1": f32(2), "w2": f32(8, 2, 1, 1), "b2": f32(8)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Conv", ["g", "w1", "b1"], ["s1"]), helper.make_node("Relu", ["s1"], ["s2"]),
+             helper.make_node("Conv", ["s2", "w2", "b2"], ["s3"]), helper.make_node("HardSigmoid", ["s3"], ["s4"]),
+             helper.make_node("Mul", ["r", "s4"], ["y"])]
+    m = model(nodes, [("x", ["N", 8, "H", "W"])], [("y", ["N", 8, "H", "W"])], inits)
+    for shape in [(1, 8, 5, 6), (3, 8, 2, 9)]:
+        check(m, {"x": f32(*shape)}, 3)

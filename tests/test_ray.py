@@ -17,7 +17,7 @@ import ray
 import ray.cloudpickle
 
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.errors import ConfigError
+from nnrt_core.errors import CompileError, ConfigError
 from nnrt_core.tools.cli import main
 from nnrt_ray import NnrtPredictor, map_dataset, ship
 from nnrt_ray.cluster import connect
@@ -75,6 +75,39 @@ def test_a_heterogeneous_config_passes_through_and_asks_for_the_device(light_dir
     for i in range(3):
         want = local.run({"data_0": x[i:i + 1]})["softmaxout_1"][0]
         np.testing.assert_allclose(rows[f"r{i}"]["softmaxout_1"], want, rtol=1e-6, atol=1e-7)
+
+
+ORT = ScheduleConfig(backends=["onnxruntime"], backup="numpy", num_threads=1)
+
+
+def test_ship_sends_onnxruntimes_optimized_graph_and_loads_it_warm(light_dir):
+    model = str(light_dir / "light_squeezenet.onnx")
+    shipped = ship(model, ORT)
+    assert shipped.mode == "file" and shipped.fallback is not None and shipped.config.cache_dir is None
+    pred = NnrtPredictor(shipped)
+    assert pred.loaded_as == "file"
+    [step] = pred.session.executor.steps
+    assert step.compiled.describe()["stored_form"] == "optimized"  # ORT's own graph: its optimizers stay off
+    x = np.random.RandomState(0).rand(1, 3, 224, 224).astype(np.float32)
+    np.testing.assert_allclose(pred.session.run({"data_0": x})["softmaxout_1"],
+                               Session(model, ORT).run({"data_0": x})["softmaxout_1"], rtol=1e-5, atol=1e-6)
+
+
+def test_a_worker_that_refuses_the_compiled_file_builds_from_the_model(light_dir, monkeypatch):
+    import nnrt_onnxruntime.backend as ort_backend
+
+    model = str(light_dir / "light_squeezenet.onnx")
+    shipped = ship(model, ORT)
+    other = {"onnxruntime": "0.0", "arch": "elsewhere", "features": []}
+    monkeypatch.setattr(ort_backend, "machine_fingerprint", lambda: other)  # another CPU than the driver's
+    pred = NnrtPredictor(shipped)
+    assert pred.loaded_as.startswith("model (file refused: ") and "optimized for another machine" in pred.loaded_as
+    x = np.random.RandomState(1).rand(1, 3, 224, 224).astype(np.float32)
+    np.testing.assert_allclose(pred.session.run({"data_0": x})["softmaxout_1"],
+                               Session(model, ORT).run({"data_0": x})["softmaxout_1"], rtol=1e-5, atol=1e-6)
+    shipped.fallback = None  # nothing to build from: the refusal is the error
+    with pytest.raises(CompileError, match="optimized for another machine"):
+        NnrtPredictor(shipped)
 
 
 class DiesOnce(NnrtPredictor):
@@ -215,9 +248,9 @@ def test_nnrt_batch_errors_are_clear(tmp_path, model_file, capsys, monkeypatch):
     assert main(["batch", str(model_file), "--input", str(tmp_path / "wrong.npz"), "--output",
                  str(tmp_path / "o2")]) == 2
     assert "no column for model input(s): 'x'" in capsys.readouterr().err
-    import nnrt_core.tools.batch_cli as batch_cli
+    from importlib import metadata  # what nnrt_core.tools.batch_cli reads the entry points with
 
-    monkeypatch.setattr(batch_cli.metadata, "entry_points", lambda group: [])
+    monkeypatch.setattr(metadata, "entry_points", lambda group: [])
     assert main(["batch", str(model_file), "--input", str(data), "--output", str(tmp_path / "o3")]) == 2
     assert "install ./plugins/ray" in capsys.readouterr().err
 

@@ -219,13 +219,15 @@ def read_session_file(path: str | os.PathLike) -> SessionImage:
     return decode(read_bytes(path, what), what=what)
 
 
-def decode(data: bytes, *, what: str = "session file") -> SessionImage:
+def decode(data: bytes | memoryview, *, what: str = "session file") -> SessionImage:
     """Validate ``data`` and return its image; :class:`SessionFileError` says
-    what is wrong (bad magic, newer format, truncation, checksum...)."""
-    if not isinstance(data, bytes):
-        data = bytes(data)
+    what is wrong (bad magic, newer format, truncation, checksum...).
+    ``bytes`` and read-only views (a file in Ray's object store) are used in
+    place, the image's blobs being views of them; a writable buffer is copied
+    first, so that nothing can change what was checked."""
+    data = _frozen(data)
     if len(data) < _FIXED.size:
-        if data[:8] != MAGIC[:len(data[:8])] or not data:
+        if bytes(data[:8]) != MAGIC[:len(data[:8])] or not data:
             raise SessionFileError(f"{what} is not an nnrt session file (bad magic)")
         raise SessionFileError(f"{what} is truncated ({len(data)} bytes, the fixed header needs {_FIXED.size})")
     magic, version, flags, hlen, hsha = _FIXED.unpack_from(data)
@@ -238,7 +240,7 @@ def decode(data: bytes, *, what: str = "session file") -> SessionImage:
         raise SessionFileError(f"{what} has unsupported format version {version} / flags {flags:#x}")
     if hlen > MAX_HEADER_BYTES or _FIXED.size + hlen > len(data):
         raise SessionFileError(f"{what} is truncated or corrupted (header of {hlen} bytes, file of {len(data)})")
-    head_bytes = data[_FIXED.size:_FIXED.size + hlen]
+    head_bytes = bytes(data[_FIXED.size:_FIXED.size + hlen])
     if hashlib.sha256(head_bytes).digest() != hsha:
         raise SessionFileError(f"{what}: header checksum mismatch (the file is corrupted)")
     try:
@@ -247,6 +249,16 @@ def decode(data: bytes, *, what: str = "session file") -> SessionImage:
         raise SessionFileError(f"{what} has a malformed header: {type(e).__name__}: {e}") from None
     check_header(head, what)  # every field's type, and the references between records
     return _image(head, memoryview(data)[_FIXED.size + hlen:], what)
+
+
+def _frozen(data: Any) -> bytes | memoryview:
+    """``data`` as bytes or a read-only, contiguous byte view (no copy), else a copy."""
+    if isinstance(data, bytes):
+        return data
+    view = memoryview(data)
+    if view.readonly and view.c_contiguous:
+        return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+    return view.tobytes()
 
 
 def _image(head: dict[str, Any], payload: memoryview, what: str) -> SessionImage:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from typing import Any, Mapping
 
 import numpy as np
 import onnx
@@ -45,8 +46,14 @@ def is_mapped(t: onnx.TensorProto) -> bool:
 
 
 def load_external_data(proto: onnx.ModelProto, base_dir: str | None,
-                       mapped: dict[str, np.ndarray] | None = None) -> None:
+                       mapped: dict[str, np.ndarray] | None = None,
+                       regions: Mapping[str, Any] | None = None) -> None:
     """Resolve external tensor data, refusing paths outside ``base_dir``.
+
+    ``regions``: in-memory external data, location -> read-only bytes-like
+    (a compiled partition's weights region): a tensor whose ``location`` is
+    one of them is viewed in place (into ``mapped``, no copy) instead of read
+    from a file; offsets and lengths are checked the same way.
 
     Without ``mapped`` every external tensor's bytes are read into its
     ``raw_data``.  With it (a dict to fill), a tensor numpy can view as it is
@@ -66,6 +73,9 @@ def load_external_data(proto: onnx.ModelProto, base_dir: str | None,
             if t.data_location != onnx.TensorProto.EXTERNAL:
                 continue
             info = {e.key: e.value for e in t.external_data}
+            if regions is not None and info.get("location") in regions:
+                _from_region(t, info, regions[info["location"]], mapped)
+                continue
             location, path = _data_file(t, info, base_dir, root)
             if path not in files:
                 files[path] = _open_regular(path, location, t)
@@ -89,6 +99,26 @@ def load_external_data(proto: onnx.ModelProto, base_dir: str | None,
     finally:
         for f in files.values():
             f.close()
+
+
+def _from_region(t: onnx.TensorProto, info: dict[str, str], region: Any,
+                 mapped: dict[str, np.ndarray] | None) -> None:
+    """``t``'s data from an in-memory region: a read-only view in ``mapped``
+    (a writable region is copied first), or copied into the proto."""
+    view = memoryview(region).cast("B")
+    if not view.readonly:
+        view = memoryview(view.tobytes())
+    location = info["location"]
+    offset, length = _data_range(t, info, location, len(view))
+    del t.external_data[:]
+    if mapped is not None and length >= MMAP_MIN_BYTES and mappable_dtype(t) is not None:
+        key = str(len(mapped))
+        mapped[key] = np.frombuffer(view, np.uint8, length, offset)  # read-only, like the region
+        for k, v in (("location", location), ("offset", str(offset)), ("length", str(length)), (MAPPED_KEY, key)):
+            t.external_data.add(key=k, value=v)
+        return
+    t.raw_data = bytes(view[offset:offset + length])
+    t.data_location = onnx.TensorProto.DEFAULT
 
 
 def _data_file(t: onnx.TensorProto, info: dict[str, str], base_dir: str | None, root: str) -> tuple[str, str]:

@@ -16,7 +16,7 @@ import heapq
 import logging
 import os
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -98,6 +98,7 @@ def load_onnx(
     check: bool = True,
     infer_shapes: bool = True,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    weights: Mapping[str, Any] | None = None,
 ) -> Model:
     """Load an ONNX model into the IR (see module docstring).
 
@@ -105,10 +106,13 @@ def load_onnx(
     dimensions before shape inference, like ONNX Runtime's free-dimension
     overrides or OpenVINO's ``reshape``: the static shapes then propagate
     through the graph.  A name that is no graph input, a wrong rank or a size
-    that contradicts a fixed dimension is a :class:`ConfigError`."""
+    that contradicts a fixed dimension is a :class:`ConfigError`.
+    ``weights`` (location -> read-only bytes-like) holds external data in
+    memory: tensors stored there are viewed in place, not read from files
+    (a compiled partition's weights, see the NumPy backend)."""
     proto, base_dir = _parse_source(source)
     mapped: dict[str, np.ndarray] = {}  # external data read into arrays, see load_external_data
-    load_external_data(proto, base_dir, mapped)
+    load_external_data(proto, base_dir, mapped, weights)
     if _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
         proto = copy_model(proto) if proto is source else proto
         sort_nodes(proto.graph)
@@ -137,7 +141,7 @@ def load_onnx(
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
-        validate_model(proto, types=True)  # element types against the schemas' constraints
+        validate_model(proto, types=True, structure=False)  # element types against the schemas' constraints
     model = model_from_proto(proto, mapped)
     model.base_dir = base_dir
     return model

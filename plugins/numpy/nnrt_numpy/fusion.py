@@ -13,7 +13,12 @@ chain) and is not a graph output, and runs the chain as one step:
 * every **tail** is applied in place on that array (``out=``): per-channel
   affine (inference BatchNormalization, Mul/Add by a constant that broadcasts
   along the channel axis), Add/Sum/Mul with another tensor of the same shape
-  (residual connections), Relu, LeakyRelu, Clip and Sigmoid.
+  (residual connections), Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid,
+  HardSwish, and hard-swish spelled out as Add/Clip/Mul/Div (see
+  :mod:`nnrt_numpy.fusion_tails`).
+
+Shapes may be symbolic (a free batch or image size): equal symbols stand for
+equal sizes; the channel axis must be static.
 
 When the head is a Conv (or ConvTranspose) with constant weights, the
 per-channel affine tails that directly follow it are folded into its weights
@@ -30,11 +35,12 @@ import dataclasses
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy import special
+from nnrt_numpy import special
 
 from nnrt_core.ir import Graph, Node, Value
 
-from nnrt_numpy.graph_facts import is_static_shape, value_dtype, value_readers
+from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish
+from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
 
 __all__ = ["Chain", "find_chains"]
@@ -103,10 +109,13 @@ class Chain:
                     np.multiply(y, op[1], out=y)
                 elif kind == "add":
                     np.add(y, op[1], out=y)
-                elif kind == "add_in":
-                    np.add(y, args[op[1]], out=y)
-                elif kind == "mul_in":
-                    np.multiply(y, args[op[1]], out=y)
+                elif kind in ("add_in", "mul_in"):
+                    other = args[op[1]]
+                    fn = np.add if kind == "add_in" else np.multiply
+                    if np.shape(other) == y.shape:
+                        fn(y, other, out=y)
+                    else:  # symbolic shapes said equal; broadcast as the unfused node would
+                        y = fn(y, other)
                 elif kind == "leaky":
                     np.multiply(y, op[1], out=y, where=y < 0)
                 elif kind == "clip":
@@ -114,14 +123,35 @@ class Chain:
                         np.maximum(y, op[1], out=y)
                     if op[2] is not None:
                         np.minimum(y, op[2], out=y)
-                else:  # sigmoid
+                elif kind == "sigmoid":
                     special.expit(y, out=y)
+                else:
+                    apply_hard(op, y)
+            if out is not None and y is not out:
+                np.copyto(out, y)
+                y = out
             return (y,)
 
         self.run = run
 
     def __call__(self, *args: Any, out: np.ndarray | None = None) -> tuple[Any]:
         return self.run(*args, out=out)
+
+
+def _known(shape: Any) -> bool:
+    """Rank >= 1, every dimension an int or a symbol (equal symbols: equal sizes), the channel axis an int."""
+    if shape is None or len(shape) == 0:  # ufuncs return scalars for 0-d
+        return False
+    if any(d is None or isinstance(d, bool) or not isinstance(d, (int, str)) for d in shape):
+        return False
+    return len(shape) < 2 or isinstance(shape[1], int)
+
+
+def _fits(cshape: tuple, yshape: tuple) -> bool:
+    """Whether a constant of shape ``cshape`` broadcasts onto ``yshape`` without growing it."""
+    if len(cshape) > len(yshape):
+        return False
+    return all(d == 1 or d == yd for d, yd in zip(cshape[::-1], yshape[::-1]))
 
 
 def _const_operand(node: Node, y: Value) -> tuple[int, np.ndarray | None, Value | None]:
@@ -146,6 +176,7 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
     if op == "LeakyRelu":
         return ("leaky", t(float(node.attributes["alpha"].value) if "alpha" in node.attributes else 0.01))
     if op == "Sigmoid":
+        special.load()  # at compile, not in the first run
         return ("sigmoid",)
     if op == "Clip":
         if node.opset < 11:
@@ -163,6 +194,8 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
             bounds += [None] * (2 - len(bounds))
             lo, hi = bounds
         return ("clip", None if lo is None else t(lo), None if hi is None else t(hi))
+    if op in ("HardSigmoid", "HardSwish"):
+        return hard_tail(node, ydt)
     if op == "BatchNormalization":
         return ("bn",)  # resolved by the caller (needs the kernel)
     if op in ("Add", "Mul", "Sum"):
@@ -178,7 +211,7 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
             if vec is not None:
                 vec = vec.astype(ydt)
                 return ("mul" if op == "Mul" else "add", vec, "channel")
-            if np.broadcast_shapes(c.shape, yshape) != yshape:
+            if not _fits(c.shape, yshape):
                 return None
             return ("mul" if op == "Mul" else "add", np.ascontiguousarray(c, dtype=ydt), "const")
         if other.shape is None or tuple(other.shape) != yshape:
@@ -201,7 +234,7 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
             continue
         y = head.outputs[0]
         ydt = value_dtype(y)
-        if ydt is None or ydt not in _FLOATS or not is_static_shape(y.shape) or len(y.shape) == 0:  # ufuncs return scalars for 0-d
+        if ydt is None or ydt not in _FLOATS or not _known(y.shape):
             continue
         yshape = tuple(y.shape)
         if head.op_type == "BatchNormalization" and _bn_affine(head, kernels[i]) is None:
@@ -214,7 +247,14 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
         while True:
             users = readers.get(id(cur), [])
             if len(users) != 1 or users[0] is None:
-                break
+                hs = match_hardswish(cur, readers, lambda v: value_dtype(v) == ydt and v.shape is not None
+                                     and tuple(v.shape) == yshape)
+                if hs is None or any(id(n) in taken or index.get(id(n), -1) <= index[id(nodes[-1])] for n in hs[0]):
+                    break
+                nodes.extend(hs[0])
+                tails.append(hs[1])
+                cur = hs[0][-1].outputs[0]
+                continue
             nxt = users[0]
             j = index.get(id(nxt))
             if j is None or id(nxt) in taken or j <= index[id(nodes[-1])]:

@@ -58,7 +58,7 @@ def map_dataset(ds: "ray.data.Dataset", shipped: ShippedSession, *, workers: int
     with warnings.catch_warnings():  # Ray 2.60 deprecates max_restarts here (no named parameter yet)
         warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
         return ds.map_batches(
-            NnrtPredictor, batch_size=batch_size, batch_format="numpy",
+            NnrtPredictor, batch_size=batch_size, batch_format="numpy", zero_copy_batch=True,
             fn_constructor_kwargs={"session": shipped, "on_error": on_error, "error_sink": error_sink,
                                    "id_column": ROW_ID, **predictor_kwargs},
             compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1, resources=shipped.resources or None,

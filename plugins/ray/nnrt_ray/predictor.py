@@ -19,6 +19,7 @@ import numpy as np
 from nnrt_core import Session
 from nnrt_core.errors import ExecutionError, InputError, NnrtError
 from nnrt_core.runtime.feeds import TensorInfo
+from nnrt_core.storage.session_file import looks_like_session_file
 from nnrt_ray.rows import BadRow, RowSpec, check_columns, chunks, empty_column, gather_rows, row_specs
 
 __all__ = ["NnrtPredictor", "ON_ERROR"]
@@ -50,12 +51,15 @@ class NnrtPredictor:
         t0 = time.perf_counter()
         if on_error not in ON_ERROR:
             raise InputError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+        #: how the session was made: "given", "file" (the shipped file, warm), "model" (built here)...
+        self.loaded_as = "given"
         if isinstance(session, Session):
             self.session = session
-        elif hasattr(session, "load"):
-            self.session = session.load()
+        elif hasattr(session, "load_reporting"):
+            self.session, self.loaded_as = session.load_reporting()
         else:
             self.session = Session(session)
+            self.loaded_as = "file" if looks_like_session_file(session) else "model"
         self.specs: list[RowSpec] = row_specs(self.session.inputs, input_map)
         self.outputs: list[TensorInfo] = self.session.outputs
         self.id_column, self.passthrough = id_column, tuple(passthrough)

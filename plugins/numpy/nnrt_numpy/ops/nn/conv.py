@@ -3,8 +3,11 @@
 Three strategies, chosen per call from static attributes:
 
 * 1x1 kernels without padding: a plain (grouped) matmul,
-* depthwise (one input channel per group): a multiply-add per kernel tap over
-  all channels at once (in channels-last layout when there are many channels),
+* depthwise (one input channel per group), 1-D and 2-D: ``_depthwise.py``
+  (pieces of channels on the thread pool: im2col + one batched product for
+  large planes, a channels-last einsum for small ones), except few channels
+  with small outputs (a multiply-add per kernel tap over the whole batch,
+  also used for 3-D),
 * everything else: im2col through a strided window view, then one batched
   BLAS matmul over (batch, group).
 
@@ -18,7 +21,12 @@ import numpy as np
 
 from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
+from ._depthwise import CL_LANES, MIN_SPLIT, DepthwisePlan
 from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+#: depthwise convs with few channels and at most this many outputs: one multiply-add per tap over the whole batch
+TAP_LOOP_MAX = 1 << 18
 
 
 def _im2col(x: np.ndarray, kernel, strides, dil, begin, end, out) -> np.ndarray:
@@ -58,6 +66,7 @@ class Conv(Kernel):
         self._wmat = self._weight_matrix(w) if w is not None and w.dtype.kind == "f" and w.dtype != np.float16 else None
         b = node.const(2) if node.present(2) else None
         self._bias = None if b is None else b.reshape(-1, 1)
+        self._warm_depthwise(node)
 
     def _weight_matrix(self, w: np.ndarray) -> np.ndarray:
         if w.ndim < 3:
@@ -129,6 +138,9 @@ class Conv(Kernel):
             if k > 1 and macs >= parallel.MIN_MACS * k:
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k)
             matmul = np.matmul  # already known to run on one thread
+        if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
+                (c >= CL_LANES or n * m * npix > TAP_LOOP_MAX):
+            return self._depthwise_flat(x, w, b, out, dest)
         if depthwise:
             y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
         elif pointwise:
@@ -223,6 +235,59 @@ class Conv(Kernel):
         if pointwise:
             return np.ascontiguousarray(part).reshape(cg, -1)
         return np.ascontiguousarray(part.transpose(0, 3, 4, 1, 2)).reshape(cg * src.shape[-2] * src.shape[-1], -1)
+
+    def _dw_plan(self, xshape: tuple, wshape: tuple, dtype: np.dtype) -> DepthwisePlan:
+        """The :class:`DepthwisePlan` of a 1-D or 2-D depthwise convolution (cached per shape)."""
+        key = ("dw", xshape, wshape, dtype)
+        plan = self._plans.get(key)
+        if plan is None:
+            nd, kernel, strides, dil, begin, end, out, _, _ = self._plan(xshape, wshape)
+            if nd == 1:  # as 2-D with one row
+                kernel, strides, dil, out = [1] + kernel, [1] + strides, [1] + dil, [1] + out
+                begin, end = [0] + begin, [0] + end
+            hw = xshape[2:] if nd == 2 else (1,) + tuple(xshape[2:])
+            plan = DepthwisePlan(xshape[0], xshape[1], wshape[0] // xshape[1], hw, kernel, strides, dil, begin,
+                                 end, out, dtype)
+            self._plans[key] = plan
+        return plan
+
+    def _warm_depthwise(self, node: NodeInfo) -> None:
+        """Plan a depthwise convolution with a static input shape at compile time and make its
+        scratch buffers, so the first run does not pay for them."""
+        xs, w = node.shape(0), self._w_const
+        dt = node.dtype(0)
+        if w is None or xs is None or dt is None or np.dtype(dt) not in _FLOATS or w.dtype != dt:
+            return
+        if not all(isinstance(d, int) and d > 0 for d in xs) or len(xs) not in (3, 4) or len(w.shape) != len(xs):
+            return
+        if not (w.shape[1] == 1 and self.group == xs[1] > 1):
+            return
+        try:
+            out = self._plan(tuple(xs), tuple(w.shape))[6]
+            if xs[1] < CL_LANES and xs[0] * w.shape[0] * int(np.prod(out)) <= TAP_LOOP_MAX:
+                return  # the tap loop (no plan)
+            plan = self._dw_plan(tuple(xs), tuple(w.shape), np.dtype(dt))
+        except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)
+            return
+        plan.weights(w)
+        plan.warm(min(parallel.CORES, plan.nblocks) if plan.work >= MIN_SPLIT else 1)
+
+    def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
+                        dest: np.ndarray | None) -> np.ndarray:
+        """Depthwise 1-D/2-D convolution by :class:`DepthwisePlan` (pieces of channels, threads)."""
+        plan = self._dw_plan(x.shape, w.shape, x.dtype)
+        n, m = x.shape[0], w.shape[0]
+        shape = (n, m) + tuple(out)
+        if dest is not None and dest.dtype == x.dtype and dest.shape == shape and dest.flags.c_contiguous:
+            y = dest
+        else:
+            y = np.empty(shape, x.dtype)
+        if b is not None and b.shape != (m,):
+            raise self.fail(f"bias B has shape {list(b.shape)}; expected [{m}]")
+        x4 = x if x.ndim == 4 else x.reshape(x.shape[:2] + (1,) + x.shape[2:])
+        k = parallel.threads() if plan.work >= MIN_SPLIT else 1
+        plan.run(x4, w, None if b is None else b.astype(x.dtype, copy=False), y, nthreads=k)
+        return y
 
     def _depthwise(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:
         n, c = x.shape[:2]

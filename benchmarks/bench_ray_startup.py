@@ -1,0 +1,60 @@
+"""Actor start-up only, warm (the shipped compiled file) against cold (the
+model built in the actor), with the code of any nnrt tree: before/after
+comparisons of ``benchmarks/bench_ray.py``'s start-up figures.
+
+    PYTHONPATH=TREE:TREE/plugins/numpy:TREE/plugins/onnxruntime:TREE/plugins/npu_emu:TREE/schedulers:TREE/plugins/ray \\
+        python benchmarks/bench_ray_startup.py --tree TREE [--models squeezenet,resnet50]
+                                               [--backends onnxruntime,numpy] [--starts 5]
+
+``_startup`` and ``load_model`` come from ``TREE/benchmarks/bench_ray.py``
+(what a start is: see its docstring); warm and cold starts are interleaved,
+each in a fresh worker process; medians printed with the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tree", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p.add_argument("--models", default="squeezenet,resnet50")
+    p.add_argument("--backends", default="onnxruntime,numpy")
+    p.add_argument("--starts", type=int, default=5)
+    args = p.parse_args(argv)
+    sys.path.insert(0, os.path.join(args.tree, "benchmarks"))
+    import bench_ray
+    import ray
+    import ray.cloudpickle
+
+    from nnrt_core import ScheduleConfig
+    from nnrt_ray import ship
+
+    ray.cloudpickle.register_pickle_by_value(bench_ray)  # workers need not see the tree's benchmarks folder
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    start = ray.remote(num_cpus=1, max_calls=1)(bench_ray._startup)
+    try:
+        for backend in args.backends.split(","):
+            cfg = ScheduleConfig(backends=[backend], backup="numpy", num_threads=1)
+            for name in args.models.split(","):
+                load0 = os.getloadavg()[0]
+                model = bench_ray.load_model(name, False)
+                warm, cold = ship(model, cfg), ship(model, cfg, warm=False)
+                w, c = [], []
+                for _ in range(args.starts):
+                    w.append(ray.get(start.remote(warm, cfg)))
+                    c.append(ray.get(start.remote(cold, cfg)))
+                mw, mc = statistics.median(w), statistics.median(c)
+                print(f"{name:10s} {backend:11s} warm {mw * 1e3:7.1f} ms  cold {mc * 1e3:7.1f} ms  warm/cold "
+                      f"{mw / mc:.3f}  (load average {load0:.1f} -> {os.getloadavg()[0]:.1f}; file "
+                      f"{warm.file_bytes / 1e6:.1f} MB)", flush=True)
+    finally:
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Depthwise 2-D convolution (one input channel per group, any channel
+multiplier, stride, dilation and padding) in cache-sized pieces of (image,
+channel block), on the backend's thread pool.
+
+Two ways, chosen per input shape (measured on the PP-OCR / MobileNet shapes,
+see ``benchmarks/bench_mobile.py``):
+
+* ``cols`` (output planes of at least :data:`CL_PIXELS` pixels, half that for
+  kernels of at most 9 taps): the piece's channels are copied into a
+  zero-padded scratch plane, their im2col columns (channels, taps, pixels)
+  are copied out of a strided window view, and one batched BLAS product per
+  piece, ``(cb, mult, taps) @ (cb, taps, pixels)``, writes straight into the
+  output;
+* ``cl`` (small or thin planes, e.g. 2 x 96 maps under a 5 x 5 kernel, where
+  im2col's products are tiny): the piece is copied channels-last into a
+  zero-padded scratch ``(hp, wp, cb)`` and one ``einsum`` over its window view
+  sums the taps with the channel axis contiguous; its result is copied into
+  the output.
+
+Kernel rows / columns that read only padding for every output are dropped
+first (:func:`_trim`).
+
+Either way the padding of the scratch planes is written once (when the
+scratch is made) and only the interior is overwritten, scratch sets are
+pooled per plan (one per concurrent piece) and can be made at compile time
+(:meth:`DepthwisePlan.warm`), so steady runs allocate only their outputs.
+Pieces run on :func:`nnrt_numpy.parallel.run_chunks` when the convolution is
+large enough (:data:`MIN_SPLIT`).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from ... import parallel
+from ._spatial import window_view
+
+__all__ = ["DepthwisePlan", "BLOCK_BYTES", "MIN_SPLIT", "CL_PIXELS", "CL_LANES", "PIECES"]
+
+#: bytes of scratch (padded planes + im2col columns) per piece
+BLOCK_BYTES = 2 << 20
+#: multiply-adds below which a convolution runs on one thread
+MIN_SPLIT = 1 << 21
+#: output planes with fewer pixels than this (half this for <= 9 taps) take the channels-last einsum
+CL_PIXELS = 1024
+#: channels-last pieces take images until they have this many channels
+CL_LANES = 64
+#: a convolution of MIN_SPLIT or more multiply-adds is cut into at least this many pieces
+PIECES = 4
+
+
+def _trim(hw: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dil: Sequence[int],
+          begin: Sequence[int], out: Sequence[int]) -> tuple[list, list, list, tuple]:
+    """Drop the leading and trailing kernel rows / columns that read only padding for every
+    output (a 5x5 kernel over a 2-row map: rows 0 and 4); returns the kernel, begin and end
+    pads of the smaller convolution (same outputs) and the slices of the live taps."""
+    kk, bb, ee, live = [], [], [], []
+    for size, k, s, d, b, o in zip(hw, kernel, strides, dil, begin, out):
+        pos = np.arange(o) * s - b
+        hits = [t for t in range(k) if ((pos + t * d >= 0) & (pos + t * d < size)).any()]
+        t0, t1 = (hits[0], hits[-1] + 1) if hits else (0, k)
+        b2 = b - t0 * d
+        kk.append(t1 - t0)
+        bb.append(b2)
+        ee.append((o - 1) * s + (t1 - t0 - 1) * d + 1 - size - b2)
+        live.append(slice(t0, t1))
+    return kk, bb, ee, tuple(live)
+
+
+class DepthwisePlan:
+    """Everything shape-dependent for one input shape: padding, pieces, mode, scratch pool."""
+
+    def __init__(self, n: int, c: int, mult: int, hw: Sequence[int], kernel: Sequence[int],
+                 strides: Sequence[int], dil: Sequence[int], begin: Sequence[int], end: Sequence[int],
+                 out: Sequence[int], dtype: np.dtype) -> None:
+        self.n, self.c, self.mult, self.dtype = n, c, mult, np.dtype(dtype)
+        self.full_kernel = list(kernel)
+        kernel, begin, end, self.live = _trim(hw, kernel, strides, dil, begin, out)
+        self.kernel, self.strides, self.dil, self.out = list(kernel), list(strides), list(dil), list(out)
+        # negative pads crop the input; positive ones pad the scratch plane
+        self.crop = tuple(slice(max(-b, 0), s - max(-e, 0)) for b, e, s in zip(begin, end, hw))
+        inner = [s - max(-b, 0) - max(-e, 0) for b, e, s in zip(begin, end, hw)]
+        lo = [max(b, 0) for b in begin]
+        self.padded = [i + b + max(e, 0) for i, b, e in zip(inner, lo, end)]
+        self.inner = tuple(slice(b, b + i) for b, i in zip(lo, inner))
+        self.taps = int(np.prod(kernel))
+        self.npix = int(np.prod(out))
+        # im2col copies ``taps`` values per output: for 3x3 kernels it pays from half as many pixels
+        big = self.npix >= CL_PIXELS or (self.npix >= CL_PIXELS // 2 and self.taps <= 9)
+        self.mode = "cols" if big else "cl"
+        plane = int(np.prod(self.padded)) + (self.taps * self.npix if self.mode == "cols" else 0)
+        cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
+        self.work = n * c * mult * self.npix * self.taps
+        if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
+            floor = min(c, CL_LANES) if self.mode == "cl" else 1
+            cb = max(floor, min(cb, c // -(-PIECES // n)))
+        self.cb = -(-c // -(-c // cb))  # balanced blocks
+        self.cblocks = -(-c // self.cb)
+        # channels-last with few channels: several images per piece, so einsum's inner loop is long enough
+        self.ipp = min(n, -(-CL_LANES // c)) if self.mode == "cl" and self.cblocks == 1 else 1
+        self.iblocks = -(-n // self.ipp)
+        self.nblocks = self.iblocks * self.cblocks
+        self._pool: list[tuple[np.ndarray, np.ndarray | None]] = []
+        self._lock = threading.Lock()
+        self._weights: tuple[np.ndarray, np.ndarray] | None = None
+
+    # -- scratch and weights ------------------------------------------------------------
+    def _new_scratch(self) -> tuple[np.ndarray, np.ndarray | None]:
+        # zeros: the padding is never written again, and the pages are touched now
+        if self.mode == "cl":
+            return np.zeros(tuple(self.padded) + (self.ipp * self.cb,), self.dtype), None
+        cols = np.zeros((self.cb,) + tuple(self.kernel) + tuple(self.out), self.dtype)
+        return np.zeros((self.cb,) + tuple(self.padded), self.dtype), cols
+
+    def warm(self, count: int) -> None:
+        """Make ``count`` scratch sets now (at compile time) instead of on the first run."""
+        with self._lock:
+            while len(self._pool) < count:
+                self._pool.append(self._new_scratch())
+
+    def ready(self) -> int:
+        """How many scratch sets wait in the pool."""
+        with self._lock:
+            return len(self._pool)
+
+    def _take(self) -> tuple[np.ndarray, np.ndarray | None]:
+        with self._lock:
+            if self._pool:
+                return self._pool.pop()
+        return self._new_scratch()
+
+    def _give(self, scratch: tuple) -> None:
+        with self._lock:
+            self._pool.append(scratch)
+
+    def weights(self, w: np.ndarray) -> np.ndarray:
+        """``w`` (C * mult, 1, kh, kw) as (C, mult, taps) for ``cols`` or (kh, kw, C, mult)
+        for ``cl``; cached for the last ``w`` seen."""
+        cached = self._weights
+        if cached is not None and cached[0] is w:
+            return cached[1]
+        wt = w.reshape((self.c, self.mult) + tuple(self.full_kernel))[(Ellipsis,) + self.live]
+        wt = wt.astype(self.dtype, copy=False)
+        if self.mode == "cl":  # repeated for the images of a piece
+            wt = np.ascontiguousarray(np.tile(wt.transpose(2, 3, 0, 1), (1, 1, self.ipp, 1)))
+        else:
+            wt = np.ascontiguousarray(wt.reshape(self.c, self.mult, self.taps))
+        self._weights = (w, wt)
+        return wt
+
+    # -- run ------------------------------------------------------------------------
+    def run(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, y: np.ndarray,
+            nthreads: int = 1) -> np.ndarray:
+        """Write the convolution of ``x`` (N, C, H, W) into ``y`` (N, C*mult, ho, wo),
+        C-contiguous; ``bias`` is (C*mult,) or None."""
+        c, cb, mult = self.c, self.cb, self.mult
+        xc = x[(slice(None), slice(None)) + self.crop]
+        wt = self.weights(w)
+        bcol = None if bias is None else bias.reshape(c, mult, 1)
+        y4 = y.reshape(self.n, c, mult, self.npix)
+
+        def piece(i: int) -> None:
+            n0, c0 = (i % self.iblocks) * self.ipp, (i // self.iblocks) * cb
+            n1, c1 = min(self.n, n0 + self.ipp), min(c, c0 + cb)
+            dst = y4[n0:n1, c0:c1]
+            scratch = self._take()
+            try:
+                if self.mode == "cl":
+                    self._cl(xc[n0:n1, c0:c1], wt[:, :, c0:c0 + (n1 - n0) * (c1 - c0)], scratch[0], dst)
+                else:
+                    self._cols(xc[n0, c0:c1], wt[c0:c1], scratch, dst[0])
+            finally:
+                self._give(scratch)
+            if bcol is not None:
+                dst += bcol[c0:c1]
+
+        parallel.run_chunks(piece, self.nblocks, nthreads)
+        return y
+
+    def _cols(self, xb: np.ndarray, wb: np.ndarray, scratch: tuple, dst: np.ndarray) -> None:
+        """im2col of one piece and one batched product into ``dst`` (cb, mult, pixels)."""
+        xp, cols = scratch
+        nb = xb.shape[0]
+        xp = xp[:nb]
+        xp[(slice(None),) + self.inner] = xb
+        view = window_view(xp, self.kernel, self.strides, self.dil, self.out)  # (nb, ho, wo, kh, kw)
+        np.copyto(cols[:nb], view.transpose(0, 3, 4, 1, 2))
+        np.matmul(wb, cols[:nb].reshape(nb, self.taps, self.npix), out=dst)
+
+    def _cl(self, xb: np.ndarray, wb: np.ndarray, xp: np.ndarray, dst: np.ndarray) -> None:
+        """Channels-last einsum of one piece (images, channels, h, w) into ``dst`` (images, cb, mult, pixels)."""
+        ni, nc = xb.shape[:2]
+        nb = ni * nc  # images x channels, as one channels-last axis
+        if ni == 1:
+            xp = xp[..., :nb]
+            xp[self.inner] = xb[0].transpose(1, 2, 0)
+        else:  # a piece holds all channels of ``ni`` images: (hp, wp, ipp * C) seen as (hp, wp, ipp, C)
+            xp = xp[..., :nb]
+            st = xp.strides
+            split = np.lib.stride_tricks.as_strided(xp, xp.shape[:2] + (ni, nc), st[:2] + (nc * st[2], st[2]))
+            split[self.inner] = xb.transpose(2, 3, 0, 1)
+        st = xp.strides
+        (sh, sw), (dh, dw), (ho, wo) = self.strides, self.dil, self.out
+        view = np.lib.stride_tricks.as_strided(
+            xp, (ho, wo) + tuple(self.kernel) + (nb,),
+            (st[0] * sh, st[1] * sw, st[0] * dh, st[1] * dw, st[2]), writeable=False)
+        # einsum picks a fast loop order for a fresh (h, w, c) result, not when given ``out``
+        if self.mult == 1:
+            res = np.einsum("hwijc,ijc->chw", view, wb[..., 0])
+            np.copyto(dst.reshape(nb, ho, wo), res)
+        else:
+            res = np.einsum("hwijc,ijcm->cmhw", view, wb)
+            np.copyto(dst.reshape(nb, self.mult, ho, wo), res)

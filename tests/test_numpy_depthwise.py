@@ -1,0 +1,234 @@
+"""Depthwise and grouped convolutions of the NumPy backend against ONNX Runtime
+(the ONNX reference implementation where ORT refuses: SAME auto_pad with dilations):
+strides 1-3, dilations 1-2, explicit (also asymmetric) pads and every
+auto_pad, channel multipliers 1-2, groups from 1 to C, batch 1 and 3, odd
+sizes, 1-D and 2-D; the blocked / threaded paths of
+``nnrt_numpy.ops.nn._depthwise``; scratch made at compile time."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import nnrt_numpy.backend  # noqa: F401  (registers the kernels)
+from nnrt_core.errors import OpError
+from nnrt_numpy import parallel
+from nnrt_numpy.kernel import NodeInfo
+from nnrt_numpy.ops.nn import _depthwise
+from nnrt_numpy.ops.nn import conv as conv_module
+from nnrt_numpy.ops.nn.conv import Conv
+
+ort = pytest.importorskip("onnxruntime")
+RNG = np.random.default_rng(7)
+
+
+def conv_node(attrs: dict, xs: tuple, w: np.ndarray, b: np.ndarray | None, dtype=np.float32,
+              static: bool = True) -> NodeInfo:
+    shapes = (xs if static else (None,) * len(xs), w.shape) + ((b.shape,) if b is not None else ())
+    consts = (None, w) + ((b,) if b is not None else ())
+    return NodeInfo(name="conv", op_type="Conv", opset=11, attrs=attrs, num_inputs=len(shapes),
+                    input_present=(True,) * len(shapes), input_dtypes=(np.dtype(dtype),) * len(shapes),
+                    input_shapes=shapes, const_inputs=consts)
+
+
+def ort_conv(attrs: dict, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    names = ["x", "w"] + (["b"] if b is not None else [])
+    inits = [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel())]
+    if b is not None:
+        inits.append(helper.make_tensor("b", TensorProto.FLOAT, b.shape, b))
+    node = helper.make_node("Conv", names, ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)], ir_version=8)
+    if attrs.get("auto_pad", "NOTSET").startswith("SAME") and max(attrs.get("dilations", [1])) > 1:
+        # ONNX Runtime refuses SAME auto_pad with dilations: the ONNX reference implementation instead
+        from onnx.reference import ReferenceEvaluator
+
+        return ReferenceEvaluator(m).run(None, {"x": x})[0]
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+
+
+def check(attrs: dict, n: int, c: int, spatial: tuple, m: int, kernel: tuple, bias: bool = True,
+          static: bool = True) -> np.ndarray:
+    g = attrs.get("group", 1)
+    x = RNG.standard_normal((n, c) + spatial).astype(np.float32)
+    w = RNG.standard_normal((m, c // g) + kernel).astype(np.float32)
+    b = RNG.standard_normal(m).astype(np.float32) if bias else None
+    k = Conv(conv_node(attrs, x.shape, w, b, static=static))
+    got = k(x, w, b)[0] if b is not None else k(x, w)[0]
+    want = ort_conv(attrs, x, w, b)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    return got
+
+
+@pytest.fixture(autouse=True)
+def no_tap_loop(monkeypatch):
+    """The small test shapes take ``_depthwise.py`` (not the per-tap loop for few channels) unless a test says so."""
+    monkeypatch.setattr(conv_module, "TAP_LOOP_MAX", -1)
+
+
+@pytest.fixture(params=["cols", "cl", "taps"])
+def mode(request, monkeypatch):
+    """Run the test with every plane taking the im2col way, the channels-last way, then the tap loop."""
+    monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if request.param == "cols" else 1 << 30)
+    if request.param == "taps":
+        monkeypatch.setattr(conv_module, "TAP_LOOP_MAX", 1 << 62)
+    return request.param
+
+
+PADS = [("pads", [0, 0, 0, 0]), ("pads", [1, 1, 1, 1]), ("pads", [2, 0, 1, 3]), ("auto_pad", "SAME_UPPER"),
+        ("auto_pad", "SAME_LOWER"), ("auto_pad", "VALID")]
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("dil", [1, 2])
+@pytest.mark.parametrize("pad", PADS, ids=lambda p: str(p[1]))
+@pytest.mark.parametrize("mult", [1, 2])
+def test_depthwise_2d_grid_matches_onnxruntime(stride, dil, pad, mult, mode):
+    c = 5
+    for n, spatial, kernel in [(1, (11, 9), (3, 3)), (3, (10, 13), (5, 3))]:
+        attrs = {"group": c, "kernel_shape": list(kernel), "strides": [stride, stride + (stride == 3) * -1],
+                 "dilations": [dil, dil], pad[0]: pad[1]}
+        check(attrs, n, c, spatial, c * mult, kernel, bias=n == 1)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3, 6])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_grouped_conv_between_1_and_c_matches_onnxruntime(groups, stride):
+    c = 6
+    for n, pad in [(1, [1, 1, 1, 1]), (3, [0, 2, 1, 0])]:
+        attrs = {"group": groups, "kernel_shape": [3, 3], "strides": [stride, stride], "pads": pad}
+        check(attrs, n, c, (9, 7), 12, (3, 3))
+
+
+@pytest.mark.parametrize("stride,dil,pad", [(1, 1, [2, 2]), (2, 1, [1, 3]), (3, 2, [0, 0]), (1, 2, [3, 1])])
+def test_depthwise_1d_matches_onnxruntime(stride, dil, pad, mode):
+    for n, mult in [(1, 1), (3, 2)]:
+        attrs = {"group": 4, "kernel_shape": [5], "strides": [stride], "dilations": [dil], "pads": pad}
+        check(attrs, n, 4, (23,), 4 * mult, (5,))
+
+
+def test_kernel_rows_that_only_read_padding_are_dropped(mode):
+    attrs = {"group": 8, "kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}
+    x = RNG.standard_normal((2, 8, 2, 11)).astype(np.float32)
+    w = RNG.standard_normal((8, 1, 5, 5)).astype(np.float32)
+    k = Conv(conv_node(attrs, x.shape, w, None))
+    plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+    assert plan.kernel == [3, 5] and plan.taps == 15  # rows 0 and 4 never reach the 2-row map
+    np.testing.assert_allclose(k(x, w)[0], ort_conv(attrs, x, w, None), rtol=1e-4, atol=1e-4)
+    # strided and dilated: rows 0 and 2 of a 3-row dilated kernel over one input row
+    check({"group": 4, "kernel_shape": [3, 3], "pads": [2, 1, 2, 1], "dilations": [2, 1], "strides": [2, 1]},
+          1, 4, (1, 9), 4, (3, 3))
+
+
+def test_thin_planes_and_kernels_larger_than_the_input(mode):
+    # PP-OCR style: 2-row maps under a 5x5 kernel, and a kernel wider than the padded map
+    check({"group": 6, "kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}, 2, 6, (2, 17), 6, (5, 5))
+    check({"group": 3, "kernel_shape": [3, 7], "pads": [1, 3, 1, 3], "strides": [2, 1]}, 1, 3, (1, 2), 3, (3, 7))
+
+
+@pytest.mark.parametrize("mode", ["cols", "cl"])
+def test_many_pieces_on_two_threads_equal_onnxruntime(monkeypatch, mode):
+    """One channel per piece (several pieces per image) on two threads, in either mode."""
+    monkeypatch.setattr(_depthwise, "BLOCK_BYTES", 1)
+    monkeypatch.setattr(_depthwise, "MIN_SPLIT", 0)
+    monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if mode == "cols" else 1 << 30)
+    prev = parallel.set_threads(2)
+    try:
+        for pads, strides in [([0, 0, 0, 0], [1, 1]), ([1, 2, 0, 1], [2, 1])]:  # one channel per piece
+            attrs = {"group": 7, "kernel_shape": [3, 3], "pads": pads, "strides": strides}
+            x = RNG.standard_normal((3, 7, 10, 12)).astype(np.float32)
+            w = RNG.standard_normal((14, 1, 3, 3)).astype(np.float32)
+            b = RNG.standard_normal(14).astype(np.float32)
+            k = Conv(conv_node(attrs, x.shape, w, b))
+            plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+            assert plan.cb == 1 and plan.nblocks == 21 and plan.mode == mode
+            np.testing.assert_allclose(k(x, w, b)[0], ort_conv(attrs, x, w, b), rtol=1e-4, atol=1e-4)
+            assert plan.ready() >= 1
+    finally:
+        parallel.set_threads(*prev)
+
+
+def test_channels_last_pieces_hold_several_images_when_channels_are_few(monkeypatch):
+    monkeypatch.setattr(_depthwise, "CL_PIXELS", 1 << 30)
+    monkeypatch.setattr(_depthwise, "CL_LANES", 8)
+    for n, mult in [(5, 1), (7, 2)]:  # 3 channels: 3 images a piece, the last piece short
+        attrs = {"group": 3, "kernel_shape": [3, 3], "pads": [1, 0, 1, 2], "strides": [1, 2]}
+        x = RNG.standard_normal((n, 3, 9, 8)).astype(np.float32)
+        w = RNG.standard_normal((3 * mult, 1, 3, 3)).astype(np.float32)
+        b = RNG.standard_normal(3 * mult).astype(np.float32)
+        k = Conv(conv_node(attrs, x.shape, w, b))
+        plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+        assert plan.mode == "cl" and plan.ipp == 3 and plan.nblocks == -(-n // 3)
+        np.testing.assert_allclose(k(x, w, b)[0], ort_conv(attrs, x, w, b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,n", [(6, 1), (5, 1), (130, 1), (3, 2)])
+def test_large_convolutions_get_enough_pieces_and_every_channel(monkeypatch, c, n):
+    monkeypatch.setattr(_depthwise, "MIN_SPLIT", 0)
+    monkeypatch.setattr(_depthwise, "CL_LANES", 2)
+    prev = parallel.set_threads(2)
+    try:
+        for mode in ("cols", "cl"):
+            monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if mode == "cols" else 1 << 30)
+            attrs = {"group": c, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+            x = RNG.standard_normal((n, c, 7, 6)).astype(np.float32)
+            w = RNG.standard_normal((c, 1, 3, 3)).astype(np.float32)
+            k = Conv(conv_node(attrs, x.shape, w, None))
+            plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+            assert plan.nblocks >= min(_depthwise.PIECES, n * c // (2 if mode == "cl" else 1))
+            assert (plan.cblocks - 1) * plan.cb < c <= plan.cblocks * plan.cb
+            np.testing.assert_allclose(k(x, w)[0], ort_conv(attrs, x, w, None), rtol=1e-4, atol=1e-4)
+    finally:
+        parallel.set_threads(*prev)
+
+
+def test_float64_float16_and_writing_into_out():
+    c = 4
+    x = RNG.standard_normal((2, c, 9, 9))
+    w = RNG.standard_normal((c, 1, 3, 3))
+    attrs = {"group": c, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}
+    want = ort_conv(attrs, x.astype(np.float32), w.astype(np.float32), None)
+    got64 = Conv(conv_node(attrs, x.shape, w, None, np.float64))(x, w)[0]
+    assert got64.dtype == np.float64
+    np.testing.assert_allclose(got64, want, rtol=1e-4, atol=1e-4)
+    x16, w16 = x.astype(np.float16), w.astype(np.float16)
+    got16 = Conv(conv_node(attrs, x.shape, w16, None, np.float16))(x16, w16)[0]
+    assert got16.dtype == np.float16
+    np.testing.assert_allclose(got16.astype(np.float32), want, rtol=2e-2, atol=2e-2)
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    out = np.full(want.shape, np.nan, np.float32)
+    assert Conv(conv_node(attrs, x.shape, w32, None))(x32, w32, out=out)[0] is out
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_static_shapes_make_the_plan_and_scratch_at_compile_time():
+    c = 8
+    w = RNG.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    k = Conv(conv_node({"group": c, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (2, c, 12, 12), w, None))
+    plan = k._dw_plan((2, c, 12, 12), w.shape, np.dtype(np.float32))
+    assert plan.ready() >= 1  # scratch made by the constructor
+    dyn = Conv(conv_node({"group": c, "kernel_shape": [3, 3]}, (2, c, 12, 12), w, None, static=False))
+    assert not [p for p in dyn._plans.values() if isinstance(p, _depthwise.DepthwisePlan)]
+
+
+def test_bad_depthwise_inputs_are_named_errors():
+    c = 4
+    w = RNG.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    k = Conv(conv_node({"group": c, "kernel_shape": [3, 3]}, (1, c, 6, 6), w, None))
+    with pytest.raises(OpError, match="input channels 5"):
+        k(np.zeros((1, 5, 6, 6), np.float32), w)
+    with pytest.raises(OpError, match="bias B"):
+        k(np.zeros((1, c, 6, 6), np.float32), w, np.zeros(3, np.float32))
+
+
+@pytest.mark.parametrize("shape", list(itertools.product([1, 2], [1, 3], [1, 4])))
+def test_tiny_maps(shape, mode):
+    n, h, w_ = shape
+    check({"group": 2, "kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}, n, 2, (h, w_), 2, (3, 3))

@@ -1,0 +1,109 @@
+"""The NumPy backend's stored partitions (offline files, the model cache,
+Ray's shipped sessions): a small ONNX model plus a weights region that
+loading views in place; the older plain-ONNX form still loads; malformed
+headers and regions are refused with our errors."""
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from nnrt_core import ScheduleConfig, Session
+from nnrt_core.errors import CompileError, ModelLoadError
+from nnrt_core.frontends import load_onnx
+from nnrt_core.storage.session_file import encode
+from nnrt_numpy.backend import NumpyBackend
+from nnrt_numpy.stored import MAGIC, WEIGHTS, pack, unpack
+
+NUMPY = ScheduleConfig(backends=["numpy"])
+
+
+def _model(seed: int = 0) -> bytes:
+    """x [2, 64] @ w [64, 256] (64 KiB: stored in the region) + b [256] (1 KiB: stays in the model) -> Relu."""
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array(rng.standard_normal((64, 256)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(256).astype(np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Add", ["h", "b"], ["hb"], name="add"),
+             helper.make_node("Relu", ["hb"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 256])], [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m.SerializeToString()
+
+
+def _x() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)}
+
+
+def _partition_graph(sess: Session):
+    [step] = sess.executor.steps
+    return step.compiled.graph
+
+
+def test_weights_are_views_of_the_loaded_bytes_and_outputs_match():
+    sess = Session(_model(), NUMPY)
+    want = sess.run(_x())["y"]
+    [blob] = [p.blob for p in sess.to_image().partitions]
+    assert bytes(blob[:len(MAGIC)]) == MAGIC
+    file = np.frombuffer(encode(sess.to_image()), np.uint8)  # read-only, as from Ray's object store
+    loaded = Session(memoryview(file))
+    assert loaded.run(_x())["y"].tobytes() == want.tobytes()
+    w = _partition_graph(loaded).initializers["w"].const
+    assert np.shares_memory(w, file) and not w.flags.writeable  # viewed in place, never copied or written
+    assert not np.shares_memory(_partition_graph(loaded).initializers["b"].const, file)  # small: in the model
+
+
+def test_plain_onnx_partitions_of_older_files_still_load():
+    part = NumpyBackend().load_compiled(_model(), NUMPY.compile_options("numpy"))
+    got = part.run(_x())["y"]
+    np.testing.assert_allclose(got, Session(_model(), NUMPY).run(_x())["y"], rtol=1e-6)
+
+
+def _blob_parts(blob: bytes) -> tuple[dict, bytes, bytes]:
+    (n,) = struct.unpack_from("<I", blob, len(MAGIC))
+    start = len(MAGIC) + 4
+    head = json.loads(blob[start:start + n])
+    body = blob[start + n:]
+    return head, body[:head["model_length"]], body[head["model_length"]:]
+
+
+def _repack(head: object, model: bytes, region: bytes) -> bytes:
+    h = json.dumps(head).encode()
+    return MAGIC + struct.pack("<I", len(h)) + h + model + region
+
+
+@pytest.mark.parametrize("head", [[1], {"format": 2, "model_length": 0, "weights": WEIGHTS},
+                                  {"format": 1, "model_length": -1, "weights": WEIGHTS},
+                                  {"format": 1, "model_length": 10**9, "weights": WEIGHTS},
+                                  {"format": 1, "model_length": "12", "weights": WEIGHTS},
+                                  {"format": 1, "model_length": 0, "weights": "../x.bin"}])
+def test_malformed_headers_are_refused(head):
+    with pytest.raises(CompileError, match="stored numpy partition has a malformed header"):
+        unpack(_repack(head, b"", b""))
+    with pytest.raises(CompileError, match="truncated"):
+        unpack(MAGIC + b"\x01")
+
+
+def test_a_region_too_short_for_a_tensor_is_refused():
+    graph = load_onnx(_model()).graph
+    head, model, region = _blob_parts(pack(graph))
+    with pytest.raises(ModelLoadError, match=r"tensor 'w': external data range .* is outside 'weights.bin'"):
+        unpack(_repack(head, model, region[:-8]))
+
+
+def test_a_writable_region_is_copied_so_later_writes_change_nothing():
+    graph = load_onnx(_model()).graph
+    head, model, region = _blob_parts(pack(graph))
+    buf = bytearray(region)
+    g = load_onnx(model, weights={WEIGHTS: buf}).graph
+    before = g.initializers["w"].const.copy()
+    buf[:] = bytes(len(buf))
+    assert np.array_equal(g.initializers["w"].const, before)
+    proto = onnx.load_model_from_string(model)
+    assert [t.name for t in proto.graph.initializer if t.data_location == TensorProto.EXTERNAL] == ["w"]
