@@ -300,3 +300,18 @@ def test_complex_graph_outputs_are_refused():
     w.outputs = [c]
     with pytest.raises(UnsupportedNodeError, match="tensor 1 'c' is a complex64 graph input or output"):
         Session(w.build(), NUMPY)
+
+
+LAZY_PLUGIN = _Plugin({"PlugAbs": _plug_abs})  # loaded through an entry point by the test below
+
+
+def test_a_lazily_loaded_plugin_is_imported_for_unclaimed_custom_ops():
+    from importlib import metadata
+
+    from conftest import builtin_entry_points
+    from nnrt_core.registry import BACKEND_GROUP, Registry
+
+    ep = metadata.EntryPoint(name="lazy_tflite", value=f"{__name__}:LAZY_PLUGIN", group=BACKEND_GROUP)
+    reg = Registry(entry_points=lambda g: builtin_entry_points(g) + ([ep] if g == BACKEND_GROUP else []), env={})
+    got = Session(_abs_model(), NUMPY, registry=reg).run({"x": np.array([-2, 3, -4], np.float32)})
+    np.testing.assert_array_equal(got["y"], [2, 3, 4])
