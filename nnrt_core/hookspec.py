@@ -21,7 +21,7 @@ See ``docs/plugins.md`` for the whole contract.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pluggy
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from nnrt_core.backend.base import Backend
     from nnrt_core.placement.scheduler import Scheduler
 
-__all__ = ["PROJECT", "hookspec", "hookimpl", "BackendSpec", "SchedulerSpec"]
+__all__ = ["PROJECT", "hookspec", "hookimpl", "BackendSpec", "SchedulerSpec", "FrontendSpec"]
 
 PROJECT = "nnrt"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -54,3 +54,16 @@ class SchedulerSpec:
         """Return the :class:`~nnrt_core.placement.Scheduler` subclasses this
         plugin provides (placement strategies selected by
         ``ScheduleConfig.scheduler``)."""
+
+
+class FrontendSpec:
+    """Optional hooks, of a plugin in either group, for the model frontends."""
+
+    @hookspec
+    def nnrt_tflite_custom_ops(self) -> "Mapping[str, Callable[[Any], None]]":
+        """Return ``{custom operator name: mapper}`` for TFLite custom operators
+        this plugin claims (a mapper is ``fn(ctx: OpContext) -> None``, as for
+        ``nnrt_core.frontends.tflite.register_op``).  Called only when a model
+        has custom operators no registered mapper claims; a plugin that raises
+        or returns anything else is reported in the frontend's error, never
+        used (docs/tflite.md)."""

@@ -33,7 +33,7 @@ import pluggy
 from nnrt_core.backend.base import Backend
 from nnrt_core.config import DEFAULT_BACKUP, DEFAULT_SCHEDULER
 from nnrt_core.errors import ConfigError, PluginError
-from nnrt_core.hookspec import PROJECT, BackendSpec, SchedulerSpec
+from nnrt_core.hookspec import PROJECT, BackendSpec, FrontendSpec, SchedulerSpec
 
 __all__ = [
     "BACKEND_GROUP",
@@ -45,6 +45,7 @@ __all__ = [
     "Registry",
     "default_registry",
     "trait_problem",
+    "custom_ops_problem",
 ]
 
 log = logging.getLogger("nnrt.registry")
@@ -139,6 +140,7 @@ class Registry:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(BackendSpec)
         self.pm.add_hookspecs(SchedulerSpec)
+        self.pm.add_hookspecs(FrontendSpec)
         self._records: list[PluginRecord] = []
         self._backends: dict[str, BackendRecord] = {}
         self._schedulers: dict[str, SchedulerRecord] = {}
@@ -328,6 +330,32 @@ class Registry:
                 return rec.backend
         return None
 
+    def tflite_custom_ops(self) -> tuple[dict[str, Callable[[Any], None]], list[str]]:
+        """The TFLite custom-operator mappers the loaded plugins claim
+        (``nnrt_tflite_custom_ops``), and one line per plugin whose answer was
+        refused (it raised, returned no mapping, or a name claimed twice).
+        Imports every pending plugin: asked only for a model with unclaimed custom operators."""
+        self.load_all()
+        mappers: dict[str, Callable[[Any], None]] = {}
+        owners: dict[str, str] = {}
+        problems: list[str] = []
+        for impl in self.pm.hook.nnrt_tflite_custom_ops.get_hookimpls():
+            name = self.pm.get_name(impl.plugin) or repr(impl.plugin)
+            try:
+                answer = impl.function()
+            except (Exception, SystemExit) as e:
+                problems.append(f"plugin {name!r}: nnrt_tflite_custom_ops() raised {type(e).__name__}: {e}")
+                log.warning("%s", problems[-1])
+                continue
+            problem = custom_ops_problem(answer, owners, name)
+            if problem is not None:
+                problems.append(f"plugin {name!r}: nnrt_tflite_custom_ops() {problem}; ignored")
+                log.warning("%s", problems[-1])
+                continue
+            mappers.update(answer)
+            owners.update(dict.fromkeys(answer, name))
+        return mappers, problems
+
     def scheduler(self, name: str) -> SchedulerRecord:
         """The scheduler ``name`` (imports its plugin; every scheduler plugin
         only if no entry point has that name); :class:`ConfigError` listing
@@ -366,6 +394,20 @@ def trait_problem(backend: Backend) -> str | None:
             return f"{attr} must be {expected}, got {value!r} ({type(value).__name__})"
         if attr == "supported_options" and not all(isinstance(o, str) for o in value):
             return f"supported_options must hold option names (strings), got {sorted(map(repr, value))}"
+    return None
+
+
+def custom_ops_problem(answer: object, owners: Mapping[str, str], plugin: str) -> str | None:
+    """What is wrong with a plugin's ``nnrt_tflite_custom_ops()`` answer (``None``: nothing)."""
+    if not isinstance(answer, Mapping):
+        return f"returned a {type(answer).__name__}, expected a dict {{custom operator name: mapper}}"
+    for key, fn in answer.items():
+        if not isinstance(key, str) or not key:
+            return f"returned the operator name {key!r}, expected a non-empty str"
+        if not callable(fn):
+            return f"returned a {type(fn).__name__} for {key!r}, expected a callable mapper"
+        if key in owners:
+            return f"claims {key!r}, which plugin {owners[key]!r} claims already"
     return None
 
 

@@ -12,7 +12,8 @@ import tflite
 __all__ = ["TFLiteWriter", "TYPE_CODES", "litert_run", "mobilenet_like"]
 
 TYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int32): 2, np.dtype(np.uint8): 3,
-              np.dtype(np.int64): 4, np.dtype(np.bool_): 6, np.dtype(np.int16): 7, np.dtype(np.int8): 9}
+              np.dtype(np.int64): 4, np.dtype(np.bool_): 6, np.dtype(np.int16): 7, np.dtype(np.complex64): 8,
+              np.dtype(np.int8): 9}
 
 
 def _mod(name: str) -> Any:
@@ -163,6 +164,7 @@ class TFLiteWriter:
     def _tensor(self, b: flatbuffers.Builder, t: dict[str, Any]) -> int:
         name = b.CreateString(t["name"])
         shape = self._ints(b, t["shape"])
+        sig = self._ints(b, t["signature"]) if t.get("signature") is not None else None
         q = self._quant(b, t["quant"]) if t["quant"] is not None else None
         sp = self._sparsity(b, *t["sparse"]) if t["sparse"] is not None else None
         m = _mod("Tensor")
@@ -175,6 +177,8 @@ class TFLiteWriter:
             m.AddQuantization(b, q)
         if sp is not None:
             m.AddSparsity(b, sp)
+        if sig is not None:
+            m.AddShapeSignature(b, sig)
         return m.End(b)
 
     def _sparsity(self, b: flatbuffers.Builder, rows: int, segments: np.ndarray, indices: np.ndarray) -> int:

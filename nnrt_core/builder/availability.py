@@ -59,7 +59,7 @@ def available_operations(model: Any, device: str, *, config: ScheduleConfig | No
     if not isinstance(cfg, ScheduleConfig):
         raise ConfigError(f"config must be a ScheduleConfig, got {type(cfg).__name__}")
     backend_name, device_info = _resolve(device, reg)
-    graph = _graph_of(model)
+    graph = _graph_of(model, reg)
     options = dataclasses.replace(cfg.compile_options(backend_name), device=device_info.id)
     backend = reg.backend(backend_name).backend
     assert backend is not None  # _resolve checked availability
@@ -97,11 +97,11 @@ def _devices(backend: Any) -> list[DeviceInfo]:
         return []
 
 
-def _graph_of(model: Any) -> Graph:
+def _graph_of(model: Any, registry: Registry) -> Graph:
     if isinstance(model, Model):
         return model.graph
     if isinstance(model, Graph):
         return model
     if is_tflite_source(model):
-        return load_tflite_source(model).graph
+        return load_tflite_source(model, plugin_ops=registry.tflite_custom_ops).graph
     return load_onnx(model).graph  # what Session loads from a path, bytes or ModelProto

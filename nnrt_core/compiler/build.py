@@ -99,7 +99,7 @@ def load_compiled(source: Any, config: ScheduleConfig | None, registry: Registry
 def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: BackendSelection,
            events: EventLog) -> CompiledModel:
     with stage("load"):
-        graph = load_model(model, config.input_shapes).graph
+        graph = load_model(model, config.input_shapes, registry.tflite_custom_ops).graph
         graph.topological_sort()
     with stage("select"):
         scheduler = _scheduler(registry, config.scheduler)

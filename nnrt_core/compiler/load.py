@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from nnrt_core.frontends import load_onnx, to_onnx, validate_graph
 from nnrt_core.frontends.detect import is_tflite_source
@@ -13,12 +13,14 @@ from nnrt_core.ir.clone import clone_graph
 __all__ = ["load_model"]
 
 
-def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
+def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
+               plugin_ops: Callable[[], Any] | None = None) -> Model:
     """A path or bytes (ONNX or TFLite), ``onnx.ModelProto``, IR ``Model`` or IR ``Graph`` as a
     Model the caller may transform (IR inputs are copied, weights shared).
     ``input_shapes`` fixes free input dimensions before shape inference
     (``ScheduleConfig.input_shapes``; IR models go through ONNX for it).
-    IR nodes pass the same attribute and arity checks as ONNX files."""
+    IR nodes pass the same attribute and arity checks as ONNX files.
+    ``plugin_ops``: plugins' TFLite custom-operator mappers (``Registry.tflite_custom_ops``)."""
     if isinstance(model, (Model, Graph)):
         validate_graph(model.graph if isinstance(model, Model) else model)
     if input_shapes and isinstance(model, (Model, Graph)):
@@ -31,7 +33,7 @@ def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = No
     if isinstance(model, Graph):
         return Model(graph=clone_graph(model))
     if is_tflite_source(model):
-        loaded = load_tflite_source(model, input_shapes)
+        loaded = load_tflite_source(model, input_shapes, plugin_ops)
         validate_graph(loaded.graph)  # the mappers' nodes pass the checks ONNX files do
         return loaded
     return load_onnx(model, input_shapes=input_shapes or None)

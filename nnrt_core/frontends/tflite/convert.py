@@ -2,24 +2,31 @@
 from __future__ import annotations
 
 import json
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
+from nnrt_core.errors import ModelLoadError, NnrtError, PluginError, UnsupportedNodeError
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
-from nnrt_core.frontends.tflite.ops import available_ops, custom_ops, mapper_for
+from nnrt_core.frontends.tflite.dynamic import resolve_shapes
+from nnrt_core.frontends.tflite.ops.fft import check_complex
+from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for
 from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, corrupt, guarded
 from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
-from nnrt_core.ir import Graph, Model, Value
+from nnrt_core.ir import DataType, Graph, Model, Value
 
-__all__ = ["OPSET", "convert", "unsupported_ops"]
+__all__ = ["OPSET", "PluginOps", "convert", "unsupported_ops"]
 
 #: the ONNX opset the produced graphs are written against
 OPSET = 18
+#: asked only when custom operators are unclaimed: (plugins' {name: mapper}, problems with their answers)
+PluginOps = Callable[[], "tuple[Mapping[str, Mapper], list[str]]"]
 
 
-def unsupported_ops(flat: FlatModel, subgraph: int = 0) -> tuple[list[str], list[str]]:
-    """(builtin, custom) operator names of ``subgraph`` that have no mapper."""
+def unsupported_ops(flat: FlatModel, subgraph: int = 0,
+                    extra: Mapping[str, Mapper] | None = None) -> tuple[list[str], list[str]]:
+    """(builtin, custom) operator names of ``subgraph`` that have no mapper
+    (custom ones may also be claimed by ``extra``, plugins' mappers)."""
     builtin, custom = set(), set()
     with guarded("operators"):
         for k, op in enumerate(flat.operators(flat.subgraph(subgraph))):
@@ -27,46 +34,75 @@ def unsupported_ops(flat: FlatModel, subgraph: int = 0) -> tuple[list[str], list
             if not 0 <= idx < len(flat.op_codes):
                 raise ModelLoadError(f"operator {k} uses operator code {idx}; the model has {len(flat.op_codes)}")
             name, is_custom = flat.op_codes[idx]
-            if mapper_for(name, is_custom) is None:
+            if mapper_for(name, is_custom) is None and not (is_custom and extra and name in extra):
                 (custom if is_custom else builtin).add(name)
     return sorted(builtin), sorted(custom)
 
 
-def _check_supported(flat: FlatModel) -> None:
+def _plugin_mappers(flat: FlatModel, plugin_ops: PluginOps | None) -> dict[str, Mapper]:
+    """Plugins' mappers, asked for only when custom operators are unclaimed;
+    ``UnsupportedNodeError`` when some remain unclaimed or unsupported."""
     builtin, custom = unsupported_ops(flat)
     if not builtin and not custom:
-        return
+        return {}
+    extra: dict[str, Mapper] = {}
+    problems: list[str] = []
+    if custom and plugin_ops is not None:
+        found, problems = plugin_ops()
+        extra = {k: v for k, v in found.items() if k in custom}
+        custom = [c for c in custom if c not in extra]
+    if builtin or custom:
+        _refuse(flat, builtin, custom, problems)
+    return extra
+
+
+def _refuse(flat: FlatModel, builtin: list[str], custom: list[str], problems: list[str]) -> None:
     parts = []
     if builtin:
         parts.append(f"builtin operators {builtin} are not mapped (mapped: {', '.join(available_ops())})")
     if custom:
         claimed = custom_ops()
-        parts.append(f"custom operators {custom} are not claimed by any plugin (register one with "
-                     f"nnrt_core.frontends.tflite.register_op; claimed: {claimed or 'none'})")
+        parts.append(f"custom operators {custom} are not claimed by any plugin (claim one with the "
+                     f"nnrt_tflite_custom_ops hook or nnrt_core.frontends.tflite.register_op; "
+                     f"claimed: {claimed or 'none'})")
+    parts.extend(problems)
     raise UnsupportedNodeError(f"{flat.what}: " + "; ".join(parts))
 
 
-def convert(flat: FlatModel) -> Model:
+def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
+            input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
     """The IR model of ``flat``'s first subgraph; the other subgraphs and the
-    signature defs are listed in ``metadata`` (``tflite.subgraphs``, ``tflite.signatures``)."""
-    _check_supported(flat)
+    signature defs are listed in ``metadata`` (``tflite.subgraphs``, ``tflite.signatures``).
+    ``plugin_ops`` supplies plugins' custom-operator mappers (the registry's hook);
+    ``input_shapes`` fixes free input dimensions (``dynamic.py``)."""
+    extra = _plugin_mappers(flat, plugin_ops)
     sg = flat.subgraph(0)
     tensors = flat.tensors(sg)
     names = flat.subgraph_names()
     graph = Graph(names[0] or "main", opset_imports={"": OPSET})
-    state = GraphState(flat, graph, tensors)
     with guarded("subgraph inputs and outputs"):
         ins = sg.numbers(SUBGRAPH.inputs, np.int32).tolist()
         outs = sg.numbers(SUBGRAPH.outputs, np.int32).tolist()
-    ops = flat.operators(sg)
     for t in ins + outs:
         if not 0 <= t < len(tensors):
             raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")
+    resolved = resolve_shapes(flat, sg, tensors, ins, input_shapes)
+    has_complex = any(t.dtype == DataType.COMPLEX64 for t in resolved.tensors)
+    for t in ins + outs if has_complex else ():
+        if tensors[t].dtype == DataType.COMPLEX64:
+            raise UnsupportedNodeError(f"{tensors[t].desc} is a complex64 graph input or output; complex "
+                                       "tensors are supported inside the graph only")
+    state = GraphState(flat, graph, resolved.tensors)
+    for t, value in resolved.folded.items():  # shape arithmetic folded at import
+        state.slots[t].const = value
+    ops = flat.operators(sg)
     for t in ins:
         _add_input(state, t)
     for k, op in enumerate(ops):
+        if k in resolved.skip_ops:
+            continue
         try:  # guarded() per operator, without a context manager's cost
-            _map(state, flat, op, k)
+            _map(state, flat, op, k, extra, has_complex)
         except ModelLoadError:
             raise
         except GUARDED_ERRORS as e:
@@ -79,17 +115,34 @@ def convert(flat: FlatModel) -> Model:
     return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
 
 
-def _map(state: GraphState, flat: FlatModel, op: Table, k: int) -> None:
+def _map(state: GraphState, flat: FlatModel, op: Table, k: int, extra: Mapping[str, Mapper],
+         has_complex: bool) -> None:
     """Run the mapper of operator ``k`` and check it produced every output."""
     name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
     ctx = OpContext(state, op, k, name)
-    mapper = mapper_for(name, is_custom)
-    assert mapper is not None  # _check_supported
-    mapper(ctx)
+    mapper = mapper_for(name, is_custom) or (extra.get(name) if is_custom else None)
+    assert mapper is not None  # _plugin_mappers
+    if has_complex:
+        check_complex(ctx)
+    if mapper_for(name, is_custom) is not None:
+        mapper(ctx)
+    else:
+        _plugin_map(mapper, ctx, name)
     for j, t in enumerate(ctx.outputs):
         slot = state.slots[t] if t >= 0 else None
         if slot is not None and slot.plain is None and slot.nchw is None and slot.const is None:
             raise ModelLoadError(f"{ctx.desc}: the mapper did not produce output {j}")
+
+
+def _plugin_map(mapper: Mapper, ctx: OpContext, name: str) -> None:
+    """A plugin's mapper: anything it raises beyond nnrt's errors is a ``PluginError``."""
+    try:
+        mapper(ctx)
+    except NnrtError:
+        raise
+    except (Exception, SystemExit) as e:
+        raise PluginError(f"{ctx.desc}: the plugin mapper of custom operator {name!r} raised "
+                          f"{type(e).__name__}: {e}") from e
 
 
 def _add_input(state: GraphState, t: int) -> None:

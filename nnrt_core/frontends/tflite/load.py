@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from nnrt_core.errors import ModelLoadError
-from nnrt_core.frontends.tflite.convert import convert
+from nnrt_core.frontends.tflite.convert import PluginOps, convert
 from nnrt_core.frontends.tflite.schema import MAX_TENSOR_BYTES, FlatModel
 from nnrt_core.ir import Model
 
@@ -32,10 +32,13 @@ def read_flat_model(source: Any) -> FlatModel:
     raise ModelLoadError(f"cannot load a TFLite model from {type(source).__name__}; expected a path or bytes")
 
 
-def load_tflite(source: Any) -> Model:
-    """The IR model of a ``.tflite`` path or bytes (the main subgraph; see docs/tflite.md)."""
+def load_tflite(source: Any, plugin_ops: PluginOps | None = None,
+                input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
+    """The IR model of a ``.tflite`` path or bytes (the main subgraph; see docs/tflite.md).
+    ``plugin_ops``: plugins' custom-operator mappers (``Registry.tflite_custom_ops``);
+    ``input_shapes``: shapes for inputs with free dimensions (``shape_signature`` -1)."""
     flat = read_flat_model(source)
-    model = convert(flat)
+    model = convert(flat, plugin_ops, input_shapes)
     if isinstance(source, (str, os.PathLike)):
         model.base_dir = str(Path(source).resolve().parent)
     return model

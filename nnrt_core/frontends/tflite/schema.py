@@ -36,7 +36,7 @@ BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(tflite.BuiltinOperator).i
 
 _DTYPES: dict[int, DataType] = {
     0: DataType.FLOAT, 1: DataType.FLOAT16, 2: DataType.INT32, 3: DataType.UINT8, 4: DataType.INT64,
-    6: DataType.BOOL, 7: DataType.INT16, 9: DataType.INT8, 10: DataType.DOUBLE, 12: DataType.UINT64,
+    6: DataType.BOOL, 7: DataType.INT16, 8: DataType.COMPLEX64, 9: DataType.INT8, 10: DataType.DOUBLE, 12: DataType.UINT64,
     15: DataType.UINT32, 16: DataType.UINT16,
 }
 _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_") and isinstance(v, int)}

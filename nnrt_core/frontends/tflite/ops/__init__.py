@@ -29,6 +29,8 @@ from nnrt_core.frontends.tflite.ops import (  # noqa: F401 - importing registers
 )
 # mappers added for the real models of benchmarks/tflite_models.py (tests/test_tflite_real_ops.py)
 from nnrt_core.frontends.tflite.ops import compare, control, math_ops, mediapipe, variables  # noqa: F401,E402
+# complex tensors and sequences (tests/test_tflite_more.py)
+from nnrt_core.frontends.tflite.ops import fft, sequence  # noqa: F401,E402
 from nnrt_core.frontends.tflite.ops.registry import (
     Mapper,
     available_ops,

@@ -6,6 +6,7 @@ import tflite
 
 from nnrt_core.frontends.tflite.context import OpContext
 from nnrt_core.frontends.tflite.ops.common import fuse_activation
+from nnrt_core.frontends.tflite.ops.fft import complex_part
 from nnrt_core.frontends.tflite.ops.registry import register
 from nnrt_core.ir import DataType
 
@@ -15,6 +16,11 @@ __all__ = ["cast", "shape", "arg_max", "l2_normalization"]
 @register("CAST")
 def cast(ctx: OpContext) -> None:
     dtype, out = ctx.out_type(0)
+    if ctx.info(0).dtype == DataType.COMPLEX64:  # TFLite keeps the real part
+        if dtype != DataType.FLOAT:
+            raise ctx.fail(f"complex64 -> {dtype.name} is not supported (complex64 -> float32 is)")
+        ctx.set_out(0, complex_part(ctx, 0, "real"))
+        return
     ctx.set_out(0, ctx.node("Cast", [ctx.x(0)], dtype, out, {"to": int(dtype)}))
 
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from nnrt_core.frontends.tflite.context import OpContext
 from nnrt_core.frontends.tflite.ops.registry import register
+from nnrt_core.ir import DataType
 
 __all__ = ["reshape"]
 
@@ -13,6 +14,8 @@ __all__ = ["reshape"]
 def reshape(ctx: OpContext) -> None:
     in_shape = ctx.info(0).shape
     dtype, shape = ctx.out_type(0)
+    if dtype == DataType.COMPLEX64:  # float pairs in a trailing axis (ops/fft.py)
+        in_shape, shape, dtype = [*in_shape, 2], [*shape, 2], DataType.FLOAT
     if int(np.prod(in_shape)) != int(np.prod(shape)):
         raise ctx.fail(f"cannot reshape {list(in_shape)} to the declared output shape {list(shape)}")
     target = ctx.constant(np.array(shape, np.int64), "shape")

@@ -1,0 +1,177 @@
+"""Free input dimensions: ``shape_signature`` entries of -1.
+
+A TFLite converter writes ``-1`` in a tensor's ``shape_signature`` for a
+dimension it does not know, and a placeholder (often 1) in its ``shape``;
+LiteRT re-derives every shape after ``resize_tensor_input``.  When a graph
+input has such a dimension, :func:`resolve_shapes` does the same at import:
+it fixes the inputs to the declared shape or to ``input_shapes``
+(``ScheduleConfig.input_shapes``), re-derives every tensor's shape with the
+rules of ``shape_rules.py`` and folds the small integer tensors of shape
+arithmetic (``SHAPE -> GATHER -> PACK -> RESHAPE`` chains) to constants.
+Models without free dimensions are not touched."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.errors import ConfigError, ModelLoadError, UnsupportedNodeError
+from nnrt_core.frontends.tflite.options import read_options
+from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, TensorInfo, corrupt, guarded
+from nnrt_core.frontends.tflite.shape_rules import RULES, OpView, Shape, fold_int
+from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
+
+__all__ = ["Resolved", "resolve_shapes", "signatures"]
+
+_SHAPE_SIGNATURE = 18  #: vtable offset of ``Tensor.shape_signature`` (field 7)
+_MAX_FOLD = 1 << 16  #: integer tensors up to this many elements are folded at import
+
+
+@dataclasses.dataclass
+class Resolved:
+    """Re-derived tensors, folded integer values and the operators they make unnecessary."""
+
+    tensors: list[TensorInfo]
+    folded: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+    skip_ops: set[int] = dataclasses.field(default_factory=set)
+
+
+class _Op:
+    """The little of an OpContext that rules and options need."""
+
+    def __init__(self, op: Table, index: int, op_name: str) -> None:
+        self.op, self.index, self.op_name = op, index, op_name
+
+    @property
+    def desc(self) -> str:
+        return f"operator {self.index} ({self.op_name})"
+
+    def fail(self, message: str) -> UnsupportedNodeError:
+        return UnsupportedNodeError(f"{self.desc}: {message}")
+
+    def options(self, cls: type) -> Any:
+        return read_options(self, cls)
+
+
+def signatures(sg: Table, which: Sequence[int]) -> dict[int, tuple[int, ...] | None]:
+    """``shape_signature`` of tensors ``which`` (``None`` when the file stores none)."""
+    out = {}
+    with guarded("shape signatures"):
+        tables = sg.tables(SUBGRAPH.tensors)
+        for t in which:
+            sig = tables[t].numbers(_SHAPE_SIGNATURE, np.int32)
+            out[t] = tuple(sig.tolist()) if sig.size else None
+    return out
+
+
+def resolve_shapes(flat: FlatModel, sg: Table, tensors: list[TensorInfo], inputs: Sequence[int],
+                   input_shapes: Mapping[str, Sequence[int]] | None) -> Resolved:
+    """``tensors`` with shapes re-derived from the (fixed) input shapes when an
+    input has free dimensions; unchanged otherwise."""
+    sigs = signatures(sg, inputs)
+    fixed = _input_shapes(tensors, inputs, sigs, input_shapes or {})
+    if not any(s is not None and -1 in s for s in sigs.values()):
+        return Resolved(tensors)
+    all_sigs = signatures(sg, range(len(tensors)))
+    # constants, empty ones (no buffer data) included; produced tensors are overwritten in order
+    consts = [t for t, info in enumerate(tensors) if info.data is not None or 0 in info.shape]
+    shapes: dict[int, Shape] = {t: tensors[t].shape for t in consts}
+    shapes.update(fixed)
+    values: dict[int, np.ndarray] = {}
+    for t in consts:
+        info = tensors[t]
+        if info.sparse is None and info.dtype.numpy.kind in "iu" and t not in fixed:
+            values[t] = info.data if info.data is not None else np.zeros(info.shape, info.dtype.numpy)
+    res = Resolved(tensors)
+    for k, op in enumerate(flat.operators(sg)):
+        try:  # the accessors (options included) of a corrupt file, as convert() guards them
+            _resolve_op(flat, op, k, tensors, all_sigs, shapes, values, res)
+        except GUARDED_ERRORS as e:
+            raise corrupt(f"operator {k}", e) from e
+    res.tensors = [info if shapes.get(t, info.shape) == info.shape else dataclasses.replace(info, shape=shapes[t])
+                   for t, info in enumerate(tensors)]
+    return res
+
+
+def _resolve_op(flat: FlatModel, op: Table, k: int, tensors: list[TensorInfo],
+                sigs: Mapping[int, tuple[int, ...] | None], shapes: dict[int, Shape],
+                values: dict[int, np.ndarray], res: Resolved) -> None:
+    """Derive operator ``k``'s output shapes, and fold its integer outputs when it can."""
+    name, _ = flat.op_codes[op.u32(OPERATOR.opcode_index)]
+    ins = op.numbers(OPERATOR.inputs, np.int32).tolist()
+    outs = op.numbers(OPERATOR.outputs, np.int32).tolist()
+    ctx = _Op(op, k, name)
+    out_shapes = _derive(ctx, tensors, sigs, shapes, values, ins, outs)
+    for t, s in zip(outs, out_shapes):
+        if t >= 0:
+            shapes[t] = s
+    if name not in RULES or any(math.prod(s) > _MAX_FOLD for s in out_shapes):
+        return
+    view = OpView(ctx, [shapes.get(t) if t >= 0 else None for t in ins],
+                  [values.get(t) if t >= 0 else None for t in ins], [tensors[t].dtype.numpy for t in outs])
+    try:
+        folded = fold_int(view, out_shapes)
+    except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError) as e:
+        raise ctx.fail(f"cannot evaluate its integer outputs at import: {e}") from e
+    if folded is not None:
+        values.update(zip(outs, folded))
+        res.folded.update(zip(outs, folded))
+        res.skip_ops.add(k)
+
+
+def _derive(ctx: _Op, tensors: list[TensorInfo], sigs: Mapping[int, tuple[int, ...] | None],
+            shapes: dict[int, Shape], values: Mapping[int, np.ndarray], ins: list[int], outs: list[int]) -> list[Shape]:
+    """The output shapes of one operator: its rule, or the declared shapes when it has none and they are static."""
+    for t in ins + outs:
+        if not -1 <= t < len(tensors):
+            raise ModelLoadError(f"{ctx.desc} refers to tensor {t}; the subgraph has {len(tensors)}")
+    rule = RULES.get(ctx.op_name)
+    if rule is None:
+        dynamic = [tensors[t].name for t in outs if t >= 0 and -1 in (sigs[t] or ())]
+        if dynamic:
+            raise ctx.fail(f"the shapes of {dynamic} depend on the free input dimensions and this operator "
+                           "has no shape rule (nnrt_core/frontends/tflite/shape_rules.py)")
+        return [tensors[t].shape if t >= 0 else () for t in outs]
+    view = OpView(ctx, [shapes.get(t) if t >= 0 else None for t in ins],
+                  [values.get(t) if t >= 0 else None for t in ins], [])
+    try:
+        derived = [tuple(int(d) for d in s) for s in rule(view)]
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as e:
+        raise ctx.fail(f"cannot derive its output shapes from inputs "
+                       f"{[None if s is None else list(s) for s in view.shapes]}: {e}") from e
+    if len(derived) != len(outs):
+        raise ctx.fail(f"it has {len(outs)} outputs; its shape rule gives {len(derived)}")
+    for t, s in zip(outs, derived):
+        sig = sigs.get(t) if t >= 0 else None
+        if t >= 0 and any(d < 0 for d in s):
+            raise ctx.fail(f"derived a negative dimension {list(s)} for {tensors[t].desc}")
+        if t >= 0 and sig is not None and -1 not in sig and tuple(sig) != s:
+            raise ModelLoadError(f"{ctx.desc}: {tensors[t].desc} has the static shape signature {list(sig)}, "
+                                 f"but its inputs give {list(s)}")
+    return derived
+
+
+def _input_shapes(tensors: list[TensorInfo], inputs: Sequence[int], sigs: Mapping[int, tuple[int, ...] | None],
+                  wanted: Mapping[str, Sequence[int]]) -> dict[int, Shape]:
+    """The shape of each graph input: ``wanted`` where given (only free dims may change), else declared."""
+    by_name = {tensors[t].name: t for t in inputs}
+    unknown = sorted(set(wanted) - set(by_name))
+    if unknown:
+        raise ConfigError(f"input_shapes names {unknown}, which are no inputs of this TFLite model "
+                          f"(inputs: {sorted(by_name)})")
+    out = {}
+    for name, t in by_name.items():
+        declared = tensors[t].shape
+        if name not in wanted:
+            out[t] = declared
+            continue
+        shape = tuple(int(d) for d in wanted[name])
+        sig = sigs.get(t) or declared
+        bad = len(shape) != len(sig) or any(d <= 0 or (s != -1 and d != s) for d, s in zip(shape, sig))
+        if bad:
+            raise ConfigError(f"input_shapes[{name!r}] = {list(shape)} does not fit the model's input signature "
+                              f"{list(sig)} (-1: a free dimension; the others are fixed)")
+        out[t] = shape
+    return out
