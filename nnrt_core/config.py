@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from nnrt_core.backend.base import CompileOptions
 from nnrt_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from nnrt_core.backend.base import CompileOptions
 
 __all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "OPTIMIZATION_LEVELS",
            "SPECIALIZE_SHAPES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER"]
@@ -158,6 +159,8 @@ class ScheduleConfig:
     def from_file(cls, path: str | os.PathLike) -> "ScheduleConfig":
         """Load from a ``.toml`` or ``.json`` file (a ``[nnrt]`` table in TOML is
         accepted too)."""
+        import tomllib  # only when a file is read
+
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
@@ -185,6 +188,8 @@ class ScheduleConfig:
 
     def compile_options(self, backend: str) -> CompileOptions:
         """The options handed to ``backend`` when compiling."""
+        from nnrt_core.backend.base import CompileOptions  # numpy and the IR: not for ``nnrt --help``
+
         return CompileOptions(
             precision=self.precision,
             num_threads=self.num_threads,

@@ -68,7 +68,7 @@ class PluginRecord:
     group: str
     distribution: str = ""
     version: str = ""
-    status: str = "loaded"  #: loaded | failed | blocked | disabled
+    status: str = "loaded"  #: loaded | failed | blocked | disabled | found (read, not imported yet)
     reason: str | None = None
 
 
@@ -119,8 +119,16 @@ class SchedulerRecord:
 class Registry:
     """Loaded plugins, backends and schedulers.
 
+    Entry points are read at construction, but a plugin's module is imported
+    only when one of its backends or schedulers is asked for by name
+    (:meth:`backend`, :meth:`scheduler`, :meth:`find_backend`) or when the
+    lists are read (:attr:`backends`, :attr:`schedulers`,
+    :attr:`plugin_records`, :meth:`available_backends`): a session on one
+    backend imports that plugin, the backup's and the scheduler's only.
+
     ``entry_points`` and ``env`` are injectable for tests; ``plugins`` are
-    extra plugin objects registered as if found by entry point (name, object).
+    extra plugin objects registered as if found by entry point (name, object),
+    at construction.
     """
 
     entry_points: EntryPointSource | None = None
@@ -131,14 +139,22 @@ class Registry:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(BackendSpec)
         self.pm.add_hookspecs(SchedulerSpec)
-        self.plugin_records: list[PluginRecord] = []
-        self.backends: dict[str, BackendRecord] = {}
-        self.schedulers: dict[str, SchedulerRecord] = {}
-        self._load()
+        self._records: list[PluginRecord] = []
+        self._backends: dict[str, BackendRecord] = {}
+        self._schedulers: dict[str, SchedulerRecord] = {}
+        self._pending: dict[str, list[tuple[PluginRecord, metadata.EntryPoint]]] = {
+            BACKEND_GROUP: [], SCHEDULER_GROUP: []}
+        self._lock = threading.RLock()  # one thread imports a plugin; the others wait for it
+        self._discover()
 
     # ------------------------------------------------------------- loading
-    def _load(self) -> None:
-        source = self.entry_points or (lambda group: metadata.entry_points(group=group))
+    def _discover(self) -> None:
+        """Read the entry points (no plugin imported) and register ``plugins``."""
+        if self.entry_points is not None:
+            source = self.entry_points
+        else:  # one scan of the installed distributions for both groups
+            found = metadata.entry_points()
+            source = lambda group: found.select(group=group)  # noqa: E731
         blocked = _split(self.env.get(ENV_BLOCK, ""))
         autoload = self.env.get(ENV_DISABLE_AUTOLOAD, "") in ("", "0", "false", "False")
         wanted = _split(self.env.get(ENV_PLUGINS, "")) | EMBEDDED_PLUGINS
@@ -148,14 +164,31 @@ class Registry:
             for ep in _sorted_unique(source(group)):
                 dist = getattr(ep, "dist", None)
                 rec = PluginRecord(ep.name, group, getattr(dist, "name", "") or "", getattr(dist, "version", "") or "")
-                self.plugin_records.append(rec)
+                self._records.append(rec)
                 if ep.name in blocked:
                     rec.status, rec.reason = "blocked", f"blocked by {ENV_BLOCK}"
                     log.info("plugin %s blocked by %s", ep.name, ENV_BLOCK)
-                    continue
-                if not autoload and ep.name not in wanted:
+                elif not autoload and ep.name not in wanted:
                     rec.status, rec.reason = "disabled", f"autoload disabled by {ENV_DISABLE_AUTOLOAD}"
-                    continue
+                else:
+                    rec.status = "found"
+                    self._pending[group].append((rec, ep))
+        for name, obj in self.plugins:
+            rec = PluginRecord(name, "<programmatic>")
+            self._records.append(rec)
+            if name in blocked:
+                rec.status, rec.reason = "blocked", f"blocked by {ENV_BLOCK}"
+                continue
+            self._register(rec, obj)
+
+    def _load_pending(self, group: str, name: str | None = None) -> None:
+        """Import the pending plugins of ``group`` (only the entry point called
+        ``name`` when given)."""
+        with self._lock:
+            todo = [(r, ep) for r, ep in self._pending[group] if name is None or ep.name == name]
+            for rec, ep in todo:
+                self._pending[group].remove((rec, ep))
+                rec.status = "loaded"
                 try:
                     obj = ep.load()
                 except (Exception, SystemExit) as e:  # a plugin calling sys.exit() on import too
@@ -163,13 +196,33 @@ class Registry:
                     log.warning("plugin %s (%s) failed to import: %s", ep.name, group, e)
                     continue
                 self._register(rec, obj)
-        for name, obj in self.plugins:
-            rec = PluginRecord(name, "<programmatic>")
-            self.plugin_records.append(rec)
-            if name in blocked:
-                rec.status, rec.reason = "blocked", f"blocked by {ENV_BLOCK}"
-                continue
-            self._register(rec, obj)
+
+    def load_all(self) -> None:
+        """Import every pending plugin (listing, ``backends="auto"``)."""
+        self._load_pending(BACKEND_GROUP)
+        self._load_pending(SCHEDULER_GROUP)
+
+    @property
+    def plugin_records(self) -> list[PluginRecord]:
+        """Every plugin with its status (imports the pending ones)."""
+        self.load_all()
+        return self._records
+
+    @property
+    def backends(self) -> dict[str, BackendRecord]:
+        """Every installed backend by name (imports every backend plugin)."""
+        self._load_pending(BACKEND_GROUP)
+        return self._backends
+
+    @property
+    def schedulers(self) -> dict[str, SchedulerRecord]:
+        """Every installed scheduler by name (imports every scheduler plugin)."""
+        self._load_pending(SCHEDULER_GROUP)
+        return self._schedulers
+
+    def loaded_plugins(self) -> list[str]:
+        """Names of the plugins imported so far (the others are only found)."""
+        return [r.name for r in self._records if r.status in ("loaded", "failed") and r.group != "<programmatic>"]
 
     def _register(self, rec: PluginRecord, obj: object) -> None:
         try:
@@ -202,8 +255,8 @@ class Registry:
         if not isinstance(name, str) or not name:
             rec.status, rec.reason = "failed", f"backend {cls!r} has no name"
             return
-        if name in self.backends:
-            other = self.backends[name].plugin
+        if name in self._backends:
+            other = self._backends[name].plugin
             raise PluginError(
                 f"backend name {name!r} is provided by two plugins: {other!r} and {rec.name!r}; "
                 f"uninstall one or block it with {ENV_BLOCK}={rec.name}"
@@ -212,7 +265,7 @@ class Registry:
         br = BackendRecord(name, rec.name, priority=priority if _is_int(priority) else 0,
                            version=_text(getattr(cls, "version", "")),
                            device_type=_text(getattr(cls, "device_type", "")))
-        self.backends[name] = br
+        self._backends[name] = br
         try:
             backend = cls() if isinstance(cls, type) else cls
             if not isinstance(backend, Backend):
@@ -236,26 +289,35 @@ class Registry:
         if not isinstance(name, str) or not name:
             rec.status, rec.reason = "failed", f"scheduler {cls!r} has no name"
             return
-        if name in self.schedulers:
+        if name in self._schedulers:
             raise PluginError(
                 f"scheduler name {name!r} is provided by two plugins: "
-                f"{self.schedulers[name].plugin!r} and {rec.name!r}"
+                f"{self._schedulers[name].plugin!r} and {rec.name!r}"
             )
-        self.schedulers[name] = SchedulerRecord(name, rec.name, cls, getattr(cls, "description", ""))
+        self._schedulers[name] = SchedulerRecord(name, rec.name, cls, getattr(cls, "description", ""))
 
     # -------------------------------------------------------------- queries
+    def find_backend(self, name: str) -> BackendRecord | None:
+        """The record of backend ``name``, or ``None``: imports the plugin whose
+        entry point has that name first, every backend plugin only if needed."""
+        if name not in self._backends:
+            self._load_pending(BACKEND_GROUP, name)
+        if name not in self._backends:
+            self._load_pending(BACKEND_GROUP)  # a plugin may name its backend differently
+        return self._backends.get(name)
+
     def backend(self, name: str) -> BackendRecord:
         """The record of an installed backend; :class:`ConfigError` listing the
         installed ones when ``name`` is unknown."""
-        try:
-            return self.backends[name]
-        except KeyError:
+        rec = self.find_backend(name)
+        if rec is None:
             installed = ", ".join(sorted(self.backends)) or "none"
-            raise ConfigError(f"unknown backend {name!r}; installed backends: {installed}") from None
+            raise ConfigError(f"unknown backend {name!r}; installed backends: {installed}")
+        return rec
 
     def available_backends(self) -> list[BackendRecord]:
         """Available backends, highest default priority first."""
-        recs = [r for r in self.backends.values() if r.available]
+        recs = [r for r in self.backends.values() if r.available]  # imports every backend plugin
         return sorted(recs, key=lambda r: (-r.priority, r.name))
 
     def host_evaluator(self) -> Backend | None:
@@ -267,10 +329,17 @@ class Registry:
         return None
 
     def scheduler(self, name: str) -> SchedulerRecord:
+        """The scheduler ``name`` (imports its plugin; every scheduler plugin
+        only if no entry point has that name); :class:`ConfigError` listing
+        the installed ones when unknown."""
+        if name not in self._schedulers:
+            self._load_pending(SCHEDULER_GROUP, name)
+        if name not in self._schedulers:
+            self._load_pending(SCHEDULER_GROUP)
         try:
-            return self.schedulers[name]
+            return self._schedulers[name]
         except KeyError:
-            installed = ", ".join(sorted(self.schedulers)) or "none"
+            installed = ", ".join(sorted(self._schedulers)) or "none"
             raise ConfigError(f"unknown scheduler {name!r}; installed schedulers: {installed}") from None
 
 

@@ -166,7 +166,7 @@ class Session:
             "host_device_copies": self.executor.host_device_copies,
             "partitions": len(cm.steps),
             "cache_hit": cm.cache_hit,
-            "build_seconds": self.build_seconds,
+            "build_seconds": self.build_seconds, "build": dict(cm.build_times),  # stage -> s (compiler.timing)
             "passes": {"level": report.level, "nodes_before": report.nodes_before, "nodes_after": report.nodes_after,
                        "rewrites": {k: v.rewrites for k, v in report.passes.items() if v.rewrites}},
             **cm.memory_plans.stats(),

@@ -37,6 +37,7 @@ __all__ = [
     "describe_partition",
     "estimated_seconds_of",
     "prepare_thread_budget",
+    "warm_up_partition",
 ]
 
 log = logging.getLogger("nnrt.backend")
@@ -149,6 +150,12 @@ class CompiledPartition(abc.ABC):
         """Get ready to run requests with a budget of ``threads`` (see
         :mod:`nnrt_core.runtime.thread_budget`), so that the first such run costs no
         set-up; called by streams.  Nothing to do for most backends."""
+
+    def warm_up(self) -> None:
+        """Pay the first run's one-time costs now (called once at build, after
+        every partition compiled): lazy imports, thread pools, arenas, the
+        runtime's first-call set-up.  Keep it cheap and bounded, never a full
+        run on large inputs; nothing to do for most backends."""
 
     def serialize(self) -> bytes | None:
         """Bytes ``Backend.load_compiled`` can turn back into this partition,
@@ -391,6 +398,15 @@ def estimated_seconds_of(part: CompiledPartition) -> float | None:
         log.warning("partition %s: estimated_seconds() returned %r; ignored", part.name, sec)
         return None
     return value
+
+
+def warm_up_partition(part: CompiledPartition) -> None:
+    """``part.warm_up()``; a failure is logged, not raised (warming up only
+    saves the first run its set-up)."""
+    try:
+        part.warm_up()
+    except Exception as e:
+        log.warning("partition %s: warm_up() failed: %s: %s", part.name, type(e).__name__, e)
 
 
 def prepare_thread_budget(part: CompiledPartition, threads: int) -> None:

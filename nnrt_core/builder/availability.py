@@ -61,7 +61,7 @@ def available_operations(model: Any, device: str, *, config: ScheduleConfig | No
     backend_name, device_info = _resolve(device, reg)
     graph = _graph_of(model)
     options = dataclasses.replace(cfg.compile_options(backend_name), device=device_info.id)
-    backend = reg.backends[backend_name].backend
+    backend = reg.backend(backend_name).backend
     assert backend is not None  # _resolve checked availability
     cap = backend.capability(graph, options)
     return [OperationSupport(n.name, n.qualified_op, cap.supports(n.name),
@@ -74,7 +74,7 @@ def _resolve(device: Any, reg: Registry) -> tuple[str, DeviceInfo]:
         raise ConfigError(f"device must be a backend name or 'backend:device', got {device!r}; "
                           f"valid: {', '.join(device_ids(reg)) or 'none'}")
     backend_name, _, selector = device.partition(":")
-    rec = reg.backends.get(backend_name)
+    rec = reg.find_backend(backend_name)
     if rec is None:
         raise ConfigError(f"unknown device {device!r}: no backend {backend_name!r} is installed; "
                           f"valid: {', '.join(device_ids(reg)) or 'none'}")

@@ -17,7 +17,6 @@ import numpy as np
 
 from nnrt_core.errors import GraphError, ModelLoadError
 from nnrt_core.frontends.onnx import (
-    ONNX_DOMAINS,
     NodeInferenceError,
     has_onnx_op,
     infer_node_types,
@@ -25,6 +24,7 @@ from nnrt_core.frontends.onnx import (
     newest_domain_version,
     newest_opset_version,
     oldest_onnx_version,
+    onnx_domains,
     onnx_op_names,
     onnx_schema,
     onnxruntime_schemas,
@@ -114,7 +114,7 @@ def _param_type(p: Any) -> str:
 def known_operators(domain: str = "") -> tuple[str, ...]:
     """Every operator name the builder can validate in ``domain``."""
     contrib = {op for d, op in onnxruntime_schemas() if d == domain}
-    if domain in ONNX_DOMAINS:
+    if domain in onnx_domains():
         return tuple(sorted(set(onnx_op_names(domain)) | contrib))
     return tuple(sorted(contrib))
 
@@ -122,7 +122,7 @@ def known_operators(domain: str = "") -> tuple[str, ...]:
 def newest_opset(domain: str) -> int:
     """The newest version of ``domain`` the installed onnx (or onnxruntime,
     for its contrib domains) knows."""
-    if domain in ONNX_DOMAINS:
+    if domain in onnx_domains():
         return newest_opset_version() if domain == "" else newest_domain_version(domain)
     return max((s.since_version for (d, _), ss in onnxruntime_schemas().items() if d == domain for s in ss),
                default=1)
@@ -131,7 +131,7 @@ def newest_opset(domain: str) -> int:
 def find_schema(op_type: str, domain: str, opset: int) -> OpSpec:
     """The newest schema of ``op_type`` whose version is <= ``opset``;
     :class:`BuilderError` with the closest known names otherwise."""
-    if domain in ONNX_DOMAINS:
+    if domain in onnx_domains():
         schema = onnx_schema(op_type, domain, opset)
         if schema is not None:
             return OpSpec(schema, "onnx")

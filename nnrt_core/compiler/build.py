@@ -13,7 +13,9 @@ from nnrt_core.compiler.load import load_model
 from nnrt_core.compiler.model import CompiledModel, EventLog
 from nnrt_core.compiler.optimize import optimize
 from nnrt_core.compiler.place import place_and_compile
+from nnrt_core.compiler.timing import BuildTimes, stage
 from nnrt_core.compiler.budget import build_budget, check_static_sizes
+from nnrt_core.backend.base import warm_up_partition
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
 from nnrt_core.registry import Registry, default_registry
@@ -35,30 +37,46 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
     partition -> compile with fallback -> explain.  With ``config.cache_dir`` a
     cached build is loaded instead, or the new one stored.  With ``isolate``
     the model is built in a forked child process first, so a native crash on a
-    hostile model is a ``ModelLoadError`` here (:mod:`nnrt_core.compiler.isolate`)."""
+    hostile model is a ``ModelLoadError`` here (:mod:`nnrt_core.compiler.isolate`).  Every partition is
+    warmed up (``CompiledPartition.warm_up``) and the stages timed (``build_times``)."""
     if config is not None and not isinstance(config, ScheduleConfig):
         raise ConfigError(f"config must be a ScheduleConfig, got {type(config).__name__}")
     registry = registry if registry is not None else default_registry()
     if isolate:
         build_isolated(compile_model, model, config, registry)
+    times = BuildTimes()
+    with times.active():
+        built = _compile_timed(model, config, registry)
+        with stage("warmup"):
+            for step in built.steps:  # the first run's one-time costs, paid here
+                warm_up_partition(step.compiled)
+    built.build_times = dict(times)
+    return built
+
+
+def _compile_timed(model: Any, config: ScheduleConfig | None, registry: Registry) -> CompiledModel:
     if looks_like_session_file(model):  # an offline model from ``nnrt compile`` / ``Session.save``
-        return load_compiled(model, config, registry)
+        with stage("load"):
+            return load_compiled(model, config, registry)
     config = config if config is not None else ScheduleConfig()
     events = EventLog()
-    selection = select_backends(config, registry, events)
-    cache, key = _open_cache(model, config, selection, events)
-    why = "miss"
-    if cache is not None:
-        cached, why = _load_cached(cache, key, config, registry)
-        if cached is not None:
-            return cached
+    with stage("select"):
+        selection = select_backends(config, registry, events)
+    with stage("cache"):
+        cache, key = _open_cache(model, config, selection, events)
+        why = "miss"
+        if cache is not None:
+            cached, why = _load_cached(cache, key, config, registry)
+            if cached is not None:
+                return cached
     built = _build(model, config, registry, selection, events)
     if cache is not None and why.startswith("newer"):  # not ours to overwrite
         built.events.add("cache_disabled", "-", f"model cache entry {str(cache.path(key))!r} not used and left "
                          f"as it is ({why}); the session was built without the cache")
     elif cache is not None:
         built.cache_path = str(cache.path(key))
-        stored = _store_cached(built, cache, key)
+        with stage("cache"):
+            stored = _store_cached(built, cache, key)
         if why != "miss":  # after storing: the entry does not keep the event
             built.events.add("cache_rebuilt", "-", f"model cache entry {built.cache_path!r} was not used "
                              f"({why}); the session was built from the model and the entry "
@@ -80,15 +98,19 @@ def load_compiled(source: Any, config: ScheduleConfig | None, registry: Registry
 
 def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: BackendSelection,
            events: EventLog) -> CompiledModel:
-    graph = load_model(model, config.input_shapes).graph
-    graph.topological_sort()
-    scheduler = _scheduler(registry, config.scheduler)
-    with build_budget(config.max_tensor_bytes):  # constant folding allocates under the session's budget
+    with stage("load"):
+        graph = load_model(model, config.input_shapes).graph
+        graph.topological_sort()
+    with stage("select"):
+        scheduler = _scheduler(registry, config.scheduler)
+    with stage("optimize"), build_budget(config.max_tensor_bytes):  # folding allocates under the session's budget
         pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
-    check_static_sizes(graph, config.max_tensor_bytes)
-    sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
-    placement = place_and_compile(graph, config, selection, scheduler, events)
-    return explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
+        check_static_sizes(graph, config.max_tensor_bytes)
+        sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
+    with stage("place"):
+        placement = place_and_compile(graph, config, selection, scheduler, events)
+    with stage("explain"):
+        return explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
 
 
 def _scheduler(registry: Registry, name: str) -> Scheduler:

@@ -5,7 +5,6 @@ killing the caller's process (``Session(..., isolate=True)``,
 ``compile_model(..., isolate=True)``)."""
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 from typing import Any, Callable
@@ -41,6 +40,8 @@ def build_isolated(build: Callable[..., Any], model: Any, config: ScheduleConfig
     signal) or ran past ``timeout`` seconds (default ``ISOLATE_TIMEOUT``)."""
     if not hasattr(os, "fork"):
         raise ConfigError("isolate=True needs os.fork (a POSIX system)")
+    import multiprocessing as mp  # only for isolated builds
+
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, build, model, config, registry), daemon=True)

@@ -79,6 +79,7 @@ class CompiledModel:
     stored_memory_stats: dict[str, Any] | None = None  #: figures read from a session file
     cache_hit: bool = False
     cache_path: str | None = None
+    build_times: dict[str, float] = field(default_factory=dict)  #: stage -> seconds (nnrt_core.compiler.timing)
 
     def __post_init__(self) -> None:
         #: the memory plans of ``graph``'s intermediates (stored figures for a loaded model)

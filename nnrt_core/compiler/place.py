@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from nnrt_core.backend.base import Capability, CompiledPartition
 from nnrt_core.compiler.backends import BackendSelection
 from nnrt_core.compiler.model import EventLog
+from nnrt_core.compiler.timing import stage
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import CompileError, NnrtError, PlacementError
 from nnrt_core.ir import Graph
@@ -79,7 +80,8 @@ def _compile_all(graph: Graph, config: ScheduleConfig, selection: BackendSelecti
         if compiled is None:
             backend = selection.named(plan.backend)
             try:
-                compiled = backend.compile(plan.to_graph(graph), config.compile_options(backend.name))
+                with stage(f"compile:{backend.name}", exclude_from="place"):
+                    compiled = backend.compile(plan.to_graph(graph), config.compile_options(backend.name))
             except CompileError as e:
                 return plan, e
             cache[key] = compiled

@@ -34,7 +34,7 @@ def wants_specialization(config: ScheduleConfig, registry: Registry) -> bool:
     if config.specialize_shapes != "auto":
         return config.specialize_shapes == "always"
     names = [r.name for r in registry.available_backends()] if config.backends == "auto" else list(config.backends)
-    records = [registry.backends.get(n) for n in names]
+    records = [registry.find_backend(n) for n in names]
     return any(r is not None and r.available and r.backend is not None and r.backend.needs_static_shapes
                for r in records)
 

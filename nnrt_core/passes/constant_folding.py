@@ -56,6 +56,11 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
     for node in list(graph.nodes):
         if not _foldable(node) or node.name in protected:
             continue
+        value = _constant_value(node)
+        if value is not None:  # most exporters write every weight as a Constant node: no backend needed
+            _freeze(graph, node, [value])
+            folded.append(node)
+            continue
         try:
             sub = extract_subgraph(graph, [node], [], node.outputs, name=f"fold_{node.name}")
             if evaluator.capability(sub, options).rejected:
@@ -72,6 +77,31 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
     # drop initializers nothing reads any more (e.g. the shape inputs of folded nodes)
     GraphEditor(graph).drop_unread_initializers()
     return folded
+
+
+#: numeric attribute forms of Constant -> the dtype they stand for (None: a tensor already)
+_CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.float32,
+                   "value_int": np.int64, "value_ints": np.int64}
+
+
+def _constant_value(node: Node) -> np.ndarray | None:
+    """The (read-only) value of an ONNX ``Constant`` with one numeric attribute,
+    computed here; ``None`` for anything else (the evaluator backend decides)."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.attributes) != 1:
+        return None
+    (form, attr), = node.attributes.items()
+    if form not in _CONSTANT_FORMS:
+        return None
+    dtype = _CONSTANT_FORMS[form]
+    if dtype is None:
+        if not isinstance(attr.value, np.ndarray) or attr.value.dtype == object:
+            return None
+        value = attr.value.view()
+    else:
+        value = np.array(attr.value, dtype=dtype)
+        value = value.reshape(-1) if form.endswith("s") else value
+    value.flags.writeable = False
+    return value
 
 
 def _freeze(graph: Graph, node: Node, values: list[np.ndarray]) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from nnrt_core.ir import Graph, TensorType, Value
 
 __all__ = ["ALIGN", "align", "Buffer", "MemoryPlan", "MemoryPlans", "plan_offsets", "plan_graph", "lower_bound",
-           "static_value_sizes"]
+           "live_peak_bytes", "static_value_sizes"]
 
 ALIGN = 64
 
@@ -113,7 +113,20 @@ def plan_graph(graph: Graph, sizes: dict[str, int] | None = None) -> MemoryPlan:
     outputs are not planned (they live outside the arena); values whose size
     is unknown are listed in ``unplanned``.
     """
-    sizes = sizes or {}
+    buffers, unplanned = _buffers(graph, sizes or {})
+    peak = plan_offsets(buffers)
+    return MemoryPlan(buffers, peak, sum(align(b.size) for b in buffers), lower_bound(buffers), unplanned)
+
+
+def live_peak_bytes(graph: Graph) -> int:
+    """The most bytes of statically sized intermediates live at any one node
+    of ``graph`` (:func:`lower_bound` without planning offsets: linear time)."""
+    return lower_bound(_buffers(graph, {})[0])
+
+
+def _buffers(graph: Graph, sizes: dict[str, int]) -> tuple[list[Buffer], list[str]]:
+    """The intermediates of ``graph`` with their sizes and lifetimes, and the
+    names of those whose size is unknown."""
     outside = {v.name for v in graph.inputs} | set(graph.initializers) | {v.name for v in graph.outputs}
     first: dict[str, int] = {}
     last: dict[str, int] = {}
@@ -136,8 +149,7 @@ def plan_graph(graph: Graph, sizes: dict[str, int] | None = None) -> MemoryPlan:
             unplanned.append(name)
             continue
         buffers.append(Buffer(name, int(size), f, last[name]))
-    peak = plan_offsets(buffers)
-    return MemoryPlan(buffers, peak, sum(align(b.size) for b in buffers), lower_bound(buffers), unplanned)
+    return buffers, unplanned
 
 
 def static_value_sizes(graph: Graph, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-from importlib import metadata
 from typing import Any, Callable
 
 from nnrt_core.config import ScheduleConfig
@@ -18,6 +17,8 @@ INSTALL_HINT = "install ./plugins/ray (pip install ./plugins/ray, which brings r
 
 def batch_command() -> Callable[[argparse.Namespace, ScheduleConfig], int]:
     """The installed ``batch`` command, or a :class:`ConfigError` saying how to install it."""
+    from importlib import metadata
+
     eps = [ep for ep in metadata.entry_points(group="nnrt.commands") if ep.name == "batch"]
     if not eps:
         raise ConfigError(f"nnrt batch runs on Ray, which is not installed: {INSTALL_HINT}")

@@ -4,82 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-
-from nnrt_core.config import OPTIMIZATION_LEVELS, PERFORMANCE_MODES, PRECISIONS, PRIORITIES, ScheduleConfig
+from nnrt_core.config import OPTIMIZATION_LEVELS, ScheduleConfig
 from nnrt_core.errors import ConfigError, InputError, NnrtError
-from nnrt_core.registry import default_registry
 from nnrt_core.quantization.cli import add_quantize_parser
 from nnrt_core.tools.batch_cli import add_batch_parser
-from nnrt_core.runtime.feeds import TensorInfo, random_feeds
-from nnrt_core.session import Session
+from nnrt_core.tools.cli_config import add_config_flags, config_from_args
+
+if TYPE_CHECKING:  # imported by main() once the arguments parsed: ``nnrt --help`` never pays for them
+    import numpy as np
+
+    from nnrt_core.runtime.feeds import TensorInfo
+    from nnrt_core.session import Session
 
 __all__ = ["main", "build_parser"]
-
-
-# ----------------------------------------------------------------- config
-def _add_config_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="ScheduleConfig from a .toml or .json file")
-    p.add_argument("--backends", help="comma-separated backend names in priority order, or 'auto'")
-    p.add_argument("--backup", help="backup backend for unsupported nodes ('none' to disable)")
-    p.add_argument("--scheduler", help="placement strategy (an installed scheduler)")
-    p.add_argument("--precision", choices=PRECISIONS)
-    p.add_argument("--performance-mode", choices=PERFORMANCE_MODES)
-    p.add_argument("--priority", choices=PRIORITIES)
-    p.add_argument("--num-threads", type=int)
-    p.add_argument("--pin", action="append", default=[], metavar="NODE=BACKEND",
-                   help="force a node onto a backend (repeatable)")
-    p.add_argument("--strict", action="store_true", help="refuse options a backend does not support")
-    p.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME=D1,D2,...",
-                   help="fix the shape of a model input with free dimensions at load time, e.g. "
-                        "x=1,3,224,224 (repeatable; ScheduleConfig.input_shapes)")
-
-
-def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """``NAME=D1,D2,...`` -> (name, shape) for ``--input-shape``."""
-    name, sep, dims = text.rpartition("=")
-    try:
-        shape = tuple(int(d) for d in dims.split(","))
-    except ValueError:
-        shape = ()
-    if not sep or not name or not shape or any(d < 0 for d in shape):
-        raise argparse.ArgumentTypeError(
-            f"expected NAME=D1,D2,... (an input name and its comma-separated non-negative sizes, "
-            f"e.g. x=1,3,224,224), got {text!r}")
-    return name, shape
-
-
-def config_from_args(args: argparse.Namespace) -> ScheduleConfig:
-    cfg = ScheduleConfig.from_file(args.config) if args.config else ScheduleConfig()
-    changes: dict[str, Any] = {}
-    if args.backends:
-        changes["backends"] = args.backends
-    if args.backup:
-        changes["backup"] = None if args.backup.lower() == "none" else args.backup
-    for flag in ("scheduler", "precision", "performance_mode", "priority", "num_threads"):
-        value = getattr(args, flag)
-        if value is not None:
-            changes[flag] = value
-    if args.pin:
-        pins = dict(cfg.pins)
-        for item in args.pin:
-            node, sep, backend = item.partition("=")
-            if not sep or not node or not backend:
-                raise InputError(f"--pin expects NODE=BACKEND, got {item!r}")
-            pins[node] = backend
-        changes["pins"] = pins
-    if args.strict:
-        changes["strict"] = True
-    if getattr(args, "input_shape", None):
-        changes["input_shapes"] = {**cfg.input_shapes, **dict(args.input_shape)}  # the flags win over --config
-    return cfg.replace(**changes) if changes else cfg
 
 
 # ------------------------------------------------------------------ inputs
@@ -372,14 +315,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="FILE", help="profile one more run, write a Chrome/Perfetto trace JSON and "
                    "print its projected latency (host partitions measured, emulated ones simulated)")
     p.add_argument("--json", action="store_true")
-    _add_config_flags(p)
+    add_config_flags(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("compile", help="compile a model into an offline session file that runs without it")
     p.add_argument("model")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the offline model file to write")
     p.add_argument("--json", action="store_true")
-    _add_config_flags(p)
+    add_config_flags(p)
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("bench", help="latency percentiles and throughput with N runs in flight")
@@ -392,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     p.add_argument("--json", action="store_true")
-    _add_config_flags(p)
+    add_config_flags(p)
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("partition", help="show where every node of a model would run")
@@ -410,11 +353,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show what the optimization passes changed (op counts before/after)")
     p.add_argument("--optimization-level", choices=OPTIMIZATION_LEVELS,
                    help="graph optimization level (default: the config's, basic)")
-    _add_config_flags(p)
+    add_config_flags(p)
     p.set_defaults(func=cmd_partition)
 
     add_quantize_parser(sub)  # nnrt quantize MODEL --calibration DATA -o OUT
-    add_batch_parser(sub, _add_config_flags, config_from_args)  # nnrt batch MODEL --input PATH --output DIR (Ray)
+    add_batch_parser(sub, add_config_flags, config_from_args)  # nnrt batch MODEL --input PATH --output DIR (Ray)
 
     p = sub.add_parser("check", help="compare each partition's outputs with the reference backend alone")
     p.add_argument("model")
@@ -423,14 +366,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-rel", type=float, help="exit with status 1 when any max relative difference exceeds this")
     p.add_argument("--json", action="store_true")
-    _add_config_flags(p)
+    add_config_flags(p)
     p.set_defaults(func=cmd_check)
     return parser
+
+
+def _import_runtime() -> None:
+    """numpy, the registry and the session, for the commands (not for ``--help``)."""
+    global np, Session, default_registry, random_feeds
+    import numpy as np
+
+    from nnrt_core.registry import default_registry
+    from nnrt_core.runtime.feeds import random_feeds
+    from nnrt_core.session import Session
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _import_runtime()
+    import logging
+
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR,
                         format="nnrt: %(levelname)s: %(message)s")
     try:

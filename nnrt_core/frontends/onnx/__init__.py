@@ -25,7 +25,6 @@ from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown
 from nnrt_core.frontends.onnx.load import ModelCheckError, check_model, load_onnx, parse_model_proto, sort_nodes
 from nnrt_core.frontends.onnx.protos import MAX_TENSOR_BYTES, ModelProto, ModelSource
 from nnrt_core.frontends.onnx.schemas import (
-    ONNX_DOMAINS,
     convert_opset,
     default_opset,
     has_onnx_op,
@@ -33,6 +32,7 @@ from nnrt_core.frontends.onnx.schemas import (
     newest_domain_version,
     newest_opset_version,
     oldest_onnx_version,
+    onnx_domains,
     onnx_op_names,
     onnx_schema,
     onnxruntime_schemas,
@@ -48,7 +48,6 @@ from nnrt_core.frontends.onnx.shapes import (
 __all__ = [
     "MAX_TENSOR_BYTES",
     "MMAP_MIN_BYTES",
-    "ONNX_DOMAINS",
     "ExternalWeights",
     "ModelCheckError",
     "ModelProto",
@@ -72,6 +71,7 @@ __all__ = [
     "newest_domain_version",
     "newest_opset_version",
     "oldest_onnx_version",
+    "onnx_domains",
     "onnx_op_names",
     "onnx_schema",
     "onnxruntime_schemas",

@@ -137,7 +137,7 @@ def load_onnx(
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
-        validate_model(proto, types=True)  # element types against the schemas' constraints
+        validate_model(proto, types=True, structure=False)  # element types against the schemas' constraints
     model = model_from_proto(proto, mapped)
     model.base_dir = base_dir
     return model

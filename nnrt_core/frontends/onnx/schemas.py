@@ -9,11 +9,20 @@ import onnx
 import onnx.defs
 import onnx.version_converter
 
-__all__ = ["ONNX_DOMAINS", "convert_opset", "default_opset", "has_onnx_op", "ir_version_for", "newest_opset_version",
+__all__ = ["ONNX_DOMAINS", "onnx_domains", "convert_opset", "default_opset", "has_onnx_op", "ir_version_for", "newest_opset_version",
            "newest_domain_version", "oldest_onnx_version", "onnx_op_names", "onnx_schema", "onnxruntime_schemas"]
 
-#: domains whose schemas (with shape inference) ship with the installed onnx
-ONNX_DOMAINS = frozenset({""} | {s.domain for s in onnx.defs.get_all_schemas_with_history()}) - {"ai.onnx"}
+@functools.lru_cache(maxsize=1)
+def onnx_domains() -> frozenset[str]:
+    """The domains whose schemas (with shape inference) ship with the installed
+    onnx; computed on first use (listing every schema takes ~10 ms)."""
+    return frozenset({""} | {s.domain for s in onnx.defs.get_all_schemas_with_history()}) - {"ai.onnx"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ONNX_DOMAINS":  # the former constant: ``onnx_domains()``
+        return onnx_domains()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def newest_opset_version() -> int:
@@ -66,7 +75,7 @@ def onnxruntime_schemas() -> dict[tuple[str, str], list[Any]]:
     table: dict[tuple[str, str], list[Any]] = {}
     for s in get_all():
         domain = "" if s.domain == "ai.onnx" else s.domain
-        if domain in ONNX_DOMAINS and onnx.defs.has(s.name, domain):
+        if domain in onnx_domains() and onnx.defs.has(s.name, domain):
             continue  # onnx's own schema (with shape inference) wins
         table.setdefault((domain, s.name), []).append(s)
     for versions in table.values():

@@ -284,18 +284,21 @@ def _type_name(kind: int) -> str:
         return str(kind)
 
 
-def validate_node(n: NodeView, opsets: Mapping[str, int]) -> None:
-    """Check one node against its onnx schema (see the module docstring)."""
+def validate_node(n: NodeView, opsets: Mapping[str, int], *, structure: bool = True) -> None:
+    """Check one node against its onnx schema (see the module docstring);
+    ``structure=False`` checks the input element types only (arity,
+    attributes and the op rules already checked)."""
     domain = "" if n.domain == "ai.onnx" else n.domain
     version = opsets.get(domain)
     schema = onnx_schema(n.op_type, domain, version) if version is not None else None
     if schema is None:
         return
-    _check_arity(n, schema)
-    for name, (kind, value) in n.attrs.items():
-        _check_attribute(n, name, kind, value, schema)
+    if structure:
+        _check_arity(n, schema)
+        for name, (kind, value) in n.attrs.items():
+            _check_attribute(n, name, kind, value, schema)
     _check_types(n, schema)
-    rule = RULES.get(n.op_type) if domain == "" else None
+    rule = RULES.get(n.op_type) if domain == "" and structure else None
     if rule is not None:
         rule(n)
 
@@ -323,12 +326,14 @@ def _proto_types(g: onnx.GraphProto, types: dict[str, int]) -> dict[str, int]:
     return types
 
 
-def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None
+def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None, structure: bool = True
                  ) -> Iterator[tuple[NodeView, list[onnx.GraphProto]]]:
     for k, p in enumerate(g.node):
         attrs: dict[str, tuple[int, Any]] = {}
         graphs: list[onnx.GraphProto] = []
         for a in p.attribute:
+            if not structure and a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+                continue  # attribute values are read for the structure checks only
             if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
                 graphs += [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
                 attrs[a.name] = (int(a.type), None)
@@ -348,21 +353,23 @@ def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None
 
 
 def _validate_proto_graph(g: onnx.GraphProto, opsets: Mapping[str, int],
-                          types: Mapping[str, int] | None) -> None:
-    for view, graphs in _proto_nodes(g, types):
-        validate_node(view, opsets)
+                          types: Mapping[str, int] | None, structure: bool = True) -> None:
+    for view, graphs in _proto_nodes(g, types, structure):
+        validate_node(view, opsets, structure=structure)
         for sub in graphs:
-            _validate_proto_graph(sub, opsets, types)
+            _validate_proto_graph(sub, opsets, types, structure)
 
 
-def validate_model(proto: onnx.ModelProto, *, types: bool = False) -> None:
+def validate_model(proto: onnx.ModelProto, *, types: bool = False, structure: bool = True) -> None:
     """Check every node of ``proto``'s graph (sub-graphs included; local
     functions must be inlined first); :class:`ModelLoadError` for the first
     violation.  With ``types`` the element types the graphs declare (after
     shape inference: every value's) are checked against the schemas' type
-    constraints too."""
+    constraints too; ``structure=False`` (with ``types``) checks only those,
+    for a model whose structure was validated before shape inference."""
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
-    _validate_proto_graph(proto.graph, opsets, _proto_types(proto.graph, {}) if types else None)
+    _validate_proto_graph(proto.graph, opsets, _proto_types(proto.graph, {}) if types else None,
+                          structure or not types)
 
 
 # ------------------------------------------------------------ IR

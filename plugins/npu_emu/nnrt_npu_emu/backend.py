@@ -25,6 +25,8 @@ from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, l
 from nnrt_npu_emu.program import Operand, Program
 from nnrt_npu_emu.version import __version__
 from nnrt_numpy.blas import blas_threads  # the process's one BLAS/helper-thread policy (public API)
+from nnrt_numpy.memory import prefault_heap
+from nnrt_numpy.parallel import start_helpers
 
 __all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
 
@@ -159,6 +161,17 @@ class NpuPartition(CompiledPartition):
     def estimated_seconds(self) -> float:
         """Simulated device time of one run (cycles / clock)."""
         return float(self.estimate["time_ms"]) / 1e3
+
+    def warm_up(self) -> None:
+        """Bind the program to its device memory, touch its workspace pages
+        (device memory is committed on first touch) and as many host heap
+        pages for the emulator's temporaries, and start the host helper
+        threads now, not in the first run."""
+        start_helpers()
+        _ = self.bound
+        if self.program.ws_size:
+            self.device.arena.view(self._ws_off, np.uint8, (self.program.ws_size,)).fill(0)
+            prefault_heap(self.program.ws_size)
 
     def describe(self) -> dict[str, Any]:
         e = self.estimate

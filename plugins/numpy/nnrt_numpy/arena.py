@@ -34,6 +34,8 @@ __all__ = ["ArenaPlan", "plan_arena", "FRESH_OUTPUT_OPS"]
 #: view of (or a write into) an input: their outputs alias no arena buffer
 FRESH_OUTPUT_OPS = frozenset({"Softmax", "GlobalAveragePool", "GlobalMaxPool", "Gemm", "MatMul", "Add", "Sub",
                               "Mul", "Div"})
+#: arenas up to this size are allocated and touched at build (``ArenaPlan.prefault``)
+PREFAULT_LIMIT = 256 << 20
 
 
 @dataclass
@@ -70,6 +72,17 @@ class ArenaPlan:
     def release(self, views: dict[int, np.ndarray]) -> None:
         with self._lock:
             self._pool.append(views)
+
+    def prefault(self, limit: int = PREFAULT_LIMIT) -> bool:
+        """Allocate the first arena now and touch its pages (the first run
+        would fault them in); nothing when one exists or it is over ``limit`` bytes."""
+        if self.allocated or self.size > limit:
+            return False
+        views = self.acquire()
+        for v in views.values():
+            v.fill(0)
+        self.release(views)
+        return True
 
     def describe(self) -> dict[str, Any]:
         return {"arena_bytes": self.size, "arena_values": len(self.slots), "arena_naive_bytes": self.naive_bytes,

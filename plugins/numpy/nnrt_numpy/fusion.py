@@ -30,7 +30,7 @@ import dataclasses
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy import special
+from nnrt_numpy import special
 
 from nnrt_core.ir import Graph, Node, Value
 
@@ -146,6 +146,7 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
     if op == "LeakyRelu":
         return ("leaky", t(float(node.attributes["alpha"].value) if "alpha" in node.attributes else 0.01))
     if op == "Sigmoid":
+        special.load()  # at compile, not in the first run
         return ("sigmoid",)
     if op == "Clip":
         if node.opset < 11:

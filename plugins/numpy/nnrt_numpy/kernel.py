@@ -8,17 +8,23 @@ does only arithmetic.
 
 Adding an operator: write one small module under ``nnrt_numpy/ops/`` with a
 ``Kernel`` subclass per op version whose semantics changed, decorate each with
-``@register``, and import the module in ``nnrt_numpy/ops/__init__.py``.
+``@register``, and name the module in :data:`nnrt_numpy.op_index.OP_MODULES`:
+the registry imports it the first time a node of that op is looked up.
 """
 from __future__ import annotations
 
+import difflib
+import importlib
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.errors import OpError
+from nnrt_numpy import special
 from nnrt_numpy.limits import check_alloc
+from nnrt_numpy.op_index import OP_MODULES
 
 __all__ = ["NodeInfo", "Kernel", "KernelRegistry", "REGISTRY", "register"]
 
@@ -78,9 +84,13 @@ class Kernel:
     input_dtypes: ClassVar[frozenset[np.dtype] | None] = None
     #: True when the kernel wants the outer-scope values (control flow ops).
     needs_scope: ClassVar[bool] = False
+    #: True when it calls ``nnrt_numpy.special`` (SciPy): imported at compile, not in the first run.
+    uses_scipy: ClassVar[bool] = False
 
     def __init__(self, node: NodeInfo) -> None:
         self.node = node
+        if self.uses_scipy:
+            special.load()
         self._setup(node)
 
     # -- capability ---------------------------------------------------------
@@ -121,10 +131,18 @@ def dtypes(*names: Any) -> frozenset[np.dtype]:
 
 
 class KernelRegistry:
-    """Explicit map (domain, op_type) -> kernel classes sorted by since_version."""
+    """Explicit map (domain, op_type) -> kernel classes sorted by since_version.
 
-    def __init__(self) -> None:
+    Kernels register themselves when their module is imported; ``index``
+    (domain -> op type -> module) names the module of every op, imported on
+    the first lookup of one of its ops (:data:`nnrt_numpy.op_index.OP_MODULES`).
+    """
+
+    def __init__(self, index: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self._kernels: dict[tuple[str, str], list[type[Kernel]]] = {}
+        self._index = index if index is not None else {}
+        self._import_errors: dict[str, str] = {}  #: module -> why it failed to import
+        self._lock = threading.RLock()
 
     def register(self, cls: type[Kernel]) -> type[Kernel]:
         key = (_norm_domain(cls.domain), cls.op_type)
@@ -135,38 +153,78 @@ class KernelRegistry:
         versions.sort(key=lambda k: k.since_version)
         return cls
 
+    def _versions(self, domain: str, op_type: str) -> list[type[Kernel]]:
+        """The op's kernels, importing its module on first use."""
+        key = (_norm_domain(domain), op_type)
+        found = self._kernels.get(key)
+        if found is None and op_type in self._index.get(key[0], ()):
+            self._import(f"nnrt_numpy.ops.{self._index[key[0]][op_type]}")
+            found = self._kernels.get(key)
+        return found or []
+
+    def _import(self, module: str) -> None:
+        if module in self._import_errors:
+            return
+        with self._lock:  # one thread imports, the others wait for its kernels
+            try:
+                importlib.import_module(module)
+            except Exception as e:  # a broken optional dependency disables its ops only
+                self._import_errors[module] = f"{type(e).__name__}: {e}"
+
+    def load_all(self) -> None:
+        """Import every indexed op module (listing, exhaustive tests)."""
+        for ops in self._index.values():
+            for module in sorted(set(ops.values())):
+                self._import(f"nnrt_numpy.ops.{module}")
+
     def lookup(self, domain: str, op_type: str, opset: int) -> type[Kernel] | None:
         """The newest kernel whose ``since_version`` is <= ``opset``."""
         best = None
-        for cls in self._kernels.get((_norm_domain(domain), op_type), ()):
+        for cls in self._versions(domain, op_type):
             if cls.since_version <= opset:
                 best = cls
         return best
 
     def why_unsupported(self, node: NodeInfo) -> str | None:
         """``None`` when a kernel can run ``node``; otherwise the reason."""
-        key = (_norm_domain(node.domain), node.op_type)
-        versions = self._kernels.get(key)
+        versions = self._versions(node.domain, node.op_type)
         if not versions:
-            return f"no kernel for op {node.op_type!r} in domain {node.domain or 'ai.onnx'!r}"
+            return self._missing(node.domain, node.op_type)
         cls = self.lookup(node.domain, node.op_type, node.opset)
         if cls is None:
             have = ", ".join(str(k.since_version) for k in versions)
             return f"{node.op_type} has kernels for opset >= {have}, model uses opset {node.opset}"
         return cls.check(node)
 
+    def _missing(self, domain: str, op_type: str) -> str:
+        """Why no kernel: its module failed to import, or the op is unknown
+        (with the closest known names and how many ops the domain has)."""
+        d = _norm_domain(domain)
+        rel = self._index.get(d, {}).get(op_type)
+        module = f"nnrt_numpy.ops.{rel}" if rel is not None else None
+        if module in self._import_errors:
+            return f"kernels of {op_type!r} unavailable: {module} failed to import ({self._import_errors[module]})"
+        known = sorted(set(self._index.get(d, ())) | {op for dom, op in self._kernels if dom == d})
+        close = difflib.get_close_matches(op_type, known, n=3)
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        return (f"no kernel for op {op_type!r} in domain {domain or 'ai.onnx'!r} "
+                f"({len(known)} ops in that domain{hint})")
+
     def ops(self) -> Iterable[tuple[str, str, int]]:
+        """Every (domain, op, since_version) kernel (imports every op module)."""
+        self.load_all()
         for (domain, op), versions in sorted(self._kernels.items()):
             for cls in versions:
                 yield domain, op, cls.since_version
 
     def __contains__(self, key: tuple[str, str]) -> bool:
-        return (_norm_domain(key[0]), key[1]) in self._kernels
+        d = _norm_domain(key[0])
+        return (d, key[1]) in self._kernels or key[1] in self._index.get(d, ())
 
 
 def _norm_domain(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
 
 
-REGISTRY = KernelRegistry()
+REGISTRY = KernelRegistry(OP_MODULES)
 register = REGISTRY.register

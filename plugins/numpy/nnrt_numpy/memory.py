@@ -19,7 +19,7 @@ import ctypes
 import os
 import platform
 
-__all__ = ["tune_allocator"]
+__all__ = ["tune_allocator", "prefault_heap"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -27,13 +27,14 @@ _MMAP_THRESHOLD = 128 << 20  # blocks above this still get their own mapping
 _TRIM_THRESHOLD = 256 << 20  # free memory kept at the top of the heap
 
 _done = False
+_tuned = False
 
 
 def tune_allocator() -> bool:
     """Apply the settings once; True when glibc accepted them."""
-    global _done
+    global _done, _tuned
     if _done:
-        return True
+        return _tuned
     _done = True
     if os.environ.get("NNRT_NUMPY_MALLOC_TUNING", "1") == "0" or platform.system() != "Linux":
         return False
@@ -47,4 +48,20 @@ def tune_allocator() -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     ok = mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) == 1
     ok = mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD) == 1 and ok
+    _tuned = ok
     return ok
+
+
+def prefault_heap(nbytes: int) -> bool:
+    """Touch ``nbytes`` of heap pages and free them again: with the tuned
+    allocator they stay mapped, so the first run's fresh arrays reuse them
+    instead of faulting pages in (the warm-up of a partition).  Nothing when
+    the allocator is not tuned or ``nbytes`` is not below the mmap threshold."""
+    if not _tuned or not 0 < nbytes < _MMAP_THRESHOLD:
+        return False
+    import numpy as np
+
+    block = np.empty(nbytes, np.uint8)
+    block.fill(0)
+    del block
+    return True

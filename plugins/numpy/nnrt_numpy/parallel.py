@@ -39,7 +39,7 @@ import numpy as np
 
 from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
-__all__ = ["run_chunks", "threads", "set_threads", "matmul"]
+__all__ = ["run_chunks", "threads", "set_threads", "matmul", "start_helpers"]
 
 _local = threading.local()
 
@@ -130,6 +130,13 @@ def _helpers(k: int) -> list[queue.SimpleQueue]:
                 threading.Thread(target=_helper, args=(q,), name=f"nnrt-numpy-{len(_queues)}", daemon=True).start()
                 _queues.append(q)
     return _queues[:k]
+
+
+def start_helpers() -> None:
+    """Start the helper threads split kernels use (one per core beside the
+    caller) now, at build, rather than in the first run."""
+    if CORES > 1:
+        _helpers(CORES - 1)
 
 
 def run_chunks(fn: Callable[[int], None], n: int, nthreads: int | None = None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-from scipy.special import erf  # exact GELU needs erf; numpy has none
+from nnrt_numpy.special import erf, load as load_scipy  # exact GELU needs erf; numpy has none (SciPy, imported on first use)
 
 MS = "com.microsoft"
 
@@ -46,7 +46,7 @@ _ACTS: dict[str, tuple[tuple[float, ...], Callable[..., Activation]]] = {
     "Softsign": ((), lambda: lambda x: x / (1 + np.abs(x))),
     "ScaledTanh": ((1.0, 1.0), lambda a, b: lambda x: a * np.tanh(b * x)),
     "ParametricSoftplus": ((1.0, 1.0), lambda a, b: lambda x: a * np.logaddexp(0, b * x)),
-    "Gelu": ((), lambda: gelu_erf),
+    "Gelu": ((), lambda: (load_scipy(), gelu_erf)[1]),  # SciPy imported at compile
 }
 
 

@@ -15,6 +15,7 @@ class BiasGelu(Kernel):
     op_type = "BiasGelu"
     domain = MS
     since_version = 1
+    uses_scipy = True
 
     def __call__(self, a, b) -> Sequence[Any]:
         a = np.asarray(a)

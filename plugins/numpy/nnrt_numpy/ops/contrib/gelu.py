@@ -15,6 +15,7 @@ class Gelu(Kernel):
     op_type = "Gelu"
     domain = MS
     since_version = 1
+    uses_scipy = True
 
     def __call__(self, x) -> Sequence[Any]:
         return (gelu_erf(np.asarray(x)),)

@@ -1,4 +1,6 @@
-"""Operator kernels: control flow (sub-graphs run by our own executor)."""
-from __future__ import annotations
+"""Operator kernels: control flow (sub-graphs run by our own executor).
 
-from . import if_, loop, scan, sequence_map  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

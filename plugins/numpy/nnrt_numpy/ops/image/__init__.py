@@ -1,10 +1,6 @@
-"""Operator kernels: image.  Import each op module explicitly (it registers itself)."""
-from __future__ import annotations
+"""Operator kernels: image.
 
-from . import affine_grid  # noqa: F401
-from . import grid_sample  # noqa: F401
-from . import image_decoder  # noqa: F401
-from . import non_max_suppression  # noqa: F401
-from . import resize  # noqa: F401
-from . import roi_align  # noqa: F401
-from . import upsample  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

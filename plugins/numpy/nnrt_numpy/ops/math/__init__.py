@@ -1,21 +1,6 @@
-"""Operator kernels: math.  Import each op module explicitly (it registers itself)."""
-from __future__ import annotations
+"""Operator kernels: math.
 
-# from . import <module>  -- one line per op module
-from . import argmax  # noqa: F401
-from . import arith  # noqa: F401
-from . import bitwise  # noqa: F401
-from . import compare  # noqa: F401
-from . import cumulative  # noqa: F401
-from . import det  # noqa: F401
-from . import einsum  # noqa: F401
-from . import gemm  # noqa: F401
-from . import matmul  # noqa: F401
-from . import mod  # noqa: F401
-from . import pow  # noqa: F401
-from . import range  # noqa: F401
-from . import reduce  # noqa: F401
-from . import trilu  # noqa: F401
-from . import unary  # noqa: F401
-from . import variadic  # noqa: F401
-from . import where  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from scipy import special
+from nnrt_numpy import special
 
 from ...kernel import Kernel, register
 
@@ -68,6 +68,7 @@ class Unary(Kernel):
 
 for _name, (_fn, _since) in TABLE.items():
     register(type(_name, (Unary,), {"op_type": _name, "since_version": _since, "fn": staticmethod(_fn),
+                                    "uses_scipy": _fn is _erf,
                                     "__doc__": f"{_name}: elementwise {getattr(_fn, '__name__', _name)}."}))
 
 

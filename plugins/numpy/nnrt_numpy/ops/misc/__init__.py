@@ -1,12 +1,6 @@
-"""Operator kernels: misc.  Import each op module explicitly (it registers itself)."""
-from __future__ import annotations
+"""Operator kernels: misc.
 
-from . import bernoulli  # noqa: F401
-from . import multinomial  # noqa: F401
-from . import random_normal  # noqa: F401
-from . import random_uniform  # noqa: F401
-from . import regex_full_match  # noqa: F401
-from . import string_concat  # noqa: F401
-from . import string_normalizer  # noqa: F401
-from . import string_split  # noqa: F401
-from . import tfidf_vectorizer  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

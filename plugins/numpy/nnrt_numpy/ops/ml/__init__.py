@@ -1,4 +1,6 @@
-"""Operator kernels: ai.onnx.ml (classical machine-learning operators)."""
-from __future__ import annotations
+"""Operator kernels: ai.onnx.ml (classical machine-learning operators).
 
-from . import array_feature_extractor, binarizer, label_encoder, tree_ensemble  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.special import erfinv
+from nnrt_numpy.special import erfinv
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, dtypes, register
 
@@ -23,6 +23,7 @@ _POST = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
 
 @register
 class TreeEnsemble(Kernel):
+    uses_scipy = True  # PROBIT post-transform
     op_type = "TreeEnsemble"
     domain = ML
     since_version = 5

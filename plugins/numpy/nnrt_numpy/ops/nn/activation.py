@@ -6,7 +6,7 @@ Each kernel reads its attributes once and computes in the input's dtype.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from nnrt_numpy import special
 
 from ...kernel import Kernel, NodeInfo, register
 
@@ -34,6 +34,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 @register
 class Sigmoid(_Activation):
     op_type = "Sigmoid"
+    uses_scipy = True
 
     def f(self, x, t):
         return _sigmoid(x)
@@ -152,6 +153,7 @@ class Swish(_Activation):
 class Gelu(_Activation):
     op_type = "Gelu"
     since_version = 20
+    uses_scipy = True
 
     def _setup(self, node: NodeInfo) -> None:
         self.approximate = node.attr("approximate", "none")

@@ -3,7 +3,7 @@ an optional fused SiLU; the carry state holds the last ``k - 1`` positions."""
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from nnrt_numpy import special
 
 from ...kernel import Kernel, NodeInfo, register
 
@@ -12,6 +12,7 @@ from ...kernel import Kernel, NodeInfo, register
 class CausalConvWithState(Kernel):
     op_type = "CausalConvWithState"
     since_version = 27
+    uses_scipy = True
 
     def _setup(self, node: NodeInfo) -> None:
         self.activation = node.attr("activation", "none")

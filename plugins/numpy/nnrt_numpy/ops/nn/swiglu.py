@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from nnrt_numpy import special
 
 from ...kernel import Kernel, NodeInfo, register
 
@@ -11,6 +11,7 @@ from ...kernel import Kernel, NodeInfo, register
 class SwiGLU(Kernel):
     op_type = "SwiGLU"
     since_version = 28
+    uses_scipy = True
 
     def _setup(self, node: NodeInfo) -> None:
         self.alpha = float(node.attr("alpha", 1.0))

@@ -1,10 +1,6 @@
-"""Operator kernels: quant.  Import each op module explicitly (it registers itself)."""
-from __future__ import annotations
+"""Operator kernels: quant.
 
-from . import conv_integer  # noqa: F401
-from . import dequantize_linear  # noqa: F401
-from . import dynamic_quantize_linear  # noqa: F401
-from . import matmul_integer  # noqa: F401
-from . import qlinear_conv  # noqa: F401
-from . import qlinear_matmul  # noqa: F401
-from . import quantize_linear  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Operator kernels: rnn.  Import each op module explicitly (it registers itself)."""
-from __future__ import annotations
+"""Operator kernels: rnn.
 
-from . import gru  # noqa: F401
-from . import lstm  # noqa: F401
-from . import rnn  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

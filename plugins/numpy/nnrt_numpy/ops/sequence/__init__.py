@@ -1,14 +1,6 @@
-"""Operator kernels: sequence.  Import each op module explicitly (it registers itself)."""
-from __future__ import annotations
+"""Operator kernels: sequence.
 
-from . import concat_from_sequence  # noqa: F401
-from . import optional  # noqa: F401
-from . import optional_get_element  # noqa: F401
-from . import optional_has_element  # noqa: F401
-from . import sequence_at  # noqa: F401
-from . import sequence_construct  # noqa: F401
-from . import sequence_empty  # noqa: F401
-from . import sequence_erase  # noqa: F401
-from . import sequence_insert  # noqa: F401
-from . import sequence_length  # noqa: F401
-from . import split_to_sequence  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

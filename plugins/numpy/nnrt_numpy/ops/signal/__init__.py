@@ -1,9 +1,6 @@
-"""Operator kernels: signal.  Import each op module explicitly (it registers itself)."""
-from __future__ import annotations
+"""Operator kernels: signal.
 
-from . import blackman_window  # noqa: F401
-from . import dft  # noqa: F401
-from . import hamming_window  # noqa: F401
-from . import hann_window  # noqa: F401
-from . import mel_weight_matrix  # noqa: F401
-from . import stft  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Operator kernels: ai.onnx.preview.training optimizers (one update step each)."""
-from __future__ import annotations
+"""Operator kernels: ai.onnx.preview.training optimizers (one update step each).
 
-from . import adagrad, adam, momentum  # noqa: F401
+Each op module registers its kernels when imported; ``nnrt_numpy.op_index``
+names the module of every op, imported when a node first needs it.
+"""
+from __future__ import annotations

@@ -1,0 +1,247 @@
+"""Time to first inference: what a process imports (plugins, NumPy op modules,
+SciPy, onnx), the NumPy op index, the lazy registry, warm-up at build and the
+build's stage timings."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import builtin_entry_points, make_registry
+from fakes import fake_plugin, make_fake_backend
+from nnrt_core import ScheduleConfig, Session
+from nnrt_core.registry import BACKEND_GROUP, Registry
+from nnrt_numpy.kernel import KernelRegistry, NodeInfo, REGISTRY
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGINS = ("nnrt_numpy", "nnrt_onnxruntime", "nnrt_npu_emu", "nnrt_schedulers", "nnrt_ray")
+
+
+def _python(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; it prints one JSON line."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          cwd=ROOT, env=dict(os.environ), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+MODULES = """
+import json, sys
+def loaded(prefixes):
+    return sorted(m for m in sys.modules if m.split(".")[0] in prefixes)
+"""
+
+
+def test_import_nnrt_core_imports_no_numpy_onnx_or_plugin():
+    out = _python(MODULES + """
+import nnrt_core
+from nnrt_core import NnrtError, ConfigError, __version__
+print(json.dumps(loaded({"numpy", "onnx", "onnxruntime", "scipy", "pluggy", *%r})))
+""" % (PLUGINS,))
+    assert out == [], out
+
+
+def test_nnrt_help_imports_no_numpy_onnx_or_plugin():
+    out = _python(MODULES + """
+from nnrt_core.tools.cli import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+print(json.dumps(loaded({"numpy", "onnx", "onnxruntime", "scipy", *%r})))
+""" % (PLUGINS,))
+    assert out == [], out
+
+
+ORT_SESSION = MODULES + """
+import numpy as np
+from onnx import TensorProto, helper
+from nnrt_core import ScheduleConfig, Session
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+w = helper.make_node("Constant", [], ["w"], value=helper.make_tensor("w", TensorProto.FLOAT, [3], [1, 2, 3]))
+nodes = [w, helper.make_node("Add", ["x", "w"], ["t"]), helper.make_node("Sigmoid", ["t"], ["y"])]
+model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+sess = Session(model.SerializeToString(), ScheduleConfig(backends=[%r]))
+sess.run({"x": np.ones((2, 3), np.float32)})
+print(json.dumps({"modules": loaded({"scipy", *%r}), "placement": sorted(set(sess.placement.values()))}))
+"""
+
+
+def test_session_on_onnxruntime_imports_only_what_it_uses():
+    pytest.importorskip("onnxruntime")
+    out = _python(ORT_SESSION % ("onnxruntime", PLUGINS))
+    assert out["placement"] == ["onnxruntime"]
+    mods = out["modules"]
+    assert not any(m.startswith(("nnrt_npu_emu", "nnrt_ray", "scipy")) for m in mods), mods
+    assert "nnrt_schedulers.cost" not in mods and "nnrt_schedulers.priority" in mods
+    ops = [m for m in mods if m.startswith("nnrt_numpy.ops.") and m.count(".") == 3]
+    # the backup's kernels for what the build evaluated (the Constant was folded without one)
+    assert not any(m.startswith(("nnrt_numpy.ops.contrib", "nnrt_numpy.ops.math.unary")) for m in ops), ops
+    assert len(ops) <= 3, ops
+
+
+def test_numpy_session_imports_the_kernels_of_its_ops_only():
+    out = _python(ORT_SESSION % ("numpy", PLUGINS))
+    mods = out["modules"]
+    ops = {m for m in mods if m.startswith("nnrt_numpy.ops.") and m.count(".") == 3}
+    assert ops == {"nnrt_numpy.ops.math.arith", "nnrt_numpy.ops.math._binary", "nnrt_numpy.ops.nn.activation"}, ops
+    assert "scipy" in mods  # Sigmoid uses scipy.special.expit: imported at compile, not in the first run
+    assert not any(m.startswith(("nnrt_onnxruntime", "nnrt_npu_emu")) for m in mods), mods
+
+
+# ---------------------------------------------------------------- op index
+def test_op_index_matches_what_every_op_module_registers():
+    """Each op module imported alone (fresh registry, fresh modules) registers
+    the ops the index gives it, and together they register exactly the index."""
+    out = _python("""
+import importlib, json, pkgutil, sys
+import nnrt_numpy.ops as ops_pkg
+from nnrt_numpy import kernel
+from nnrt_numpy.op_index import OP_MODULES
+names = sorted(m.name for m in pkgutil.walk_packages(ops_pkg.__path__, "nnrt_numpy.ops.")
+               if not m.ispkg and not m.name.rsplit(".", 1)[1].startswith("_"))
+registered = {}
+for name in names:
+    for m in [m for m in sys.modules if m.startswith("nnrt_numpy.ops.")]:
+        del sys.modules[m]
+    kernel.REGISTRY._kernels.clear()
+    importlib.import_module(name)
+    registered[name] = sorted(kernel.REGISTRY._kernels)
+problems = []
+indexed = {(d, op): "nnrt_numpy.ops." + m for d, ops in OP_MODULES.items() for op, m in ops.items()}
+for (d, op), module in indexed.items():
+    if (d, op) not in registered.get(module, []):
+        problems.append(f"index: {d}:{op} -> {module}, which does not register it")
+every = {tuple(k) for keys in registered.values() for k in keys}
+problems += [f"{d}:{op} is registered but not in the index" for d, op in sorted(every - set(indexed))]
+problems += [f"{m} registers nothing the index names" for m in names if not any(v == m for v in indexed.values())]
+print(json.dumps(problems))
+""")
+    assert out == []
+
+
+def test_lazy_kernel_registry_errors_list_what_is_available():
+    reason = REGISTRY.why_unsupported(NodeInfo("n", "Reluu", opset=17))
+    assert "no kernel for op 'Reluu'" in reason and "closest: Relu" in reason and "ops in that domain" in reason
+    assert REGISTRY.why_unsupported(NodeInfo("n", "Relu", opset=17)) is None
+    assert ("", "Relu") in REGISTRY and ("", "Reluu") not in REGISTRY
+
+
+def test_kernel_module_failing_to_import_disables_its_ops_only():
+    reg = KernelRegistry({"": {"Broken": "nn.no_such_module", "Relu": "nn.relu"}})
+    reason = reg.why_unsupported(NodeInfo("n", "Broken", opset=17))
+    assert "nnrt_numpy.ops.nn.no_such_module failed to import" in reason and "ModuleNotFoundError" in reason
+    assert reg.lookup("", "Broken", 17) is None
+    assert REGISTRY.lookup("", "Relu", 17) is not None  # the other ops are unaffected
+    assert "2 ops in that domain" in reg.why_unsupported(NodeInfo("n", "Nope", opset=17))
+
+
+# ---------------------------------------------------------- lazy registry
+def test_registry_imports_a_plugin_only_when_asked(monkeypatch, tmp_path):
+    (tmp_path / "nnrt_test_lazy_plugin.py").write_text("raise RuntimeError('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = metadata.EntryPoint(name="lazy", value="nnrt_test_lazy_plugin", group=BACKEND_GROUP)
+    reg = Registry(entry_points=lambda g: builtin_entry_points(g) + ([ep] if g == BACKEND_GROUP else []), env={})
+    assert reg.loaded_plugins() == []
+    assert reg.backend("numpy").available
+    assert reg.loaded_plugins() == ["numpy"] and "nnrt_test_lazy_plugin" not in sys.modules
+    rec = next(p for p in reg.plugin_records if p.name == "lazy")  # listing imports every plugin
+    assert rec.status == "failed" and "imported" in rec.reason
+
+
+def test_backend_named_unlike_its_entry_point_is_found():
+    from nnrt_core.hookspec import hookimpl
+
+    class Plugin:
+        @hookimpl
+        def nnrt_backends(self):
+            return [make_fake_backend("renamed", ["Relu"])]
+
+    sys.modules["nnrt_test_renamed_plugin"] = Plugin()
+    try:
+        ep = metadata.EntryPoint(name="other_name", value="nnrt_test_renamed_plugin", group=BACKEND_GROUP)
+        reg = Registry(entry_points=lambda g: builtin_entry_points(g) + ([ep] if g == BACKEND_GROUP else []), env={})
+        assert reg.find_backend("renamed") is not None and reg.backend("renamed").available
+        assert reg.find_backend("missing") is None
+    finally:
+        del sys.modules["nnrt_test_renamed_plugin"]
+
+
+# ----------------------------------------------------- warm-up and stats
+def _relu_model() -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _warm_backend(calls: list[str], fail: bool):
+    base = make_fake_backend("warm", ["Relu"], priority=100)
+
+    class Warm(base):  # type: ignore[misc, valid-type]
+        def _compile(self, graph, options):
+            part = super()._compile(graph, options)
+
+            def warm_up() -> None:
+                calls.append(part.name)
+                if fail:
+                    raise RuntimeError("warm-up exploded")
+
+            part.warm_up = warm_up
+            return part
+
+    return Warm
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_every_partition_is_warmed_up_once_at_build(fail, caplog):
+    calls: list[str] = []
+    reg = make_registry(fake_plugin(_warm_backend(calls, fail)))
+    sess = Session(_relu_model(), ScheduleConfig(backends=["warm"]), registry=reg)
+    assert len(calls) == 1
+    x = np.array([[-1, 0, 1], [2, -3, 4]], np.float32)
+    np.testing.assert_array_equal(sess.run({"x": x})["y"], np.maximum(x, 0))
+    assert len(calls) == 1  # not again per run
+    assert ("warm-up exploded" in caplog.text) == fail
+
+
+def test_stats_say_what_the_build_spent_where():
+    sess = Session(_relu_model(), ScheduleConfig(backends=["numpy"]))
+    stats = sess.stats()
+    build = stats["build"]
+    assert {"select", "load", "optimize", "place", "compile:numpy", "explain", "warmup"} <= set(build)
+    assert all(isinstance(v, float) and v >= 0 for v in build.values()), build
+    assert sum(build.values()) <= stats["build_seconds"] * 1.01 + 1e-3
+
+
+def test_numpy_warm_up_starts_helpers_and_touches_the_arena():
+    from nnrt_numpy import parallel
+
+    sess = Session(_relu_model(), ScheduleConfig(backends=["numpy"]))
+    part = sess.compiled_model.steps[0].compiled
+    assert part.warm_heap_bytes == 0  # one node: its output is the graph's, nothing intermediate
+    if parallel.CORES > 1:
+        assert any(t.name.startswith("nnrt-numpy-") for t in __import__("threading").enumerate())
+
+
+def test_constant_nodes_fold_without_a_backend():
+    nodes = [helper.make_node("Constant", [], ["a"], value_floats=[1.0, 2.0]),
+             helper.make_node("Constant", [], ["b"], value_int=3),
+             helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["a", "bf"], ["c"]),
+             helper.make_node("Add", ["x", "c"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    sess = Session(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert [n.op_type for n in sess.graph.nodes] == ["Add"]
+    np.testing.assert_array_equal(sess.run({"x": np.zeros(2, np.float32)})["y"], [3.0, 6.0])
