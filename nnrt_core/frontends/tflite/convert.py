@@ -56,8 +56,8 @@ def convert(flat: FlatModel) -> Model:
     graph = Graph(names[0] or "main", opset_imports={"": OPSET})
     state = GraphState(flat, graph, tensors)
     with guarded("subgraph inputs and outputs"):
-        ins = sg.numbers(SUBGRAPH.inputs, np.int32).tolist()
-        outs = sg.numbers(SUBGRAPH.outputs, np.int32).tolist()
+        ins = list(sg.i32s(SUBGRAPH.inputs))
+        outs = list(sg.i32s(SUBGRAPH.outputs))
     ops = flat.operators(sg)
     for t in ins + outs:
         if not 0 <= t < len(tensors):
