@@ -47,8 +47,10 @@ def has_onnx_op(op_type: str, domain: str) -> bool:
     return onnx.defs.has(op_type, domain)
 
 
+@functools.lru_cache(maxsize=4096)
 def onnx_schema(op_type: str, domain: str, opset: int) -> Any | None:
-    """onnx's newest ``OpSchema`` of ``op_type`` whose version is <= ``opset``, or ``None``."""
+    """onnx's newest ``OpSchema`` of ``op_type`` whose version is <= ``opset``, or ``None``
+    (cached: every node of a model asks, and onnx builds a new Python object per call)."""
     try:
         return onnx.defs.get_schema(op_type, opset, domain)
     except onnx.defs.SchemaError:
