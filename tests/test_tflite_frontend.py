@@ -241,6 +241,7 @@ def test_the_lean_table_reader_agrees_with_the_tflite_package():
         r = ref.Tensors(i)
         assert t.string(TENSOR.name) == r.Name() and t.u8(TENSOR.type) == r.Type()
         assert t.numbers(TENSOR.shape, np.int32).tolist() == r.ShapeAsNumpy().tolist()
+        assert list(t.i32s(TENSOR.shape)) == r.ShapeAsNumpy().tolist()
         assert t.u32(TENSOR.buffer) == r.Buffer()
         q, rq = t.table(TENSOR.quantization), r.Quantization()
         assert (q is None) == (rq is None)
@@ -251,5 +252,11 @@ def test_the_lean_table_reader_agrees_with_the_tflite_package():
     op, rop = sg.tables(SUBGRAPH.operators)[0], ref.Operators(0)
     assert op.u32(OPERATOR.opcode_index) == rop.OpcodeIndex()
     assert op.numbers(OPERATOR.inputs, np.int32).tolist() == rop.InputsAsNumpy().tolist()
+    assert list(op.i32s(OPERATOR.inputs)) == rop.InputsAsNumpy().tolist()
+    assert list(op.i32s(OPERATOR.outputs)) == rop.OutputsAsNumpy().tolist()
+    start, n = op.vector_position(OPERATOR.inputs)
+    with pytest.raises(ValueError, match="outside the buffer"):  # a length running past the file
+        op.buf = data[:start + 4 * n - 1]
+        op.i32s(OPERATOR.inputs)
     assert op.u8(OPERATOR.builtin_options_type) == rop.BuiltinOptionsType()
     assert op.table(OPERATOR.builtin_options).pos == rop.BuiltinOptions().Pos

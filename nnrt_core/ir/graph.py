@@ -15,11 +15,13 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from nnrt_core.errors import GraphError
-from nnrt_core.ir.attributes import Attribute
+from nnrt_core.ir.attributes import Attribute, AttrKind
 from nnrt_core.ir.dtypes import DataType
 from nnrt_core.ir.types import Dim, TensorType, ValueType
 
 __all__ = ["Value", "Node", "Graph", "Model"]
+
+_GRAPH_KINDS = frozenset((AttrKind.GRAPH, AttrKind.GRAPHS))
 
 
 # --------------------------------------------------------------------- values
@@ -105,7 +107,11 @@ class Node:
         return default if a is None else a.value
 
     def subgraphs(self) -> list["Graph"]:
-        return [g for a in self.attributes.values() for g in a.graphs()]
+        out: list[Graph] = []
+        for a in self.attributes.values():  # inlined kind test: called per node by every pass
+            if a.kind in _GRAPH_KINDS:
+                out.extend(a.graphs())
+        return out
 
     def outer_inputs(self) -> list[Value]:
         """Values of enclosing graphs that this node's sub-graphs read
@@ -119,6 +125,8 @@ class Node:
     def all_inputs(self) -> list[Value]:
         """Explicit inputs (present ones) followed by outer-scope reads."""
         vals = [v for v in self.inputs if v is not None]
+        if not any(a.kind in _GRAPH_KINDS for a in self.attributes.values()):
+            return vals
         return vals + [v for v in self.outer_inputs() if all(v is not x for x in vals)]
 
     @property

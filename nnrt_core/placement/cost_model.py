@@ -52,7 +52,10 @@ def value_nbytes(v: Value) -> int:
         item = t.dtype.numpy.itemsize
     except TypeError:
         item = 8
-    return int(item * math.prod(d if isinstance(d, int) and d > 0 else 1 for d in t.shape))
+    shape = t.shape
+    if all(type(d) is int and d > 0 for d in shape):  # the common static case: no per-dim substitution
+        return item * math.prod(shape)
+    return int(item * math.prod(d if isinstance(d, int) and d > 0 else 1 for d in shape))
 
 
 def _node_macs(node: Node) -> int:

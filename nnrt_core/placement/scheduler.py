@@ -60,7 +60,7 @@ class Scheduler(abc.ABC):
                     f"scheduler {self.name!r} placed node {n.name!r} on {b!r}, which rejected it: "
                     f"{ctx.capabilities[b].reason(n.name)}"
                 )
-        if self.merge_islands:
+        if self.merge_islands and len(set(result.assignment.values())) > 1:  # one backend: no islands
             self.merge_small_islands(ctx, result, self.cost_model(ctx))
         return result
 

@@ -13,12 +13,14 @@ graph in execution order and reports three numbers:
 """
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.ir import Graph, TensorType, Value
+from nnrt_core.ir import DataType, Graph, TensorType, Value
 
 __all__ = ["ALIGN", "align", "Buffer", "MemoryPlan", "MemoryPlans", "plan_offsets", "plan_graph", "lower_bound",
            "live_peak_bytes", "static_value_sizes"]
@@ -96,13 +98,18 @@ def value_bytes(v: Value) -> int | None:
     t = v.type
     if not isinstance(t, TensorType) or not t.is_static:
         return None
+    itemsize = _itemsize(t.dtype)
+    return math.prod(t.shape) * itemsize if itemsize else None
+
+
+@functools.lru_cache(maxsize=None)
+def _itemsize(dtype: DataType) -> int:
+    """Bytes per element of ``dtype`` in a numpy array; 0 without a numpy type or for objects."""
     try:
-        itemsize = np.dtype(t.dtype.numpy).itemsize
+        np_type = np.dtype(dtype.numpy)
     except TypeError:
-        return None
-    if itemsize == 0 or np.dtype(t.dtype.numpy) == np.dtype(object):
-        return None
-    return int(np.prod(t.shape, dtype=np.int64)) * itemsize
+        return 0
+    return 0 if np_type == np.dtype(object) else np_type.itemsize
 
 
 def plan_graph(graph: Graph, sizes: dict[str, int] | None = None) -> MemoryPlan:

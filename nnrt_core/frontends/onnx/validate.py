@@ -36,7 +36,7 @@ import onnx
 from onnx import AttributeProto, helper
 
 from nnrt_core.errors import ModelLoadError
-from nnrt_core.frontends.onnx.schemas import onnx_schema
+from nnrt_core.frontends.onnx.schema_facts import SchemaFacts, schema_facts
 from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value
 
 __all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "ir_node_view", "validate_graph", "validate_model",
@@ -49,7 +49,6 @@ MAX_LIST = 4 * MAX_RANK
 INT64 = (-(1 << 63), (1 << 63) - 1)
 #: ``NodeView.input_types`` entry of a sequence, map or optional value
 NOT_TENSOR = -1
-_VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
 
 #: attribute names that are tensor axes (or counts of them)
 AXIS_NAMES = frozenset({"axis", "axes", "batch_dims", "batch_axis", "time_axis", "new_axis", "perm"})
@@ -185,7 +184,7 @@ SIGNED_PADS = frozenset({"Pad"})
 
 
 # ------------------------------------------------------------ generic checks
-def _check_arity(n: NodeView, schema: Any) -> None:
+def _check_arity(n: NodeView, schema: SchemaFacts) -> None:
     ni, no = len(n.inputs), len(n.outputs)
     if not schema.min_input <= ni <= schema.max_input:
         _fail(n, f"has {ni} inputs; {n.op_type}-{schema.since_version} expects "
@@ -198,7 +197,7 @@ def _check_arity(n: NodeView, schema: Any) -> None:
         if name:
             continue
         p = formal[min(i, len(formal) - 1)] if formal else None
-        if p is not None and p.option == _VARIADIC:
+        if p is not None and p.variadic:
             _fail(n, f"input {i} (of variadic {p.name!r}) is empty; expected a value name "
                      "(only optional inputs may be omitted)")
 
@@ -209,10 +208,10 @@ def _bounds(lo: int, hi: int) -> str:
     return f"at least {lo}" if hi >= 2**31 - 1 else f"{lo} to {hi}"
 
 
-def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Any) -> None:
+def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: SchemaFacts) -> None:
     spec = schema.attributes.get(name)
-    if spec is not None and int(spec.type) != AttributeProto.UNDEFINED and kind != int(spec.type):
-        _fail(n, f"attribute {name!r} is of type {_type_name(kind)}; expected {_type_name(int(spec.type))}")
+    if spec is not None and spec != AttributeProto.UNDEFINED and kind != spec:
+        _fail(n, f"attribute {name!r} is of type {_type_name(kind)}; expected {_type_name(spec)}")
     if kind not in (AttributeProto.INT, AttributeProto.INTS):
         return
     values = _ints(value)
@@ -238,6 +237,7 @@ def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Any)
                      "UNDEFINED)")
 
 
+@functools.lru_cache(maxsize=None)
 def _elem_name(t: int) -> str | None:
     try:
         return onnx.TensorProto.DataType.Name(t).lower()
@@ -245,17 +245,11 @@ def _elem_name(t: int) -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=4096)
-def _type_table(schema: Any) -> tuple[dict[str, set[str]], list[Any]]:
-    """The schema's type constraints (parameter -> allowed type strings) and
-    formal inputs, read once per schema (schemas are cached, see ``onnx_schema``)."""
-    return {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}, list(schema.inputs)
-
-
-def _check_types(n: NodeView, schema: Any) -> None:
+def _check_types(n: NodeView, schema: SchemaFacts) -> None:
     """Known input element types against the schema's type constraints (and
     inputs sharing a type parameter against each other)."""
-    allowed, formal = _type_table(schema)
+    allowed = schema.allowed
+    formal = schema.inputs
     bound: dict[str, tuple[int, int]] = {}
     for i, t in enumerate(n.input_types):
         if t == NOT_TENSOR and formal and i < len(n.inputs) and n.inputs[i]:
@@ -276,7 +270,7 @@ def _check_types(n: NodeView, schema: Any) -> None:
             shown = ", ".join(sorted(a[7:-1] for a in ok if a.startswith("tensor(")))
             _fail(n, f"input {i} ({p.name!r}) has element type {name}; {n.op_type}-{schema.since_version} "
                      f"expects one of {shown}")
-        if p.option == _VARIADIC and not p.is_homogeneous:
+        if p.variadic and not p.is_homogeneous:
             continue
         first = bound.setdefault(p.type_str, (t, i))
         if first[0] != t:
@@ -297,7 +291,7 @@ def validate_node(n: NodeView, opsets: Mapping[str, int], *, structure: bool = T
     attributes and the op rules already checked)."""
     domain = "" if n.domain == "ai.onnx" else n.domain
     version = opsets.get(domain)
-    schema = onnx_schema(n.op_type, domain, version) if version is not None else None
+    schema = schema_facts(n.op_type, domain, version) if version is not None else None
     if schema is None:
         return
     if structure:

@@ -196,8 +196,8 @@ class OpContext:
         self.op = op
         self.index = index
         self.op_name = op_name
-        self.inputs = op.numbers(OPERATOR.inputs, np.int32).tolist()  # the caller guards reads
-        self.outputs = op.numbers(OPERATOR.outputs, np.int32).tolist()
+        self.inputs = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
+        self.outputs = list(op.i32s(OPERATOR.outputs))
         n = len(state.slots)
         for t in self.inputs + self.outputs:
             if not -1 <= t < n:

@@ -81,8 +81,8 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
     names = flat.subgraph_names()
     graph = Graph(names[0] or "main", opset_imports={"": OPSET})
     with guarded("subgraph inputs and outputs"):
-        ins = sg.numbers(SUBGRAPH.inputs, np.int32).tolist()
-        outs = sg.numbers(SUBGRAPH.outputs, np.int32).tolist()
+        ins = list(sg.i32s(SUBGRAPH.inputs))
+        outs = list(sg.i32s(SUBGRAPH.outputs))
     for t in ins + outs:
         if not 0 <= t < len(tensors):
             raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")

@@ -161,7 +161,7 @@ class FlatModel:
         if dtype is None:
             raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
                                  f"(supported: {sorted(_TYPE_NAMES[k] for k in _DTYPES)})")
-        shape = tuple(t.numbers(f.shape, np.int32).tolist())
+        shape = t.i32s(f.shape)
         if any(d < 0 for d in shape):
             raise ModelLoadError(f"{desc}: shape {list(shape)} has a negative dimension")
         nbytes = math.prod(shape) * dtype.numpy.itemsize

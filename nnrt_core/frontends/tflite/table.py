@@ -104,6 +104,16 @@ class Table:
             return np.zeros(0, dtype)
         return np.frombuffer(self.buf, dtype=np.dtype(dtype).newbyteorder("<"), count=n, offset=start)
 
+    def i32s(self, off: int) -> tuple[int, ...]:
+        """A vector of int32 as Python ints (empty when absent): one ``struct`` call, no numpy array
+        (shapes and operator inputs are short, and there are hundreds of them)."""
+        start, n = self._vector(off)
+        if not start:
+            return ()
+        if start + 4 * n > len(self.buf):
+            raise ValueError(f"int32 vector of {n} entries at {start} lies outside the buffer")
+        return struct.unpack_from(f"<{n}i", self.buf, start)
+
     def vector_position(self, off: int) -> tuple[int, int]:
         """(position, length) of a vector field, for byte vectors read elsewhere."""
         return self._vector(off)

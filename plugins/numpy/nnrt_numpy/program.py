@@ -7,12 +7,13 @@ A run is then one tight loop over ``(kernel, input slots, output slots)``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
-from nnrt_core.ir import Graph, Node, TensorType, Value
+from nnrt_core.ir import DataType, Graph, Node, TensorType, Value
 from nnrt_core.runtime.control import current_control
 
 from nnrt_numpy.arena import FRESH_OUTPUT_OPS, ArenaPlan, plan_arena
@@ -25,14 +26,21 @@ __all__ = ["GraphProgram", "node_info"]
 
 
 def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
-    """What kernels may know about ``node`` at compile time."""
-
-    def np_dtype(v: Value | None) -> np.dtype | None:
-        return None if v is None else _declared_dtype(v)
-
-    def shape(v: Value | None):
-        return v.shape if v is not None else None
-
+    """What kernels may know about ``node`` at compile time (one pass over
+    its values: this runs for every node at capability and at compile)."""
+    present, in_dtypes, in_shapes, consts = [], [], [], []
+    for v in node.inputs:
+        if v is None:
+            present.append(False)
+            in_dtypes.append(None)
+            in_shapes.append(None)
+            consts.append(None)
+        else:
+            present.append(True)
+            in_dtypes.append(_declared_dtype(v))
+            in_shapes.append(v.type.shape if isinstance(v.type, TensorType) else None)
+            consts.append(v.const)
+    outs = node.outputs
     return NodeInfo(
         name=node.name,
         op_type=node.op_type,
@@ -40,13 +48,14 @@ def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
         opset=node.opset or 1,
         attrs={k: a.value for k, a in node.attributes.items()},
         num_inputs=len(node.inputs),
-        num_outputs=len(node.outputs),
-        input_present=tuple(v is not None for v in node.inputs),
-        input_dtypes=tuple(np_dtype(v) for v in node.inputs),
-        input_shapes=tuple(shape(v) for v in node.inputs),
-        const_inputs=tuple(v.const if v is not None else None for v in node.inputs),
-        output_dtypes=tuple(np_dtype(v) for v in node.outputs),
-        output_shapes=tuple(shape(v) for v in node.outputs),
+        num_outputs=len(outs),
+        input_present=tuple(present),
+        input_dtypes=tuple(in_dtypes),
+        input_shapes=tuple(in_shapes),
+        const_inputs=tuple(consts),
+        output_dtypes=tuple(None if v is None else _declared_dtype(v) for v in outs),
+        output_shapes=tuple(v.type.shape if v is not None and isinstance(v.type, TensorType) else None
+                            for v in outs),
         compile_subgraph=compile_subgraph,
     )
 
@@ -391,9 +400,14 @@ class SubgraphRunner:
 
 
 def _declared_dtype(v: Value) -> np.dtype | None:
-    if not isinstance(v.type, TensorType):
-        return None
+    t = v.type
+    return _numpy_dtype(t.dtype) if isinstance(t, TensorType) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _numpy_dtype(dtype: DataType) -> np.dtype | None:
+    """The numpy dtype of an element type; ``None`` without one."""
     try:
-        return v.type.dtype.numpy
+        return dtype.numpy
     except TypeError:
         return None
