@@ -15,13 +15,18 @@ import numpy as np
 
 from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
 
-__all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS",
+__all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS", "MAX_PIECES",
            "DEPTHWISE_MATMUL_PIXELS"]
 
 #: im2col columns larger than this are built and multiplied in ranges of output rows (cache-sized pieces)
-COLS_CHUNK_BYTES = 4 << 20
+COLS_CHUNK_BYTES = 16 << 20
 #: multiply-adds per piece of a convolution's GEMM (pieces for idle host threads)
 PIECE_MACS = 16_000_000
+#: at most this many pieces for threads: more, thinner GEMMs each pack all weights again (a 512 x 4608
+#: weight matrix per row of 28 pixels ran at half the speed of one GEMM)
+MAX_PIECES = 4
+#: a piece of output rows spans at least this many pixels (a thin GEMM packs its weights for few columns)
+MIN_PIECE_PIXELS = 256
 
 
 def pad_crop(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0.0,
@@ -143,14 +148,15 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
     fewer pixels than channels) that run on the threads
     :func:`nnrt_numpy.parallel.run_chunks` finds idle.  The cut depends on the
     shapes only, so results do not depend on the machine's load.  ``post(sel)``
-    is called on each finished piece (``sel`` maps an array of ``y``'s size to
-    the piece), while it is in cache."""
+    is called on each finished range of channels (contiguous: ``sel`` maps an
+    array of ``y``'s size to the piece) while it is in cache, or ``post()``
+    once at the end when the pieces are ranges of rows."""
     N, G, Mg, P = y.shape
     K = wm.shape[-1]
-    want = max(1, N * G * Mg * K * P // PIECE_MACS)
+    want = min(MAX_PIECES, max(1, N * G * Mg * K * P // PIECE_MACS))
     if P < Mg or osz[0] == 1:  # few pixels: ranges of output channels share one set of columns
         cols = _columns(xp, k, strides, dil, osz).reshape(N, G, K, P)
-        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, min(want, Mg // 16))]
+        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, min(want, Mg // 64))]
 
         def piece(i: int) -> None:
             n, g, ms = jobs[i]
@@ -163,7 +169,7 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
     else:
         row = P // osz[0]
         nbytes = N * G * K * P * xp.dtype.itemsize
-        jobs = _ranges(osz[0], max(want, -(-nbytes // COLS_CHUNK_BYTES)))
+        jobs = _ranges(osz[0], max(min(want, P // MIN_PIECE_PIXELS), -(-nbytes // COLS_CHUNK_BYTES)))
 
         def piece(i: int) -> None:
             rs = jobs[i]
@@ -172,11 +178,12 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
             for n in range(N):
                 dst = y[n, :, :, px]
                 np.matmul(wm[0] if G == 1 else wm, cols[n, 0] if G == 1 else cols[n], out=dst[0] if G == 1 else dst)
-                if bias is not None:
-                    dst += bias
-            if post is not None:
-                post(lambda a: a.reshape(N, G, Mg, P)[:, :, :, px])
     run_chunks(piece, len(jobs))
+    if not (P < Mg or osz[0] == 1):  # ranges of rows are strided pieces of ``y``: numpy's passes over them are slow
+        if bias is not None:
+            y += bias
+        if post is not None:
+            post()
 
 
 def _depthwise_matmul(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, y: np.ndarray) -> None:
