@@ -211,3 +211,26 @@ def test_conv_store_epilogue_rounds_each_piece_like_the_whole(case, threads, mon
     assert _same_bits(out, np.maximum(_chip_store(plain), 0.0))
     with pytest.raises(ValueError, match="epilogue"):
         conv_nd(x, w, strides, pads, dil, group, bias=b, post=post)  # no output array to round
+
+
+# ------------------------------------------------ int8: exact ranges of K
+@pytest.mark.parametrize("K,x_max", [(600, 255), (4608, 255), (9000, 128), (40, 255)])
+def test_k_chunks_keep_every_partial_sum_exact(K, x_max):
+    """The chunked float32 GEMM of a ``split`` qconv equals the int64 product exactly."""
+    from nnrt_npu_emu.ops.int8 import F32_EXACT, MAX_K_CHUNKS, _gemm, k_chunks
+
+    rng = np.random.default_rng(K)
+    w = rng.integers(-127, 128, (3, 24, K)).astype(np.float32)  # (G, Mg, K)
+    x = rng.integers(0, x_max + 1, (2, 3, K, 37)).astype(np.float32)  # (N, G, K, P)
+    w_abs = np.abs(w).reshape(-1, K)
+    chunks = k_chunks(w_abs, x_max)
+    want = np.matmul(w.astype(np.int64), x.astype(np.int64))
+    if chunks is None:  # too many ranges: split weights
+        assert (w_abs.sum(axis=1) * x_max).max() >= MAX_K_CHUNKS * F32_EXACT / 2
+        return
+    assert chunks[0] == 0 and chunks[-1] == K and all(a < b for a, b in zip(chunks, chunks[1:]))
+    for k0, k1 in zip(chunks[:-1], chunks[1:]):
+        assert (w_abs[:, k0:k1].sum(axis=1) * x_max).max() < F32_EXACT
+    got = _gemm(w, x, "split", chunks)
+    assert got.dtype == np.float64 and np.array_equal(got, want.astype(np.float64))
+    assert np.array_equal(_gemm(w, x, "split"), got)  # the weight split gives the same integers
