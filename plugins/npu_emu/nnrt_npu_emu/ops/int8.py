@@ -3,6 +3,8 @@ with the host's float GEMM, requantization to the output's scale/zero point
 with saturation (what an int8 NPU datapath does)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from nnrt_npu_emu.ops.common import KERNELS, kernel
@@ -58,8 +60,8 @@ def im2col(x: np.ndarray, k, strides, dil, group: int) -> tuple[np.ndarray, list
         x, (N, C, *k, *osz),
         (st[0], st[1], *[st[2 + i] * dil[i] for i in range(sp)], *[st[2 + i] * strides[i] for i in range(sp)]),
         writeable=False)
-    K = C // group * int(np.prod(k))
-    cols = np.ascontiguousarray(view).reshape(N, group, K, int(np.prod(osz)))
+    K = C // group * math.prod(k)
+    cols = np.ascontiguousarray(view).reshape(N, group, K, math.prod(osz))
     return cols, osz
 
 

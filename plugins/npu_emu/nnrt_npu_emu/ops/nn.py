@@ -163,7 +163,7 @@ op("AveragePool", int8="generic")(_lower_pool("avg"))
 @kernel("pool", exact=lambda a: a["kind"] == "max")
 def _k_pool(ins, outs, a):
     store(outs[0], pool_nd(ins[0], a["kind"], a["k"], a["strides"], a["pads"], a["dilations"], a["osz"],
-                           a["count_include_pad"]), owned=True)
+                           a["count_include_pad"], out=outs[0]), owned=True)
 
 
 def _lower_global(kind: str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from typing import Callable, Sequence
 
 import numpy as np
@@ -90,7 +91,7 @@ def _columns(xp: np.ndarray, k, strides, dil, osz, rows: slice | None = None) ->
     if rows is not None:
         win = win[:, :, rows]
     perm = (0, 1) + tuple(range(2 + sp, 2 + 2 * sp)) + tuple(range(2, 2 + sp))
-    return np.ascontiguousarray(win.transpose(perm)).reshape(N, C * int(np.prod(k)), -1)
+    return np.ascontiguousarray(win.transpose(perm)).reshape(N, C * math.prod(k), -1)
 
 
 def _depthwise_into(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, out: np.ndarray) -> None:
@@ -190,7 +191,7 @@ def _depthwise_matmul(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, y: np
     """Depthwise convolution (one filter per channel) as one batched product:
     per channel its (1, taps) filter times its (taps, pixels) im2col columns."""
     N, C = xp.shape[:2]
-    taps = int(np.prod(k))
+    taps = math.prod(k)
     cols = _columns(xp, k, strides, dil, osz).reshape(N, C, taps, -1)
     np.matmul(w.reshape(C, 1, taps), cols, out=y.reshape(N, C, 1, -1))
 
@@ -225,7 +226,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_di
     y = out if direct else np.empty(shape, ct)
     bias = None if bias is None else bias.astype(ct, copy=False).reshape(-1)
     depthwise = w.shape[1] == 1 and G == C and G > 1
-    pixels = int(np.prod(osz))
+    pixels = math.prod(osz)
     if depthwise and M == C and 0 < pixels < DEPTHWISE_MATMUL_PIXELS:
         _depthwise_channels_last(x, w, k, strides, list(pads), dil, y)
     elif depthwise:
@@ -284,9 +285,11 @@ def _max_separable(xp: np.ndarray, k, strides, dil, osz) -> np.ndarray:
     return y if y is not xp else xp.copy()
 
 
-def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_pad: bool) -> np.ndarray:
+def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_pad: bool,
+            out: np.ndarray | None = None) -> np.ndarray:
     """Max pooling in ``x``'s own type (exact: the result is one of the inputs)
-    or average pooling with fp32 sums, one vectorised pass per kernel tap."""
+    or average pooling with fp32 sums, one vectorised pass per kernel tap
+    (written into ``out`` when it is a float32 array of the result's shape)."""
     sp = len(k)
     shape = x.shape[2:]
     begin = list(pads[:sp])
@@ -296,9 +299,13 @@ def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
         return _max_separable(pad_crop(x, begin, end, fill), k, strides, dil, osz)
     xp = pad_crop(x, begin, end, 0.0, np.float32)
-    y = np.zeros(x.shape[:2] + tuple(osz), np.float32)
-    for tap in _taps(k):
-        y += xp[_tap_slice(tap, strides, dil, osz)]
+    oshape = x.shape[:2] + tuple(osz)
+    y = out if out is not None and out.dtype == np.float32 and out.shape == oshape else np.empty(oshape, np.float32)
+    for i, tap in enumerate(_taps(k)):
+        if i == 0:
+            np.copyto(y, xp[_tap_slice(tap, strides, dil, osz)])
+        else:
+            y += xp[_tap_slice(tap, strides, dil, osz)]
     y /= _pool_counts(tuple(shape), tuple(k), tuple(strides), tuple(dil), tuple(osz), tuple(begin), tuple(end),
                       tuple(pads[sp:]), bool(count_include_pad))
     return y
