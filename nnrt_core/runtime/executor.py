@@ -9,9 +9,7 @@ When some partition runs on a device backend (``host_memory = False``) and
 there is more than one partition, runs are dependency-driven: every ready
 device partition is submitted with ``CompiledPartition.run_async`` (its
 device queue works in the background) while ready host partitions run on the
-calling thread, so independent branches on different devices overlap.  A
-device partition that nothing else could overlap (the only ready step, none
-in flight) is called synchronously instead.
+calling thread, so independent branches on different devices overlap.
 """
 from __future__ import annotations
 
@@ -237,13 +235,6 @@ class Executor:
         done = 0
         try:
             while done < len(self.steps):
-                if len(ready_device) == 1 and not ready_host and not pending:
-                    # nothing could run meanwhile: call it (an idle device queue runs the job on this
-                    # thread, without the two thread hand-offs that a busy host schedules late)
-                    i = ready_device.popleft()
-                    finish(i, self._call(i, prepare(i), control))
-                    done += 1
-                    continue
                 while ready_device:
                     i = ready_device.popleft()
                     pending[_submitted(self.steps[i], self._call(i, prepare(i), control, asynchronous=True))] = i
