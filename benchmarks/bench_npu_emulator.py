@@ -1,6 +1,6 @@
 """Emulated NPU vs the NumPy backend (and ONNX Runtime), interleaved in one process.
 
-    python benchmarks/bench_npu_emulator.py [--runs N] [--models a,b] [--precisions fp32,fp16]
+    python benchmarks/bench_npu_emulator.py [--runs N] [--models a,b] [--precisions fp32,fp16,int8]
                                             [--fp32-chip] [--json]
 
 For every onnx `light` model and precision it builds a session with
@@ -10,6 +10,11 @@ default settings), and calls the three in turn, ``--runs`` rounds, on the same
 input.  It prints the median host wall time of each, the ratios emulator /
 NumPy and emulator / ORT, and the number of nodes the emulator left to its
 backup (a chip accepts a subset of ONNX: e.g. rank <= 4, no LRN).
+
+``int8`` runs the model's ``nnrt quantize`` output (QDQ, calibrated on 8
+uniform [0, 1) images as in ``bench_npu_int8.py``) with ``precision="int8"``
+on the emulator, and the same QDQ file on the NumPy backend and ORT (the
+precisions to run are ``fp32,fp16`` unless ``--precisions`` says otherwise).
 
 Host wall time is what the emulator costs on this machine.  The emulator's
 *simulated device time* (its cost model: cycles / clock of the chip) is
@@ -100,16 +105,33 @@ def fallback_nodes(sess: Session) -> int:
     return sum(1 for p in sess.placement_report if p.backend != "npu_emu")
 
 
+def quantized(name: str) -> bytes:
+    """The ``nnrt quantize`` output (QDQ) of a light model, shipped weights (see bench_npu_int8.py)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_npu_int8 import float_model, qdq_with_logits
+
+    model, calib, _ = float_model(name)
+    return qdq_with_logits(model, calib)[0]
+
+
 def bench_model(name: str, precisions: list[str], runs: int, chip_file: str | None) -> list[dict]:
     path = LIGHT / f"light_{name}.onnx"
-    ref = Session(path, ScheduleConfig(backends=["numpy"]))
-    ortsess = ort.InferenceSession(str(path), ort.SessionOptions(), providers=["CPUExecutionProvider"])
-    inp = ref.inputs[0]
+    sources = {"float": str(path)}
+    if "int8" in precisions:
+        sources["int8"] = quantized(name)
+    refs = {k: Session(src, ScheduleConfig(backends=["numpy"])) for k, src in sources.items()}
+    orts = {k: ort.InferenceSession(src, ort.SessionOptions(), providers=["CPUExecutionProvider"])
+            for k, src in sources.items()}
+    inp = refs["float"].inputs[0]
     feeds = {inp.name: np.random.default_rng(0).random(tuple(inp.shape), dtype=np.float32)}
-    expected = next(iter(ref.run(feeds).values()))
     rows = []
     for prec in precisions:
-        emu = Session(path, emulator_config(prec, chip_file if prec == "fp32" else None))
+        kind = "int8" if prec == "int8" else "float"
+        ref, ortsess = refs[kind], orts[kind]
+        expected = next(iter(ref.run(feeds).values()))
+        emu = Session(sources[kind], emulator_config(prec, chip_file if prec == "fp32" else None))
         got = next(iter(emu.run(feeds).values()))
         t = interleaved({"emu": lambda: emu.run(feeds), "numpy": lambda: ref.run(feeds),
                          "ort": lambda: ortsess.run(None, feeds)}, runs)
@@ -129,7 +151,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=12)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--precisions", default="fp32,fp16")
+    ap.add_argument("--precisions", default="fp32,fp16", help="any of fp32,fp16,int8")
     ap.add_argument("--fp32-chip", action="store_true", help="run fp32 on a chip with fp32 (see the docstring)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

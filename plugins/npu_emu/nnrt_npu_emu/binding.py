@@ -11,7 +11,11 @@ fp16 storage is modelled at host speed, with the chip's numbers bit for bit:
   or selects values (:data:`~nnrt_npu_emu.ops.EXACT`), which are already fp16
   values;
 * fp16 constants (weights, biases) are widened to fp32 once, exactly;
-* partition inputs and outputs stay in device memory in their own types.
+* partition inputs and outputs stay in device memory in their own types;
+* an exact activation reading an fp16 store is applied in that store's
+  clamp (:mod:`~nnrt_npu_emu.hostfuse`), and kernels with a store epilogue
+  (:data:`~nnrt_npu_emu.ops.STORE_KERNELS`: convolution) round each piece of
+  their output while it is in cache.
 
 The device-memory model is unchanged: the arena still holds the fp16 weights,
 allocates the planned workspace and counts every tensor; the shadow and the
@@ -26,12 +30,13 @@ import numpy as np
 
 from nnrt_core.runtime.control import RunControl
 from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
+from nnrt_npu_emu.hostfuse import STORE_BOUNDS, plan_steps
 from nnrt_npu_emu.memory import DeviceArena
 from nnrt_npu_emu.numerics import round_fp16
-from nnrt_npu_emu.ops import EXACT, KERNELS
+from nnrt_npu_emu.ops import KERNELS, STORE_KERNELS
 from nnrt_npu_emu.program import Operand, Program
 
-__all__ = ["BoundProgram", "IOSlot", "round_store", "SPLIT_ROUND"]
+__all__ = ["BoundProgram", "IOSlot", "Store", "round_store", "SPLIT_ROUND"]
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
@@ -39,23 +44,48 @@ _F32 = np.dtype(np.float32)
 SPLIT_ROUND = 1 << 15
 
 
-def round_store(a: np.ndarray, scratch: np.ndarray) -> None:
-    """:func:`round_fp16` of the fp16 store ``a``: elementwise, so large
-    stores are cut into pieces that :func:`nnrt_numpy.parallel.run_chunks`
-    runs on the threads it finds idle (same bits whichever thread rounds)."""
+def round_store(a: np.ndarray, scratch: np.ndarray, lo: np.float32 = STORE_BOUNDS[0],
+                hi: np.float32 = STORE_BOUNDS[1], src: np.ndarray | None = None) -> None:
+    """:func:`round_fp16` of the fp16 store ``a`` (clamped to ``lo``/``hi``;
+    the values read from ``src`` when given): elementwise, so large stores
+    are cut into pieces that :func:`nnrt_numpy.parallel.run_chunks` runs on
+    the threads it finds idle (same bits whichever thread rounds)."""
     n = a.size
     k = parallel.threads() if n >= SPLIT_ROUND else 1
     if k <= 1:
-        round_fp16(a, scratch)
+        round_fp16(a, scratch, lo, hi, src)
         return
     flat = a.reshape(-1)
+    src_flat = None if src is None else src.reshape(-1)
     step = -(-n // min(2 * k, n // (SPLIT_ROUND // 2)))
 
     def piece(i: int) -> None:
         s = slice(i * step, min(n, (i + 1) * step))
-        round_fp16(flat[s], scratch[s])
+        round_fp16(flat[s], scratch[s], lo, hi, None if src_flat is None else src_flat[s])
 
     parallel.run_chunks(piece, -(-n // step), k)
+
+
+class Store:
+    """The fp16 store of one workspace output: saturation (narrowed by a
+    fused activation) and rounding, of the whole output (``store()``) or of
+    a piece (``store(sel)``, ``sel`` maps an array of the output's shape to
+    the piece: a kernel's epilogue while the piece is in cache).  ``src``:
+    where the kernel wrote the values (default: ``out`` itself)."""
+
+    __slots__ = ("out", "src", "scratch", "lo", "hi")
+
+    def __init__(self, out: np.ndarray, scratch: np.ndarray, bounds: tuple[np.float32, np.float32],
+                 src: np.ndarray | None = None) -> None:
+        self.out, self.src, self.lo, self.hi = out, src, bounds[0], bounds[1]
+        self.scratch = scratch[:out.size].reshape(out.shape)
+
+    def __call__(self, sel: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        if sel is None:
+            round_store(self.out.reshape(-1), self.scratch.reshape(-1), self.lo, self.hi,
+                        None if self.src is None else self.src.reshape(-1))
+        else:
+            round_fp16(sel(self.out), sel(self.scratch), self.lo, self.hi, None if self.src is None else sel(self.src))
 
 
 class IOSlot:
@@ -81,18 +111,27 @@ class BoundProgram:
         self.widened_bytes = 0  #: host bytes of the widened fp16 constants
         self._widened: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         self._shadow: np.ndarray | None = None
-        rounded = 0
-        #: (kernel, inputs, outputs, attrs, outputs to round to fp16)
-        self.steps: list[tuple[Callable, list[Any], list[Any], dict, list[np.ndarray]]] = []
-        for ins in program.instrs:
-            args = [None if o is None else self._bind(o, program.ws_size) for o in ins.ins]
-            outs = [self._bind(o, program.ws_size) for o in ins.outs]
-            exact = EXACT.get(ins.kernel)
-            to_round = [] if exact is not None and exact(ins.attrs) else \
-                [a for o, a in zip(ins.outs, outs) if o.space == "ws" and o.dtype == "float16"]
-            rounded = max([rounded] + [a.size for a in to_round])
-            self.steps.append((KERNELS[ins.kernel], args, outs, ins.attrs, to_round))
-        self._scratch = np.empty(rounded, np.uint32)
+        plan = plan_steps(program)
+        size = max([0] + [int(np.prod(o.shape, dtype=np.int64)) for st in plan for o, r in zip(st.outs, st.rounded)
+                          if r])
+        self._scratch = np.empty(size, np.uint32)
+        self.fused = sum(st.count - 1 for st in plan)  #: activations applied in the store before them
+        #: (first instruction, instructions covered, kernel, inputs, outputs, attrs, stores after the kernel,
+        #: the store passed to the kernel as its epilogue)
+        self.steps: list[tuple[int, int, Callable, list[Any], list[Any], dict, list[Store], Store | None]] = []
+        for st in plan:
+            args = [None if o is None else self._bind(o, program.ws_size) for o in st.ins]
+            outs = [self._bind(o, program.ws_size) for o in st.outs]
+            stores = [Store(a, self._scratch, st.bounds if i == 0 else STORE_BOUNDS)
+                      for i, (a, r) in enumerate(zip(outs, st.rounded)) if r]
+            if st.via is not None:  # the kernel writes its own buffer, the store reads it
+                outs[0] = self._bind(st.via, program.ws_size)
+                stores[0].src = outs[0]
+            epilogue = STORE_KERNELS.get(st.kernel) if st.via is None else None
+            if epilogue is not None and len(outs) == 1 and stores:
+                self.steps.append((st.index, st.count, epilogue, args, outs, st.attrs, [], stores[0]))
+            else:
+                self.steps.append((st.index, st.count, KERNELS[st.kernel], args, outs, st.attrs, stores, None))
 
     def _bind(self, o: Operand, ws_size: int) -> np.ndarray | IOSlot:
         dt, shape = np.dtype(o.dtype), tuple(o.shape)
@@ -133,13 +172,17 @@ class BoundProgram:
                 return view(t.offset, x.dtype, x.shape)
             return x
 
-        for k, (fn, args, res, attrs, to_round) in enumerate(self.steps):
+        for k, count, fn, args, res, attrs, stores, epilogue in self.steps:
             if watch is not None and watch.stopped():
                 instr = self.program.instrs[k]
                 raise watch.error(f"instruction {k} ({instr.kernel}) of node {instr.node!r} on the NPU")
             t0 = time.perf_counter() if trace is not None else 0.0
-            fn([None if x is None else resolve(x) for x in args], [resolve(x) for x in res], attrs)
-            for a in to_round:
-                round_store(a, scratch)
+            if epilogue is None:
+                fn([None if x is None else resolve(x) for x in args], [resolve(x) for x in res], attrs)
+                for store in stores:
+                    store()
+            else:
+                fn([None if x is None else resolve(x) for x in args], res, attrs, epilogue)
             if trace is not None:
                 trace.append(time.perf_counter() - t0)
+                trace.extend([0.0] * (count - 1))  # a fused activation costs no pass of its own

@@ -39,7 +39,8 @@ _INV_STEP_BITS = np.uint32((127 + 10 + 127) << 23)
 _STEP_BITS = np.uint32((127 + 127) << 23)
 
 
-def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 = _F16_LO,
+               hi: np.float32 = _F16_HI, src: np.ndarray | None = None) -> np.ndarray:
     """Round the fp32 array ``x`` in place to fp16 values (returns ``x``): the
     chip's store, bit for bit ``clip(x, +-FP16_MAX).astype(float16)``
     widened back (round half to even, subnormals, NaN stays NaN, the sign of
@@ -49,22 +50,29 @@ def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     start), ``x * 2**(10 - e)`` is exact and its integer grid is the fp16
     grid at ``x``: ``rint`` rounds it half to even (keeping the sign of a
     zero) and ``* 2**(e - 10)`` scales back exactly.  Both powers of two come
-    from the exponent bits by one integer subtraction each.  ``scratch``: a
-    flat uint32 array of at least ``x.size``."""
-    if x.dtype != np.float32 or not x.flags.c_contiguous:
-        raise ValueError("round_fp16 needs a contiguous float32 array")
+    from the exponent bits by one integer subtraction each.
+
+    ``x`` may be any float32 view (a piece of a larger output); ``scratch``: a
+    uint32 array of ``x``'s shape, or a flat one of at least ``x.size``
+    elements.  ``lo`` / ``hi`` (float32, fp16 values or the smallest float32
+    above zero) replace the saturation bounds: a fused activation's clamp
+    applied in the same pass (see :mod:`nnrt_npu_emu.hostfuse`).  ``src``: the
+    values to round into ``x`` (same shape), instead of ``x``'s own."""
+    if x.dtype != np.float32:
+        raise ValueError("round_fp16 needs a float32 array")
     n = x.size
     if scratch is None or scratch.size < n:
         scratch = np.empty(n, np.uint32)
-    _clip(x, _F16_LO, _F16_HI, out=x)  # the chip's stores saturate
-    flat = x.reshape(-1)
-    scale = np.bitwise_and(flat.view(np.uint32), _EXP_BITS, out=scratch[:n])  # 2**e (NaN: all ones)
+    if scratch.shape != x.shape:
+        scratch = scratch.reshape(-1)[:n].reshape(x.shape)
+    _clip(x if src is None else src, lo, hi, out=x)  # the chip's stores saturate
+    scale = np.bitwise_and(x.view(np.uint32), _EXP_BITS, out=scratch)  # 2**e (NaN: all ones)
     _clip(scale, _MIN_NORMAL_BITS, _EXP_BITS, out=scale)  # (clip is faster than maximum)
     np.subtract(_INV_STEP_BITS, scale, out=scale)  # 2**(10 - e); NaN's gives a finite power: NaN stays NaN
-    np.multiply(flat, scale.view(np.float32), out=flat)
-    np.rint(flat, out=flat)
+    np.multiply(x, scale.view(np.float32), out=x)
+    np.rint(x, out=x)
     np.subtract(_STEP_BITS, scale, out=scale)  # 2**(e - 10)
-    np.multiply(flat, scale.view(np.float32), out=flat)
+    np.multiply(x, scale.view(np.float32), out=x)
     return x
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from nnrt_core.ir import Node, Value
 from nnrt_npu_emu.lowering.analysis import Analysis, QGroup
 from nnrt_npu_emu.ops import OPS, Step, Unsupported
-from nnrt_npu_emu.ops.int8 import F32_EXACT, RAW_KERNELS, SPLIT
+from nnrt_npu_emu.ops.int8 import F32_EXACT, RAW_KERNELS, SPLIT, k_chunks
 from nnrt_npu_emu.ops.quant import qparams
 
 __all__ = ["OutQuant", "Int8StepBuilder", "HOMOGENEOUS"]
@@ -241,8 +241,9 @@ class Int8StepBuilder:
 
     @staticmethod
     def _exactness(w_abs_k: np.ndarray, x_max: float, bias: np.ndarray | None) -> dict[str, Any]:
-        """How the GEMM stays exact (``f32``, ``split`` weights or ``f64``), and
-        whether the int32 accumulator can overflow (then it saturates).
+        """How the GEMM stays exact (``f32``, ``split``: ranges of K when few
+        suffice, ``k_chunks``, else split weights; or ``f64``), and whether the
+        int32 accumulator can overflow (then it saturates).
         ``w_abs_k``: the centered integer weights' magnitudes, (channels, K)."""
         b = np.abs(bias.astype(np.float64)) if bias is not None else 0.0
         total = float(np.max(w_abs_k.sum(axis=1) * x_max + b, initial=0.0))
@@ -250,7 +251,11 @@ class Int8StepBuilder:
         worst_part = max(float(high.sum(axis=1).max(initial=0.0)),
                          float(np.abs(w_abs_k - SPLIT * high).sum(axis=1).max(initial=0.0))) * x_max
         mode = "f32" if total < F32_EXACT else "split" if worst_part < F32_EXACT else "f64"
-        return {"gemm": mode, "saturate_acc": total > _INT32_MAX}
+        out: dict[str, Any] = {"gemm": mode, "saturate_acc": total > _INT32_MAX}
+        chunks = k_chunks(w_abs_k, x_max) if mode == "split" else None
+        if chunks is not None:  # one GEMM's work in exact ranges of K instead of two GEMMs on split weights
+            out["k_chunks"] = chunks
+        return out
 
     def _conv(self, st: Step, o: OutQuant, act: dict[str, Any] | None) -> Step:
         """An integer-accumulating ``qconv`` step (int32 bias, per-channel multiplier)."""

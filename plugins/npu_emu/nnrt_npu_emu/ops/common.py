@@ -10,8 +10,8 @@ import numpy as np
 from nnrt_core.ir import Node, Value
 from nnrt_npu_emu.numerics import FP16_MAX
 
-__all__ = ["OpDef", "Step", "LowerContext", "OPS", "KERNELS", "EXACT", "op", "kernel", "Unsupported",
-           "attr_ints", "store"]
+__all__ = ["OpDef", "Step", "LowerContext", "OPS", "KERNELS", "EXACT", "STORE_KERNELS", "op", "kernel",
+           "store_kernel", "Unsupported", "attr_ints", "store"]
 
 
 class Unsupported(Exception):
@@ -64,6 +64,11 @@ KERNELS: dict[str, Callable[[Sequence[np.ndarray], Sequence[np.ndarray], dict], 
 #: kernel -> predicate on its attributes: every float output element is one of
 #: its input elements or zero, so results need no rounding to the storage type
 EXACT: dict[str, Callable[[dict], bool]] = {}
+#: kernel -> its variant ``fn(ins, outs, attrs, store)`` for one fp32 output
+#: that is an fp16 store: it calls ``store(sel)`` on each finished piece of
+#: the output (rounding while the piece is in cache; see
+#: :class:`nnrt_npu_emu.binding.Store`), the same bits as the kernel + a store
+STORE_KERNELS: dict[str, Callable[[Sequence[np.ndarray], Sequence[np.ndarray], dict, Callable], None]] = {}
 
 
 def op(name: str, *, check=None, const_inputs: tuple[int, ...] = (), int8: str = "generic",
@@ -82,6 +87,14 @@ def kernel(name: str, exact: bool | Callable[[dict], bool] = False):
         KERNELS[name] = fn
         if exact:
             EXACT[name] = exact if callable(exact) else (lambda attrs: True)
+        return fn
+    return deco
+
+
+def store_kernel(name: str):
+    """Register ``fn(ins, outs, attrs, store)`` as the store-epilogue variant of kernel ``name``."""
+    def deco(fn):
+        STORE_KERNELS[name] = fn
         return fn
     return deco
 

@@ -3,11 +3,14 @@ with the host's float GEMM, requantization to the output's scale/zero point
 with saturation (what an int8 NPU datapath does)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from nnrt_npu_emu.ops.common import KERNELS, kernel
 
-__all__ = ["F32_EXACT", "SPLIT", "centered", "requantize_into", "im2col", "split_weights", "RAW_KERNELS"]
+__all__ = ["F32_EXACT", "SPLIT", "MAX_K_CHUNKS", "centered", "requantize_into", "im2col", "split_weights", "k_chunks",
+           "RAW_KERNELS"]
 
 #: largest integer magnitude every float32 partial sum holds exactly
 F32_EXACT = float(2 ** 24)
@@ -16,6 +19,8 @@ SPLIT = 16
 #: data-movement kernels that may run on raw int8 data when the quantization of input and output agree
 RAW_KERNELS = frozenset({"concat", "transpose", "slice", "split", "unary"})
 _INT32 = (-2.0 ** 31, 2.0 ** 31 - 1)
+#: at most this many ranges of K in an exact chunked GEMM (more: split weights instead)
+MAX_K_CHUNKS = 8
 
 
 def centered(q: np.ndarray, zero_point: float) -> np.ndarray:
@@ -55,17 +60,43 @@ def im2col(x: np.ndarray, k, strides, dil, group: int) -> tuple[np.ndarray, list
         x, (N, C, *k, *osz),
         (st[0], st[1], *[st[2 + i] * dil[i] for i in range(sp)], *[st[2 + i] * strides[i] for i in range(sp)]),
         writeable=False)
-    K = C // group * int(np.prod(k))
-    cols = np.ascontiguousarray(view).reshape(N, group, K, int(np.prod(osz)))
+    K = C // group * math.prod(k)
+    cols = np.ascontiguousarray(view).reshape(N, group, K, math.prod(osz))
     return cols, osz
 
 
-def _gemm(w: np.ndarray, cols: np.ndarray, mode: str) -> np.ndarray:
+def k_chunks(w_abs_k: np.ndarray, x_max: float) -> list[int] | None:
+    """Bounds ``[0, k1, ..., K]`` of ranges of K in which every partial sum of
+    every output channel stays below :data:`F32_EXACT` (``w_abs_k``: the
+    centered integer weights' magnitudes, (channels, K); ``x_max``: the
+    largest centered input magnitude), or None when more than
+    :data:`MAX_K_CHUNKS` ranges would be needed."""
+    K = w_abs_k.shape[1]
+    cum = np.concatenate([np.zeros((w_abs_k.shape[0], 1)), np.cumsum(w_abs_k * float(x_max), axis=1)], axis=1)
+    bounds = [0]
+    while bounds[-1] < K and len(bounds) <= MAX_K_CHUNKS:
+        k0 = bounds[-1]
+        over = (cum[:, k0 + 1:] - cum[:, k0:k0 + 1]).max(axis=0, initial=0.0) >= F32_EXACT
+        bounds.append(k0 + int(np.argmax(over)) if over.any() else K)
+    return bounds if bounds[-1] == K else None
+
+
+def _gemm(w: np.ndarray, cols: np.ndarray, mode: str, chunks: list[int] | None = None) -> np.ndarray:
     """The exact integer product ``w @ cols``: one float32 GEMM (``f32``: every
-    partial sum fits 24 bits), two on the split weights combined in float64
-    (``split``), or one float64 GEMM (``f64``)."""
+    partial sum fits 24 bits); for ``split``, float32 GEMMs over the ranges
+    of K in ``chunks`` (each exact) summed in float64, or without them two on
+    the split weights combined in float64; or one float64 GEMM (``f64``)."""
     if mode == "f32":
         return np.matmul(w, cols)
+    if mode == "split" and chunks:
+        acc = None
+        for k0, k1 in zip(chunks[:-1], chunks[1:]):
+            part = np.matmul(w[..., k0:k1], cols[..., k0:k1, :])
+            if acc is None:
+                acc = part.astype(np.float64)
+            else:
+                acc += part
+        return acc
     if mode == "split":
         high, low = split_weights(w)
         acc = np.matmul(high, cols).astype(np.float64)
@@ -82,8 +113,11 @@ def _pad(x: np.ndarray, pads, fill: float) -> np.ndarray:
         return x
     if any(p < 0 for p in pads[sp:]):
         x = x[(slice(None), slice(None)) + tuple(slice(0, x.shape[2 + i] + min(pads[sp + i], 0)) for i in range(sp))]
-    width = [(0, 0), (0, 0)] + [(pads[i], max(pads[sp + i], 0)) for i in range(sp)]
-    return np.pad(x, width, constant_values=fill)
+    begin = [int(p) for p in pads[:sp]]
+    out = np.full(x.shape[:2] + tuple(x.shape[2 + i] + begin[i] + max(int(pads[sp + i]), 0) for i in range(sp)),
+                  fill, x.dtype)
+    out[(slice(None), slice(None)) + tuple(slice(begin[i], begin[i] + x.shape[2 + i]) for i in range(sp))] = x
+    return out
 
 
 def _accumulate(acc: np.ndarray, bias: np.ndarray | None, a: dict) -> np.ndarray:
@@ -110,7 +144,7 @@ def _k_qconv(ins, outs, a):
         cols, osz = x.reshape(N, 1, x.shape[1], -1), list(x.shape[2:])
     else:
         cols, osz = im2col(x, k, a["strides"], a["dilations"], G)
-    acc = _gemm(w.reshape(G, M // G, -1), cols, a["gemm"])  # (N, G, Mg, P)
+    acc = _gemm(w.reshape(G, M // G, -1), cols, a["gemm"], a.get("k_chunks"))  # (N, G, Mg, P)
     acc = acc.reshape(N, M, -1)
     _accumulate(acc, None if bias is None else bias.reshape(1, M, 1), a)
     requantize_into(out, acc, mult.reshape(1, M, 1), a["yz"], a["lo"], a["hi"])
@@ -128,7 +162,7 @@ def _k_qgemm(ins, outs, a):
     if a.get("transB"):
         B = B.T
     if a["gemm"] == "split":  # split the weights: (B^T A^T)^T
-        acc = np.swapaxes(_gemm(B.T, np.swapaxes(A, -1, -2), "split"), -1, -2)
+        acc = np.swapaxes(_gemm(B.T, np.swapaxes(A, -1, -2), "split", a.get("k_chunks")), -1, -2)
     else:
         acc = _gemm(A, B, a["gemm"])
     _accumulate(acc, bias, a)

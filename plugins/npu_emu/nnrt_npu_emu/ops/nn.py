@@ -7,7 +7,7 @@ import numpy as np
 
 from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import f32
-from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store
+from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store, store_kernel
 from nnrt_npu_emu.ops.spatial import conv_nd, pool_nd
 
 __all__ = ["conv_nd", "pool_nd"]
@@ -68,14 +68,23 @@ def _lower_conv(node: Node, cx) -> list[Step]:
                  {"strides": strides, "pads": pads, "dilations": dil, "group": group}, macs)]
 
 
+def _conv_bias(ins) -> np.ndarray | None:
+    return f32(ins[2]) if len(ins) > 2 and ins[2] is not None else None
+
+
 @kernel("conv")
 def _k_conv(ins, outs, a):
     x, out = ins[0], outs[0]
     y = conv_nd(x, f32(ins[1]), a["strides"], a["pads"], a["dilations"], a["group"], a.get("lhs_dilation"),
-                out=out if out.dtype == np.float32 else None)
-    if len(ins) > 2 and ins[2] is not None:
-        y += f32(ins[2]).reshape((1, -1) + (1,) * (x.ndim - 2))
+                out=out if out.dtype == np.float32 else None, bias=_conv_bias(ins))
     store(out, y, owned=True)
+
+
+@store_kernel("conv")
+def _k_conv_store(ins, outs, a, post):
+    """``conv`` into an fp32 shadow of an fp16 store, rounding each finished piece (bias added first)."""
+    conv_nd(ins[0], f32(ins[1]), a["strides"], a["pads"], a["dilations"], a["group"], a.get("lhs_dilation"),
+            out=outs[0], bias=_conv_bias(ins), post=post)
 
 
 def _check_convt(node: Node, cx) -> str | None:
@@ -154,7 +163,7 @@ op("AveragePool", int8="generic")(_lower_pool("avg"))
 @kernel("pool", exact=lambda a: a["kind"] == "max")
 def _k_pool(ins, outs, a):
     store(outs[0], pool_nd(ins[0], a["kind"], a["k"], a["strides"], a["pads"], a["dilations"], a["osz"],
-                           a["count_include_pad"]), owned=True)
+                           a["count_include_pad"], out=outs[0]), owned=True)
 
 
 def _lower_global(kind: str):

@@ -1,6 +1,7 @@
 """Host kernels of the sliding-window ops: N-d convolution as im2col + BLAS
-GEMM (depthwise as one multiply-add per kernel tap) and pooling as one
-vectorised pass per kernel tap.  No Python loop runs per channel or pixel.
+GEMM batched over the groups (depthwise as one batched per-channel product,
+or an einsum over a channels-last window view for small outputs) and pooling
+as one vectorised pass per kernel tap.  No Python loop runs per channel or pixel.
 
 Inputs may be in a narrower storage type (fp16): the widening to the compute
 type happens inside the padding / im2col copy, not in a separate pass."""
@@ -8,18 +9,25 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Sequence
+import math
+from typing import Callable, Sequence
 
 import numpy as np
 
 from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
 
-__all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS"]
+__all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS", "MAX_PIECES",
+           "DEPTHWISE_MATMUL_PIXELS"]
 
 #: im2col columns larger than this are built and multiplied in ranges of output rows (cache-sized pieces)
-COLS_CHUNK_BYTES = 4 << 20
+COLS_CHUNK_BYTES = 16 << 20
 #: multiply-adds per piece of a convolution's GEMM (pieces for idle host threads)
 PIECE_MACS = 16_000_000
+#: at most this many pieces for threads: more, thinner GEMMs each pack all weights again (a 512 x 4608
+#: weight matrix per row of 28 pixels ran at half the speed of one GEMM)
+MAX_PIECES = 4
+#: a piece of output rows spans at least this many pixels (a thin GEMM packs its weights for few columns)
+MIN_PIECE_PIXELS = 256
 
 
 def pad_crop(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0.0,
@@ -83,7 +91,7 @@ def _columns(xp: np.ndarray, k, strides, dil, osz, rows: slice | None = None) ->
     if rows is not None:
         win = win[:, :, rows]
     perm = (0, 1) + tuple(range(2 + sp, 2 + 2 * sp)) + tuple(range(2, 2 + sp))
-    return np.ascontiguousarray(win.transpose(perm)).reshape(N, C * int(np.prod(k)), -1)
+    return np.ascontiguousarray(win.transpose(perm)).reshape(N, C * math.prod(k), -1)
 
 
 def _depthwise_into(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, out: np.ndarray) -> None:
@@ -131,45 +139,77 @@ def _ranges(n: int, parts: int) -> list[slice]:
     return [slice(i, min(n, i + step)) for i in range(0, n, step)]
 
 
-def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarray) -> None:
-    """``y`` (N, G, Mg, pixels) = weights (G, Mg, K) x im2col columns of ``xp``.
+def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarray, bias: np.ndarray | None = None,
+               post: Callable | None = None) -> None:
+    """``y`` (N, G, Mg, pixels) = weights (G, Mg, K) x im2col columns of ``xp``
+    (one batched product over the groups), plus ``bias`` (G, Mg, 1).
 
     The product is cut into pieces (ranges of output rows, each building its
     own cache-sized columns; or ranges of output channels when there are
     fewer pixels than channels) that run on the threads
     :func:`nnrt_numpy.parallel.run_chunks` finds idle.  The cut depends on the
-    shapes only, so results do not depend on the machine's load."""
+    shapes only, so results do not depend on the machine's load.  ``post(sel)``
+    is called on each finished range of channels (contiguous: ``sel`` maps an
+    array of ``y``'s size to the piece) while it is in cache, or ``post()``
+    once at the end when the pieces are ranges of rows."""
     N, G, Mg, P = y.shape
     K = wm.shape[-1]
-    want = max(1, N * G * Mg * K * P // PIECE_MACS)
+    want = min(MAX_PIECES, max(1, N * G * Mg * K * P // PIECE_MACS))
     if P < Mg or osz[0] == 1:  # few pixels: ranges of output channels share one set of columns
         cols = _columns(xp, k, strides, dil, osz).reshape(N, G, K, P)
-        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, min(want, Mg // 16))]
+        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, min(want, Mg // 64))]
 
         def piece(i: int) -> None:
             n, g, ms = jobs[i]
-            np.matmul(wm[g, ms], cols[n, g], out=y[n, g, ms])
+            dst = y[n, g, ms]
+            np.matmul(wm[g, ms], cols[n, g], out=dst)
+            if bias is not None:
+                dst += bias[g, ms]
+            if post is not None:
+                post(lambda a: a.reshape(N, G, Mg, P)[n, g, ms])
     else:
         row = P // osz[0]
         nbytes = N * G * K * P * xp.dtype.itemsize
-        jobs = _ranges(osz[0], max(want, -(-nbytes // COLS_CHUNK_BYTES)))
+        jobs = _ranges(osz[0], max(min(want, P // MIN_PIECE_PIXELS), -(-nbytes // COLS_CHUNK_BYTES)))
 
         def piece(i: int) -> None:
             rs = jobs[i]
+            px = slice(rs.start * row, rs.stop * row)
             cols = _columns(xp, k, strides, dil, osz, rs).reshape(N, G, K, -1)
             for n in range(N):
-                for g in range(G):
-                    np.matmul(wm[g], cols[n, g], out=y[n, g, :, rs.start * row:rs.stop * row])
+                dst = y[n, :, :, px]
+                np.matmul(wm[0] if G == 1 else wm, cols[n, 0] if G == 1 else cols[n], out=dst[0] if G == 1 else dst)
     run_chunks(piece, len(jobs))
+    if not (P < Mg or osz[0] == 1):  # ranges of rows are strided pieces of ``y``: numpy's passes over them are slow
+        if bias is not None:
+            y += bias
+        if post is not None:
+            post()
+
+
+def _depthwise_matmul(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, y: np.ndarray) -> None:
+    """Depthwise convolution (one filter per channel) as one batched product:
+    per channel its (1, taps) filter times its (taps, pixels) im2col columns."""
+    N, C = xp.shape[:2]
+    taps = math.prod(k)
+    cols = _columns(xp, k, strides, dil, osz).reshape(N, C, taps, -1)
+    np.matmul(w.reshape(C, 1, taps), cols, out=y.reshape(N, C, 1, -1))
+
+
+#: depthwise convolutions with at least this many output pixels use :func:`_depthwise_matmul`
+DEPTHWISE_MATMUL_PIXELS = 512
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_dilation=None,
-            out: np.ndarray | None = None) -> np.ndarray:
-    """N-d grouped convolution of ``x`` (N, C, ...) with ``w`` (M, C/group, *k).
+            out: np.ndarray | None = None, bias: np.ndarray | None = None, post: Callable | None = None) -> np.ndarray:
+    """N-d grouped convolution of ``x`` (N, C, ...) with ``w`` (M, C/group, *k), plus ``bias`` (M,).
 
     Computes in ``w``'s float type (at least fp32: fp16 storage widens; the
     int8 kernels pass exact integers in fp64).  The result (N, M, *out) is
-    written into ``out`` when it has that shape and type, else returned new."""
+    written into ``out`` when it has that shape and type, else returned new.
+    ``post(sel)``: called on finished pieces of ``out`` (``sel`` maps an array
+    of ``out``'s shape to the piece) or once with no argument for all of it;
+    needs ``out`` (C-contiguous, the result's shape and type)."""
     ct = np.result_type(w.dtype, np.float32)
     w = w.astype(ct, copy=False)
     sp = x.ndim - 2
@@ -181,17 +221,30 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_di
     G = int(group)
     shape = (N, M) + tuple(osz)
     direct = out is not None and out.shape == shape and out.dtype == ct and out.flags.c_contiguous
+    if post is not None and not direct:
+        raise ValueError("conv_nd: a store epilogue needs the output array")
     y = out if direct else np.empty(shape, ct)
+    bias = None if bias is None else bias.astype(ct, copy=False).reshape(-1)
     depthwise = w.shape[1] == 1 and G == C and G > 1
-    if depthwise and M == C and int(np.prod(osz)) > 0:
+    pixels = math.prod(osz)
+    if depthwise and M == C and 0 < pixels < DEPTHWISE_MATMUL_PIXELS:
         _depthwise_channels_last(x, w, k, strides, list(pads), dil, y)
-        return y
-    xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
-    if depthwise:
-        _depthwise_into(xp, w, k, strides, dil, osz, y)
+    elif depthwise:
+        xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
+        if M == C:
+            _depthwise_matmul(xp, w, k, strides, dil, osz, y)
+        else:
+            _depthwise_into(xp, w, k, strides, dil, osz, y)
     else:
+        xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
         wm = np.ascontiguousarray(w.reshape(G, M // G, -1))
-        _gemm_into(wm, xp, k, strides, dil, osz, y.reshape(N, G, M // G, int(np.prod(osz))))
+        _gemm_into(wm, xp, k, strides, dil, osz, y.reshape(N, G, M // G, pixels),
+                   None if bias is None else bias.reshape(G, M // G, 1), post)
+        return y
+    if bias is not None:
+        y += bias.reshape((1, -1) + (1,) * sp)
+    if post is not None:
+        post()
     return y
 
 
@@ -232,9 +285,11 @@ def _max_separable(xp: np.ndarray, k, strides, dil, osz) -> np.ndarray:
     return y if y is not xp else xp.copy()
 
 
-def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_pad: bool) -> np.ndarray:
+def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_pad: bool,
+            out: np.ndarray | None = None) -> np.ndarray:
     """Max pooling in ``x``'s own type (exact: the result is one of the inputs)
-    or average pooling with fp32 sums, one vectorised pass per kernel tap."""
+    or average pooling with fp32 sums, one vectorised pass per kernel tap
+    (written into ``out`` when it is a float32 array of the result's shape)."""
     sp = len(k)
     shape = x.shape[2:]
     begin = list(pads[:sp])
@@ -244,9 +299,13 @@ def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
         return _max_separable(pad_crop(x, begin, end, fill), k, strides, dil, osz)
     xp = pad_crop(x, begin, end, 0.0, np.float32)
-    y = np.zeros(x.shape[:2] + tuple(osz), np.float32)
-    for tap in _taps(k):
-        y += xp[_tap_slice(tap, strides, dil, osz)]
+    oshape = x.shape[:2] + tuple(osz)
+    y = out if out is not None and out.dtype == np.float32 and out.shape == oshape else np.empty(oshape, np.float32)
+    for i, tap in enumerate(_taps(k)):
+        if i == 0:
+            np.copyto(y, xp[_tap_slice(tap, strides, dil, osz)])
+        else:
+            y += xp[_tap_slice(tap, strides, dil, osz)]
     y /= _pool_counts(tuple(shape), tuple(k), tuple(strides), tuple(dil), tuple(osz), tuple(begin), tuple(end),
                       tuple(pads[sp:]), bool(count_include_pad))
     return y
