@@ -171,8 +171,10 @@ def test_cost_scheduler_uses_device_cost_model_and_transfers():
 
 
 def test_min_power_and_prefer_policies_use_device_types():
-    npu = timed_backend("npu", ELEMENTWISE, delay=0.001, device_type="npu", priority=10)  # slower, 2 W
-    cpu = timed_backend("cpu", ELEMENTWISE, delay=0.0002, device_type="cpu", priority=100)  # faster, 15 W
+    # delays long enough that a loaded machine's sleep overshoot does not swap the order:
+    # time npu 4x cpu, energy npu 2 W x 2 ms < cpu 15 W x 0.5 ms
+    npu = timed_backend("npu", ELEMENTWISE, delay=0.002, device_type="npu", priority=10)  # slower, 2 W
+    cpu = timed_backend("cpu", ELEMENTWISE, delay=0.0005, device_type="cpu", priority=100)  # faster, 15 W
     reg = registry(npu, cpu)
     m = chain("Relu", "Neg", "Abs")
     cfg = ScheduleConfig(backends=["cpu", "npu"], backup=None)

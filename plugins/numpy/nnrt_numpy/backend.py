@@ -56,7 +56,7 @@ class NumpyPartition(CompiledPartition):
     def describe(self) -> dict[str, Any]:
         """Fused nodes, Concat placements and the planned arena (bytes, values)."""
         p = self.program
-        return {"fused_nodes": p.fused_nodes, "concat_placed": p.placed,
+        return {"fused_nodes": p.fused_nodes, "concat_placed": p.placed, "folded_weights": p.folded_weights,
                 **(p.arena.describe() if p.arena is not None else {"arena_bytes": 0, "arena_values": 0})}
 
     def serialize(self) -> bytes:

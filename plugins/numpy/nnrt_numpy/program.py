@@ -21,6 +21,7 @@ from nnrt_numpy.fusion import Chain, find_chains
 from nnrt_numpy.graph_facts import is_static_shape, value_dtype, value_readers
 from nnrt_numpy.ieee import ieee_arithmetic
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
+from nnrt_numpy.weight_dq import fold_constant_dequantize
 
 __all__ = ["GraphProgram", "node_info"]
 
@@ -149,6 +150,7 @@ class GraphProgram:
         absorbed = {id(n) for c in chains for n in c.nodes}
         chain_at = {id(c.nodes[-1]): c for c in chains}
         self.fused_nodes = len(absorbed) - len(chains)
+        self.folded_weights = 0
         for node, kernel in zip(graph.nodes, kernels):
             chain = chain_at.get(id(node))
             if chain is not None:
@@ -158,6 +160,11 @@ class GraphProgram:
                 self.steps.append(step)
                 continue
             if id(node) in absorbed:
+                continue
+            folded = fold_constant_dequantize(node, kernel)
+            if folded is not None:  # a weight's DequantizeLinear: once, at compile
+                self.consts.append((slot(node.outputs[0]), folded))
+                self.folded_weights += 1
                 continue
             step = _Step(kernel, [slot(v) if v is not None else -1 for v in node.inputs],
                          [slot(v) for v in node.outputs], node)
