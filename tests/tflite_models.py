@@ -87,17 +87,7 @@ class TFLiteWriter:
         subgraphs = [self._subgraph(b, tensors, ops, self.inputs, self.outputs, "main")]
         for k in range(self.extra_subgraphs):
             subgraphs.append(self._subgraph(b, [], [], [], [], f"extra_{k}"))
-        codes = []
-        for code, custom in self.opcodes:
-            cc = b.CreateString(custom) if custom else None
-            m = _mod("OperatorCode")
-            m.Start(b)
-            m.AddDeprecatedBuiltinCode(b, min(code, 127))
-            m.AddBuiltinCode(b, code)
-            m.AddVersion(b, 1)
-            if cc is not None:
-                m.AddCustomCode(b, cc)
-            codes.append(m.End(b))
+        codes = self._opcode_tables(b)
         sigs = [self._signature(b, key, k) for key, k in self.signatures]
         m = _mod("Model")
         vec = {name: self._vector(b, m, name, items) for name, items in
@@ -160,6 +150,21 @@ class TFLiteWriter:
         m.AddZeroPoint(b, zv)
         m.AddQuantizedDimension(b, axis)
         return m.End(b)
+
+    def _opcode_tables(self, b) -> list:
+        """The OperatorCode tables of ``self.opcodes`` (builtin code, custom name)."""
+        codes = []
+        for code, custom in self.opcodes:
+            cc = b.CreateString(custom) if custom else None
+            m = _mod("OperatorCode")
+            m.Start(b)
+            m.AddDeprecatedBuiltinCode(b, min(code, 127))
+            m.AddBuiltinCode(b, code)
+            m.AddVersion(b, 1)
+            if cc is not None:
+                m.AddCustomCode(b, cc)
+            codes.append(m.End(b))
+        return codes
 
     def _tensor(self, b: flatbuffers.Builder, t: dict[str, Any]) -> int:
         name = b.CreateString(t["name"])

@@ -41,17 +41,7 @@ class RealWriter(TFLiteWriter):
             t = [self._tensor(b, x) for x in tensors]
             o = [self._operator(b, x) for x in ops]
             subgraphs.append(self._subgraph(b, t, o, ins, outs, name))
-        codes = []
-        for code, custom in self.opcodes:
-            cc = b.CreateString(custom) if custom else None
-            m = _mod("OperatorCode")
-            m.Start(b)
-            m.AddDeprecatedBuiltinCode(b, min(code, 127))
-            m.AddBuiltinCode(b, code)
-            m.AddVersion(b, 1)
-            if cc is not None:
-                m.AddCustomCode(b, cc)
-            codes.append(m.End(b))
+        codes = self._opcode_tables(b)
         sigs = [self._signature(b, key, k) for key, k in self.signatures]
         m = _mod("Model")
         vec = {name: self._vector(b, m, name, items) for name, items in

@@ -22,7 +22,7 @@ from nnrt_core.frontends.tflite.schema import FlatModel, Quant, TensorInfo
 from nnrt_core.frontends.tflite.table import OPERATOR
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
 
-__all__ = ["NCHW", "NHWC", "Slot", "GraphState", "OpContext", "make_attributes", "QUANTIZED_TYPES"]
+__all__ = ["NCHW", "NHWC", "Slot", "GraphState", "OperatorRef", "OpContext", "make_attributes", "QUANTIZED_TYPES"]
 
 NCHW = (0, 3, 1, 2)  #: NHWC -> NCHW (also OHWI -> OIHW)
 NHWC = (0, 2, 3, 1)  #: NCHW -> NHWC
@@ -188,21 +188,11 @@ class GraphState:
         return slot.nchw
 
 
-class OpContext:
-    """One TFLite operator as its mapper sees it: its tensors, options and the graph state."""
+class OperatorRef:
+    """An operator of the file: its table, index and name, its options, and errors naming it."""
 
-    def __init__(self, state: GraphState, op: Any, index: int, op_name: str) -> None:
-        self.state = state
-        self.op = op
-        self.index = index
-        self.op_name = op_name
-        self.inputs = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
-        self.outputs = list(op.i32s(OPERATOR.outputs))
-        n = len(state.slots)
-        for t in self.inputs + self.outputs:
-            if not -1 <= t < n:
-                raise ModelLoadError(f"operator {index} ({op_name}) refers to tensor {t}; the subgraph has {n}")
-        self.name = f"{op_name.lower()}_{index}"
+    def __init__(self, op: Any, index: int, op_name: str) -> None:
+        self.op, self.index, self.op_name = op, index, op_name
 
     @property
     def desc(self) -> str:
@@ -214,6 +204,21 @@ class OpContext:
     def options(self, cls: type) -> Any:
         """The builtin options table as ``cls`` (defaults when the file stores none)."""
         return read_options(self, cls)
+
+
+class OpContext(OperatorRef):
+    """One TFLite operator as its mapper sees it: its tensors, options and the graph state."""
+
+    def __init__(self, state: GraphState, op: Any, index: int, op_name: str) -> None:
+        super().__init__(op, index, op_name)
+        self.state = state
+        self.inputs = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
+        self.outputs = list(op.i32s(OPERATOR.outputs))
+        n = len(state.slots)
+        for t in self.inputs + self.outputs:
+            if not -1 <= t < n:
+                raise ModelLoadError(f"operator {index} ({op_name}) refers to tensor {t}; the subgraph has {n}")
+        self.name = f"{op_name.lower()}_{index}"
 
     # ------------------------------------------------------------- tensors
     def has(self, i: int) -> bool:

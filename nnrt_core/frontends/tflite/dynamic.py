@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import ConfigError, ModelLoadError, UnsupportedNodeError
-from nnrt_core.frontends.tflite.options import read_options
+from nnrt_core.frontends.tflite.context import OperatorRef
 from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, TensorInfo, corrupt, guarded
 from nnrt_core.frontends.tflite.shape_rules import RULES, OpView, Shape, fold_int
 from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
@@ -36,23 +36,6 @@ class Resolved:
     tensors: list[TensorInfo]
     folded: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
     skip_ops: set[int] = dataclasses.field(default_factory=set)
-
-
-class _Op:
-    """The little of an OpContext that rules and options need."""
-
-    def __init__(self, op: Table, index: int, op_name: str) -> None:
-        self.op, self.index, self.op_name = op, index, op_name
-
-    @property
-    def desc(self) -> str:
-        return f"operator {self.index} ({self.op_name})"
-
-    def fail(self, message: str) -> UnsupportedNodeError:
-        return UnsupportedNodeError(f"{self.desc}: {message}")
-
-    def options(self, cls: type) -> Any:
-        return read_options(self, cls)
 
 
 def signatures(sg: Table, which: Sequence[int]) -> dict[int, tuple[int, ...] | None]:
@@ -102,7 +85,7 @@ def _resolve_op(flat: FlatModel, op: Table, k: int, tensors: list[TensorInfo],
     name, _ = flat.op_codes[op.u32(OPERATOR.opcode_index)]
     ins = op.numbers(OPERATOR.inputs, np.int32).tolist()
     outs = op.numbers(OPERATOR.outputs, np.int32).tolist()
-    ctx = _Op(op, k, name)
+    ctx = OperatorRef(op, k, name)
     out_shapes = _derive(ctx, tensors, sigs, shapes, values, ins, outs)
     for t, s in zip(outs, out_shapes):
         if t >= 0:
@@ -121,7 +104,7 @@ def _resolve_op(flat: FlatModel, op: Table, k: int, tensors: list[TensorInfo],
         res.skip_ops.add(k)
 
 
-def _derive(ctx: _Op, tensors: list[TensorInfo], sigs: Mapping[int, tuple[int, ...] | None],
+def _derive(ctx: OperatorRef, tensors: list[TensorInfo], sigs: Mapping[int, tuple[int, ...] | None],
             shapes: dict[int, Shape], values: Mapping[int, np.ndarray], ins: list[int], outs: list[int]) -> list[Shape]:
     """The output shapes of one operator: its rule, or the declared shapes when it has none and they are static."""
     for t in ins + outs:
