@@ -40,8 +40,13 @@ __all__ = ["BoundProgram", "IOSlot", "Store", "round_store", "SPLIT_ROUND"]
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
-#: stores of at least this many elements are rounded in pieces on the idle host threads
-SPLIT_ROUND = 1 << 15
+#: stores of at least this many elements are rounded in pieces on the idle host threads.
+#: Waking an idle helper costs tens to hundreds of microseconds (more in a VM),
+#: rounding 32K values about 20: at 1 << 15, ShuffleNet fp16 took 32-34 ms per
+#: run with the machine otherwise idle and 18-23 ms at 1 << 20 (NumPy backend
+#: 13-16 ms); it looked fine only while ONNX Runtime's spinning threads kept the
+#: cores awake (the benchmark's interleaved ORT session).
+SPLIT_ROUND = 1 << 20
 
 
 def round_store(a: np.ndarray, scratch: np.ndarray, lo: np.float32 = STORE_BOUNDS[0],
