@@ -56,3 +56,18 @@ def test_dequantize_of_a_graph_input_is_not_folded():
     assert prog.folded_weights == 0
     q = np.arange(-2, 3, dtype=np.int8)
     np.testing.assert_array_equal(prog.run([q])[0], q.astype(np.float32) * 0.5)
+
+
+def test_dequantize_of_a_weight_that_is_a_graph_output_is_not_folded():
+    """The caller gets a fresh, writable array, and changing it changes no later run."""
+    g = helper.make_graph([helper.make_node("DequantizeLinear", ["q", "s"], ["y"])], "g", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+                          [numpy_helper.from_array(np.array([1, 2, 3], np.int8), "q"),
+                           numpy_helper.from_array(np.float32(0.5), "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    prog = GraphProgram(load_model(m).graph)
+    assert prog.folded_weights == 0
+    first = prog.run([])[0]
+    first[0] = 7.0
+    np.testing.assert_array_equal(prog.run([])[0], [0.5, 1.0, 1.5])

@@ -151,6 +151,7 @@ class GraphProgram:
         chain_at = {id(c.nodes[-1]): c for c in chains}
         self.fused_nodes = len(absorbed) - len(chains)
         self.folded_weights = 0
+        graph_outputs = {id(v) for v in graph.outputs}
         for node, kernel in zip(graph.nodes, kernels):
             chain = chain_at.get(id(node))
             if chain is not None:
@@ -161,7 +162,7 @@ class GraphProgram:
                 continue
             if id(node) in absorbed:
                 continue
-            folded = fold_constant_dequantize(node, kernel)
+            folded = fold_constant_dequantize(node, kernel, graph_outputs)
             if folded is not None:  # a weight's DequantizeLinear: once, at compile
                 self.consts.append((slot(node.outputs[0]), folded))
                 self.folded_weights += 1

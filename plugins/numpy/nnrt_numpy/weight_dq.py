@@ -12,7 +12,7 @@ constant (memory: the float copy beside the int8 one, up to
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import AbstractSet, Any
 
 import numpy as np
 
@@ -24,10 +24,13 @@ __all__ = ["MAX_FOLDED_BYTES", "fold_constant_dequantize"]
 MAX_FOLDED_BYTES = 512 << 20
 
 
-def fold_constant_dequantize(node: Node, kernel: Any) -> np.ndarray | None:
+def fold_constant_dequantize(node: Node, kernel: Any, graph_outputs: AbstractSet[int]) -> np.ndarray | None:
     """The output of ``node`` computed once, when it is a ``DequantizeLinear``
-    of constants (weights), else None."""
+    of constants (weights), else None.  Not for a graph output (``id`` in
+    ``graph_outputs``): the caller gets a fresh, writable array there."""
     if node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+        return None
+    if id(node.outputs[0]) in graph_outputs:
         return None
     if not node.inputs or any(v is not None and v.const is None for v in node.inputs):
         return None
