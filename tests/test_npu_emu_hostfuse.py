@@ -4,8 +4,6 @@ convolutions rounding each finished piece of their output (bias first), and
 the batched grouped / depthwise convolution kernels against the definition."""
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -14,6 +12,7 @@ from onnx import numpy_helper as nh
 
 pytest.importorskip("nnrt_npu_emu")
 
+from conv_reference import conv_direct  # noqa: E402
 from nnrt_core.backend import CompileOptions  # noqa: E402
 from nnrt_core.frontends import load_onnx  # noqa: E402
 from nnrt_core.registry import Registry  # noqa: E402
@@ -148,23 +147,6 @@ def test_fused_program_matches_the_literal_executor(backend):
 
 
 # ------------------------------------------- convolution kernels, pieces
-def _conv_direct(x, w, strides, pads, dil, group):
-    """Convolution by its definition, in float64 (2-D)."""
-    N, C, H, W = x.shape
-    M, Cg, KH, KW = w.shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    OH = (xp.shape[2] - (KH - 1) * dil[0] - 1) // strides[0] + 1
-    OW = (xp.shape[3] - (KW - 1) * dil[1] - 1) // strides[1] + 1
-    y = np.zeros((N, M, OH, OW))
-    Mg = M // group
-    for m, i, j in itertools.product(range(M), range(KH), range(KW)):
-        g = m // Mg
-        patch = xp[:, g * Cg:(g + 1) * Cg, i * dil[0]:i * dil[0] + (OH - 1) * strides[0] + 1:strides[0],
-                   j * dil[1]:j * dil[1] + (OW - 1) * strides[1] + 1:strides[1]]
-        y[:, m] += np.einsum("nchw,c->nhw", patch, w[m, :, i, j].astype(np.float64))
-    return y
-
-
 CASES = [  # (N, C, H, W), (M, C/g, kh, kw), strides, pads (t, l, b, r), dilations, group
     ((2, 6, 30, 24), (6, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 6),  # depthwise, >= 512 pixels: batched product
     ((1, 8, 40, 33), (8, 1, 3, 3), (2, 2), (1, 0, 1, 2), (1, 1), 8),  # depthwise, strided, batched product
@@ -188,7 +170,7 @@ def test_conv_store_epilogue_rounds_each_piece_like_the_whole(case, threads, mon
     rs = np.random.RandomState(sum(xs) + sum(ws))
     x, w = (rs.randn(*xs) * 30).astype(np.float32), rs.randn(*ws).astype(np.float32)
     b = rs.randn(ws[0]).astype(np.float32)
-    ref = _conv_direct(x, w, strides, pads, dil, group) + b.reshape(1, -1, 1, 1)
+    ref = conv_direct(x, w, strides, pads, dil, group) + b.reshape(1, -1, 1, 1)
     plain = conv_nd(x, w, strides, pads, dil, group, bias=b)
     np.testing.assert_allclose(plain, ref, rtol=1e-4, atol=1e-4)
     out = np.empty(ref.shape, np.float32)

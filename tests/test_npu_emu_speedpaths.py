@@ -17,6 +17,7 @@ from onnx import numpy_helper as nh
 
 pytest.importorskip("nnrt_npu_emu")
 
+from conv_reference import conv_direct  # noqa: E402
 from nnrt_core.backend import CompileOptions  # noqa: E402
 from nnrt_core.frontends import load_onnx  # noqa: E402
 from nnrt_core.registry import Registry  # noqa: E402
@@ -150,23 +151,6 @@ def test_fp16_weights_widened_once_device_accounting_unchanged(backend):
 
 
 # ------------------------------------------------------------ host kernels
-def _conv_direct(x, w, strides, pads, dil, group):
-    """Convolution by its definition, in float64 (2-D)."""
-    N, C, H, W = x.shape
-    M, Cg, KH, KW = w.shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    OH = (xp.shape[2] - (KH - 1) * dil[0] - 1) // strides[0] + 1
-    OW = (xp.shape[3] - (KW - 1) * dil[1] - 1) // strides[1] + 1
-    y = np.zeros((N, M, OH, OW))
-    Mg = M // group
-    for m, i, j in itertools.product(range(M), range(KH), range(KW)):
-        g = m // Mg
-        patch = xp[:, g * Cg:(g + 1) * Cg, i * dil[0]:i * dil[0] + (OH - 1) * strides[0] + 1:strides[0],
-                   j * dil[1]:j * dil[1] + (OW - 1) * strides[1] + 1:strides[1]]
-        y[:, m] += np.einsum("nchw,c->nhw", patch, w[m, :, i, j].astype(np.float64))
-    return y
-
-
 CONVS = [  # (N, C, H, W), (M, C/g, kh, kw), strides, pads (t, l, b, r), dilations, group
     ((1, 3, 11, 13), (5, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((2, 4, 12, 9), (6, 2, 3, 2), (2, 1), (0, 1, 2, 0), (1, 2), 2),
@@ -185,16 +169,16 @@ def test_conv_nd_matches_the_definition(case):
     rs = np.random.RandomState(sum(xs) + sum(ws))
     x, w = rs.randn(*xs).astype(np.float32), rs.randn(*ws).astype(np.float32)
     if min(pads) < 0:  # the definition crops first
-        ref = _conv_direct(x[:, :, 1:, :-1], w, strides, [0, pads[1], pads[2], 0], dil, group)
+        ref = conv_direct(x[:, :, 1:, :-1], w, strides, [0, pads[1], pads[2], 0], dil, group)
     else:
-        ref = _conv_direct(x, w, strides, pads, dil, group)
+        ref = conv_direct(x, w, strides, pads, dil, group)
     got = conv_nd(x, w, strides, pads, dil, group)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     # exact integers in float64 (the int8 kernels' accumulators) stay exact
     xi, wi = np.rint(x * 20), np.rint(w * 20)
     assert np.array_equal(conv_nd(xi, wi, strides, pads, dil, group),
-                          np.rint(_conv_direct(xi, wi, strides, pads, dil, group)) if min(pads) >= 0 else
-                          np.rint(_conv_direct(xi[:, :, 1:, :-1], wi, strides, [0, pads[1], pads[2], 0], dil, group)))
+                          np.rint(conv_direct(xi, wi, strides, pads, dil, group)) if min(pads) >= 0 else
+                          np.rint(conv_direct(xi[:, :, 1:, :-1], wi, strides, [0, pads[1], pads[2], 0], dil, group)))
     # writing into a given output gives the same values (fp16 input widened inside the copies)
     out = np.empty(ref.shape, np.float32)
     assert conv_nd(x.astype(np.float16), w, strides, pads, dil, group, out=out) is out
@@ -216,7 +200,7 @@ def test_conv_pieces_do_not_depend_on_threads(monkeypatch):
         finally:
             parallel.set_threads(*prev)
         assert np.array_equal(one, two)
-        np.testing.assert_allclose(one, _conv_direct(x, w, (1, 1), (1, 1, 1, 1), (1, 1), group), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(one, conv_direct(x, w, (1, 1), (1, 1, 1, 1), (1, 1), group), rtol=1e-4, atol=1e-4)
 
 
 def _pool_direct(x, kind, k, strides, pads, osz, include_pad):

@@ -216,12 +216,15 @@ class TFLiteWriter:
 
     def _operator(self, b: flatbuffers.Builder, o: dict[str, Any]) -> int:
         ins, outs = self._ints(b, o["inputs"]), self._ints(b, o["outputs"])
+        custom = o.get("custom_options")
+        cv = b.CreateByteVector(custom) if custom is not None else None
         opts = None
         if o["options"]:
+            strings = {k: b.CreateString(v) for k, v in o["fields"].items() if isinstance(v, str)}
             m = _mod(o["options"])
             m.Start(b)
             for k, v in o["fields"].items():
-                getattr(m, f"Add{k}")(b, v)
+                getattr(m, f"Add{k}")(b, strings.get(k, v))
             opts = m.End(b)
         m = _mod("Operator")
         m.Start(b)
@@ -231,6 +234,8 @@ class TFLiteWriter:
         if opts is not None:
             m.AddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, o["options"]))
             m.AddBuiltinOptions(b, opts)
+        if cv is not None:
+            m.AddCustomOptions(b, cv)
         return m.End(b)
 
     def _subgraph(self, b: flatbuffers.Builder, tensors: list[int], ops: list[int], ins: list[int],

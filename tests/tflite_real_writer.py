@@ -1,12 +1,12 @@
-"""``TFLiteWriter`` (tests/tflite_models.py) plus what the real models use and
-that writer does not write: custom options, string-valued builtin options and
-several subgraphs (IF branches, CALL_ONCE initializers).  No downloads."""
+"""``TFLiteWriter`` (tests/tflite_models.py) plus what the real models use:
+custom options per operator (``op(..., custom_options=...)``; the base writer
+writes them and string-valued builtin options) and several subgraphs (IF
+branches, CALL_ONCE initializers).  No downloads."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import flatbuffers
-import tflite
 
 from tflite_models import TFLiteWriter, _mod
 
@@ -54,27 +54,3 @@ class RealWriter(TFLiteWriter):
         m.AddSignatureDefs(b, vec["SignatureDefs"])
         b.Finish(m.End(b), file_identifier=b"TFL3")
         return bytes(b.Output())
-
-    def _operator(self, b: flatbuffers.Builder, o: dict[str, Any]) -> int:
-        ins, outs = self._ints(b, o["inputs"]), self._ints(b, o["outputs"])
-        custom = o.get("custom_options")
-        cv = b.CreateByteVector(custom) if custom is not None else None
-        opts = None
-        if o["options"]:
-            strings = {k: b.CreateString(v) for k, v in o["fields"].items() if isinstance(v, str)}
-            m = _mod(o["options"])
-            m.Start(b)
-            for k, v in o["fields"].items():
-                getattr(m, f"Add{k}")(b, strings.get(k, v))
-            opts = m.End(b)
-        m = _mod("Operator")
-        m.Start(b)
-        m.AddOpcodeIndex(b, o["opcode"])
-        m.AddInputs(b, ins)
-        m.AddOutputs(b, outs)
-        if opts is not None:
-            m.AddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, o["options"]))
-            m.AddBuiltinOptions(b, opts)
-        if cv is not None:
-            m.AddCustomOptions(b, cv)
-        return m.End(b)

@@ -11,7 +11,12 @@ from nnrt_core.frontends.tflite.ops.registry import register
 __all__ = ["split", "pack", "unpack"]
 
 
-def _split(ctx: OpContext, data: int, axis: int) -> None:
+def _split(ctx: OpContext, data: int, axis_input: int) -> None:
+    """SPLIT (axis, data) and SPLIT_V (data, sizes, axis): sizes come from the outputs."""
+    axes = ctx.const_ints(axis_input)
+    if len(axes) != 1:
+        raise ctx.fail(f"axis must be one integer, got {axes}")
+    axis = axes[0]
     shape = ctx.info(data).shape
     rank = len(shape)
     if not -rank <= axis < rank:
@@ -31,18 +36,12 @@ def _split(ctx: OpContext, data: int, axis: int) -> None:
 
 @register("SPLIT")
 def split(ctx: OpContext) -> None:
-    axis = ctx.const_ints(0)
-    if len(axis) != 1:
-        raise ctx.fail(f"axis must be one integer, got {axis}")
-    _split(ctx, 1, axis[0])
+    _split(ctx, 1, 0)
 
 
 @register("SPLIT_V")
 def split_v(ctx: OpContext) -> None:
-    axis = ctx.const_ints(2)
-    if len(axis) != 1:
-        raise ctx.fail(f"axis must be one integer, got {axis}")
-    _split(ctx, 0, axis[0])
+    _split(ctx, 0, 2)
 
 
 @register("PACK")
