@@ -12,7 +12,7 @@ values that went through QuantizeLinear/DequantizeLinear (QDQ).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -71,6 +71,7 @@ class GraphState:
         self.names: dict[str, Value] = {}
         self.node_names: set[str] = set()
         self.metadata: dict[str, str] = {}  #: mappers' additions to the model metadata
+        self.finishers: list[Callable[[], None]] = []  #: run once after the last operator (deferred metadata)
 
     # ------------------------------------------------------------- building
     def unique(self, name: str) -> str:

@@ -109,6 +109,8 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
             raise corrupt(f"operator {k}", e) from e
     for t in outs:
         graph.outputs.append(_output(state, t))
+    for finish in state.finishers:
+        finish()
     meta = {"tflite.subgraphs": json.dumps(names), "tflite.signatures": json.dumps(flat.signatures()),
             "tflite.main_subgraph": names[0]}
     meta.update(state.metadata)
