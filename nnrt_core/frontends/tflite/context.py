@@ -213,12 +213,12 @@ class OpContext(OperatorRef):
     def __init__(self, state: GraphState, op: Any, index: int, op_name: str) -> None:
         super().__init__(op, index, op_name)
         self.state = state
-        self.inputs = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
-        self.outputs = list(op.i32s(OPERATOR.outputs))
+        self.inputs = ins = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
+        self.outputs = outs = list(op.i32s(OPERATOR.outputs))
         n = len(state.slots)
-        for t in self.inputs + self.outputs:
-            if not -1 <= t < n:
-                raise ModelLoadError(f"operator {index} ({op_name}) refers to tensor {t}; the subgraph has {n}")
+        if (ins and (min(ins) < -1 or max(ins) >= n)) or (outs and (min(outs) < -1 or max(outs) >= n)):
+            bad = next(t for t in ins + outs if not -1 <= t < n)
+            raise ModelLoadError(f"operator {index} ({op_name}) refers to tensor {bad}; the subgraph has {n}")
         self.name = f"{op_name.lower()}_{index}"
 
     # ------------------------------------------------------------- tensors

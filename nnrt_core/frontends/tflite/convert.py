@@ -122,16 +122,18 @@ def _map(state: GraphState, flat: FlatModel, op: Table, k: int, extra: Mapping[s
     """Run the mapper of operator ``k`` and check it produced every output."""
     name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
     ctx = OpContext(state, op, k, name)
-    mapper = mapper_for(name, is_custom) or (extra.get(name) if is_custom else None)
-    assert mapper is not None  # _plugin_mappers
+    mapper = mapper_for(name, is_custom)
     if has_complex:
         check_complex(ctx)
-    if mapper_for(name, is_custom) is not None:
+    if mapper is not None:
         mapper(ctx)
     else:
-        _plugin_map(mapper, ctx, name)
+        plugin = extra.get(name) if is_custom else None
+        assert plugin is not None  # _plugin_mappers
+        _plugin_map(plugin, ctx, name)
+    slots = state.slots
     for j, t in enumerate(ctx.outputs):
-        slot = state.slots[t] if t >= 0 else None
+        slot = slots[t] if t >= 0 else None
         if slot is not None and slot.plain is None and slot.nchw is None and slot.const is None:
             raise ModelLoadError(f"{ctx.desc}: the mapper did not produce output {j}")
 
