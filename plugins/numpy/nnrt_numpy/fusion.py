@@ -220,10 +220,12 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
     return None
 
 
-def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel]) -> list[Chain]:
+def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel],
+                readers: dict[int, list] | None = None) -> list[Chain]:
     """Chains of ``graph.nodes`` worth fusing.  ``kernels[i]`` is the kernel of
-    ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a (modified) NodeInfo."""
-    readers = value_readers(graph)
+    ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a (modified) NodeInfo;
+    ``readers``: the graph's :func:`value_readers` when the caller has them."""
+    readers = readers if readers is not None else value_readers(graph)
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     taken: set[int] = set()
     chains: list[Chain] = []
