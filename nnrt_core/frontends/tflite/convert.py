@@ -10,7 +10,7 @@ from nnrt_core.errors import ModelLoadError, NnrtError, PluginError, Unsupported
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
 from nnrt_core.frontends.tflite.dynamic import resolve_shapes
 from nnrt_core.frontends.tflite.ops.fft import check_complex
-from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for
+from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for, shortcut_for
 from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, corrupt, guarded
 from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
 from nnrt_core.ir import DataType, Graph, Model, Value
@@ -121,8 +121,11 @@ def _map(state: GraphState, flat: FlatModel, op: Table, k: int, extra: Mapping[s
          has_complex: bool) -> None:
     """Run the mapper of operator ``k`` and check it produced every output."""
     name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
-    ctx = OpContext(state, op, k, name)
     mapper = mapper_for(name, is_custom)
+    short = shortcut_for(mapper) if mapper is not None and not has_complex else None
+    if short is not None and short(state, op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)):
+        return
+    ctx = OpContext(state, op, k, name)
     if has_complex:
         check_complex(ctx)
     if mapper is not None:
