@@ -67,6 +67,8 @@ def entry_points(groups: Iterable[str]) -> list[EntryPointInfo]:
     found: list[EntryPointInfo] = []
     seen: set[str] = set()
     for entry in sys.path:
+        if not isinstance(entry, str):  # importlib's path finder skips these too
+            continue
         folder = entry or "."
         if not os.path.isdir(folder):
             if os.path.exists(folder):  # a zip archive or an egg: importlib.metadata reads those

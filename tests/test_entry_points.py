@@ -55,6 +55,8 @@ def test_made_up_sys_path_matches_importlib_metadata(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", [str(a), str(tmp_path / "missing"), str(b)])
     ours = _ours()
     assert ours == _importlib()
+    monkeypatch.setattr(sys, "path", [str(a), b"not-a-str", str(b)])  # importlib.metadata raises on it
+    assert _ours() == ours
     assert ours[BACKEND_GROUP] == [("alpha", "alpha_mod:make [extra]", "Alpha-Plugin", "1.0")]
     assert ours[SCHEDULER_GROUP] == [("beta", "beta_mod:Sched.inner", "beta", "0.1")]
 
