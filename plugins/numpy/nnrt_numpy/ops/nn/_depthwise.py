@@ -74,7 +74,7 @@ class DepthwisePlan:
 
     def __init__(self, n: int, c: int, mult: int, hw: Sequence[int], kernel: Sequence[int],
                  strides: Sequence[int], dil: Sequence[int], begin: Sequence[int], end: Sequence[int],
-                 out: Sequence[int], dtype: np.dtype) -> None:
+                 out: Sequence[int], dtype: np.dtype, mode: str | None = None) -> None:
         self.n, self.c, self.mult, self.dtype = n, c, mult, np.dtype(dtype)
         self.full_kernel = list(kernel)
         kernel, begin, end, self.live = _trim(hw, kernel, strides, dil, begin, out)
@@ -89,7 +89,7 @@ class DepthwisePlan:
         self.npix = int(np.prod(out))
         # im2col copies ``taps`` values per output: for 3x3 kernels it pays from half as many pixels
         big = self.npix >= CL_PIXELS or (self.npix >= CL_PIXELS // 2 and self.taps <= 9)
-        self.mode = "cols" if big else "cl"
+        self.mode = mode or ("cols" if big else "cl")
         plane = int(np.prod(self.padded)) + (self.taps * self.npix if self.mode == "cols" else 0)
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
         self.work = n * c * mult * self.npix * self.taps
