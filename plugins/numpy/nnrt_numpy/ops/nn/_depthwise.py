@@ -2,20 +2,22 @@
 multiplier, stride, dilation and padding) in cache-sized pieces of (image,
 channel block), on the backend's thread pool.
 
-Two ways, chosen per input shape (measured on the PP-OCR / MobileNet shapes,
-see ``benchmarks/bench_mobile.py``):
+Two ways, chosen per input shape (:func:`choose_mode`, measured in CPU time
+on one thread on the PP-OCR / MobileNet shapes, see
+``benchmarks/bench_mobile.py --kernel-ab`` and docs/performance.md):
 
-* ``cols`` (output planes of at least :data:`CL_PIXELS` pixels, half that for
-  kernels of at most 9 taps): the piece's channels are copied into a
-  zero-padded scratch plane, their im2col columns (channels, taps, pixels)
-  are copied out of a strided window view, and one batched BLAS product per
-  piece, ``(cb, mult, taps) @ (cb, taps, pixels)``, writes straight into the
-  output;
-* ``cl`` (small or thin planes, e.g. 2 x 96 maps under a 5 x 5 kernel, where
-  im2col's products are tiny): the piece is copied channels-last into a
-  zero-padded scratch ``(hp, wp, cb)`` and one ``einsum`` over its window view
-  sums the taps with the channel axis contiguous; its result is copied into
-  the output.
+* ``cols`` (every kernel of at most :data:`CL_TAPS` taps, e.g. all 3 x 3,
+  at any plane size down to 2 x 96, and larger kernels over wide rows):
+  the piece's channels are copied into a zero-padded scratch plane, their
+  im2col columns (channels, taps, pixels) are copied out of a strided window
+  view, and one batched BLAS product per piece,
+  ``(cb, mult, taps) @ (cb, taps, pixels)``, writes straight into the output;
+* ``cl`` (kernels of more than :data:`CL_TAPS` taps over output rows shorter
+  than :data:`CL_ROW`, where im2col copies short runs, or with at least
+  :data:`CL_WIDE` channels x images per piece, where einsum's inner loop is
+  long): the piece is copied channels-last into a zero-padded scratch
+  ``(hp, wp, cb)`` and one ``einsum`` over its window view sums the taps with
+  the channel axis contiguous; its result is copied into the output.
 
 Kernel rows / columns that read only padding for every output are dropped
 first (:func:`_trim`).
@@ -37,18 +39,35 @@ import numpy as np
 from ... import parallel
 from ._spatial import window_view
 
-__all__ = ["DepthwisePlan", "BLOCK_BYTES", "MIN_SPLIT", "CL_PIXELS", "CL_LANES", "PIECES"]
+__all__ = ["DepthwisePlan", "choose_mode", "BLOCK_BYTES", "MIN_SPLIT", "CL_TAPS", "CL_ROW", "CL_WIDE", "CL_LANES",
+           "PIECES", "MODE"]
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
 #: multiply-adds below which a convolution runs on one thread
 MIN_SPLIT = 1 << 21
-#: output planes with fewer pixels than this (half this for <= 9 taps) take the channels-last einsum
-CL_PIXELS = 1024
+#: kernels of at most this many (live) taps always take im2col
+CL_TAPS = 9
+#: larger kernels take the channels-last einsum over output rows shorter than this
+CL_ROW = 24
+#: ... or when a channels-last piece holds at least this many channels x images
+CL_WIDE = 192
+#: "cols" or "cl" forces that way for every plan (tests); None chooses per shape
+MODE: str | None = None
 #: channels-last pieces take images until they have this many channels
 CL_LANES = 64
 #: a convolution of MIN_SPLIT or more multiply-adds is cut into at least this many pieces
 PIECES = 4
+
+
+def choose_mode(taps: int, out_w: int, lanes: int) -> str:
+    """``cols`` or ``cl`` for a kernel of ``taps`` live taps, output rows of ``out_w``
+    pixels and ``lanes`` channels x images per channels-last piece."""
+    if MODE is not None:
+        return MODE
+    if taps <= CL_TAPS:
+        return "cols"
+    return "cl" if out_w < CL_ROW or lanes >= CL_WIDE else "cols"
 
 
 def _trim(hw: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dil: Sequence[int],
@@ -87,24 +106,32 @@ class DepthwisePlan:
         self.inner = tuple(slice(b, b + i) for b, i in zip(lo, inner))
         self.taps = int(np.prod(kernel))
         self.npix = int(np.prod(out))
-        # im2col copies ``taps`` values per output: for 3x3 kernels it pays from half as many pixels
-        big = self.npix >= CL_PIXELS or (self.npix >= CL_PIXELS // 2 and self.taps <= 9)
-        self.mode = mode or ("cols" if big else "cl")
-        plane = int(np.prod(self.padded)) + (self.taps * self.npix if self.mode == "cols" else 0)
-        cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
         self.work = n * c * mult * self.npix * self.taps
-        if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
-            floor = min(c, CL_LANES) if self.mode == "cl" else 1
-            cb = max(floor, min(cb, c // -(-PIECES // n)))
-        self.cb = -(-c // -(-c // cb))  # balanced blocks
+        if mode is None:
+            cb, ipp = self._blocks("cl")
+            mode = choose_mode(self.taps, self.out[-1], cb * ipp)
+        self.mode = mode
+        self.cb, self.ipp = self._blocks(mode)
         self.cblocks = -(-c // self.cb)
-        # channels-last with few channels: several images per piece, so einsum's inner loop is long enough
-        self.ipp = min(n, -(-CL_LANES // c)) if self.mode == "cl" and self.cblocks == 1 else 1
         self.iblocks = -(-n // self.ipp)
         self.nblocks = self.iblocks * self.cblocks
         self._pool: list[tuple[np.ndarray, np.ndarray | None]] = []
         self._lock = threading.Lock()
         self._weights: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _blocks(self, mode: str) -> tuple[int, int]:
+        """Channels and images per piece in ``mode``: pieces of about :data:`BLOCK_BYTES`
+        of scratch, at least :data:`PIECES` of them for a large convolution."""
+        c, n = self.c, self.n
+        plane = int(np.prod(self.padded)) + (self.taps * self.npix if mode == "cols" else 0)
+        cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
+        if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
+            floor = min(c, CL_LANES) if mode == "cl" else 1
+            cb = max(floor, min(cb, c // -(-PIECES // n)))
+        cb = -(-c // -(-c // cb))  # balanced blocks
+        # channels-last with few channels: several images per piece, so einsum's inner loop is long enough
+        ipp = min(n, -(-CL_LANES // c)) if mode == "cl" and cb >= c else 1
+        return cb, ipp
 
     # -- scratch and weights ------------------------------------------------------------
     def _new_scratch(self) -> tuple[np.ndarray, np.ndarray | None]:

@@ -1,0 +1,84 @@
+"""Depthwise convolutions of the NumPy backend against the conv-by-definition oracle
+(``tests/conv_reference.py``, float64) on the shapes each way of ``_depthwise.py`` is
+chosen for (3 x 3 over any plane, 5 x 5 over short or wide rows, many or few channels),
+with the shape-based choice and with each way forced: strides, dilations, explicit
+(also asymmetric) pads and SAME / VALID auto_pad, channel multipliers, batch 1 and 3."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nnrt_numpy.backend  # noqa: F401  (registers the kernels)
+from nnrt_numpy.kernel import NodeInfo
+from nnrt_numpy.ops.nn import _depthwise
+from nnrt_numpy.ops.nn.conv import Conv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conv_reference import conv_direct  # noqa: E402
+
+RNG = np.random.default_rng(19)
+
+#: (channels, height, width, kernel): the way the shape takes by itself is in the id
+SHAPES = [(12, 9, 14, 3), (70, 5, 30, 3), (20, 4, 17, 5), (200, 2, 26, 5), (40, 6, 9, 5)]
+PADS = [{"pads": [1, 1, 1, 1]}, {"pads": [2, 0, 1, 3]}, {"pads": [0, 0, 0, 0]}, {"auto_pad": "SAME_UPPER"},
+        {"auto_pad": "SAME_LOWER"}, {"auto_pad": "VALID"}]
+
+
+def explicit_pads(pad: dict, hw: tuple, k: int, strides: list, dil: list) -> list:
+    """[top, left, bottom, right] of ``pad`` (SAME: the total split, the odd one at the end for UPPER)."""
+    if "pads" in pad:
+        return pad["pads"]
+    if pad["auto_pad"] == "VALID":
+        return [0, 0, 0, 0]
+    begin, end = [], []
+    for size, s, d in zip(hw, strides, dil):
+        total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+        small = total // 2
+        begin.append(small if pad["auto_pad"] == "SAME_UPPER" else total - small)
+        end.append(total - begin[-1])
+    return begin + end
+
+
+@pytest.mark.parametrize("forced", [None, "cols", "cl"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "c{}x{}x{}k{}".format(*s))
+@pytest.mark.parametrize("pad", PADS, ids=lambda p: str(next(iter(p.values()))))
+@pytest.mark.parametrize("stride,dil", [((1, 1), (1, 1)), ((2, 2), (1, 1)), ((2, 1), (1, 2)), ((1, 1), (2, 2))])
+def test_depthwise_matches_the_definition(monkeypatch, forced, shape, pad, stride, dil):
+    monkeypatch.setattr(_depthwise, "MODE", forced)
+    c, h, w_, k = shape
+    pads = explicit_pads(pad, (h, w_), k, list(stride), list(dil))
+    if min(size + pads[i] + pads[i + 2] - (k - 1) * dil[i] for i, size in enumerate((h, w_))) < 1:
+        pytest.skip("the dilated kernel does not fit into the padded input")
+    for n, mult in [(1, 1), (3, 2)]:
+        x = RNG.standard_normal((n, c, h, w_)).astype(np.float32)
+        w = RNG.standard_normal((c * mult, 1, k, k)).astype(np.float32)
+        b = RNG.standard_normal(c * mult).astype(np.float32)
+        attrs = {"group": c, "kernel_shape": [k, k], "strides": list(stride), "dilations": list(dil), **pad}
+        info = NodeInfo(name="dw", op_type="Conv", opset=11, attrs=attrs, num_inputs=3,
+                        input_present=(True,) * 3, input_dtypes=(np.dtype(np.float32),) * 3,
+                        input_shapes=(x.shape, w.shape, b.shape), const_inputs=(None, w, b))
+        kern = Conv(info)
+        got = kern(x, w, b)[0]
+        want = conv_direct(x, w, stride, pads, dil, c) + b.astype(np.float64)[:, None, None]
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max(initial=0))))
+        plan = kern._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+        if forced is not None:
+            assert plan.mode == forced
+
+
+def test_the_way_each_shape_takes():
+    def mode(n, c, h, w, k, s=1):
+        out = [(h + 2 * (k // 2) - k) // s + 1, (w + 2 * (k // 2) - k) // s + 1]
+        return _depthwise.DepthwisePlan(n, c, 1, (h, w), [k, k], [s, s], [1, 1], [k // 2] * 2, [k // 2] * 2, out,
+                                        np.float32).mode
+    assert mode(1, 16, 3, 96, 3) == "cols"  # 3x3: im2col at every size
+    assert mode(8, 64, 56, 56, 3) == "cols"
+    assert mode(1, 384, 10, 15, 5) == "cl"  # 5x5 over rows of 15
+    assert mode(8, 256, 28, 28, 5, 2) == "cl"
+    assert mode(8, 192, 20, 30, 5) == "cl"  # 192 channels in a piece
+    assert mode(1, 192, 20, 30, 5) == "cols"  # cut into 4 pieces of 48 channels for the threads
+    assert mode(1, 240, 12, 80, 5) == "cols"
