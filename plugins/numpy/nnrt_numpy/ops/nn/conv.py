@@ -14,6 +14,7 @@ float16 and ml_dtypes (bfloat16...) inputs are computed in float32.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -126,14 +127,14 @@ class Conv(Kernel):
         m = w.shape[0]
         g = self.group
         dtype = np.result_type(x.dtype, w.dtype)
-        npix = int(np.prod(out))
+        npix = math.prod(out)
         mm_out = None  # write the matmul result straight into ``dest`` when it is laid out as (n, g, m/g, npix)
         if dest is not None and not depthwise and dest.dtype == dtype and dest.shape == (n, m) + tuple(out) \
                 and dest.flags.c_contiguous:
             mm_out = dest.reshape(n, g, m // g, npix)
         matmul = parallel.matmul  # splits a large product when threads are free
         if not depthwise and nd == 2 and x.dtype == w.dtype and dtype.kind == "f" and x.flags.c_contiguous:
-            macs = n * m * npix * (c // g) * int(np.prod(kernel))
+            macs = n * m * npix * (c // g) * math.prod(kernel)
             k = parallel.threads() if macs >= 2 * parallel.MIN_MACS else 1  # (reads /proc/loadavg)
             if k > 1 and macs >= parallel.MIN_MACS * k:
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k)
@@ -144,7 +145,8 @@ class Conv(Kernel):
         if depthwise:
             y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
         elif pointwise:
-            xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
+            xs = x if x.shape[2:] == tuple(out) else \
+                x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
             cols = xs.reshape(n, g, c // g, npix)
             y = matmul(self._weights_for(w), cols, out=mm_out)
         else:
@@ -264,7 +266,7 @@ class Conv(Kernel):
             return
         try:
             out = self._plan(tuple(xs), tuple(w.shape))[6]
-            if xs[0] * w.shape[0] * int(np.prod(out)) <= TAP_LOOP_MAX:
+            if xs[0] * w.shape[0] * math.prod(out) <= TAP_LOOP_MAX:
                 return  # the tap loop (no plan)
             plan = self._dw_plan(tuple(xs), tuple(w.shape), np.dtype(dt))
         except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)
