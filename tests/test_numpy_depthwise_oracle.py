@@ -79,6 +79,7 @@ def test_the_way_each_shape_takes():
     assert mode(8, 64, 56, 56, 3) == "cols"
     assert mode(1, 384, 10, 15, 5) == "cl"  # 5x5 over rows of 15
     assert mode(8, 256, 28, 28, 5, 2) == "cl"
-    assert mode(8, 192, 20, 30, 5) == "cl"  # 192 channels in a piece
-    assert mode(1, 192, 20, 30, 5) == "cols"  # cut into 4 pieces of 48 channels for the threads
+    assert mode(8, 480, 12, 80, 5, 2) == "cl"  # strided, 480 channels in a piece
+    assert mode(1, 480, 12, 80, 5, 2) == "cols"  # cut into 4 pieces of 120 channels for the threads
+    assert mode(8, 480, 12, 80, 5) == "cols"  # stride 1: im2col copies whole rows
     assert mode(1, 240, 12, 80, 5) == "cols"
