@@ -33,13 +33,16 @@ jobs on the machine than wall time (but blind to what threads would gain).
 
 Timing order (``--interleave``): the default ``apart`` times ``--runs``
 nnrt calls, then ``--runs`` ORT calls, with a 0.1 s pause before each side.
-ORT's idle pool threads spin for tens of ms after each of its runs; interleaved
-call by call, they keep the second core busy while nnrt runs, so nnrt's split
-kernels (which take a helper only when a core is idle, see
-``nnrt_numpy/parallel.py``) mostly run on one thread, and ORT in turn finds
-its cores awake: interleaving measured nnrt up to ~2x slower on the large
-depthwise shapes.  ``apart`` gives each side the machine as it would have it
-alone.  ``call`` alternates one nnrt call and one ORT call ``--runs``
+ORT's idle pool threads spin for tens of ms after each of its runs;
+interleaved call by call they keep the second core busy while nnrt runs, so
+nnrt's split kernels (which take a helper only while a core is idle, see
+``nnrt_numpy/parallel.py``) mostly run on one thread, and the cores stay
+awake for whichever side runs next (the same effect made the NPU emulator's
+ShuffleNet look 1.4x the NumPy backend interleaved and 2.1x apart, see
+``bench_npu_emulator.py``).  ``apart`` gives each side the machine as it
+would have it alone.  Wall-clock figures of either order mean little on a
+loaded machine: ``cpu`` (above) is the robust comparison there.  ``call``
+alternates one nnrt call and one ORT call ``--runs``
 times; ``block`` alternates blocks of calls (first of each block dropped),
 see ``bench_numpy_backend.py``.  The 1-minute load average before and after
 is printed: on a shared 2-core machine numbers taken above a load of ~2
