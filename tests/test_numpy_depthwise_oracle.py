@@ -42,16 +42,27 @@ def explicit_pads(pad: dict, hw: tuple, k: int, strides: list, dil: list) -> lis
     return begin + end
 
 
+STRIDES_DILATIONS = [((1, 1), (1, 1)), ((2, 2), (1, 1)), ((2, 1), (1, 2)), ((1, 1), (2, 2))]
+
+
+def _fits(shape: tuple, pad: dict, stride: tuple, dil: tuple) -> bool:
+    """Whether the dilated kernel fits into the padded input (else there is no output)."""
+    _, h, w_, k = shape
+    pads = explicit_pads(pad, (h, w_), k, list(stride), list(dil))
+    return all(size + pads[i] + pads[i + 2] - (k - 1) * dil[i] >= 1 for i, size in enumerate((h, w_)))
+
+
+CASES = [pytest.param(shape, pad, sd[0], sd[1], id="c{}x{}x{}k{}-{}-s{}d{}".format(
+             *shape, next(iter(pad.values())), "".join(map(str, sd[0])), "".join(map(str, sd[1]))))
+         for shape in SHAPES for pad in PADS for sd in STRIDES_DILATIONS if _fits(shape, pad, *sd)]
+
+
 @pytest.mark.parametrize("forced", [None, "cols", "cl"])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "c{}x{}x{}k{}".format(*s))
-@pytest.mark.parametrize("pad", PADS, ids=lambda p: str(next(iter(p.values()))))
-@pytest.mark.parametrize("stride,dil", [((1, 1), (1, 1)), ((2, 2), (1, 1)), ((2, 1), (1, 2)), ((1, 1), (2, 2))])
+@pytest.mark.parametrize("shape,pad,stride,dil", CASES)
 def test_depthwise_matches_the_definition(monkeypatch, forced, shape, pad, stride, dil):
     monkeypatch.setattr(_depthwise, "MODE", forced)
     c, h, w_, k = shape
     pads = explicit_pads(pad, (h, w_), k, list(stride), list(dil))
-    if min(size + pads[i] + pads[i + 2] - (k - 1) * dil[i] for i, size in enumerate((h, w_))) < 1:
-        pytest.skip("the dilated kernel does not fit into the padded input")
     for n, mult in [(1, 1), (3, 2)]:
         x = RNG.standard_normal((n, c, h, w_)).astype(np.float32)
         w = RNG.standard_normal((c * mult, 1, k, k)).astype(np.float32)
@@ -83,3 +94,25 @@ def test_the_way_each_shape_takes():
     assert mode(1, 480, 12, 80, 5, 2) == "cols"  # cut into 4 pieces of 120 channels for the threads
     assert mode(8, 480, 12, 80, 5) == "cols"  # stride 1: im2col copies whole rows
     assert mode(1, 240, 12, 80, 5) == "cols"
+
+
+@pytest.mark.parametrize("kernel,pads", [((3, 1), [1, 0, 1, 0]), ((1, 5), [0, 2, 0, 2]), ((3, 3), [0, 1, 2, 1])])
+def test_stride_1_im2col_runs_over_whole_padded_rows(kernel, pads):
+    """Stride 1 copies each tap's columns as one run (``plan.flat``), with or without
+    wrapped-around outputs to drop (a kernel one column wide has none)."""
+    c = 9
+    x = RNG.standard_normal((2, c, 7, 11)).astype(np.float32)
+    w = RNG.standard_normal((c, 1) + kernel).astype(np.float32)
+    attrs = {"group": c, "kernel_shape": list(kernel), "pads": pads}
+    info = NodeInfo(name="dw", op_type="Conv", opset=11, attrs=attrs, num_inputs=2, input_present=(True,) * 2,
+                    input_dtypes=(np.dtype(np.float32),) * 2, input_shapes=(x.shape, w.shape),
+                    const_inputs=(None, w))
+    kern = Conv(info)
+    plan = kern._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+    assert plan.mode == "cols" and plan.flat
+    assert (plan.padded[1] == plan.out[1]) == (kernel[1] == 1)
+    want = conv_direct(x, w, (1, 1), pads, (1, 1), c)
+    for _ in range(2):  # the second run reuses the pooled scratch (its spare row must still be zero)
+        np.testing.assert_allclose(kern(x, w)[0], want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+    strided = _depthwise.DepthwisePlan(2, c, 1, (7, 11), [3, 3], [2, 1], [1, 1], [1, 1], [1, 1], [4, 11], np.float32)
+    assert not strided.flat
