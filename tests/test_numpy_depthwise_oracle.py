@@ -86,15 +86,17 @@ def test_the_way_each_shape_takes():
         out = [(h + 2 * (k // 2) - k) // s + 1, (w + 2 * (k // 2) - k) // s + 1]
         return _depthwise.DepthwisePlan(n, c, 1, (h, w), [k, k], [s, s], [1, 1], [k // 2] * 2, [k // 2] * 2, out,
                                         np.float32).mode
-    assert mode(1, 16, 3, 96, 3) == "cols"  # 3x3: im2col at every size
+    assert mode(1, 16, 3, 96, 3) == "cols"  # wide rows: im2col at every size
     assert mode(8, 64, 56, 56, 3) == "cols"
-    assert mode(1, 384, 10, 15, 5) == "cl"  # 5x5 over rows of 15
+    assert mode(1, 544, 7, 7, 3) == "cl"  # short rows, many channels (ShuffleNet)
+    assert mode(1, 136, 28, 28, 3, 2) == "cl"
+    assert mode(1, 64, 14, 14, 3) == "cols"  # short rows, few channels
+    assert mode(1, 384, 10, 15, 5) == "cl"
     assert mode(8, 256, 28, 28, 5, 2) == "cl"
-    assert mode(8, 480, 12, 80, 5, 2) == "cl"  # strided, 480 channels in a piece
+    assert mode(8, 480, 12, 80, 5, 2) == "cl"  # strided 5x5, 480 channels in a piece
     assert mode(1, 480, 12, 80, 5, 2) == "cols"  # cut into 4 pieces of 120 channels for the threads
     assert mode(8, 480, 12, 80, 5) == "cols"  # stride 1: im2col copies whole rows
     assert mode(1, 240, 12, 80, 5) == "cols"
-
 
 @pytest.mark.parametrize("kernel,pads", [((3, 1), [1, 0, 1, 0]), ((1, 5), [0, 2, 0, 2]), ((3, 3), [0, 1, 2, 1])])
 def test_stride_1_im2col_runs_over_whole_padded_rows(kernel, pads):

@@ -6,22 +6,20 @@ Two ways, chosen per input shape (:func:`choose_mode`, measured in CPU time
 on one thread on the PP-OCR / MobileNet shapes, see
 ``benchmarks/bench_mobile.py --kernel-ab`` and docs/performance.md):
 
-* ``cols`` (every kernel of at most :data:`CL_TAPS` taps, e.g. all 3 x 3,
-  at any plane size down to 2 x 96, and larger kernels over rows of at least
-  :data:`CL_ROW` outputs): the piece's channels are copied into a
+* ``cols`` (the default): the piece's channels are copied into a
   zero-padded scratch plane, their im2col columns (channels, taps, pixels)
   are copied out of a strided window view, and one batched BLAS product per
   piece, ``(cb, mult, taps) @ (cb, taps, pixels)``, writes the output.  With
   stride 1 the columns of a tap are one contiguous run of the padded plane
   (whole padded rows; the few wrapped-around outputs at the end of every row
   are dropped), copied in one piece: 1.3-2x faster than row by row;
-* ``cl`` (kernels of more than :data:`CL_TAPS` taps over output rows shorter
-  than :data:`CL_ROW`, where im2col copies short runs, or strided ones with
-  at least :data:`CL_WIDE` channels x images per piece, where einsum's inner
-  loop is long): the piece is copied channels-last into a zero-padded
-  scratch ``(hp, wp, cb)`` and one ``einsum`` over its window view sums the
-  taps with the channel axis contiguous; its result is copied into the
-  output.
+* ``cl`` (output rows shorter than :data:`CL_ROW` with at least
+  :data:`CL_SHORT` channels x images per piece, where im2col copies short
+  runs: ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15; and strided
+  kernels of more than :data:`CL_TAPS` taps with at least :data:`CL_WIDE`):
+  the piece is copied channels-last into a zero-padded scratch
+  ``(hp, wp, cb)`` and one ``einsum`` over its window view sums the taps
+  with the channel axis contiguous; its result is copied into the output.
 
 Kernel rows / columns that read only padding for every output are dropped
 first (:func:`_trim`).
@@ -43,18 +41,20 @@ import numpy as np
 from ... import parallel
 from ._spatial import window_view
 
-__all__ = ["DepthwisePlan", "choose_mode", "BLOCK_BYTES", "MIN_SPLIT", "CL_TAPS", "CL_ROW", "CL_WIDE", "CL_LANES",
+__all__ = ["DepthwisePlan", "choose_mode", "BLOCK_BYTES", "MIN_SPLIT", "CL_ROW", "CL_SHORT", "CL_TAPS", "CL_WIDE",
+           "CL_LANES",
            "PIECES", "MODE"]
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
 #: multiply-adds below which a convolution runs on one thread
 MIN_SPLIT = 1 << 21
-#: kernels of at most this many (live) taps always take im2col
+#: output rows shorter than this take the channels-last einsum when a piece holds at least
+#: CL_SHORT channels x images (ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15)
+CL_ROW = 16
+CL_SHORT = 96
+#: strided convs with kernels of more than CL_TAPS taps take it from CL_WIDE channels x images
 CL_TAPS = 9
-#: larger kernels take the channels-last einsum over output rows shorter than this
-CL_ROW = 24
-#: ... or, strided, when a channels-last piece holds at least this many channels x images
 CL_WIDE = 192
 #: "cols" or "cl" forces that way for every plan (tests); None chooses per shape
 MODE: str | None = None
@@ -70,9 +70,9 @@ def choose_mode(taps: int, out_w: int, lanes: int, flat: bool) -> str:
     copies whole padded rows (``flat``: stride 1)."""
     if MODE is not None:
         return MODE
-    if taps <= CL_TAPS:
-        return "cols"
-    return "cl" if out_w < CL_ROW or (lanes >= CL_WIDE and not flat) else "cols"
+    if out_w < CL_ROW and lanes >= CL_SHORT:
+        return "cl"
+    return "cl" if taps > CL_TAPS and lanes >= CL_WIDE and not flat else "cols"
 
 
 def _trim(hw: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dil: Sequence[int],
