@@ -86,7 +86,7 @@ def _pointwise(node: Node | None, src: Value, cin: int, dt: np.dtype) -> tuple[n
         return None
     if any(a[k].value not in ("NOTSET", "VALID") for k in ("auto_pad",) if k in a):
         return None
-    if "pads" in a and any(a["pads"].value):
+    if "pads" in a and any(a["pads"].value) or "kernel_shape" in a and list(a["kernel_shape"].value) != [1, 1]:
         return None
     w = node.inputs[1]
     if w is None or w.const is None or w.const.dtype != dt or w.const.ndim != 4:
