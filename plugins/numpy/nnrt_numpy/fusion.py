@@ -17,6 +17,10 @@ chain) and is not a graph output, and runs the chain as one step:
   HardSwish, and hard-swish spelled out as Add/Clip/Mul/Div (see
   :mod:`nnrt_numpy.fusion_tails`).
 
+Squeeze-and-excitation blocks (GlobalAveragePool, two 1x1 Convs, Relu,
+HardSigmoid, Mul) are found first and run as one step
+(:mod:`nnrt_numpy.fusion_se`).
+
 Shapes may be symbolic (a free batch or image size): equal symbols stand for
 equal sizes; the channel axis must be static.
 
@@ -39,6 +43,7 @@ from nnrt_numpy import special
 
 from nnrt_core.ir import Graph, Node, Value
 
+from nnrt_numpy.fusion_se import SEChain, find_se
 from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish
 from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
@@ -220,13 +225,16 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
     return None
 
 
-def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel]) -> list[Chain]:
-    """Chains of ``graph.nodes`` worth fusing.  ``kernels[i]`` is the kernel of
-    ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a (modified) NodeInfo."""
+def find_chains(graph: Graph, kernels: Sequence[Kernel],
+                make_kernel: Callable[[NodeInfo], Kernel]) -> list[Chain | SEChain]:
+    """Chains of ``graph.nodes`` worth fusing: squeeze-and-excitation blocks
+    (:mod:`nnrt_numpy.fusion_se`) first, then head -> tails chains.  ``kernels[i]``
+    is the kernel of ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a
+    (modified) NodeInfo."""
     readers = value_readers(graph)
     index = {id(n): i for i, n in enumerate(graph.nodes)}
-    taken: set[int] = set()
-    chains: list[Chain] = []
+    chains: list[Chain | SEChain] = list(find_se(graph))
+    taken: set[int] = {id(n) for c in chains for n in c.nodes}
     for i, head in enumerate(graph.nodes):
         if id(head) in taken or head.op_type not in _HEADS or head.domain not in ("", "ai.onnx"):
             continue
