@@ -25,12 +25,12 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Callable, Iterable, Mapping
 
 import pluggy
 
 from nnrt_core.backend.base import Backend
+from nnrt_core.entry_points import EntryPointInfo, entry_points as installed_entry_points
 from nnrt_core.config import DEFAULT_BACKUP, DEFAULT_SCHEDULER
 from nnrt_core.errors import ConfigError, PluginError
 from nnrt_core.hookspec import PROJECT, BackendSpec, FrontendSpec, SchedulerSpec
@@ -58,7 +58,7 @@ ENV_DISABLE_AUTOLOAD = "NNRT_DISABLE_PLUGIN_AUTOLOAD"
 ENV_PLUGINS = "NNRT_PLUGINS"
 ENV_BLOCK = "NNRT_BLOCK_PLUGINS"
 
-EntryPointSource = Callable[[str], Iterable[metadata.EntryPoint]]
+EntryPointSource = Callable[[str], Iterable[Any]]  # objects like importlib.metadata.EntryPoint
 
 
 @dataclass
@@ -144,7 +144,7 @@ class Registry:
         self._records: list[PluginRecord] = []
         self._backends: dict[str, BackendRecord] = {}
         self._schedulers: dict[str, SchedulerRecord] = {}
-        self._pending: dict[str, list[tuple[PluginRecord, metadata.EntryPoint]]] = {
+        self._pending: dict[str, list[tuple[PluginRecord, Any]]] = {
             BACKEND_GROUP: [], SCHEDULER_GROUP: []}
         self._lock = threading.RLock()  # one thread imports a plugin; the others wait for it
         self._discover()
@@ -154,9 +154,9 @@ class Registry:
         """Read the entry points (no plugin imported) and register ``plugins``."""
         if self.entry_points is not None:
             source = self.entry_points
-        else:  # one scan of the installed distributions for both groups
-            found = metadata.entry_points()
-            source = lambda group: found.select(group=group)  # noqa: E731
+        else:  # one scan of the installed distributions for both groups (see nnrt_core.entry_points)
+            found: list[EntryPointInfo] = installed_entry_points((BACKEND_GROUP, SCHEDULER_GROUP))
+            source = lambda group: [ep for ep in found if ep.group == group]  # noqa: E731
         blocked = _split(self.env.get(ENV_BLOCK, ""))
         autoload = self.env.get(ENV_DISABLE_AUTOLOAD, "") in ("", "0", "false", "False")
         wanted = _split(self.env.get(ENV_PLUGINS, "")) | EMBEDDED_PLUGINS
@@ -423,8 +423,8 @@ def _split(text: str) -> set[str]:
     return {p.strip() for p in text.split(",") if p.strip()}
 
 
-def _sorted_unique(eps: Iterable[metadata.EntryPoint]) -> list[metadata.EntryPoint]:
-    seen: dict[tuple[str, str], metadata.EntryPoint] = {}
+def _sorted_unique(eps: Iterable[Any]) -> list[Any]:
+    seen: dict[tuple[str, str], Any] = {}
     for ep in eps:  # the same distribution can be visible twice on odd sys.paths
         seen.setdefault((ep.name, ep.value), ep)
     return sorted(seen.values(), key=lambda ep: ep.name)

@@ -159,6 +159,19 @@ def test_registry_imports_a_plugin_only_when_asked(monkeypatch, tmp_path):
     assert rec.status == "failed" and "imported" in rec.reason
 
 
+def test_plugin_discovery_reads_entry_points_without_importlib_metadata():
+    """importlib.metadata (~17 ms with the email package) is left to whatever
+    else needs it (onnx does, today); discovery finds the built-in plugins."""
+    out = _python(MODULES + """
+from nnrt_core.registry import default_registry
+reg = default_registry()
+before = "importlib.metadata" in sys.modules
+found = reg.find_backend("numpy") is not None
+print(json.dumps({"metadata_before_load": before, "found": found, "loaded": reg.loaded_plugins()}))
+""")
+    assert out == {"metadata_before_load": False, "found": True, "loaded": ["numpy"]}, out
+
+
 def test_backend_named_unlike_its_entry_point_is_found():
     from nnrt_core.hookspec import hookimpl
 

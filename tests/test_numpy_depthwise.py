@@ -76,7 +76,7 @@ def no_tap_loop(monkeypatch):
 @pytest.fixture(params=["cols", "cl", "taps"])
 def mode(request, monkeypatch):
     """Run the test with every plane taking the im2col way, the channels-last way, then the tap loop."""
-    monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if request.param == "cols" else 1 << 30)
+    monkeypatch.setattr(_depthwise, "MODE", "cols" if request.param == "cols" else "cl")
     if request.param == "taps":
         monkeypatch.setattr(conv_module, "TAP_LOOP_MAX", 1 << 62)
     return request.param
@@ -138,7 +138,7 @@ def test_many_pieces_on_two_threads_equal_onnxruntime(monkeypatch, mode):
     """One channel per piece (several pieces per image) on two threads, in either mode."""
     monkeypatch.setattr(_depthwise, "BLOCK_BYTES", 1)
     monkeypatch.setattr(_depthwise, "MIN_SPLIT", 0)
-    monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if mode == "cols" else 1 << 30)
+    monkeypatch.setattr(_depthwise, "MODE", mode)
     prev = parallel.set_threads(2)
     try:
         for pads, strides in [([0, 0, 0, 0], [1, 1]), ([1, 2, 0, 1], [2, 1])]:  # one channel per piece
@@ -156,7 +156,7 @@ def test_many_pieces_on_two_threads_equal_onnxruntime(monkeypatch, mode):
 
 
 def test_channels_last_pieces_hold_several_images_when_channels_are_few(monkeypatch):
-    monkeypatch.setattr(_depthwise, "CL_PIXELS", 1 << 30)
+    monkeypatch.setattr(_depthwise, "MODE", "cl")
     monkeypatch.setattr(_depthwise, "CL_LANES", 8)
     for n, mult in [(5, 1), (7, 2)]:  # 3 channels: 3 images a piece, the last piece short
         attrs = {"group": 3, "kernel_shape": [3, 3], "pads": [1, 0, 1, 2], "strides": [1, 2]}
@@ -176,7 +176,7 @@ def test_large_convolutions_get_enough_pieces_and_every_channel(monkeypatch, c, 
     prev = parallel.set_threads(2)
     try:
         for mode in ("cols", "cl"):
-            monkeypatch.setattr(_depthwise, "CL_PIXELS", 0 if mode == "cols" else 1 << 30)
+            monkeypatch.setattr(_depthwise, "MODE", mode)
             attrs = {"group": c, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
             x = RNG.standard_normal((n, c, 7, 6)).astype(np.float32)
             w = RNG.standard_normal((c, 1, 3, 3)).astype(np.float32)

@@ -249,4 +249,59 @@ def test_squeeze_excite_with_symbolic_batch_and_size_fuses():
              helper.make_node("Mul", ["r", "s4"], ["y"])]
     m = model(nodes, [("x", ["N", 8, "H", "W"])], [("y", ["N", 8, "H", "W"])], inits)
     for shape in [(1, 8, 5, 6), (3, 8, 2, 9)]:
-        check(m, {"x": f32(*shape)}, 3)
+        check(m, {"x": f32(*shape)}, 6)  # Conv+Relu, and the whole block as one step (fusion_se)
+        got, want, prog = run_both(m, {"x": f32(*shape)})
+        np.testing.assert_array_equal(got[0], want[0])  # the same operations: bit for bit
+        assert [type(st.chain).__name__ for st in prog.steps] == ["Chain", "SEChain"]
+
+
+def _se_model(relu: bool = True, act: str = "HardSigmoid", mul_other: bool = False, extra_output: str | None = None,
+              bias: bool = True):
+    """x -> SE block -> y (GlobalAveragePool, 1x1 Conv, [Relu], 1x1 Conv, act, Mul)."""
+    inits = {"w1": f32(3, 12, 1, 1), "w2": f32(12, 3, 1, 1)}
+    if bias:
+        inits.update(b1=f32(3), b2=f32(12))
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+             helper.make_node("Conv", ["g", "w1"] + (["b1"] if bias else []), ["s1"])]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s1"], ["s2"]))
+    nodes += [helper.make_node("Conv", ["s2" if relu else "s1", "w2"] + (["b2"] if bias else []), ["s3"]),
+              helper.make_node(act, ["s3"], ["s4"], **({"alpha": 0.25, "beta": 0.4} if act == "HardSigmoid" else {})),
+              helper.make_node("Mul", ["s4", "z" if mul_other else "x"], ["y"])]
+    inputs = [("x", [2, 12, 4, 7])] + ([("z", [2, 12, 4, 7])] if mul_other else [])
+    outputs = [("y", [2, 12, 4, 7])] + ([(extra_output, [2, 12, 1, 1])] if extra_output else [])
+    return model(nodes, inputs, outputs, inits)
+
+
+@pytest.mark.parametrize("relu,bias", [(True, True), (False, True), (True, False)])
+def test_squeeze_excite_block_runs_as_one_step_bit_for_bit(relu, bias):
+    m = _se_model(relu=relu, bias=bias)
+    feeds = {"x": f32(2, 12, 4, 7)}
+    got, want, prog = run_both(m, feeds)
+    assert len(prog.steps) == 1 and type(prog.steps[0].chain).__name__ == "SEChain"
+    np.testing.assert_array_equal(got[0], want[0])
+    ort = pytest.importorskip("onnxruntime")
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-6)
+    out = np.full_like(want[0], np.nan)  # the arena / Concat placement hands the step its output buffer
+    assert prog.steps[0].chain.run(feeds["x"], out=out)[0] is out
+    np.testing.assert_array_equal(out, want[0])
+
+
+@pytest.mark.parametrize("kw", [{"act": "Sigmoid"}, {"mul_other": True}, {"extra_output": "s3"}])
+def test_squeeze_excite_lookalikes_are_not_fused_as_a_block(kw):
+    m = _se_model(**kw)
+    feeds = {"x": f32(2, 12, 4, 7)}
+    if kw.get("mul_other"):
+        feeds["z"] = f32(2, 12, 4, 7)
+    got, want, prog = run_both(m, feeds)
+    assert all(type(st.chain).__name__ != "SEChain" for st in prog.steps)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_squeeze_excite_step_names_a_bad_input():
+    m = _se_model()
+    prog = run_both(m, {"x": f32(2, 12, 4, 7)})[2]
+    with pytest.raises(ValueError, match="expected \\(N, 12, H, W\\)"):
+        prog.steps[0].chain.run(np.zeros((2, 5, 4, 7), np.float32))

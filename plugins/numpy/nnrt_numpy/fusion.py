@@ -17,6 +17,10 @@ chain) and is not a graph output, and runs the chain as one step:
   HardSwish, and hard-swish spelled out as Add/Clip/Mul/Div (see
   :mod:`nnrt_numpy.fusion_tails`).
 
+Squeeze-and-excitation blocks (GlobalAveragePool, two 1x1 Convs, Relu,
+HardSigmoid, Mul) are found first and run as one step
+(:mod:`nnrt_numpy.fusion_se`).
+
 Shapes may be symbolic (a free batch or image size): equal symbols stand for
 equal sizes; the channel axis must be static.
 
@@ -39,6 +43,7 @@ from nnrt_numpy import special
 
 from nnrt_core.ir import Graph, Node, Value
 
+from nnrt_numpy.fusion_se import SEChain, find_se
 from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish
 from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
@@ -221,14 +226,16 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
 
 
 def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel],
-                readers: dict[int, list] | None = None) -> list[Chain]:
-    """Chains of ``graph.nodes`` worth fusing.  ``kernels[i]`` is the kernel of
-    ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a (modified) NodeInfo;
-    ``readers``: the graph's :func:`value_readers` when the caller has them."""
+                readers: dict[int, list] | None = None) -> list[Chain | SEChain]:
+    """Chains of ``graph.nodes`` worth fusing: squeeze-and-excitation blocks
+    (:mod:`nnrt_numpy.fusion_se`) first, then head -> tails chains.  ``kernels[i]``
+    is the kernel of ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a
+    (modified) NodeInfo; ``readers``: the graph's :func:`value_readers` when the
+    caller has them."""
     readers = readers if readers is not None else value_readers(graph)
     index = {id(n): i for i, n in enumerate(graph.nodes)}
-    taken: set[int] = set()
-    chains: list[Chain] = []
+    chains: list[Chain | SEChain] = list(find_se(graph, readers))
+    taken: set[int] = {id(n) for c in chains for n in c.nodes}
     for i, head in enumerate(graph.nodes):
         if id(head) in taken or head.op_type not in _HEADS or head.domain not in ("", "ai.onnx"):
             continue

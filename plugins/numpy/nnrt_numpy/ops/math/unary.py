@@ -1,6 +1,8 @@
 """Attribute-free elementwise unary ops, generated from a table.
 
-``Erf`` uses ``scipy.special.erf``.  Results keep the input dtype.
+``Erf`` uses :func:`nnrt_numpy.fast_erf.erf_float32` for float32 and
+float16 input (a rational approximation, a few ulps off; SciPy is not
+imported) and ``scipy.special.erf`` for float64.  Results keep the input dtype.
 """
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from typing import Callable
 
 import numpy as np
 from nnrt_numpy import special
+from nnrt_numpy.fast_erf import erf_float32
 
-from ...kernel import Kernel, register
+from ...kernel import Kernel, NodeInfo, register
+
+_FAST_ERF = (np.dtype(np.float32), np.dtype(np.float16))
 
 
 def _reciprocal(x: np.ndarray) -> np.ndarray:
@@ -17,6 +22,8 @@ def _reciprocal(x: np.ndarray) -> np.ndarray:
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
+    if x.dtype in _FAST_ERF:
+        return erf_float32(x)
     return special.erf(x).astype(x.dtype, copy=False)
 
 
@@ -66,10 +73,19 @@ class Unary(Kernel):
         return (type(self).fn(x),)
 
 
+class _ErfBase(Unary):
+    """Imports SciPy at compile unless the input is known to be float32 / float16."""
+
+    def _setup(self, node: NodeInfo) -> None:
+        dt = node.input_dtypes[0] if node.input_dtypes else None
+        if dt is None or np.dtype(dt) not in _FAST_ERF:
+            special.load()
+
+
 for _name, (_fn, _since) in TABLE.items():
-    register(type(_name, (Unary,), {"op_type": _name, "since_version": _since, "fn": staticmethod(_fn),
-                                    "uses_scipy": _fn is _erf,
-                                    "__doc__": f"{_name}: elementwise {getattr(_fn, '__name__', _name)}."}))
+    register(type(_name, (_ErfBase if _fn is _erf else Unary,), {
+        "op_type": _name, "since_version": _since, "fn": staticmethod(_fn),
+        "__doc__": f"{_name}: elementwise {getattr(_fn, '__name__', _name)}."}))
 
 
 @register

@@ -2,20 +2,24 @@
 multiplier, stride, dilation and padding) in cache-sized pieces of (image,
 channel block), on the backend's thread pool.
 
-Two ways, chosen per input shape (measured on the PP-OCR / MobileNet shapes,
-see ``benchmarks/bench_mobile.py``):
+Two ways, chosen per input shape (:func:`choose_mode`, measured in CPU time
+on one thread on the PP-OCR / MobileNet shapes, see
+``benchmarks/bench_mobile.py --kernel-ab`` and docs/performance.md):
 
-* ``cols`` (output planes of at least :data:`CL_PIXELS` pixels, half that for
-  kernels of at most 9 taps): the piece's channels are copied into a
+* ``cols`` (the default): the piece's channels are copied into a
   zero-padded scratch plane, their im2col columns (channels, taps, pixels)
   are copied out of a strided window view, and one batched BLAS product per
-  piece, ``(cb, mult, taps) @ (cb, taps, pixels)``, writes straight into the
-  output;
-* ``cl`` (small or thin planes, e.g. 2 x 96 maps under a 5 x 5 kernel, where
-  im2col's products are tiny): the piece is copied channels-last into a
-  zero-padded scratch ``(hp, wp, cb)`` and one ``einsum`` over its window view
-  sums the taps with the channel axis contiguous; its result is copied into
-  the output.
+  piece, ``(cb, mult, taps) @ (cb, taps, pixels)``, writes the output.  With
+  stride 1 the columns of a tap are one contiguous run of the padded plane
+  (whole padded rows; the few wrapped-around outputs at the end of every row
+  are dropped), copied in one piece: 1.3-2x faster than row by row;
+* ``cl`` (output rows shorter than :data:`CL_ROW` with at least
+  :data:`CL_SHORT` channels x images per piece, where im2col copies short
+  runs: ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15; and strided
+  kernels of more than :data:`CL_TAPS` taps with at least :data:`CL_WIDE`):
+  the piece is copied channels-last into a zero-padded scratch
+  ``(hp, wp, cb)`` and one ``einsum`` over its window view sums the taps
+  with the channel axis contiguous; its result is copied into the output.
 
 Kernel rows / columns that read only padding for every output are dropped
 first (:func:`_trim`).
@@ -37,18 +41,38 @@ import numpy as np
 from ... import parallel
 from ._spatial import window_view
 
-__all__ = ["DepthwisePlan", "BLOCK_BYTES", "MIN_SPLIT", "CL_PIXELS", "CL_LANES", "PIECES"]
+__all__ = ["DepthwisePlan", "choose_mode", "BLOCK_BYTES", "MIN_SPLIT", "CL_ROW", "CL_SHORT", "CL_TAPS", "CL_WIDE",
+           "CL_LANES",
+           "PIECES", "MODE"]
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
 #: multiply-adds below which a convolution runs on one thread
 MIN_SPLIT = 1 << 21
-#: output planes with fewer pixels than this (half this for <= 9 taps) take the channels-last einsum
-CL_PIXELS = 1024
+#: output rows shorter than this take the channels-last einsum when a piece holds at least
+#: CL_SHORT channels x images (ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15)
+CL_ROW = 16
+CL_SHORT = 96
+#: strided convs with kernels of more than CL_TAPS taps take it from CL_WIDE channels x images
+CL_TAPS = 9
+CL_WIDE = 192
+#: "cols" or "cl" forces that way for every plan (tests); None chooses per shape
+MODE: str | None = None
 #: channels-last pieces take images until they have this many channels
 CL_LANES = 64
 #: a convolution of MIN_SPLIT or more multiply-adds is cut into at least this many pieces
 PIECES = 4
+
+
+def choose_mode(taps: int, out_w: int, lanes: int, flat: bool) -> str:
+    """``cols`` or ``cl`` for a kernel of ``taps`` live taps, output rows of ``out_w``
+    pixels, ``lanes`` channels x images per channels-last piece, and whether im2col
+    copies whole padded rows (``flat``: stride 1)."""
+    if MODE is not None:
+        return MODE
+    if out_w < CL_ROW and lanes >= CL_SHORT:
+        return "cl"
+    return "cl" if taps > CL_TAPS and lanes >= CL_WIDE and not flat else "cols"
 
 
 def _trim(hw: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dil: Sequence[int],
@@ -74,7 +98,7 @@ class DepthwisePlan:
 
     def __init__(self, n: int, c: int, mult: int, hw: Sequence[int], kernel: Sequence[int],
                  strides: Sequence[int], dil: Sequence[int], begin: Sequence[int], end: Sequence[int],
-                 out: Sequence[int], dtype: np.dtype) -> None:
+                 out: Sequence[int], dtype: np.dtype, mode: str | None = None) -> None:
         self.n, self.c, self.mult, self.dtype = n, c, mult, np.dtype(dtype)
         self.full_kernel = list(kernel)
         kernel, begin, end, self.live = _trim(hw, kernel, strides, dil, begin, out)
@@ -87,30 +111,47 @@ class DepthwisePlan:
         self.inner = tuple(slice(b, b + i) for b, i in zip(lo, inner))
         self.taps = int(np.prod(kernel))
         self.npix = int(np.prod(out))
-        # im2col copies ``taps`` values per output: for 3x3 kernels it pays from half as many pixels
-        big = self.npix >= CL_PIXELS or (self.npix >= CL_PIXELS // 2 and self.taps <= 9)
-        self.mode = "cols" if big else "cl"
-        plane = int(np.prod(self.padded)) + (self.taps * self.npix if self.mode == "cols" else 0)
-        cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
         self.work = n * c * mult * self.npix * self.taps
-        if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
-            floor = min(c, CL_LANES) if self.mode == "cl" else 1
-            cb = max(floor, min(cb, c // -(-PIECES // n)))
-        self.cb = -(-c // -(-c // cb))  # balanced blocks
+        # stride 1: im2col rows run over whole padded rows (see _cols); they need one spare zero row
+        self.flat = len(self.padded) == 2 and self.strides == [1, 1]
+        self.frow = self.out[0] * self.padded[1] if self.flat else self.npix  # pixels of one im2col row
+        if mode is None:
+            cb, ipp = self._blocks("cl")
+            mode = choose_mode(self.taps, self.out[-1], cb * ipp, self.flat)
+        self.mode = mode
+        self.cb, self.ipp = self._blocks(mode)
         self.cblocks = -(-c // self.cb)
-        # channels-last with few channels: several images per piece, so einsum's inner loop is long enough
-        self.ipp = min(n, -(-CL_LANES // c)) if self.mode == "cl" and self.cblocks == 1 else 1
         self.iblocks = -(-n // self.ipp)
         self.nblocks = self.iblocks * self.cblocks
-        self._pool: list[tuple[np.ndarray, np.ndarray | None]] = []
+        self._pool: list[tuple] = []
         self._lock = threading.Lock()
         self._weights: tuple[np.ndarray, np.ndarray] | None = None
 
+    def _blocks(self, mode: str) -> tuple[int, int]:
+        """Channels and images per piece in ``mode``: pieces of about :data:`BLOCK_BYTES`
+        of scratch, at least :data:`PIECES` of them for a large convolution."""
+        c, n = self.c, self.n
+        plane = int(np.prod(self.padded))
+        if mode == "cols":
+            plane += (self.taps + self.mult) * self.frow + (self.padded[1] if self.flat else 0)
+        cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
+        if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
+            floor = min(c, CL_LANES) if mode == "cl" else 1
+            cb = max(floor, min(cb, c // -(-PIECES // n)))
+        cb = -(-c // -(-c // cb))  # balanced blocks
+        # channels-last with few channels: several images per piece, so einsum's inner loop is long enough
+        ipp = min(n, -(-CL_LANES // c)) if mode == "cl" and cb >= c else 1
+        return cb, ipp
+
     # -- scratch and weights ------------------------------------------------------------
-    def _new_scratch(self) -> tuple[np.ndarray, np.ndarray | None]:
+    def _new_scratch(self) -> tuple:
         # zeros: the padding is never written again, and the pages are touched now
         if self.mode == "cl":
             return np.zeros(tuple(self.padded) + (self.ipp * self.cb,), self.dtype), None
+        if self.flat:  # one spare zero row per plane, im2col rows and the product over whole padded rows
+            xp = np.zeros((self.cb, self.padded[0] + 1, self.padded[1]), self.dtype)
+            return (xp, np.zeros((self.cb, self.taps, self.frow), self.dtype),
+                    np.zeros((self.cb, self.mult, self.frow), self.dtype))
         cols = np.zeros((self.cb,) + tuple(self.kernel) + tuple(self.out), self.dtype)
         return np.zeros((self.cb,) + tuple(self.padded), self.dtype), cols
 
@@ -181,6 +222,8 @@ class DepthwisePlan:
 
     def _cols(self, xb: np.ndarray, wb: np.ndarray, scratch: tuple, dst: np.ndarray) -> None:
         """im2col of one piece and one batched product into ``dst`` (cb, mult, pixels)."""
+        if self.flat:
+            return self._cols_flat(xb, wb, scratch, dst)
         xp, cols = scratch
         nb = xb.shape[0]
         xp = xp[:nb]
@@ -188,6 +231,25 @@ class DepthwisePlan:
         view = window_view(xp, self.kernel, self.strides, self.dil, self.out)  # (nb, ho, wo, kh, kw)
         np.copyto(cols[:nb], view.transpose(0, 3, 4, 1, 2))
         np.matmul(wb, cols[:nb].reshape(nb, self.taps, self.npix), out=dst)
+
+    def _cols_flat(self, xb: np.ndarray, wb: np.ndarray, scratch: tuple, dst: np.ndarray) -> None:
+        """Stride 1: the im2col row of tap (i, j) is one contiguous run of the padded plane,
+        ``ho * wp`` values from ``i * dh * wp + j * dw`` (the last ``wp - wo`` of every output
+        row wrap around and are dropped after the product), so it is copied in one piece
+        rather than row by row."""
+        xp, cols, res = scratch
+        nb = xb.shape[0]
+        xp[(slice(0, nb),) + self.inner] = xb
+        (kh, kw), (dh, dw), (ho, wo), wp = self.kernel, self.dil, self.out, self.padded[1]
+        st = xp.strides
+        runs = np.lib.stride_tricks.as_strided(xp, (nb, kh, kw, self.frow), (st[0], dh * st[1], dw * st[2], st[2]),
+                                               writeable=False)
+        np.copyto(cols[:nb].reshape(nb, kh, kw, self.frow), runs)
+        if wp == wo:
+            np.matmul(wb, cols[:nb], out=dst)
+            return
+        np.matmul(wb, cols[:nb], out=res[:nb])
+        np.copyto(dst.reshape(nb, self.mult, ho, wo), res[:nb].reshape(nb, self.mult, ho, wp)[..., :wo])
 
     def _cl(self, xb: np.ndarray, wb: np.ndarray, xp: np.ndarray, dst: np.ndarray) -> None:
         """Channels-last einsum of one piece (images, channels, h, w) into ``dst`` (images, cb, mult, pixels)."""

@@ -4,10 +4,9 @@ Three strategies, chosen per call from static attributes:
 
 * 1x1 kernels without padding: a plain (grouped) matmul,
 * depthwise (one input channel per group), 1-D and 2-D: ``_depthwise.py``
-  (pieces of channels on the thread pool: im2col + one batched product for
-  large planes, a channels-last einsum for small ones), except few channels
-  with small outputs (a multiply-add per kernel tap over the whole batch,
-  also used for 3-D),
+  (pieces of channels on the thread pool: im2col + one batched product, or
+  a channels-last einsum for large kernels over short rows); 3-D: a
+  multiply-add per kernel tap over the whole batch,
 * everything else: im2col through a strided window view, then one batched
   BLAS matmul over (batch, group).
 
@@ -15,18 +14,20 @@ float16 and ml_dtypes (bfloat16...) inputs are computed in float32.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
-from ._depthwise import CL_LANES, MIN_SPLIT, DepthwisePlan
+from ._depthwise import MIN_SPLIT, DepthwisePlan
 from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-#: depthwise convs with few channels and at most this many outputs: one multiply-add per tap over the whole batch
-TAP_LOOP_MAX = 1 << 18
+#: 2-D depthwise convs with at most this many outputs take the per-tap loop of 3-D ones (tests raise it):
+#: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance.md)
+TAP_LOOP_MAX = 0
 
 
 def _im2col(x: np.ndarray, kernel, strides, dil, begin, end, out) -> np.ndarray:
@@ -126,25 +127,26 @@ class Conv(Kernel):
         m = w.shape[0]
         g = self.group
         dtype = np.result_type(x.dtype, w.dtype)
-        npix = int(np.prod(out))
+        npix = math.prod(out)
         mm_out = None  # write the matmul result straight into ``dest`` when it is laid out as (n, g, m/g, npix)
         if dest is not None and not depthwise and dest.dtype == dtype and dest.shape == (n, m) + tuple(out) \
                 and dest.flags.c_contiguous:
             mm_out = dest.reshape(n, g, m // g, npix)
         matmul = parallel.matmul  # splits a large product when threads are free
         if not depthwise and nd == 2 and x.dtype == w.dtype and dtype.kind == "f" and x.flags.c_contiguous:
-            macs = n * m * npix * (c // g) * int(np.prod(kernel))
+            macs = n * m * npix * (c // g) * math.prod(kernel)
             k = parallel.threads() if macs >= 2 * parallel.MIN_MACS else 1  # (reads /proc/loadavg)
             if k > 1 and macs >= parallel.MIN_MACS * k:
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k)
             matmul = np.matmul  # already known to run on one thread
         if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
-                (c >= CL_LANES or n * m * npix > TAP_LOOP_MAX):
+                n * m * npix > TAP_LOOP_MAX:
             return self._depthwise_flat(x, w, b, out, dest)
         if depthwise:
             y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
         elif pointwise:
-            xs = x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
+            xs = x if x.shape[2:] == tuple(out) else \
+                x[(slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))]
             cols = xs.reshape(n, g, c // g, npix)
             y = matmul(self._weights_for(w), cols, out=mm_out)
         else:
@@ -264,7 +266,7 @@ class Conv(Kernel):
             return
         try:
             out = self._plan(tuple(xs), tuple(w.shape))[6]
-            if xs[1] < CL_LANES and xs[0] * w.shape[0] * int(np.prod(out)) <= TAP_LOOP_MAX:
+            if xs[0] * w.shape[0] * math.prod(out) <= TAP_LOOP_MAX:
                 return  # the tap loop (no plan)
             plan = self._dw_plan(tuple(xs), tuple(w.shape), np.dtype(dt))
         except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)

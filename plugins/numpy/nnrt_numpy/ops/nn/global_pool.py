@@ -1,6 +1,8 @@
 """GlobalAveragePool, GlobalMaxPool and GlobalLpPool: reduce all spatial axes."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...kernel import Kernel, NodeInfo, register
@@ -19,7 +21,12 @@ class GlobalAveragePool(Kernel):
         if x.ndim <= 2:
             return (x.copy(),)
         n, c = x.shape[:2]
-        y = x.reshape(n, c, int(np.prod(x.shape[2:]))).mean(axis=-1, dtype=x.dtype)
+        size = math.prod(x.shape[2:])
+        if x.dtype.kind != "f" or not size:
+            y = x.reshape(n, c, size).mean(axis=-1, dtype=x.dtype)
+        else:  # what ``mean`` does (a sum, then a division by the count) without its Python-level steps
+            y = np.add.reduce(x.reshape(n, c, size), axis=-1)
+            np.true_divide(y, size, out=y)
         return (y.reshape((n, c) + (1,) * (x.ndim - 2)),)
 
 

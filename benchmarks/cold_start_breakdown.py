@@ -1,0 +1,119 @@
+"""Where time to first inference goes, step by step, in fresh processes:
+raw ONNX Runtime against nnrt on the ONNX Runtime backend.
+
+    python benchmarks/cold_start_breakdown.py [--rounds 5] [--model mobile|light] [--batch 8]
+
+Each child imports in a fixed order and times every step with the main
+thread's CPU time (``time.thread_time``, which other load on a shared
+machine disturbs less than wall time) and wall time:
+
+* raw ORT: ``import numpy``, ``import onnxruntime``, ``InferenceSession``,
+  first ``run``;
+* nnrt: ``import numpy``, ``import onnxruntime`` (imported first here so that
+  it is not counted as nnrt's), ``import onnx`` (0 when nothing on the path
+  imports it: then it is paid inside later steps, if at all), ``from nnrt_core
+  import Session, ScheduleConfig`` and the modules that ``Session(...)``
+  imports, the build stages of ``Session.stats()["build"]`` (wall), first
+  ``run``; plus which of ``onnx`` / ``nnrt_numpy`` ended up imported.
+
+Medians of ``--rounds`` children per side, interleaved; byte-code caches as
+in ``bench_cold_start.py`` (``PYTHONPYCACHEPREFIX``, one warm-up child per
+side).  The difference per step is what nnrt adds on top of ONNX Runtime.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from bench_cold_start import child_env, models
+
+CHILD = r"""
+import sys, time, json
+side, path, name, shape = sys.argv[1], sys.argv[2], sys.argv[3], [int(d) for d in sys.argv[4].split(",")]
+steps = []
+def mark(label, _t=[time.perf_counter(), time.thread_time()]):
+    w, c = time.perf_counter(), time.thread_time()
+    steps.append((label, c - _t[1], w - _t[0]))
+    _t[0], _t[1] = w, c
+import numpy as np
+mark("import numpy")
+import onnxruntime as ort
+mark("import onnxruntime")
+feeds = {name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+if side == "ort":
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    mark("session")
+    sess.run(None, feeds)
+    mark("first run")
+    stages = {}
+else:
+    had_onnx = "onnx" in sys.modules
+    from nnrt_core import ScheduleConfig, Session
+    import nnrt_core.session
+    mark("import nnrt_core (+Session)")
+    sess = Session(path, ScheduleConfig(backends=["onnxruntime"]))
+    mark("session")
+    sess.run(feeds)
+    mark("first run")
+    stages = sess.stats()["build"]
+mods = {m: m in sys.modules for m in ("onnx", "nnrt_numpy", "google.protobuf", "scipy")}
+n_nnrt = sum(1 for m in sys.modules if m.startswith("nnrt"))
+print("RESULT " + json.dumps({"steps": steps, "stages": stages, "modules": mods, "n_nnrt": n_nnrt}))
+"""
+
+
+def run_child(side: str, model: dict, env: dict[str, str]) -> dict:
+    args = [sys.executable, "-c", CHILD, side, str(model["path"]), model["input"], ",".join(map(str, model["shape"]))]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        raise SystemExit(f"{side} child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(line[len("RESULT "):])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--model", default="mobile", choices=["mobile", "light"])
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--keep-env", action="store_true")
+    args = ap.parse_args()
+    env = child_env(args.keep_env)
+    (model,) = models([args.model], args.batch) or [None]
+    if model is None:
+        raise SystemExit("model not found")
+    sides = ["ort", "nnrt"]
+    for side in sides:
+        run_child(side, model, env)  # warm-up
+    rows: dict[str, list[dict]] = {s: [] for s in sides}
+    for r in range(args.rounds):
+        for side in sides[r % 2:] + sides[:r % 2]:
+            rows[side].append(run_child(side, model, env))
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{model['key']}: medians of {args.rounds} fresh processes, ms (cpu = main thread CPU time); "
+          f"load average {load}")
+    for side in sides:
+        print(f"  {'raw ORT' if side == 'ort' else 'nnrt onnxruntime'}")
+        labels = [s[0] for s in rows[side][0]["steps"]]
+        tot_c = tot_w = 0.0
+        for i, label in enumerate(labels):
+            c = statistics.median(r["steps"][i][1] for r in rows[side]) * 1e3
+            w = statistics.median(r["steps"][i][2] for r in rows[side]) * 1e3
+            tot_c, tot_w = tot_c + c, tot_w + w
+            print(f"    {label:30s} cpu {c:7.1f}  wall {w:7.1f}")
+        print(f"    {'total (sum of medians)':30s} cpu {tot_c:7.1f}  wall {tot_w:7.1f}")
+        if side == "nnrt":
+            st = rows[side][0]["stages"]
+            print("    build stages (wall): " + ", ".join(
+                f"{k} {statistics.median(r['stages'].get(k, 0.0) for r in rows[side]) * 1e3:.1f}" for k in st))
+            print(f"    imported: {rows[side][0]['modules']}, nnrt modules: {rows[side][0]['n_nnrt']}")
+    print(f"load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

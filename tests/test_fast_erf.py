@@ -1,0 +1,58 @@
+"""The float32 erf of the NumPy backend (nnrt_numpy.fast_erf) against float64 SciPy, and the kernels using it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+
+from nnrt_numpy.fast_erf import erf_float32
+from nnrt_numpy.kernel import NodeInfo
+from nnrt_numpy.ops.math.unary import TABLE
+from nnrt_numpy.ops.nn.activation import Gelu
+
+
+def _grid() -> np.ndarray:
+    g = np.linspace(-6, 6, 400_001, dtype=np.float32)
+    tiny = np.float32(10) ** np.linspace(-30, 1, 20_000, dtype=np.float32)
+    return np.concatenate([g, tiny, -tiny])
+
+
+def test_error_bound_against_float64_erf() -> None:
+    g = _grid()
+    want = scipy.special.erf(g.astype(np.float64))
+    got = erf_float32(g)
+    assert got.dtype == np.float32 and got.shape == g.shape
+    err = np.abs(got.astype(np.float64) - want)
+    assert err.max() < 5e-7
+    assert (err / np.maximum(np.abs(want), 1e-38)).max() < 5e-7  # relative too, down to 1e-30
+    ulps = err / np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert ulps.max() <= 8
+
+
+def test_special_values_and_shapes() -> None:
+    got = erf_float32(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 4.0, -9.0], np.float32))
+    assert np.isnan(got[0])
+    np.testing.assert_array_equal(got[1:5], [1, -1, 0, 0])
+    assert np.signbit(got[4])  # erf(-0) = -0
+    assert abs(got[5] - 1) < 1e-7 and got[6] == -1
+    assert erf_float32(np.float32(0.5)).shape == ()
+    x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    np.testing.assert_allclose(erf_float32(x[:, ::2]), scipy.special.erf(x[:, ::2]), atol=5e-7)
+    h = erf_float32(x.astype(np.float16))
+    assert h.dtype == np.float16
+    np.testing.assert_allclose(h, scipy.special.erf(x.astype(np.float16).astype(np.float64)), atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erf_and_gelu_kernels(dtype) -> None:
+    x = np.random.default_rng(1).standard_normal((2, 8, 7)).astype(dtype)
+    want = scipy.special.erf(x.astype(np.float64))
+    got = TABLE["Erf"][0](x)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, want, atol=5e-7 if dtype == np.float32 else 1e-15, rtol=0)
+    info = NodeInfo(name="g", op_type="Gelu", opset=20, num_inputs=1, input_present=(True,), attrs={},
+                    input_dtypes=(np.dtype(dtype),), input_shapes=(x.shape,), const_inputs=(None,))
+    g = Gelu(info)(x)[0]
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(g, 0.5 * x64 * (1 + scipy.special.erf(x64 / np.sqrt(2))),
+                               atol=1e-6 if dtype == np.float32 else 1e-14)
