@@ -71,6 +71,18 @@ class TimedPredictor(NnrtPredictor):
         return out
 
 
+class NoopPredictor(TimedPredictor):
+    """TimedPredictor whose session returns one precomputed result (the
+    models here have a fixed batch of 1): the same Ray pipeline with no model
+    work, i.e. Ray's own cost per batch plus the predictor's own work."""
+
+    def __init__(self, session, **kwargs) -> None:
+        super().__init__(session, **kwargs)
+        real = self.session
+        self.session = _Canned(real.run({s.name: np.zeros((s.batch or 1, *s.row_shape), s.dtype)
+                                         for s in self.specs}), real)
+
+
 def _startup(shipped, config: ScheduleConfig) -> float:
     """In a fresh worker process (``max_calls=1``): imports, plugin discovery
     and the backends' one-time runtime set-up (a one-node session on the same
@@ -139,13 +151,14 @@ class _Canned:
         return self.result
 
 
-def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float, int, float, float, int]:
+def ray_window(ds, shipped, workers: int, batch_size: int, predictor: type = None
+               ) -> tuple[float, float, int, float, float, int]:
     """(window seconds, wall seconds with start-up, rows, skew, seconds in
     calls summed over actors, batches) of one job; skew: how much later than
     the first actor the last one started its first batch."""
     t0 = time.perf_counter()
     with_timing = ds.map_batches(
-        TimedPredictor, batch_size=batch_size, batch_format="numpy", zero_copy_batch=True,
+        predictor or TimedPredictor, batch_size=batch_size, batch_format="numpy", zero_copy_batch=True,
         fn_constructor_kwargs={"session": shipped, "warmup": True},
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1, resources=shipped.resources or None)
@@ -197,6 +210,12 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         res[f"ray{n}_in_call_s"] = statistics.median(r[4] / n for r in runs)  # per actor
         res[f"ray{n}_between_calls_ms"] = statistics.median(
             (r[0] * n - r[4]) / max(r[5] - n, 1) * 1e3 for r in runs)  # per batch after each actor's first
+    if args.noop:
+        for n in args.workers:  # the same pipeline without model work: Ray's own cost per batch
+            runs = [ray_window(ds, warm, n, args.batch_size, NoopPredictor) for _ in range(args.repeats)]
+            res[f"noop{n}_ms_per_batch"] = statistics.median(r[0] * n / r[5] for r in runs) * 1e3
+            res[f"noop{n}_between_calls_ms"] = statistics.median(
+                (r[0] * n - r[4]) / max(r[5] - n, 1) * 1e3 for r in runs)
     res["overhead_predictor_vs_plain"] = res["predictor_s"] / res["plain_s"]
     res["predictor_own_ms_per_batch"] = predictor_own_ms(sess, inp.name, x, args.batch_size)
     res["load_after"] = os.getloadavg()
@@ -219,6 +238,8 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default="onnxruntime", help="backends of every session (backup: numpy)")
     p.add_argument("--cpus", type=int, default=os.cpu_count())
     p.add_argument("--real-weights", action="store_true")
+    p.add_argument("--no-noop", dest="noop", action="store_false",
+                   help="skip the no-op pipeline (the predictor with canned results: Ray's own cost per batch)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     args.rows = {k: int(v) for k, v in (i.split("=") for i in args.rows.split(",") if i)}
@@ -255,9 +276,25 @@ def main(argv=None) -> int:
                   f"the plain loop), between calls {r[f'ray{n}_between_calls_ms']:.1f} ms per batch (Ray's own)")
         if "overhead_ray1_vs_plain" in r:
             print(f"  overhead ray 1 / plain: {r['overhead_ray1_vs_plain']:.3f}x")
+        _print_noop(r, args.workers)
         print(f"  actor start-up: warm {r['startup_warm_s'] * 1e3:.0f} ms, cold {r['startup_cold_s'] * 1e3:.0f} ms "
               f"-> warm/cold {r['warm_over_cold']:.3f} (driver build {r['driver_build_s'] * 1e3:.0f} ms)")
     return 0
+
+
+def _print_noop(r: dict, workers: list[int]) -> None:
+    """The no-op pipeline's cost per batch and the overhead it alone puts on the plain loop."""
+    batches = -(-r["rows"] // r["batch_size"])
+    for n in workers:
+        if f"noop{n}_ms_per_batch" not in r:
+            continue
+        ms = r[f"noop{n}_ms_per_batch"]
+        print(f"  no-op pipeline, {n} actor(s): {ms:.1f} ms per batch and actor, between calls "
+              f"{r[f'noop{n}_between_calls_ms']:.1f} ms (Ray's own cost; no model)", end="")
+        if n == 1:
+            print(f"; plain loop + that per batch = {(r['plain_s'] + batches * ms / 1e3) / r['plain_s']:.3f}x "
+                  "the plain loop", end="")
+        print()
 
 
 if __name__ == "__main__":

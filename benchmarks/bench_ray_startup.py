@@ -4,11 +4,14 @@ comparisons of ``benchmarks/bench_ray.py``'s start-up figures.
 
     PYTHONPATH=TREE:TREE/plugins/numpy:TREE/plugins/onnxruntime:TREE/plugins/npu_emu:TREE/schedulers:TREE/plugins/ray \\
         python benchmarks/bench_ray_startup.py --tree TREE [--models squeezenet,resnet50]
-                                               [--backends onnxruntime,numpy] [--starts 5]
+                                               [--backends onnxruntime,numpy] [--starts 5] [--real-weights]
 
 ``_startup`` and ``load_model`` come from ``TREE/benchmarks/bench_ray.py``
 (what a start is: see its docstring); warm and cold starts are interleaved,
 each in a fresh worker process; medians printed with the load average.
+``--real-weights``: the models with stored He-initialized weights (as a real
+model file holds them) instead of the ``light`` files' ConstantOfShape fills,
+which a cold build generates instead of parsing.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ def main(argv=None) -> int:
     p.add_argument("--models", default="squeezenet,resnet50")
     p.add_argument("--backends", default="onnxruntime,numpy")
     p.add_argument("--starts", type=int, default=5)
+    p.add_argument("--real-weights", action="store_true")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.join(args.tree, "benchmarks"))
     import bench_ray
@@ -41,7 +45,7 @@ def main(argv=None) -> int:
             cfg = ScheduleConfig(backends=[backend], backup="numpy", num_threads=1)
             for name in args.models.split(","):
                 load0 = os.getloadavg()[0]
-                model = bench_ray.load_model(name, False)
+                model = bench_ray.load_model(name, args.real_weights)
                 warm, cold = ship(model, cfg), ship(model, cfg, warm=False)
                 w, c = [], []
                 for _ in range(args.starts):
