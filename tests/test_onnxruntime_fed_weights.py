@@ -85,16 +85,19 @@ def test_feed_as_inputs_keeps_small_unknown_and_sub_graph_weights():
              helper.make_node("Add", ["s3", "mixed"], ["s4"]),
              helper.make_node("Max", ["s4", "mixed"], ["s5"]),       # mixed: one use is not feedable
              helper.make_node("If", ["cond"], ["s6"], then_branch=then, else_branch=other),
-             helper.make_node("Add", ["s5", "s6"], ["y"])]
+             helper.make_node("Add", ["s5", "s6"], ["y"]),
+             helper.make_node("Add", ["a", "as_output"], ["s7"])]  # as_output is also a graph output
     inits = [numpy_helper.from_array(v, n) for n, v in (("fed", big), ("small", small), ("unknown", big),
-                                                         ("mixed", big), ("in_if", big))]
+                                                         ("mixed", big), ("in_if", big), ("as_output", big))]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [BIG]),
                                        helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [BIG])], inits)
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [BIG]),
+                           helper.make_tensor_value_info("s7", TensorProto.FLOAT, [BIG]),
+                           helper.make_tensor_value_info("as_output", TensorProto.FLOAT, [BIG])], inits)
     model, ext = _external(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     out, rest, fed = feed_as_inputs(model, ext)
     assert list(fed) == ["fed"] and fed["fed"] is ext.arrays[ext.names.index("fed")]
-    assert sorted(rest.names) == ["in_if", "mixed", "small", "unknown"]
+    assert sorted(rest.names) == ["as_output", "in_if", "mixed", "small", "unknown"]
     proto = onnx.load_model_from_string(out)
     assert [i.name for i in proto.graph.input] == ["a", "cond", "fed"]
     assert proto.graph.input[2].type.tensor_type.shape.dim[0].dim_value == BIG

@@ -160,6 +160,7 @@ def feed_as_inputs(model: bytes, weights: ExternalWeights) -> tuple[bytes, Exter
     for node in proto.graph.node:
         if (node.domain if node.domain != "ai.onnx" else "", node.op_type) not in _FEEDABLE_OPS:
             ok.difference_update(node.input)
+    ok.difference_update(o.name for o in proto.graph.output)  # a weight that is itself an output stays too
     for sub in _subgraphs(proto.graph):  # a weight used inside a sub-graph stays an initializer
         for node in sub.node:
             ok.difference_update(node.input)
