@@ -156,10 +156,11 @@ class _Canned:
 
 
 def ray_window(ds, shipped, workers: int, batch_size: int, predictor: type = None
-               ) -> tuple[float, float, int, float, float, int]:
+               ) -> tuple[float, float, int, float, float, int, float]:
     """(window seconds, wall seconds with start-up, rows, skew, seconds in
-    calls summed over actors, batches) of one job; skew: how much later than
-    the first actor the last one started its first batch."""
+    calls summed over actors, batches, rows per second summed over actors
+    each in its own window) of one job; skew: how much later than the first
+    actor the last one started its first batch."""
     t0 = time.perf_counter()
     with_timing = ds.map_batches(
         predictor or TimedPredictor, batch_size=batch_size, batch_format="numpy", zero_copy_batch=True,
@@ -174,7 +175,9 @@ def ray_window(ds, shipped, workers: int, batch_size: int, predictor: type = Non
     window = max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows)
     calls = {(r["pid"], r["t_start"], r["t_end"]) for r in rows}
     busy = sum(b - a for _, a, b in calls)
-    return window, wall, len(rows), max(first.values()) - min(first.values()), busy, len(calls)
+    own = sum(sum(1 for r in rows if r["pid"] == pid)
+              / (max(r["t_end"] for r in rows if r["pid"] == pid) - start) for pid, start in first.items())
+    return window, wall, len(rows), max(first.values()) - min(first.values()), busy, len(calls), own
 
 
 def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
@@ -214,6 +217,7 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         res[f"ray{n}_wall_s"] = statistics.median(r[1] for r in runs)
         res[f"ray{n}_rows_per_s"] = rows / res[f"ray{n}_s"]
         res[f"ray{n}_start_skew_s"] = statistics.median(r[3] for r in runs)
+        res[f"ray{n}_own_rows_per_s"] = statistics.median(r[6] for r in runs)
         res[f"ray{n}_in_call_s"] = statistics.median(r[4] / n for r in runs)  # per actor
         res[f"ray{n}_between_calls_ms"] = statistics.median(
             (r[0] * n - r[4]) / max(r[5] - n, 1) * 1e3 for r in runs)  # per batch after each actor's first
@@ -231,6 +235,7 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         res["overhead_ray1_vs_plain"] = res["ray1_s"] / res["plain_s"]
         for n in args.workers:
             res[f"efficiency{n}"] = res[f"ray{n}_rows_per_s"] / (n * one)
+            res[f"efficiency{n}_own_windows"] = res[f"ray{n}_own_rows_per_s"] / (n * res["ray1_own_rows_per_s"])
     return res
 
 
@@ -278,7 +283,8 @@ def main(argv=None) -> int:
             print(f"  ray {n} actor(s)    {r[f'ray{n}_s']:8.3f} s  {r[f'ray{n}_rows_per_s']:8.2f} rows/s"
                   f"  efficiency {r.get(f'efficiency{n}', float('nan')):.2f}  (job wall with start-up "
                   f"{r[f'ray{n}_wall_s']:.1f} s; last actor's first batch {r[f'ray{n}_start_skew_s']:.2f} s "
-                  "after the first's)")
+                  f"after the first's; efficiency with each actor's rows over its own window, the start skew "
+                  f"left out: {r.get(f'efficiency{n}_own_windows', float('nan')):.2f})")
             print(f"      in calls {r[f'ray{n}_in_call_s']:.3f} s per actor ({r[f'ray{n}_in_call_s'] / r['plain_s']:.3f}x "
                   f"the plain loop), between calls {r[f'ray{n}_between_calls_ms']:.1f} ms per batch (Ray's own)")
         if "overhead_ray1_vs_plain" in r:
@@ -303,6 +309,8 @@ def _print_noop(r: dict, workers: list[int]) -> None:
         if n == 1:
             print(f"; plain loop + that per batch = {(r['plain_s'] + batches * ms / 1e3) / r['plain_s']:.3f}x "
                   "the plain loop", end="")
+        elif "noop1_ms_per_batch" in r:  # how Ray's own pipeline scales with no model work at all
+            print(f"; efficiency({n}) of the no-op pipeline {r['noop1_ms_per_batch'] / ms:.2f}", end="")
         print()
 
 
