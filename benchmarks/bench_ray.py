@@ -309,7 +309,8 @@ def _print_noop(r: dict, workers: list[int]) -> None:
         if n == 1:
             print(f"; plain loop + that per batch = {(r['plain_s'] + batches * ms / 1e3) / r['plain_s']:.3f}x "
                   "the plain loop", end="")
-        elif "noop1_ms_per_batch" in r:  # how Ray's own pipeline scales with no model work at all
+        elif "noop1_ms_per_batch" in r and batches >= 8 * n:  # how Ray's own pipeline scales, no model at all
+            # (fewer batches per actor time its start-up more than its throughput)
             print(f"; efficiency({n}) of the no-op pipeline {r['noop1_ms_per_batch'] / ms:.2f}", end="")
         print()
 
