@@ -66,6 +66,40 @@ def test_round_fp16_is_the_saturating_cast_bit_for_bit():
         round_fp16(np.zeros(3, np.float64))
 
 
+def _positive_sweep() -> np.ndarray:
+    """Every 97th positive float32 up to past FP16_MAX (all binades, subnormals of
+    both formats), every fp16 value, its neighbours and the ties between them."""
+    every_half = np.arange(1 << 15, dtype=np.uint16).view(np.float16).astype(np.float32)
+    finite = np.sort(every_half[np.isfinite(every_half)])
+    mids = ((finite[:-1].astype(np.float64) + finite[1:]) / 2).astype(np.float32)
+    with np.errstate(all="ignore"):
+        return np.concatenate([np.arange(0, 0x47800000, 97, dtype=np.uint32).view(np.float32), finite, mids,
+                               np.nextafter(finite, np.float32(np.inf)), np.nextafter(mids, np.float32(0)),
+                               np.array([np.nan, np.inf, 1e30, 65519.99, 65520], np.float32)])
+
+
+@pytest.mark.parametrize("lo", [np.float32(1e-45), np.float32(2.0 ** -24), np.float32(0.5), np.float32(3.0)])
+@pytest.mark.parametrize("layout", ["flat", "strided", "src"])
+def test_round_fp16_with_a_positive_clamp_is_the_clamped_cast_bit_for_bit(lo, layout):
+    """A positive lower bound (a fused Relu or Clip) takes the two-pass-shorter
+    rounding: the same bits as clamping and casting, on views and from ``src``."""
+    rng = np.random.default_rng(3)
+    with np.errstate(all="ignore"):
+        signed = (rng.standard_normal(100_000) * 10.0 ** rng.integers(-9, 6, 100_000)).astype(np.float32)
+    for x in (_positive_sweep(), signed, -signed):
+        want = _chip_store(np.clip(x, lo, FP16_MAX))
+        if layout == "flat":
+            got = round_fp16(x.copy(), None, lo)
+        elif layout == "strided":  # a piece of a larger output: every other element
+            big = np.zeros((x.size, 2), np.float32)
+            big[:, 0] = x
+            got = round_fp16(big[:, 0], np.empty(x.size, np.uint32), lo).copy()
+            assert not big[:, 1].any()
+        else:
+            got = round_fp16(np.empty_like(x), None, lo, src=x)
+        assert _same_bits(got, want).all(), x[~_same_bits(got, want)][:5]
+
+
 def test_is_fp16_value():
     assert is_fp16_value(None) and is_fp16_value(0.0) and is_fp16_value(6.0) and is_fp16_value(-65504.0)
     assert not is_fp16_value(0.1) and not is_fp16_value(1e5) and not is_fp16_value(float("inf"))
