@@ -1,7 +1,7 @@
 """The emulated NPU's fast host paths keep the chip's numerics bit for bit:
 fp16 rounding without numpy casts, the bound program (fp32 shadow of the
 fp16 workspace, widened weights) against the literal device-memory executor,
-and the im2col/GEMM, depthwise and per-tap pooling kernels against direct
+and the im2col/GEMM, depthwise and separable pooling kernels against direct
 definitions."""
 from __future__ import annotations
 
@@ -265,3 +265,34 @@ def test_pool_nd_matches_the_definition(kind, include_pad):
                                    atol=1e-6)
     x16 = x.astype(np.float16)
     assert pool_nd(x16, "max", [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], [6, 5], False).dtype == np.float16  # exact
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("shape,k,strides,pads,osz", [
+    ((1, 5, 7, 7), [7, 7], [1, 1], [0, 0, 0, 0], [1, 1]),  # global: one reduction
+    ((2, 3, 9, 8), [3, 2], [1, 1], [1, 0, 1, 1], [9, 8]),  # stride 1, padding on some sides
+    ((1, 4, 14, 14), [3, 3], [2, 2], [1, 1, 1, 1], [7, 7]),  # ShuffleNet's shortcut pool
+    ((1, 2, 12, 10), [2, 2], [3, 3], [0, 0, 0, 0], [4, 4]),  # stride > kernel: input rows skipped
+    ((1, 2, 11, 11), [3, 3], [2, 2], [0, 0, 0, 0], [6, 6]),  # ceil mode: the last windows overhang
+])
+def test_separable_pool_matches_the_definition_in_every_storage_type(kind, shape, k, strides, pads, osz):
+    """Separable pooling without a padded copy: the definition (fp32 sums up to
+    rounding), the same bits from fp16 storage as from its fp32 shadow, max
+    pooling exact in int8, results written into ``out`` when given."""
+    x = np.random.RandomState(2).randn(*shape).astype(np.float32)
+    want = _pool_direct(x, kind, k, strides, pads, osz, False)
+    got = pool_nd(x, kind, k, strides, pads, [1, 1], osz, False)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    x16 = x.astype(np.float16)
+    from16 = pool_nd(x16, kind, k, strides, pads, [1, 1], osz, False)
+    shadow = pool_nd(x16.astype(np.float32), kind, k, strides, pads, [1, 1], osz, False)
+    assert np.array_equal(from16.astype(np.float32).view(np.uint32), shadow.view(np.uint32))
+    if kind == "max":
+        q = np.random.RandomState(3).randint(-128, 128, shape).astype(np.int8)
+        got8 = pool_nd(q, "max", k, strides, pads, [1, 1], osz, False)
+        assert got8.dtype == np.int8
+        assert np.array_equal(got8, _pool_direct(q.astype(np.float32), "max", k, strides, pads, osz, False))
+    else:
+        out = np.full(want.shape, np.nan, np.float32)
+        assert pool_nd(x, kind, k, strides, pads, [1, 1], osz, False, out=out) is out
+        assert np.array_equal(out, got)
