@@ -296,3 +296,49 @@ def test_separable_pool_matches_the_definition_in_every_storage_type(kind, shape
         out = np.full(want.shape, np.nan, np.float32)
         assert pool_nd(x, kind, k, strides, pads, [1, 1], osz, False, out=out) is out
         assert np.array_equal(out, got)
+
+
+def _fresh_depthwise(x, w, strides, pads, dil):
+    """The depthwise product on a freshly padded input and freshly built
+    im2col columns (the kernel before its scratch was pooled)."""
+    sp = x.ndim - 2
+    xp = np.zeros(x.shape[:2] + tuple(x.shape[2 + i] + max(pads[i], 0) + max(pads[sp + i], 0)
+                                      for i in range(sp)), np.float32)
+    xp[(slice(None), slice(None)) + tuple(slice(max(pads[i], 0), max(pads[i], 0) + x.shape[2 + i])
+                                          for i in range(sp))] = x
+    xp = xp[(slice(None), slice(None)) + tuple(slice(max(-pads[i], 0), xp.shape[2 + i] - max(-pads[sp + i], 0))
+                                               for i in range(sp))]
+    k = w.shape[2:]
+    eff = [(k[i] - 1) * dil[i] + 1 for i in range(sp)]
+    osz = [(xp.shape[2 + i] - eff[i]) // strides[i] + 1 for i in range(sp)]
+    win = np.lib.stride_tricks.sliding_window_view(xp, eff, axis=(2, 3))
+    win = win[:, :, ::strides[0], ::strides[1], ::dil[0], ::dil[1]][:, :, :osz[0], :osz[1]]
+    cols = np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3)).reshape(x.shape[0], x.shape[1], -1, osz[0] * osz[1])
+    y = np.matmul(w.reshape(x.shape[1], 1, -1).astype(np.float32), cols)
+    return y.reshape(x.shape[:2] + tuple(osz))
+
+
+@pytest.mark.parametrize("shape,strides,pads,dil", [
+    ((1, 136, 28, 28), (1, 1), (1, 1, 1, 1), (1, 1)),  # ShuffleNet's stride-1 depthwise layers
+    ((1, 112, 56, 56), (2, 2), (1, 1, 1, 1), (1, 1)),  # ... and its strided one
+    ((2, 6, 40, 31), (1, 2), (0, 2, 1, 0), (2, 1)),  # batch 2, asymmetric pads, dilated
+    ((1, 5, 30, 30), (1, 1), (-1, 1, 1, -1), (1, 1)),  # negative pads crop (no pooled scratch)
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_pooled_depthwise_scratch_gives_the_fresh_im2col_bits(shape, strides, pads, dil, dtype, monkeypatch):
+    """Depthwise convolutions with many output pixels build their columns in
+    pooled scratch: bit for bit the product on fresh buffers, run after run
+    (the pooled padding stays zero), from fp16 storage too, pooled or not."""
+    rng = np.random.RandomState(4)
+    w = rng.randn(shape[1], 1, 3, 3).astype(np.float32)
+    for cap in (spatial.SCRATCH_BYTES, 0):
+        monkeypatch.setattr(spatial, "SCRATCH_BYTES", cap)
+        for _ in range(3):  # new values each time through the same scratch
+            x = rng.randn(*shape).astype(dtype)
+            want = _fresh_depthwise(x.astype(np.float32), w, strides, pads, dil)
+            assert want.shape[2] * want.shape[3] >= spatial.DEPTHWISE_MATMUL_PIXELS
+            got = conv_nd(x, w, strides, pads, dil, shape[1])
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    if min(pads) >= 0:  # (the definition pads only)
+        np.testing.assert_allclose(got, conv_direct(x.astype(np.float32), w, strides, pads, dil, shape[1]),
+                                   rtol=1e-4, atol=1e-4)

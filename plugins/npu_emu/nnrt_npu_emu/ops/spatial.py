@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import threading
 from typing import Callable, Sequence
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
 
 __all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS", "MAX_PIECES",
+           "SCRATCH_BYTES",
            "DEPTHWISE_MATMUL_PIXELS"]
 
 #: im2col columns larger than this are built and multiplied in ranges of output rows (cache-sized pieces)
@@ -187,13 +189,60 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
             post()
 
 
-def _depthwise_matmul(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, y: np.ndarray) -> None:
+#: bytes of pooled depthwise scratch (padded input + im2col columns) kept between runs
+SCRATCH_BYTES = 64 << 20
+_scratch: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+_scratch_bytes = [0]
+_scratch_lock = threading.Lock()
+
+
+def _take_scratch(key: tuple, padded: tuple, cols: tuple, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """A (padded input, columns) pair for ``key`` from the pool, or new ones
+    (the padded input zeroed: only its interior is ever written)."""
+    with _scratch_lock:
+        free = _scratch.get(key)
+        if free:
+            pair = free.pop()
+            _scratch_bytes[0] -= pair[0].nbytes + pair[1].nbytes
+            return pair
+    return np.zeros(padded, dtype), np.empty(cols, dtype)
+
+
+def _give_scratch(key: tuple, pair: tuple[np.ndarray, np.ndarray]) -> None:
+    with _scratch_lock:
+        size = pair[0].nbytes + pair[1].nbytes
+        if _scratch_bytes[0] + size <= SCRATCH_BYTES:
+            _scratch.setdefault(key, []).append(pair)
+            _scratch_bytes[0] += size
+
+
+def _depthwise_matmul(x: np.ndarray, w: np.ndarray, k, strides, pads, dil, osz, y: np.ndarray) -> None:
     """Depthwise convolution (one filter per channel) as one batched product:
-    per channel its (1, taps) filter times its (taps, pixels) im2col columns."""
-    N, C = xp.shape[:2]
+    per channel its (1, taps) filter times its (taps, pixels) im2col columns,
+    built in pooled scratch (no allocation, no first-touch page faults per
+    run; the same columns and product as a fresh im2col)."""
+    sp = len(k)
+    N, C = x.shape[:2]
     taps = math.prod(k)
-    cols = _columns(xp, k, strides, dil, osz).reshape(N, C, taps, -1)
-    np.matmul(w.reshape(C, 1, taps), cols, out=y.reshape(N, C, 1, -1))
+    ct = w.dtype
+    if any(p < 0 for p in pads):  # negative pads crop: a fresh copy
+        cols = _columns(pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct), k, strides, dil, osz)
+        np.matmul(w.reshape(C, 1, taps), cols.reshape(N, C, taps, -1), out=y.reshape(N, C, 1, -1))
+        return
+    padded = x.shape[:2] + tuple(x.shape[2 + i] + pads[i] + pads[sp + i] for i in range(sp))
+    cshape = (N, C) + tuple(k) + tuple(osz)
+    key = (padded, cshape, tuple(strides), tuple(dil), tuple(pads), ct.str)
+    xp, cols = _take_scratch(key, padded, cshape, ct)
+    try:
+        xp[(slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(sp))] = x
+        eff = [(k[i] - 1) * dil[i] + 1 for i in range(sp)]
+        win = np.lib.stride_tricks.sliding_window_view(xp, eff, axis=tuple(range(2, 2 + sp)))
+        win = win[(slice(None), slice(None)) + tuple(slice(0, (osz[i] - 1) * strides[i] + 1, strides[i])
+                                                      for i in range(sp)) + tuple(slice(None, None, d) for d in dil)]
+        np.copyto(cols, win.transpose((0, 1) + tuple(range(2 + sp, 2 + 2 * sp)) + tuple(range(2, 2 + sp))))
+        np.matmul(w.reshape(C, 1, taps), cols.reshape(N, C, taps, -1), out=y.reshape(N, C, 1, -1))
+    finally:
+        _give_scratch(key, (xp, cols))
 
 
 #: depthwise convolutions with at least this many output pixels use :func:`_depthwise_matmul`
@@ -229,12 +278,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_di
     pixels = math.prod(osz)
     if depthwise and M == C and 0 < pixels < DEPTHWISE_MATMUL_PIXELS:
         _depthwise_channels_last(x, w, k, strides, list(pads), dil, y)
+    elif depthwise and M == C:
+        _depthwise_matmul(x, w, k, strides, list(pads), dil, osz, y)
     elif depthwise:
-        xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
-        if M == C:
-            _depthwise_matmul(xp, w, k, strides, dil, osz, y)
-        else:
-            _depthwise_into(xp, w, k, strides, dil, osz, y)
+        _depthwise_into(pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct), w, k, strides, dil, osz, y)
     else:
         xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
         wm = np.ascontiguousarray(w.reshape(G, M // G, -1))
