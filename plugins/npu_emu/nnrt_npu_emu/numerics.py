@@ -68,7 +68,7 @@ def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 
     if scratch.shape != x.shape:
         scratch = scratch.reshape(-1)[:n].reshape(x.shape)
     _clip(x if src is None else src, lo, hi, out=x)  # the chip's stores saturate
-    if lo > _ZERO:  # a positive clamp (a fused Relu): no sign to keep, two passes fewer
+    if lo > _ZERO:  # a positive clamp (a fused Relu): no sign to keep, one pass fewer
         return _round_positive(x, scratch)
     scale = np.bitwise_and(x.view(np.uint32), _EXP_BITS, out=scratch)  # 2**e (NaN: all ones)
     _clip(scale, _MIN_NORMAL_BITS, _EXP_BITS, out=scale)  # (clip is faster than maximum)

@@ -1,7 +1,8 @@
 """Host kernels of the sliding-window ops: N-d convolution as im2col + BLAS
 GEMM batched over the groups (depthwise as one batched per-channel product,
 or an einsum over a channels-last window view for small outputs) and pooling
-as one vectorised pass per kernel tap.  No Python loop runs per channel or pixel.
+one spatial axis at a time, one vectorised pass per tap of that axis.  No
+Python loop runs per channel or pixel.
 
 Inputs may be in a narrower storage type (fp16): the widening to the compute
 type happens inside the padding / im2col copy, not in a separate pass."""
