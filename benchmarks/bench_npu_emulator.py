@@ -14,7 +14,10 @@ thread costs the code that runs next (the emulator's ShuffleNet looked 1.4x
 the NumPy backend interleaved with ORT and 2.1x without, before its store
 rounding stopped waking helpers for small stores); ``--ort-interleaved``
 interleaves all three as before.  It prints the median host wall time of each, the ratios emulator /
-NumPy and emulator / ORT, and the number of nodes the emulator left to its
+NumPy and emulator / ORT, the ratio of the median process CPU time per call
+of the emulator and the NumPy backend (``cpu emu/numpy``: all threads'
+work, which other processes on a shared machine disturb less than wall
+time), and the number of nodes the emulator left to its
 backup (a chip accepts a subset of ONNX: e.g. rank <= 4, no LRN).
 
 ``int8`` runs the model's ``nnrt quantize`` output (QDQ, calibrated on 8
@@ -79,20 +82,26 @@ def _load() -> float:
         return float("nan")
 
 
-def interleaved(calls: dict, runs: int) -> dict[str, float]:
+def interleaved(calls: dict, runs: int, cpu: dict | None = None) -> dict[str, float]:
     """Median seconds per call of each side: ``runs`` rounds (after a warm-up
     round) calling every side once, in every order in turn (all permutations,
     so each side follows each other side equally often: ORT's pool keeps
-    spinning for a while after its runs, and whoever follows it gets less CPU)."""
+    spinning for a while after its runs, and whoever follows it gets less CPU).
+    ``cpu`` (when given) receives each side's median process CPU seconds per
+    call (all threads; less sensitive than wall time to other processes)."""
     for call in calls.values():
         call()
     orders = list(itertools.permutations(calls))
     times: dict[str, list[float]] = {k: [] for k in calls}
+    cpus: dict[str, list[float]] = {k: [] for k in calls}
     for r in range(runs):
         for k in orders[r % len(orders)]:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             calls[k]()
             times[k].append(time.perf_counter() - t0)
+            cpus[k].append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.update({k: statistics.median(v) for k, v in cpus.items()})
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -142,15 +151,17 @@ def bench_model(name: str, precisions: list[str], runs: int, chip_file: str | No
         got = next(iter(emu.run(feeds).values()))
         ours = {"emu": lambda: emu.run(feeds), "numpy": lambda: ref.run(feeds)}
         ort_call = {"ort": lambda: ortsess.run(None, feeds)}
+        cpu: dict[str, float] = {}
         if ort_apart:  # ORT timed after ours: its spinning threads do not keep the cores awake for them
-            t = interleaved(ours, runs)
+            t = interleaved(ours, runs, cpu)
             t.update(interleaved(ort_call, runs))
         else:
-            t = interleaved({**ours, **ort_call}, runs)
+            t = interleaved({**ours, **ort_call}, runs, cpu)
         rows.append({
             "model": name, "precision": prec, "emu_ms": t["emu"] * 1e3, "numpy_ms": t["numpy"] * 1e3,
             "ort_ms": t["ort"] * 1e3, "emu_over_numpy": t["emu"] / t["numpy"], "emu_over_ort": t["emu"] / t["ort"],
-            "numpy_over_ort": t["numpy"] / t["ort"], "backup_nodes": fallback_nodes(emu),
+            "numpy_over_ort": t["numpy"] / t["ort"], "emu_cpu_ms": cpu["emu"] * 1e3, "numpy_cpu_ms": cpu["numpy"] * 1e3,
+            "cpu_emu_over_numpy": cpu["emu"] / cpu["numpy"], "backup_nodes": fallback_nodes(emu),
             "simulated_device_ms": simulated_ms(emu),
             "max_rel_diff_vs_numpy": float(np.max(np.abs(got - expected)) / max(np.max(np.abs(expected)), 1e-30)),
         })
@@ -186,17 +197,24 @@ def main() -> int:
                 if not args.json:
                     print(f"{r['model']:<13} {r['precision']}  emu {r['emu_ms']:8.1f} ms  numpy {r['numpy_ms']:8.1f} ms"
                           f"  ort {r['ort_ms']:7.1f} ms | emu/numpy {r['emu_over_numpy']:5.2f}  emu/ort "
-                          f"{r['emu_over_ort']:5.2f}  numpy/ort {r['numpy_over_ort']:5.2f} | backup nodes "
+                          f"{r['emu_over_ort']:5.2f}  numpy/ort {r['numpy_over_ort']:5.2f} | cpu emu/numpy "
+                          f"{r['cpu_emu_over_numpy']:5.2f} | backup nodes "
                           f"{r['backup_nodes']:3d} | simulated device time {r['simulated_device_ms']:7.2f} ms"
                           f" | max rel diff {r['max_rel_diff_vs_numpy']:.1e}", flush=True)
     geo = float(np.exp(np.mean([np.log(r["emu_over_numpy"]) for r in rows]))) if rows else float("nan")
+    geo_cpu = float(np.exp(np.mean([np.log(r["cpu_emu_over_numpy"]) for r in rows]))) if rows else float("nan")
     worst = max(rows, key=lambda r: r["emu_over_numpy"]) if rows else None
-    result = {"rows": rows, "geomean_emu_over_numpy": geo, "load_average": [load_before, _load()]}
+    worst_cpu = max(rows, key=lambda r: r["cpu_emu_over_numpy"]) if rows else None
+    result = {"rows": rows, "geomean_emu_over_numpy": geo, "geomean_cpu_emu_over_numpy": geo_cpu,
+              "load_average": [load_before, _load()]}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(f"geometric-mean emu/numpy {geo:.2f}" + (f"; worst {worst['model']} {worst['precision']} "
                                                         f"{worst['emu_over_numpy']:.2f}" if worst else ""))
+        print(f"geometric-mean CPU-time emu/numpy {geo_cpu:.2f}" + (
+            f"; worst {worst_cpu['model']} {worst_cpu['precision']} {worst_cpu['cpu_emu_over_numpy']:.2f}"
+            if worst_cpu else ""))
         print(f"load average (1 min) after: {result['load_average'][1]:.2f}")
     return 0
 

@@ -71,16 +71,32 @@ class TimedPredictor(NnrtPredictor):
         return out
 
 
-def _startup(shipped, config: ScheduleConfig) -> float:
+class NoopPredictor(TimedPredictor):
+    """TimedPredictor whose session returns one precomputed result (the
+    models here have a fixed batch of 1): the same Ray pipeline with no model
+    work, i.e. Ray's own cost per batch plus the predictor's own work."""
+
+    def __init__(self, session, **kwargs) -> None:
+        super().__init__(session, **kwargs)
+        real = self.session
+        self.session = _Canned(real.run({s.name: np.zeros((s.batch or 1, *s.row_shape), s.dtype)
+                                         for s in self.specs}), real)
+
+
+def _startup(shipped, config: ScheduleConfig) -> tuple[float, float]:
     """In a fresh worker process (``max_calls=1``): imports, plugin discovery
     and the backends' one-time runtime set-up (a one-node session on the same
-    config) first, the same for both kinds; then the timed predictor start-up."""
+    config) first, the same for both kinds; then the timed predictor start-up:
+    (wall seconds, CPU seconds of the worker process, which a loaded machine
+    changes less)."""
     from nnrt_core import GraphBuilder
 
     b = GraphBuilder("warmup")
     b.output(b.relu(b.input("x", "float32", [1, 4])), "y")
     Session(b.build(), config).run({"x": np.ones((1, 4), np.float32)})
-    return NnrtPredictor(shipped).startup_seconds
+    c0 = time.process_time()
+    wall = NnrtPredictor(shipped).startup_seconds
+    return wall, time.process_time() - c0
 
 
 def load_model(name: str, real_weights: bool) -> bytes:
@@ -139,13 +155,15 @@ class _Canned:
         return self.result
 
 
-def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float, int, float, float, int]:
+def ray_window(ds, shipped, workers: int, batch_size: int, predictor: type = None
+               ) -> tuple[float, float, int, float, float, int, float]:
     """(window seconds, wall seconds with start-up, rows, skew, seconds in
-    calls summed over actors, batches) of one job; skew: how much later than
-    the first actor the last one started its first batch."""
+    calls summed over actors, batches, rows per second summed over actors
+    each in its own window) of one job; skew: how much later than the first
+    actor the last one started its first batch."""
     t0 = time.perf_counter()
     with_timing = ds.map_batches(
-        TimedPredictor, batch_size=batch_size, batch_format="numpy", zero_copy_batch=True,
+        predictor or TimedPredictor, batch_size=batch_size, batch_format="numpy", zero_copy_batch=True,
         fn_constructor_kwargs={"session": shipped, "warmup": True},
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1, resources=shipped.resources or None)
@@ -157,7 +175,9 @@ def ray_window(ds, shipped, workers: int, batch_size: int) -> tuple[float, float
     window = max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows)
     calls = {(r["pid"], r["t_start"], r["t_end"]) for r in rows}
     busy = sum(b - a for _, a, b in calls)
-    return window, wall, len(rows), max(first.values()) - min(first.values()), busy, len(calls)
+    own = sum(sum(1 for r in rows if r["pid"] == pid)
+              / (max(r["t_end"] for r in rows if r["pid"] == pid) - start) for pid, start in first.items())
+    return window, wall, len(rows), max(first.values()) - min(first.values()), busy, len(calls), own
 
 
 def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
@@ -177,6 +197,8 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
     for _ in range(args.starts):  # interleaved
         starts["warm"].append(ray.get(remote_start.remote(warm, cfg)))
         starts["cold"].append(ray.get(remote_start.remote(cold, cfg)))
+    cpu = {k: statistics.median(c for _, c in v) for k, v in starts.items()}
+    starts = {k: [w for w, _ in v] for k, v in starts.items()}
     plain, in_process = [], []
     for _ in range(args.repeats):  # interleaved
         plain.append(plain_loop(sess, inp.name, x, args.batch_size))
@@ -185,8 +207,9 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
            "file_mb": warm.file_bytes / 1e6, "plain_s": statistics.median(plain),
            "predictor_s": statistics.median(in_process),
            "startup_warm_s": statistics.median(starts["warm"]), "startup_cold_s": statistics.median(starts["cold"]),
-           "load_before": load0}
+           "startup_warm_cpu_s": cpu["warm"], "startup_cold_cpu_s": cpu["cold"], "load_before": load0}
     res["warm_over_cold"] = res["startup_warm_s"] / res["startup_cold_s"]
+    res["warm_over_cold_cpu"] = cpu["warm"] / cpu["cold"]
     for n in args.workers:
         runs = [ray_window(ds, warm, n, args.batch_size) for _ in range(args.repeats)]
         assert all(r[2] == rows for r in runs), "a job lost or duplicated rows"
@@ -194,9 +217,16 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         res[f"ray{n}_wall_s"] = statistics.median(r[1] for r in runs)
         res[f"ray{n}_rows_per_s"] = rows / res[f"ray{n}_s"]
         res[f"ray{n}_start_skew_s"] = statistics.median(r[3] for r in runs)
+        res[f"ray{n}_own_rows_per_s"] = statistics.median(r[6] for r in runs)
         res[f"ray{n}_in_call_s"] = statistics.median(r[4] / n for r in runs)  # per actor
         res[f"ray{n}_between_calls_ms"] = statistics.median(
             (r[0] * n - r[4]) / max(r[5] - n, 1) * 1e3 for r in runs)  # per batch after each actor's first
+    if args.noop:
+        for n in args.workers:  # the same pipeline without model work: Ray's own cost per batch
+            runs = [ray_window(ds, warm, n, args.batch_size, NoopPredictor) for _ in range(args.repeats)]
+            res[f"noop{n}_ms_per_batch"] = statistics.median(r[0] * n / r[5] for r in runs) * 1e3
+            res[f"noop{n}_between_calls_ms"] = statistics.median(
+                (r[0] * n - r[4]) / max(r[5] - n, 1) * 1e3 for r in runs)
     res["overhead_predictor_vs_plain"] = res["predictor_s"] / res["plain_s"]
     res["predictor_own_ms_per_batch"] = predictor_own_ms(sess, inp.name, x, args.batch_size)
     res["load_after"] = os.getloadavg()
@@ -205,6 +235,7 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         res["overhead_ray1_vs_plain"] = res["ray1_s"] / res["plain_s"]
         for n in args.workers:
             res[f"efficiency{n}"] = res[f"ray{n}_rows_per_s"] / (n * one)
+            res[f"efficiency{n}_own_windows"] = res[f"ray{n}_own_rows_per_s"] / (n * res["ray1_own_rows_per_s"])
     return res
 
 
@@ -219,6 +250,8 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default="onnxruntime", help="backends of every session (backup: numpy)")
     p.add_argument("--cpus", type=int, default=os.cpu_count())
     p.add_argument("--real-weights", action="store_true")
+    p.add_argument("--no-noop", dest="noop", action="store_false",
+                   help="skip the no-op pipeline (the predictor with canned results: Ray's own cost per batch)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     args.rows = {k: int(v) for k, v in (i.split("=") for i in args.rows.split(",") if i)}
@@ -250,14 +283,36 @@ def main(argv=None) -> int:
             print(f"  ray {n} actor(s)    {r[f'ray{n}_s']:8.3f} s  {r[f'ray{n}_rows_per_s']:8.2f} rows/s"
                   f"  efficiency {r.get(f'efficiency{n}', float('nan')):.2f}  (job wall with start-up "
                   f"{r[f'ray{n}_wall_s']:.1f} s; last actor's first batch {r[f'ray{n}_start_skew_s']:.2f} s "
-                  "after the first's)")
+                  f"after the first's; efficiency with each actor's rows over its own window, the start skew "
+                  f"left out: {r.get(f'efficiency{n}_own_windows', float('nan')):.2f})")
             print(f"      in calls {r[f'ray{n}_in_call_s']:.3f} s per actor ({r[f'ray{n}_in_call_s'] / r['plain_s']:.3f}x "
                   f"the plain loop), between calls {r[f'ray{n}_between_calls_ms']:.1f} ms per batch (Ray's own)")
         if "overhead_ray1_vs_plain" in r:
             print(f"  overhead ray 1 / plain: {r['overhead_ray1_vs_plain']:.3f}x")
+        _print_noop(r, args.workers)
         print(f"  actor start-up: warm {r['startup_warm_s'] * 1e3:.0f} ms, cold {r['startup_cold_s'] * 1e3:.0f} ms "
               f"-> warm/cold {r['warm_over_cold']:.3f} (driver build {r['driver_build_s'] * 1e3:.0f} ms)")
+        print(f"      CPU time: warm {r['startup_warm_cpu_s'] * 1e3:.0f} ms, cold {r['startup_cold_cpu_s'] * 1e3:.0f} ms "
+              f"-> {r['warm_over_cold_cpu']:.3f}")
     return 0
+
+
+def _print_noop(r: dict, workers: list[int]) -> None:
+    """The no-op pipeline's cost per batch and the overhead it alone puts on the plain loop."""
+    batches = -(-r["rows"] // r["batch_size"])
+    for n in workers:
+        if f"noop{n}_ms_per_batch" not in r:
+            continue
+        ms = r[f"noop{n}_ms_per_batch"]
+        print(f"  no-op pipeline, {n} actor(s): {ms:.1f} ms per batch and actor, between calls "
+              f"{r[f'noop{n}_between_calls_ms']:.1f} ms (Ray's own cost; no model)", end="")
+        if n == 1:
+            print(f"; plain loop + that per batch = {(r['plain_s'] + batches * ms / 1e3) / r['plain_s']:.3f}x "
+                  "the plain loop", end="")
+        elif "noop1_ms_per_batch" in r and batches >= 8 * n:  # how Ray's own pipeline scales, no model at all
+            # (fewer batches per actor time its start-up more than its throughput)
+            print(f"; efficiency({n}) of the no-op pipeline {r['noop1_ms_per_batch'] / ms:.2f}", end="")
+        print()
 
 
 if __name__ == "__main__":

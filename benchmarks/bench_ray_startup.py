@@ -4,11 +4,15 @@ comparisons of ``benchmarks/bench_ray.py``'s start-up figures.
 
     PYTHONPATH=TREE:TREE/plugins/numpy:TREE/plugins/onnxruntime:TREE/plugins/npu_emu:TREE/schedulers:TREE/plugins/ray \\
         python benchmarks/bench_ray_startup.py --tree TREE [--models squeezenet,resnet50]
-                                               [--backends onnxruntime,numpy] [--starts 5]
+                                               [--backends onnxruntime,numpy] [--starts 5] [--real-weights]
 
 ``_startup`` and ``load_model`` come from ``TREE/benchmarks/bench_ray.py``
 (what a start is: see its docstring); warm and cold starts are interleaved,
-each in a fresh worker process; medians printed with the load average.
+each in a fresh worker process; medians printed with the load average (and
+the CPU time of the start, where the tree's ``_startup`` measures it).
+``--real-weights``: the models with stored He-initialized weights (as a real
+model file holds them) instead of the ``light`` files' ConstantOfShape fills,
+which a cold build generates instead of parsing.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ def main(argv=None) -> int:
     p.add_argument("--models", default="squeezenet,resnet50")
     p.add_argument("--backends", default="onnxruntime,numpy")
     p.add_argument("--starts", type=int, default=5)
+    p.add_argument("--real-weights", action="store_true")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.join(args.tree, "benchmarks"))
     import bench_ray
@@ -41,19 +46,28 @@ def main(argv=None) -> int:
             cfg = ScheduleConfig(backends=[backend], backup="numpy", num_threads=1)
             for name in args.models.split(","):
                 load0 = os.getloadavg()[0]
-                model = bench_ray.load_model(name, False)
+                model = bench_ray.load_model(name, args.real_weights)
                 warm, cold = ship(model, cfg), ship(model, cfg, warm=False)
                 w, c = [], []
                 for _ in range(args.starts):
                     w.append(ray.get(start.remote(warm, cfg)))
                     c.append(ray.get(start.remote(cold, cfg)))
-                mw, mc = statistics.median(w), statistics.median(c)
+                mw, mc = statistics.median(_wall(w)), statistics.median(_wall(c))
+                cpu = ""
+                if all(isinstance(x, tuple) for x in w + c):  # trees whose _startup returns CPU time too
+                    cw, cc = statistics.median(x[1] for x in w), statistics.median(x[1] for x in c)
+                    cpu = f"  CPU {cw * 1e3:6.1f} / {cc * 1e3:6.1f} ms = {cw / cc:.3f}"
                 print(f"{name:10s} {backend:11s} warm {mw * 1e3:7.1f} ms  cold {mc * 1e3:7.1f} ms  warm/cold "
-                      f"{mw / mc:.3f}  (load average {load0:.1f} -> {os.getloadavg()[0]:.1f}; file "
+                      f"{mw / mc:.3f}{cpu}  (load average {load0:.1f} -> {os.getloadavg()[0]:.1f}; file "
                       f"{warm.file_bytes / 1e6:.1f} MB)", flush=True)
     finally:
         ray.shutdown()
     return 0
+
+
+def _wall(starts: list) -> list[float]:
+    """Wall seconds of each start (a tree's ``_startup`` returns them alone or with CPU seconds)."""
+    return [x[0] if isinstance(x, tuple) else x for x in starts]
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The emulated NPU's fast host paths keep the chip's numerics bit for bit:
 fp16 rounding without numpy casts, the bound program (fp32 shadow of the
 fp16 workspace, widened weights) against the literal device-memory executor,
-and the im2col/GEMM, depthwise and per-tap pooling kernels against direct
+and the im2col/GEMM, depthwise and separable pooling kernels against direct
 definitions."""
 from __future__ import annotations
 
@@ -64,6 +64,40 @@ def test_round_fp16_is_the_saturating_cast_bit_for_bit():
     assert np.signbit(round_fp16(np.array([-(2.0 ** -26)], np.float32)))[0]
     with pytest.raises(ValueError):
         round_fp16(np.zeros(3, np.float64))
+
+
+def _positive_sweep() -> np.ndarray:
+    """Every 97th positive float32 up to past FP16_MAX (all binades, subnormals of
+    both formats), every fp16 value, its neighbours and the ties between them."""
+    every_half = np.arange(1 << 15, dtype=np.uint16).view(np.float16).astype(np.float32)
+    finite = np.sort(every_half[np.isfinite(every_half)])
+    mids = ((finite[:-1].astype(np.float64) + finite[1:]) / 2).astype(np.float32)
+    with np.errstate(all="ignore"):
+        return np.concatenate([np.arange(0, 0x47800000, 97, dtype=np.uint32).view(np.float32), finite, mids,
+                               np.nextafter(finite, np.float32(np.inf)), np.nextafter(mids, np.float32(0)),
+                               np.array([np.nan, np.inf, 1e30, 65519.99, 65520], np.float32)])
+
+
+@pytest.mark.parametrize("lo", [np.float32(1e-45), np.float32(2.0 ** -24), np.float32(0.5), np.float32(3.0)])
+@pytest.mark.parametrize("layout", ["flat", "strided", "src"])
+def test_round_fp16_with_a_positive_clamp_is_the_clamped_cast_bit_for_bit(lo, layout):
+    """A positive lower bound (a fused Relu or Clip) takes the two-pass-shorter
+    rounding: the same bits as clamping and casting, on views and from ``src``."""
+    rng = np.random.default_rng(3)
+    with np.errstate(all="ignore"):
+        signed = (rng.standard_normal(100_000) * 10.0 ** rng.integers(-9, 6, 100_000)).astype(np.float32)
+    for x in (_positive_sweep(), signed, -signed):
+        want = _chip_store(np.clip(x, lo, FP16_MAX))
+        if layout == "flat":
+            got = round_fp16(x.copy(), None, lo)
+        elif layout == "strided":  # a piece of a larger output: every other element
+            big = np.zeros((x.size, 2), np.float32)
+            big[:, 0] = x
+            got = round_fp16(big[:, 0], np.empty(x.size, np.uint32), lo).copy()
+            assert not big[:, 1].any()
+        else:
+            got = round_fp16(np.empty_like(x), None, lo, src=x)
+        assert _same_bits(got, want).all(), x[~_same_bits(got, want)][:5]
 
 
 def test_is_fp16_value():
@@ -231,3 +265,80 @@ def test_pool_nd_matches_the_definition(kind, include_pad):
                                    atol=1e-6)
     x16 = x.astype(np.float16)
     assert pool_nd(x16, "max", [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], [6, 5], False).dtype == np.float16  # exact
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("shape,k,strides,pads,osz", [
+    ((1, 5, 7, 7), [7, 7], [1, 1], [0, 0, 0, 0], [1, 1]),  # global: one reduction
+    ((2, 3, 9, 8), [3, 2], [1, 1], [1, 0, 1, 1], [9, 8]),  # stride 1, padding on some sides
+    ((1, 4, 14, 14), [3, 3], [2, 2], [1, 1, 1, 1], [7, 7]),  # ShuffleNet's shortcut pool
+    ((1, 2, 12, 10), [2, 2], [3, 3], [0, 0, 0, 0], [4, 4]),  # stride > kernel: input rows skipped
+    ((1, 2, 11, 11), [3, 3], [2, 2], [0, 0, 0, 0], [6, 6]),  # ceil mode: the last windows overhang
+])
+def test_separable_pool_matches_the_definition_in_every_storage_type(kind, shape, k, strides, pads, osz):
+    """Separable pooling without a padded copy: the definition (fp32 sums up to
+    rounding), the same bits from fp16 storage as from its fp32 shadow, max
+    pooling exact in int8, results written into ``out`` when given."""
+    x = np.random.RandomState(2).randn(*shape).astype(np.float32)
+    want = _pool_direct(x, kind, k, strides, pads, osz, False)
+    got = pool_nd(x, kind, k, strides, pads, [1, 1], osz, False)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    x16 = x.astype(np.float16)
+    from16 = pool_nd(x16, kind, k, strides, pads, [1, 1], osz, False)
+    shadow = pool_nd(x16.astype(np.float32), kind, k, strides, pads, [1, 1], osz, False)
+    assert np.array_equal(from16.astype(np.float32).view(np.uint32), shadow.view(np.uint32))
+    if kind == "max":
+        q = np.random.RandomState(3).randint(-128, 128, shape).astype(np.int8)
+        got8 = pool_nd(q, "max", k, strides, pads, [1, 1], osz, False)
+        assert got8.dtype == np.int8
+        assert np.array_equal(got8, _pool_direct(q.astype(np.float32), "max", k, strides, pads, osz, False))
+    else:
+        out = np.full(want.shape, np.nan, np.float32)
+        assert pool_nd(x, kind, k, strides, pads, [1, 1], osz, False, out=out) is out
+        assert np.array_equal(out, got)
+
+
+def _fresh_depthwise(x, w, strides, pads, dil):
+    """The depthwise product on a freshly padded input and freshly built
+    im2col columns (the kernel before its scratch was pooled)."""
+    sp = x.ndim - 2
+    xp = np.zeros(x.shape[:2] + tuple(x.shape[2 + i] + max(pads[i], 0) + max(pads[sp + i], 0)
+                                      for i in range(sp)), np.float32)
+    xp[(slice(None), slice(None)) + tuple(slice(max(pads[i], 0), max(pads[i], 0) + x.shape[2 + i])
+                                          for i in range(sp))] = x
+    xp = xp[(slice(None), slice(None)) + tuple(slice(max(-pads[i], 0), xp.shape[2 + i] - max(-pads[sp + i], 0))
+                                               for i in range(sp))]
+    k = w.shape[2:]
+    eff = [(k[i] - 1) * dil[i] + 1 for i in range(sp)]
+    osz = [(xp.shape[2 + i] - eff[i]) // strides[i] + 1 for i in range(sp)]
+    win = np.lib.stride_tricks.sliding_window_view(xp, eff, axis=(2, 3))
+    win = win[:, :, ::strides[0], ::strides[1], ::dil[0], ::dil[1]][:, :, :osz[0], :osz[1]]
+    cols = np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3)).reshape(x.shape[0], x.shape[1], -1, osz[0] * osz[1])
+    y = np.matmul(w.reshape(x.shape[1], 1, -1).astype(np.float32), cols)
+    return y.reshape(x.shape[:2] + tuple(osz))
+
+
+@pytest.mark.parametrize("shape,strides,pads,dil", [
+    ((1, 136, 28, 28), (1, 1), (1, 1, 1, 1), (1, 1)),  # ShuffleNet's stride-1 depthwise layers
+    ((1, 112, 56, 56), (2, 2), (1, 1, 1, 1), (1, 1)),  # ... and its strided one
+    ((2, 6, 40, 31), (1, 2), (0, 2, 1, 0), (2, 1)),  # batch 2, asymmetric pads, dilated
+    ((1, 5, 30, 30), (1, 1), (-1, 1, 1, -1), (1, 1)),  # negative pads crop (no pooled scratch)
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_pooled_depthwise_scratch_gives_the_fresh_im2col_bits(shape, strides, pads, dil, dtype, monkeypatch):
+    """Depthwise convolutions with many output pixels build their columns in
+    pooled scratch: bit for bit the product on fresh buffers, run after run
+    (the pooled padding stays zero), from fp16 storage too, pooled or not."""
+    rng = np.random.RandomState(4)
+    w = rng.randn(shape[1], 1, 3, 3).astype(np.float32)
+    for cap in (spatial.SCRATCH_BYTES, 0):
+        monkeypatch.setattr(spatial, "SCRATCH_BYTES", cap)
+        for _ in range(3):  # new values each time through the same scratch
+            x = rng.randn(*shape).astype(dtype)
+            want = _fresh_depthwise(x.astype(np.float32), w, strides, pads, dil)
+            assert want.shape[2] * want.shape[3] >= spatial.DEPTHWISE_MATMUL_PIXELS
+            got = conv_nd(x, w, strides, pads, dil, shape[1])
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    if min(pads) >= 0:  # (the definition pads only)
+        np.testing.assert_allclose(got, conv_direct(x.astype(np.float32), w, strides, pads, dil, shape[1]),
+                                   rtol=1e-4, atol=1e-4)

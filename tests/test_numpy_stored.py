@@ -107,3 +107,47 @@ def test_a_writable_region_is_copied_so_later_writes_change_nothing():
     assert np.array_equal(g.initializers["w"].const, before)
     proto = onnx.load_model_from_string(model)
     assert [t.name for t in proto.graph.initializer if t.data_location == TensorProto.EXTERNAL] == ["w"]
+
+
+def _gemm_model(shared: bool) -> bytes:
+    """x [3, 64] -> Gemm(w [128, 64], transB=1) -> y; ``shared``: a second Gemm reads w too."""
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.standard_normal((128, 64)).astype(np.float32), "w")  # 32 KiB: in the region
+    small = numpy_helper.from_array(rng.standard_normal((8, 64)).astype(np.float32), "small")  # 2 KiB: inline
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["y"], transB=1, alpha=0.5, name="fc"),
+             helper.make_node("Gemm", ["x", "small"], ["z"], transB=1, name="fc_small")]
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 128]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 8])]
+    if shared:
+        nodes.append(helper.make_node("Gemm", ["x", "w"], ["y2"], transB=1, name="fc2"))
+        outs.append(helper.make_tensor_value_info("y2", TensorProto.FLOAT, [3, 128]))
+    g = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 64])], outs,
+                          [w, small])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_gemm_weights_are_stored_transposed_when_only_that_gemm_reads_them(shared):
+    x = {"x": np.random.default_rng(3).standard_normal((3, 64)).astype(np.float32)}
+    sess = Session(_gemm_model(shared), NUMPY)
+    want = sess.run(x)
+    [blob] = [p.blob for p in sess.to_image().partitions]
+    proto = onnx.load_model_from_string(_blob_parts(bytes(blob))[1])
+    trans = {n.name: next(a.i for a in n.attribute if a.name == "transB") for n in proto.graph.node}
+    dims = {t.name: list(t.dims) for t in proto.graph.initializer}
+    if shared:  # w has two readers: stored as it is
+        assert trans["fc"] == trans["fc2"] == 1 and dims["w"] == [128, 64]
+    else:
+        assert trans["fc"] == 0 and dims["w"] == [64, 128]
+    assert trans["fc_small"] == 1 and dims["small"] == [8, 64]  # inline weights are left alone
+    # the live session's graph is not touched, and the stored one computes the same (bit for bit)
+    assert _partition_graph(sess).initializers["w"].const.shape == (128, 64)
+    file = np.frombuffer(encode(sess.to_image()), np.uint8)
+    loaded = Session(memoryview(file))
+    got = loaded.run(x)
+    assert all(got[k].tobytes() == want[k].tobytes() for k in want)
+    if not shared:  # the kernel uses the stored bytes as they are: no transposed copy at load
+        w = _partition_graph(loaded).initializers["w"].const
+        assert np.shares_memory(w, file) and w.shape == (64, 128)

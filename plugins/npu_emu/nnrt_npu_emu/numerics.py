@@ -35,8 +35,9 @@ _EXP_BITS = np.uint32(0x7F800000)
 _MIN_NORMAL_BITS = np.uint32(0x38800000)
 #: minus the bits of 2**e (e >= -14, the exponent of x): the bits of 2**(10 - e), which scales the fp16 step at x to 1
 _INV_STEP_BITS = np.uint32((127 + 10 + 127) << 23)
-#: minus the bits of 2**(10 - e): the bits of 2**(e - 10), the fp16 step at x
-_STEP_BITS = np.uint32((127 + 127) << 23)
+#: added to the (floored) exponent bits of x: the bits of 1.5 * 2**(e + 13), whose float32 step is x's fp16 step
+_MAGIC_BITS = np.uint32((13 << 23) | 0x400000)
+_ZERO = np.float32(0.0)
 
 
 def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 = _F16_LO,
@@ -44,13 +45,14 @@ def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 
     """Round the fp32 array ``x`` in place to fp16 values (returns ``x``): the
     chip's store, bit for bit ``clip(x, +-FP16_MAX).astype(float16)``
     widened back (round half to even, subnormals, NaN stays NaN, the sign of
-    zero kept) in seven vectorised passes instead of numpy's scalar casts.
+    zero kept) in six vectorised passes after the clamp instead of numpy's
+    scalar casts (five when ``lo`` is positive: :func:`_round_positive`).
 
     With ``e`` the exponent of ``x`` (at least -14, where fp16 subnormals
     start), ``x * 2**(10 - e)`` is exact and its integer grid is the fp16
     grid at ``x``: ``rint`` rounds it half to even (keeping the sign of a
-    zero) and ``* 2**(e - 10)`` scales back exactly.  Both powers of two come
-    from the exponent bits by one integer subtraction each.
+    zero) and dividing by the same power of two scales back exactly.  The
+    power of two comes from the exponent bits by one integer subtraction.
 
     ``x`` may be any float32 view (a piece of a larger output); ``scratch``: a
     uint32 array of ``x``'s shape, or a flat one of at least ``x.size``
@@ -66,13 +68,30 @@ def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 
     if scratch.shape != x.shape:
         scratch = scratch.reshape(-1)[:n].reshape(x.shape)
     _clip(x if src is None else src, lo, hi, out=x)  # the chip's stores saturate
+    if lo > _ZERO:  # a positive clamp (a fused Relu): no sign to keep, one pass fewer
+        return _round_positive(x, scratch)
     scale = np.bitwise_and(x.view(np.uint32), _EXP_BITS, out=scratch)  # 2**e (NaN: all ones)
     _clip(scale, _MIN_NORMAL_BITS, _EXP_BITS, out=scale)  # (clip is faster than maximum)
     np.subtract(_INV_STEP_BITS, scale, out=scale)  # 2**(10 - e); NaN's gives a finite power: NaN stays NaN
     np.multiply(x, scale.view(np.float32), out=x)
     np.rint(x, out=x)
-    np.subtract(_STEP_BITS, scale, out=scale)  # 2**(e - 10)
-    np.multiply(x, scale.view(np.float32), out=x)
+    np.divide(x, scale.view(np.float32), out=x)  # exact: a power of two (as fast as a product here)
+    return x
+
+
+def _round_positive(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """:func:`round_fp16`'s rounding of ``x`` clamped to positive values (or
+    NaN): ``(x + c) - c`` with ``c = 1.5 * 2**(e + 13)`` (``e`` the exponent
+    of x, at least -14).  ``x + c`` stays in c's binade, whose float32 step
+    is x's fp16 step, so the float32 addition rounds x half to even on that
+    grid (c is an even number of steps) and the subtraction is exact.  An
+    exact zero comes out +0.0, which is why this needs ``x > 0``; NaN stays
+    NaN (its c is finite)."""
+    c = np.bitwise_and(x.view(np.uint32), _EXP_BITS, out=scratch)
+    _clip(c, _MIN_NORMAL_BITS, _EXP_BITS, out=c)
+    np.add(c, _MAGIC_BITS, out=c)
+    np.add(x, c.view(np.float32), out=x)
+    np.subtract(x, c.view(np.float32), out=x)
     return x
 
 

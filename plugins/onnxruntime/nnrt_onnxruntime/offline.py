@@ -15,6 +15,14 @@ NCHWc block size follows the CPU's vector width), so they are stored with
 :func:`machine_fingerprint` and refused elsewhere; the onnxruntime backend
 also puts the fingerprint in its cache key.  Offline files written by
 ``nnrt compile`` keep the portable, unoptimized partition.
+
+ONNX Runtime (1.32) copies every initializer into memory of its own when it
+creates a session, the ones handed over with ``add_external_initializers``
+included: for ResNet50 that copy (100 MB of fresh pages) was most of a warm
+session's creation.  :func:`feed_as_inputs` turns the weights whose
+consumers are plain kernels into graph inputs instead, fed on every run from
+the same read-only views (ORT reads input buffers in place): session
+creation then touches none of them.
 """
 from __future__ import annotations
 
@@ -30,12 +38,27 @@ import numpy as np
 from nnrt_core.errors import CompileError
 from nnrt_core.frontends.onnx import ExternalWeights
 
-__all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays", "OPTIMIZED_WEIGHTS",
-           "PARTITION_WEIGHTS"]
+__all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays", "feed_as_inputs",
+           "FEED_MIN_BYTES", "OPTIMIZED_WEIGHTS", "PARTITION_WEIGHTS"]
 
 #: CPU features that change the kernels (and layouts) ORT's optimizers pick
 _FEATURES = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
              "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16", "asimd", "sve")
+
+#: (domain, op type) of kernels that take a weight as an ordinary input (no
+#: constant required; ORT's CPU kernels then skip only their pre-packing)
+_FEEDABLE_OPS = frozenset({
+    ("", "Conv"), ("", "ConvTranspose"), ("", "Gemm"), ("", "MatMul"), ("", "Add"), ("", "Sub"), ("", "Mul"),
+    ("", "Div"), ("", "BatchNormalization"), ("", "InstanceNormalization"), ("", "LayerNormalization"),
+    ("", "PRelu"), ("", "Gather"), ("", "Concat"), ("com.microsoft.nchwc", "Conv"), ("com.microsoft", "FusedConv"),
+    ("com.microsoft", "FusedGemm"), ("com.microsoft", "FusedMatMul")})
+#: numpy dtypes ORT's Python binding reads in place as run inputs
+_FEEDABLE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, np.uint8, np.int16,
+                                                    np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.bool_))
+
+#: smaller weights stay initializers: copying them costs ORT less than feeding
+#: them costs every run (a few microseconds per input)
+FEED_MIN_BYTES = 64 << 10
 
 _OPT_NAME, _BIN_NAME = "optimized.onnx", "optimized.bin"
 #: external-data locations: ORT's optimized graph's weights, and a plain
@@ -118,4 +141,59 @@ def external_arrays(model: bytes, weights: Any, what: str, location: str = OPTIM
         out.names.append(t.name)
         out.arrays.append(np.frombuffer(region, dtype, count, off).reshape(tuple(t.dims)))
         out.offsets.append(off)
+    return out
+
+
+def feed_as_inputs(model: bytes, weights: ExternalWeights) -> tuple[bytes, ExternalWeights, dict[str, np.ndarray]]:
+    """(``model`` with some of ``weights`` turned from initializers into graph
+    inputs, the weights left as initializers, ``{name: array}`` of the ones to
+    feed on every run).  A weight is fed when it has at least
+    :data:`FEED_MIN_BYTES`, every node using it is a :data:`_FEEDABLE_OPS`
+    kernel of the main graph and its dtype one ORT reads in place; the others
+    stay initializers (ORT copies them)."""
+    import onnx
+    from onnx import helper
+
+    proto = onnx.load_model_from_string(bytes(model))
+    arrays = dict(zip(weights.names, weights.arrays))
+    ok = {n for n, a in arrays.items() if a.dtype in _FEEDABLE_DTYPES and a.nbytes >= FEED_MIN_BYTES}
+    for node in proto.graph.node:
+        if (node.domain if node.domain != "ai.onnx" else "", node.op_type) not in _FEEDABLE_OPS:
+            ok.difference_update(node.input)
+    ok.difference_update(o.name for o in proto.graph.output)  # a weight that is itself an output stays too
+    for sub in _subgraphs(proto.graph):  # a weight used inside a sub-graph stays an initializer
+        for node in sub.node:
+            ok.difference_update(node.input)
+    if not ok:
+        return model, weights, {}
+    fed, kept = {}, []
+    for t in proto.graph.initializer:
+        if t.name in ok:
+            fed[t.name] = arrays[t.name]
+            proto.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            kept.append(t)
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept)
+    rest = ExternalWeights(weights.location)
+    rest.size = weights.size
+    for name, arr, off in zip(weights.names, weights.arrays, weights.offsets):
+        if name not in fed:
+            rest.names.append(name)
+            rest.arrays.append(arr)
+            rest.offsets.append(off)
+    return proto.SerializeToString(), rest, fed
+
+
+def _subgraphs(graph: Any) -> list[Any]:
+    """Every graph nested in ``graph``'s nodes (If/Loop/Scan bodies), recursively."""
+    from onnx import AttributeProto
+
+    out = []
+    for node in graph.node:
+        for a in node.attribute:
+            subs = [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs) if a.type == AttributeProto.GRAPHS \
+                else []
+            for g in subs:
+                out += [g, *_subgraphs(g)]
     return out

@@ -38,10 +38,11 @@ from nnrt_onnxruntime.offline import (
     PARTITION_WEIGHTS,
     OptimizedModel,
     external_arrays,
+    feed_as_inputs,
     machine_fingerprint,
     optimize_and_save,
 )
-from nnrt_onnxruntime.providers import device_index, make_session_options, normalize_providers, provider_kind
+from nnrt_onnxruntime.providers import make_session_options, provider_kind, requested_providers
 from nnrt_onnxruntime.terminate import run_terminable
 
 __all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
@@ -115,8 +116,12 @@ class OrtPartition(CompiledPartition):
         self._options = options
         self._optimized = optimized
         self._preoptimized = optimized is not None
+        #: weights fed as inputs on every run (ORT would copy them as initializers; see offline.feed_as_inputs)
+        self._fed: dict[str, np.ndarray] = {}
         if optimized is not None:
             weights = external_arrays(optimized.model, optimized.weights, f"partition {name!r}")
+            if [p for p, _ in requested_providers(backend, options)[0]] == ["CPUExecutionProvider"]:
+                self._model, weights, self._fed = feed_as_inputs(optimized.model, weights)
         self._weights = weights if weights is not None and weights.names else None
         self._external: tuple[list[str], list[Any]] | None = None
         if self._weights is not None:
@@ -127,6 +132,7 @@ class OrtPartition(CompiledPartition):
         if optimized is None and kept is not None:
             self._optimized = kept
         self._info["stored_form"] = "optimized" if self._optimized is not None else "onnx"
+        self._info["weights_fed"] = len(self._fed)
         self._mem = self._info.pop("_memory")
         # the backend's memory model decides what crosses the boundary: numpy
         # arrays for a host-memory backend (ORT copies to its device inside),
@@ -201,6 +207,8 @@ class OrtPartition(CompiledPartition):
 
     def run_with_options(self, inputs: Mapping[str, Any], ro: Any) -> dict[str, Any]:
         """A run with ORT ``RunOptions`` ``ro`` (``None``: the defaults)."""
+        if self._fed:
+            inputs = {**self._fed, **inputs}
         if self._host:
             run = self._sess_run
             if self._adaptive:
@@ -234,6 +242,8 @@ class OrtPartition(CompiledPartition):
             elem = self._exotic_in.get(name)
             feeds[name] = to_ortvalue(x, elem) if elem is not None else ort.OrtValue.ortvalue_from_numpy(
                 np.ascontiguousarray(x))
+        for name, x in self._fed.items():
+            feeds[name] = ort.OrtValue.ortvalue_from_numpy(x)
         outs = self.session.run_with_ort_values(self._out, feeds, ro)
         res = {}
         for name, ov in zip(self.output_names, outs):
@@ -256,6 +266,8 @@ class OrtPartition(CompiledPartition):
                 io.bind_ortvalue_input(name, to_ortvalue(x, self._exotic_in[name]))
             else:
                 io.bind_cpu_input(name, np.ascontiguousarray(x))
+        for name, x in self._fed.items():
+            io.bind_cpu_input(name, x)
         dev, idx = self._mem
         for name in self._out:
             io.bind_output(name, dev, idx)
@@ -301,7 +313,7 @@ class OrtPartition(CompiledPartition):
             sess = ort.InferenceSession(self._model, so, providers=self.session.get_providers())
             try:
                 t0 = time.perf_counter()
-                outs = sess.run(self._out, dict(inputs))
+                outs = sess.run(self._out, {**self._fed, **inputs})
                 t1 = time.perf_counter()
             except Exception as e:
                 raise self._error(e) from e
@@ -356,14 +368,15 @@ def _ortvalues(weights: ExternalWeights) -> tuple[list[str], list[Any]]:
 
 
 def _add_external(so: Any, external: tuple[list[str], list[Any]] | None, preoptimized: bool) -> None:
-    """Hand the weights to ORT (OrtValues over our buffers, no copy); switch
-    its optimizers off when the graph is ORT's own, already optimized."""
-    if external is None:
-        return
+    """Hand the weights to ORT (OrtValues over our buffers; ORT copies them
+    when it creates the session); switch its optimizers off when the graph is
+    ORT's own, already optimized."""
     import onnxruntime as ort
 
     if preoptimized:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if external is None:
+        return
     names, values = external
     if names:
         so.add_external_initializers(names, values)
@@ -381,21 +394,7 @@ def _create_session(backend: Backend, model: bytes, options: CompileOptions,
 
     so, summary = make_session_options(options)
     _add_external(so, external, preoptimized)
-    extra = options.extra or {}
-    if extra.get("providers") is not None:
-        requested = normalize_providers(extra["providers"])
-        index = 0
-        device_id = None
-    else:
-        device = backend.find_device(options.device)
-        index = device_index(options.device)
-        popts = {str(k): str(v) for k, v in dict(extra.get("provider_options") or {}).items()}
-        if provider_kind(device.name).takes_device_id:
-            popts.setdefault("device_id", str(index))
-        requested = [(device.name, popts)]
-        if device.name != "CPUExecutionProvider":
-            requested.append(("CPUExecutionProvider", {}))
-        device_id = f"{device.id.split(':')[0]}:{index}"
+    requested, index, device_id = requested_providers(backend, options)
     names = [p for p, _ in requested]
     fallback = None
     kept: OptimizedModel | None = None

@@ -17,6 +17,7 @@ __all__ = [
     "OPT_LEVELS",
     "make_session_options",
     "normalize_providers",
+    "requested_providers",
     "device_index",
 ]
 
@@ -214,3 +215,20 @@ def device_index(selector: str | None) -> int:
             raise ConfigError(f"device {selector!r}: the index after ':' must be a number")
         return int(idx)
     return 0
+
+
+def requested_providers(backend: Any, options: CompileOptions) -> tuple[list[tuple[str, dict[str, str]]], int, str | None]:
+    """(the providers a session asks for, with their options; the device
+    index; the device id, or None when the providers were named explicitly)."""
+    extra = options.extra or {}
+    if extra.get("providers") is not None:
+        return normalize_providers(extra["providers"]), 0, None
+    device = backend.find_device(options.device)
+    index = device_index(options.device)
+    popts = {str(k): str(v) for k, v in dict(extra.get("provider_options") or {}).items()}
+    if provider_kind(device.name).takes_device_id:
+        popts.setdefault("device_id", str(index))
+    requested = [(device.name, popts)]
+    if device.name != "CPUExecutionProvider":
+        requested.append(("CPUExecutionProvider", {}))
+    return requested, index, f"{device.id.split(':')[0]}:{index}"

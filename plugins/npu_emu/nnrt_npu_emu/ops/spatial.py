@@ -1,7 +1,8 @@
 """Host kernels of the sliding-window ops: N-d convolution as im2col + BLAS
 GEMM batched over the groups (depthwise as one batched per-channel product,
 or an einsum over a channels-last window view for small outputs) and pooling
-as one vectorised pass per kernel tap.  No Python loop runs per channel or pixel.
+one spatial axis at a time, one vectorised pass per tap of that axis.  No
+Python loop runs per channel or pixel.
 
 Inputs may be in a narrower storage type (fp16): the widening to the compute
 type happens inside the padding / im2col copy, not in a separate pass."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import threading
 from typing import Callable, Sequence
 
 import numpy as np
@@ -17,6 +19,7 @@ import numpy as np
 from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
 
 __all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS", "MAX_PIECES",
+           "SCRATCH_BYTES",
            "DEPTHWISE_MATMUL_PIXELS"]
 
 #: im2col columns larger than this are built and multiplied in ranges of output rows (cache-sized pieces)
@@ -187,13 +190,60 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
             post()
 
 
-def _depthwise_matmul(xp: np.ndarray, w: np.ndarray, k, strides, dil, osz, y: np.ndarray) -> None:
+#: bytes of pooled depthwise scratch (padded input + im2col columns) kept between runs
+SCRATCH_BYTES = 64 << 20
+_scratch: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+_scratch_bytes = [0]
+_scratch_lock = threading.Lock()
+
+
+def _take_scratch(key: tuple, padded: tuple, cols: tuple, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """A (padded input, columns) pair for ``key`` from the pool, or new ones
+    (the padded input zeroed: only its interior is ever written)."""
+    with _scratch_lock:
+        free = _scratch.get(key)
+        if free:
+            pair = free.pop()
+            _scratch_bytes[0] -= pair[0].nbytes + pair[1].nbytes
+            return pair
+    return np.zeros(padded, dtype), np.empty(cols, dtype)
+
+
+def _give_scratch(key: tuple, pair: tuple[np.ndarray, np.ndarray]) -> None:
+    with _scratch_lock:
+        size = pair[0].nbytes + pair[1].nbytes
+        if _scratch_bytes[0] + size <= SCRATCH_BYTES:
+            _scratch.setdefault(key, []).append(pair)
+            _scratch_bytes[0] += size
+
+
+def _depthwise_matmul(x: np.ndarray, w: np.ndarray, k, strides, pads, dil, osz, y: np.ndarray) -> None:
     """Depthwise convolution (one filter per channel) as one batched product:
-    per channel its (1, taps) filter times its (taps, pixels) im2col columns."""
-    N, C = xp.shape[:2]
+    per channel its (1, taps) filter times its (taps, pixels) im2col columns,
+    built in pooled scratch (no allocation, no first-touch page faults per
+    run; the same columns and product as a fresh im2col)."""
+    sp = len(k)
+    N, C = x.shape[:2]
     taps = math.prod(k)
-    cols = _columns(xp, k, strides, dil, osz).reshape(N, C, taps, -1)
-    np.matmul(w.reshape(C, 1, taps), cols, out=y.reshape(N, C, 1, -1))
+    ct = w.dtype
+    if any(p < 0 for p in pads):  # negative pads crop: a fresh copy
+        cols = _columns(pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct), k, strides, dil, osz)
+        np.matmul(w.reshape(C, 1, taps), cols.reshape(N, C, taps, -1), out=y.reshape(N, C, 1, -1))
+        return
+    padded = x.shape[:2] + tuple(x.shape[2 + i] + pads[i] + pads[sp + i] for i in range(sp))
+    cshape = (N, C) + tuple(k) + tuple(osz)
+    key = (padded, cshape, tuple(strides), tuple(dil), tuple(pads), ct.str)
+    xp, cols = _take_scratch(key, padded, cshape, ct)
+    try:
+        xp[(slice(None), slice(None)) + tuple(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(sp))] = x
+        eff = [(k[i] - 1) * dil[i] + 1 for i in range(sp)]
+        win = np.lib.stride_tricks.sliding_window_view(xp, eff, axis=tuple(range(2, 2 + sp)))
+        win = win[(slice(None), slice(None)) + tuple(slice(0, (osz[i] - 1) * strides[i] + 1, strides[i])
+                                                      for i in range(sp)) + tuple(slice(None, None, d) for d in dil)]
+        np.copyto(cols, win.transpose((0, 1) + tuple(range(2 + sp, 2 + 2 * sp)) + tuple(range(2, 2 + sp))))
+        np.matmul(w.reshape(C, 1, taps), cols.reshape(N, C, taps, -1), out=y.reshape(N, C, 1, -1))
+    finally:
+        _give_scratch(key, (xp, cols))
 
 
 #: depthwise convolutions with at least this many output pixels use :func:`_depthwise_matmul`
@@ -229,12 +279,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_di
     pixels = math.prod(osz)
     if depthwise and M == C and 0 < pixels < DEPTHWISE_MATMUL_PIXELS:
         _depthwise_channels_last(x, w, k, strides, list(pads), dil, y)
+    elif depthwise and M == C:
+        _depthwise_matmul(x, w, k, strides, list(pads), dil, osz, y)
     elif depthwise:
-        xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
-        if M == C:
-            _depthwise_matmul(xp, w, k, strides, dil, osz, y)
-        else:
-            _depthwise_into(xp, w, k, strides, dil, osz, y)
+        _depthwise_into(pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct), w, k, strides, dil, osz, y)
     else:
         xp = pad_crop(x, list(pads[:sp]), list(pads[sp:]), 0.0, ct)
         wm = np.ascontiguousarray(w.reshape(G, M // G, -1))
@@ -268,44 +316,102 @@ def _pool_counts(shape, k, strides, dil, osz, begin, end, explicit_end, include_
     return cnt
 
 
-def _max_separable(xp: np.ndarray, k, strides, dil, osz) -> np.ndarray:
-    """Max over every window of padded ``xp``, one spatial axis at a time
-    (``sum(k)`` strided passes instead of ``prod(k)``; max is exact in any order)."""
-    y = xp
-    for ax in range(len(k)):
-        idx = [slice(None)] * y.ndim
-        acc = None
-        for t in range(k[ax]):
-            idx[2 + ax] = slice(t * dil[ax], t * dil[ax] + (osz[ax] - 1) * strides[ax] + 1, strides[ax])
-            if acc is None:
-                acc = np.array(y[tuple(idx)], copy=True)
-            else:
-                np.maximum(acc, y[tuple(idx)], out=acc)
+def _tap_ranges(n: int, k: int, s: int, d: int, b: int, o: int) -> list[tuple[int, int, int]]:
+    """(first output, end output, first input) of each kernel tap along one
+    axis of extent ``n``: the outputs whose window meets ``x`` at that tap."""
+    taps = []
+    for t in range(k):
+        off = t * d - b  # input index of output i: i * s + off
+        lo = 0 if off >= 0 else (-off + s - 1) // s
+        hi = min(o, (n - 1 - off) // s + 1) if n - 1 - off >= 0 else 0
+        if hi > lo:
+            taps.append((lo, hi, off + lo * s))
+    return taps
+
+
+def _window_reduce(x: np.ndarray, k, strides, dil, begin, osz, ufunc: np.ufunc, identity, dtype: np.dtype,
+                   out: np.ndarray | None = None) -> np.ndarray:
+    """``ufunc`` over every pooling window of ``x`` (N, C, ...) padded with
+    ``identity`` (``begin`` before each spatial axis, as much as needed
+    after), one spatial axis at a time and without a padded copy: each tap
+    is reduced into the outputs whose window it meets inside ``x``.  The
+    result (type ``dtype``) goes to ``out`` when it fits."""
+    sp = len(k)
+    y = x
+    axes = [ax for ax in range(sp) if not (k[ax] == 1 and strides[ax] == 1 and begin[ax] == 0 and osz[ax] == x.shape[2 + ax])]
+    for ax in axes:
+        a = 2 + ax
+        o, s = osz[ax], strides[ax]
+        taps = _tap_ranges(y.shape[a], k[ax], s, dil[ax], begin[ax], o)
+        shape = y.shape[:a] + (o,) + y.shape[a + 1:]
+        last = ax == axes[-1]
+        acc = out if last and out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
+        pre = (slice(None),) * a
+
+        def src(lo: int, hi: int, start: int, _y=y, _pre=pre, _s=s) -> np.ndarray:
+            return _y[_pre + (slice(start, start + (hi - lo - 1) * _s + 1, _s),)]
+        full = next((i for i, (lo, hi, _) in enumerate(taps) if lo == 0 and hi == o), None)
+        if full is not None and len(taps) == 1:
+            np.copyto(acc, src(*taps[0]))
+            rest = []
+        elif full is not None and (ufunc is np.maximum or full <= 1):
+            # a tap meeting every output and another one start the sums in one pass (a + b == b + a: for
+            # sums only taps 0 and 1 may swap, the later ones keep their order)
+            pair = 1 if full == 0 else 0
+            lo, hi, start = taps[pair]
+            f0 = taps[full][2]
+            ufunc(src(lo, hi, f0 + lo * s), src(lo, hi, start), out=acc[pre + (slice(lo, hi),)], dtype=dtype)
+            if lo > 0:
+                np.copyto(acc[pre + (slice(0, lo),)], src(0, lo, f0))
+            if hi < o:
+                np.copyto(acc[pre + (slice(hi, o),)], src(hi, o, f0 + hi * s))
+            rest = [t for i, t in enumerate(taps) if i not in (full, pair)]
+        else:
+            acc.fill(identity)
+            rest = taps
+        for lo, hi, start in rest:
+            dst = acc[pre + (slice(lo, hi),)]
+            ufunc(dst, src(lo, hi, start), out=dst, dtype=dtype)
         y = acc
-    return y if y is not xp else xp.copy()
+    if y is x:
+        y = x.astype(dtype) if out is None or out.shape != x.shape or out.dtype != dtype else out
+        if y is out:
+            np.copyto(out, x)
+    return y
+
+
+def _global(x: np.ndarray, k, strides, pads, dil, osz) -> bool:
+    """Whether one window covers the whole spatial extent (a global pool)."""
+    return all(o == 1 for o in osz) and not any(pads) and all(d == 1 for d in dil) \
+        and list(k) == list(x.shape[2:])
 
 
 def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_pad: bool,
             out: np.ndarray | None = None) -> np.ndarray:
     """Max pooling in ``x``'s own type (exact: the result is one of the inputs)
-    or average pooling with fp32 sums, one vectorised pass per kernel tap
-    (written into ``out`` when it is a float32 array of the result's shape)."""
+    or average pooling with fp32 sums, separable: one vectorised pass per
+    kernel tap of each spatial axis in turn, taps outside the input skipped
+    (no padded copy); a window covering the whole input is one reduction.
+    Average sums go into ``out`` when it is a float32 array of the result's shape."""
     sp = len(k)
     shape = x.shape[2:]
     begin = list(pads[:sp])
     need = [(osz[i] - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 for i in range(sp)]
     end = [need[i] - shape[i] - begin[i] for i in range(sp)]
-    if kind == "max":
-        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        return _max_separable(pad_crop(x, begin, end, fill), k, strides, dil, osz)
-    xp = pad_crop(x, begin, end, 0.0, np.float32)
     oshape = x.shape[:2] + tuple(osz)
-    y = out if out is not None and out.dtype == np.float32 and out.shape == oshape else np.empty(oshape, np.float32)
-    for i, tap in enumerate(_taps(k)):
-        if i == 0:
-            np.copyto(y, xp[_tap_slice(tap, strides, dil, osz)])
-        else:
-            y += xp[_tap_slice(tap, strides, dil, osz)]
+    if kind == "max":
+        if _global(x, k, strides, pads, dil, osz):
+            return np.maximum.reduce(x.reshape(x.shape[:2] + (-1,)), axis=-1).reshape(oshape)
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        return _window_reduce(x, k, strides, dil, begin, osz, np.maximum, fill, x.dtype)
+    f32 = np.dtype(np.float32)
+    y = out if out is not None and out.dtype == f32 and out.shape == oshape else None
+    if _global(x, k, strides, pads, dil, osz):
+        if y is None:
+            y = np.empty(oshape, f32)
+        np.add.reduce(x.reshape(x.shape[:2] + (-1,)), axis=-1, dtype=f32, out=y[(Ellipsis,) + (0,) * sp])
+    else:
+        y = _window_reduce(x, k, strides, dil, begin, osz, np.add, 0.0, f32, y)
     y /= _pool_counts(tuple(shape), tuple(k), tuple(strides), tuple(dil), tuple(osz), tuple(begin), tuple(end),
                       tuple(pads[sp:]), bool(count_include_pad))
     return y
