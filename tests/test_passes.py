@@ -357,6 +357,28 @@ def test_cse_merges_duplicates_but_not_random_ops_or_outputs():
     assert r.rewrites == 2 and "one_b" not in g.initializers
 
 
+def test_cse_groups_by_cheap_key_but_merges_only_equal_attributes_and_constants():
+    """Same op on the same inputs is only a candidate: attributes and small
+    constants (by content) still decide; the first of several equal nodes wins."""
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["l1"], name="l1", alpha=0.1),
+             helper.make_node("LeakyRelu", ["x"], ["l2"], name="l2", alpha=0.2),  # other alpha: kept
+             helper.make_node("LeakyRelu", ["x"], ["l3"], name="l3", alpha=0.2),  # = l2
+             helper.make_node("LeakyRelu", ["x"], ["l4"], name="l4", alpha=0.1),  # = l1
+             helper.make_node("Add", ["x", "c_a"], ["a1"], name="a1"),
+             helper.make_node("Add", ["x", "c_b"], ["a2"], name="a2"),  # same shape, other content: kept
+             helper.make_node("Add", ["x", "c_c"], ["a3"], name="a3"),  # = a1 by content
+             helper.make_node("Sum", ["l1", "l2", "l3", "l4"], ["s1"], name="s1"),
+             helper.make_node("Sum", ["a1", "a2", "a3", "s1"], ["y"], name="s2")]
+    model = make(nodes, [("x", [3])], [("y", [3])],
+                 [("c_a", np.ones(3, np.float32)), ("c_b", np.full(3, 2, np.float32)),
+                  ("c_c", np.ones(3, np.float32))])
+    g, r = run_pass(CommonSubexpressionElimination(), model)
+    assert [n.name for n in g.nodes] == ["l1", "l2", "a1", "a2", "s1", "s2"] and r.rewrites == 3
+    s1, s2 = g.node_by_name("s1"), g.node_by_name("s2")
+    assert [v.name for v in s1.inputs] == ["l1", "l2", "l2", "l1"]
+    assert [v.name for v in s2.inputs] == ["a1", "a2", "a1", "s1"] and "c_c" not in g.initializers
+
+
 # ----------------------------------------------- transpose/reshape cancellation
 def test_transpose_pairs_cancel_or_compose():
     nodes = [helper.make_node("Transpose", ["x"], ["t1"], name="t1", perm=[0, 2, 1]),

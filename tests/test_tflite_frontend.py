@@ -129,6 +129,82 @@ def test_random_corruption_only_ever_raises_model_load_error():
             pass
 
 
+def test_column_reader_of_tensors_agrees_with_the_table_reader_on_corrupt_files(monkeypatch):
+    """Tensors read column-wise (numpy gathers) equal the one-table-at-a-time reading,
+    and a corrupt file fails the same way either way (no numpy error, no huge allocation)."""
+    from nnrt_core.errors import NnrtError
+    from nnrt_core.frontends.tflite import schema
+    from nnrt_core.frontends.tflite.load import read_flat_model
+
+    monkeypatch.setattr(schema, "BULK_TENSORS", 1)  # column-wise even for this small model
+
+    def read(data: bytes, bulk: bool) -> object:
+        try:
+            flat = read_flat_model(data)
+            return [(t.index, t.name, t.dtype, t.shape, None if t.data is None else t.data.tobytes(),
+                     None if t.quant is None else (t.quant.scale.tolist(), t.quant.zero_point.tolist(), t.quant.axis))
+                    for t in flat.tensors(flat.subgraph(0), bulk=bulk)]
+        except NnrtError as e:
+            return f"{type(e).__name__}: {e}"
+
+    w = _fc_model()
+    w.input("q", [2, 3], np.int8, quant=(np.array([0.5, 0.25]), np.array([1, -2]), 0))
+    good = w.build()
+    assert read(good, True) == read(good, False) and not isinstance(read(good, True), str)
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        data = bytearray(good)
+        for i in rng.integers(0, len(data), rng.integers(1, 4)):
+            data[i] = rng.integers(0, 256)
+        assert read(bytes(data), True) == read(bytes(data), False)
+
+
+def _graph_facts(model) -> tuple:
+    g = model.graph
+    return ([(n.name, n.op_type, [v.name if v is not None else None for v in n.inputs],
+              [(v.name, str(v.type)) for v in n.outputs], sorted((k, repr(a.value)) for k, a in n.attributes.items()))
+             for n in g.nodes],
+            {k: (v.const.dtype.str, v.const.shape, v.const.tobytes()) for k, v in g.initializers.items()})
+
+
+def test_dequantize_shortcut_gives_the_mappers_graph_and_a_replaced_mapper_loses_it():
+    """fp16 DEQUANTIZE of a constant skips the OpContext (registry shortcut): the same
+    graph as the mapper's; a mapper replaced with register_op runs for every operator."""
+    from tflite_models import mobilenet_like
+
+    from nnrt_core.frontends.tflite.ops.quant import dequantize
+
+    data = mobilenet_like(size=32, width=8, blocks=2, classes=10, fp16=True)
+    fast = load_tflite(data)
+    calls = []
+
+    def wrapped(ctx):
+        calls.append(ctx.index)
+        dequantize(ctx)
+
+    register_op("DEQUANTIZE", wrapped, custom=False, replace=True)
+    try:
+        slow = load_tflite(data)
+    finally:
+        register_op("DEQUANTIZE", dequantize, custom=False, replace=True)
+    assert len(calls) >= 5 and _graph_facts(fast) == _graph_facts(slow)
+
+
+def test_dequantize_with_a_bad_tensor_index_still_fails_naming_the_operator():
+    w = TFLiteWriter()
+    x = w.input("x", [2])
+    c = w.const("c", np.ones(2, np.float16))
+    d, y = w.tensor("d", [2]), w.tensor("y", [2])
+    w.op("DEQUANTIZE", [c], [d])
+    w.op("ADD", [x, d], [y], "AddOptions")
+    w.outputs = [y]
+    assert np.allclose(Session(w.build(), ScheduleConfig(backends=["numpy"])).run(
+        {"x": np.ones(2, np.float32)})["y"], 2)
+    w.ops[0]["outputs"] = [99]
+    with pytest.raises(ModelLoadError, match=r"operator 0 \(DEQUANTIZE\) refers to tensor 99"):
+        load_tflite(w.build())
+
+
 # ------------------------------------------------------------------ operators
 def _custom_model() -> bytes:
     w = TFLiteWriter()

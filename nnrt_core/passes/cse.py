@@ -43,6 +43,16 @@ def _input_key(v: Value | None) -> Hashable:
     return id(v)
 
 
+def _cheap_key(node: Node) -> Hashable | None:
+    """The op and its inputs, by identity (no content hashing): nodes whose
+    cheap keys differ cannot merge; None when the node must not be merged."""
+    if node.op_type in NONDETERMINISTIC_OPS or node.domain not in ("", "ai.onnx", "ai.onnx.ml"):
+        return None
+    return (node.op_type, len(node.attributes), tuple(
+        None if v is None else ("const", np.shape(v.const)) if is_constant(v) else id(v)
+        for v in node.inputs))
+
+
 def _node_key(node: Node) -> Hashable | None:
     """What makes two nodes compute the same outputs, or None when the node
     must not be merged (random ops, sub-graphs, unknown domains)."""
@@ -64,7 +74,10 @@ def _node_key(node: Node) -> Hashable | None:
 
 class CommonSubexpressionElimination(Pass):
     """Merge nodes that compute the same thing from the same inputs.  A
-    duplicate writing a graph output is kept (its name must survive)."""
+    duplicate writing a graph output is kept (its name must survive).
+    Nodes are first grouped by a cheap key (op, inputs by identity); the full
+    key (attributes, small constants by content) is only built for nodes that
+    share one, so a graph without candidates hashes no attribute."""
 
     name = "common_subexpression_elimination"
     level = "basic"
@@ -74,16 +87,29 @@ class CommonSubexpressionElimination(Pass):
         ctx = ctx or PassContext()
         res = self.result()
         ed = GraphEditor(graph)
-        seen: dict[Hashable, Node] = {}
+        groups: dict[Hashable, list[Node]] = {}  # cheap key -> nodes kept, in graph order
+        keys: dict[int, Hashable | None] = {}  # id(node) -> full key, built on demand
+
+        def full_key(n: Node) -> Hashable | None:
+            if id(n) not in keys:
+                keys[id(n)] = _node_key(n)
+            return keys[id(n)]
+
         for node in list(graph.nodes):
             if not ctx.may_rewrite(node):
                 continue
-            key = _node_key(node)
-            if key is None:
+            cheap = _cheap_key(node)
+            if cheap is None:
                 continue
-            first = seen.get(key)
+            group = groups.setdefault(cheap, [])
+            first = None
+            if group:
+                key = full_key(node)
+                if key is None:
+                    continue
+                first = next((n for n in group if full_key(n) == key), None)
             if first is None:
-                seen[key] = node
+                group.append(node)
                 continue
             if any(ed.is_output(v) for v in node.outputs):
                 continue

@@ -12,7 +12,7 @@ values that went through QuantizeLinear/DequantizeLinear (QDQ).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -71,6 +71,7 @@ class GraphState:
         self.names: dict[str, Value] = {}
         self.node_names: set[str] = set()
         self.metadata: dict[str, str] = {}  #: mappers' additions to the model metadata
+        self.finishers: list[Callable[[], None]] = []  #: run once after the last operator (deferred metadata)
 
     # ------------------------------------------------------------- building
     def unique(self, name: str) -> str:
@@ -212,12 +213,12 @@ class OpContext(OperatorRef):
     def __init__(self, state: GraphState, op: Any, index: int, op_name: str) -> None:
         super().__init__(op, index, op_name)
         self.state = state
-        self.inputs = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
-        self.outputs = list(op.i32s(OPERATOR.outputs))
+        self.inputs = ins = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
+        self.outputs = outs = list(op.i32s(OPERATOR.outputs))
         n = len(state.slots)
-        for t in self.inputs + self.outputs:
-            if not -1 <= t < n:
-                raise ModelLoadError(f"operator {index} ({op_name}) refers to tensor {t}; the subgraph has {n}")
+        if (ins and (min(ins) < -1 or max(ins) >= n)) or (outs and (min(outs) < -1 or max(outs) >= n)):
+            bad = next(t for t in ins + outs if not -1 <= t < n)
+            raise ModelLoadError(f"operator {index} ({op_name}) refers to tensor {bad}; the subgraph has {n}")
         self.name = f"{op_name.lower()}_{index}"
 
     # ------------------------------------------------------------- tensors

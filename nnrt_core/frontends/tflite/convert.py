@@ -10,7 +10,7 @@ from nnrt_core.errors import ModelLoadError, NnrtError, PluginError, Unsupported
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
 from nnrt_core.frontends.tflite.dynamic import resolve_shapes
 from nnrt_core.frontends.tflite.ops.fft import check_complex
-from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for
+from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for, shortcut_for
 from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, corrupt, guarded
 from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
 from nnrt_core.ir import DataType, Graph, Model, Value
@@ -109,6 +109,8 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
             raise corrupt(f"operator {k}", e) from e
     for t in outs:
         graph.outputs.append(_output(state, t))
+    for finish in state.finishers:
+        finish()
     meta = {"tflite.subgraphs": json.dumps(names), "tflite.signatures": json.dumps(flat.signatures()),
             "tflite.main_subgraph": names[0]}
     meta.update(state.metadata)
@@ -119,17 +121,22 @@ def _map(state: GraphState, flat: FlatModel, op: Table, k: int, extra: Mapping[s
          has_complex: bool) -> None:
     """Run the mapper of operator ``k`` and check it produced every output."""
     name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
+    mapper = mapper_for(name, is_custom)
+    short = shortcut_for(mapper) if mapper is not None and not has_complex else None
+    if short is not None and short(state, op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)):
+        return
     ctx = OpContext(state, op, k, name)
-    mapper = mapper_for(name, is_custom) or (extra.get(name) if is_custom else None)
-    assert mapper is not None  # _plugin_mappers
     if has_complex:
         check_complex(ctx)
-    if mapper_for(name, is_custom) is not None:
+    if mapper is not None:
         mapper(ctx)
     else:
-        _plugin_map(mapper, ctx, name)
+        plugin = extra.get(name) if is_custom else None
+        assert plugin is not None  # _plugin_mappers
+        _plugin_map(plugin, ctx, name)
+    slots = state.slots
     for j, t in enumerate(ctx.outputs):
-        slot = state.slots[t] if t >= 0 else None
+        slot = slots[t] if t >= 0 else None
         if slot is not None and slot.plain is None and slot.nchw is None and slot.const is None:
             raise ModelLoadError(f"{ctx.desc}: the mapper did not produce output {j}")
 

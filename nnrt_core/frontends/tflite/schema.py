@@ -22,13 +22,16 @@ from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.tflite import table
 from nnrt_core.ir import DataType
 
-__all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "MAX_TENSOR_BYTES", "TensorInfo", "Quant", "FlatModel",
+__all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "MAX_TENSOR_BYTES", "BULK_TENSORS", "TensorInfo", "Quant", "FlatModel",
            "guarded", "corrupt", "GUARDED_ERRORS", "looks_like_tflite", "BUILTIN_NAMES"]
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
 #: no tensor of an imported model may be larger than this
 MAX_TENSOR_BYTES = 1 << 32
+#: from this many tensors on they are read column-wise (the numpy gathers cost ~0.15 ms however few:
+#: 13 tensors 0.23 ms column-wise vs 0.09 one by one; 250 tensors 0.82 vs 1.08)
+BULK_TENSORS = 96
 
 #: builtin operator code -> name ("CONV_2D", ...)
 BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(tflite.BuiltinOperator).items()
@@ -137,8 +140,15 @@ class FlatModel:
         return (name or f"<unknown builtin {code}>"), False
 
     # ------------------------------------------------------------------ tensors
-    def tensors(self, sg: table.Table) -> list[TensorInfo]:
-        """Every tensor of subgraph ``sg``, checked."""
+    def tensors(self, sg: table.Table, bulk: bool = True) -> list[TensorInfo]:
+        """Every tensor of subgraph ``sg``, checked: from :data:`BULK_TENSORS` tensors on, the
+        tables are read column-wise (:class:`~nnrt_core.frontends.tflite.table.Columns`); on a
+        corrupt table (or ``bulk=False``) one table at a time, which names the corrupt tensor in its error."""
+        try:
+            if bulk and sg.vector_position(table.SUBGRAPH.tensors)[1] >= BULK_TENSORS:
+                return self._tensors_bulk(sg)
+        except GUARDED_ERRORS:
+            pass
         out = []
         with guarded("tensor list"):
             tables = sg.tables(table.SUBGRAPH.tensors)
@@ -149,31 +159,54 @@ class FlatModel:
                 raise corrupt(f"tensor {i}", e) from e
         return out
 
+    def _tensors_bulk(self, sg: table.Table) -> list[TensorInfo]:
+        f = table.TENSOR
+        start, n = sg.vector_position(table.SUBGRAPH.tensors)
+        cols = table.Columns(self.buf, start, n)
+        ttypes = cols.scalar(f.type, 1).tolist()
+        buffers = cols.scalar(f.buffer, 4).tolist()
+        name_at, shape_at = cols.ref(f.name), cols.ref(f.shape)
+        name_len, shape_len = cols.lengths(name_at, 1).tolist(), cols.lengths(shape_at, 4).tolist()
+        sp_at, q_at = cols.ref(f.sparsity).tolist(), cols.ref(f.quantization).tolist()
+        data, unpack = self.data, struct.unpack_from
+        out = []
+        for i, (na, nl, sa, sl) in enumerate(zip(name_at.tolist(), name_len, shape_at.tolist(), shape_len)):
+            raw_name = data[na + 4:na + 4 + nl] if na else None
+            shape = unpack(f"<{sl}i", data, sa + 4) if sa else ()
+            out.append(self._info(i, raw_name, ttypes[i], shape, buffers[i], sp_at[i], q_at[i]))
+        return out
+
     def _tensor(self, t: table.Table, i: int) -> TensorInfo:
         f = table.TENSOR
-        raw_name = t.string(f.name)
+        raw_name, ttype = t.string(f.name), t.u8(f.type)
+        if ttype not in _DTYPES:  # a resource handle or an unsupported type: nothing else is read
+            return self._info(i, raw_name, ttype, (), 0, 0, 0)
+        sp, q = t.table(f.sparsity), t.table(f.quantization)
+        return self._info(i, raw_name, ttype, t.i32s(f.shape), t.u32(f.buffer), sp.pos if sp else 0,
+                          q.pos if q else 0)
+
+    def _info(self, i: int, raw_name: bytes | None, ttype: int, shape: tuple[int, ...], buffer: int,
+              sparsity_at: int, quant_at: int) -> TensorInfo:
+        """Tensor ``i`` from its fields (tables given by position, 0: absent), checked."""
         name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{i}"
         desc = f"tensor {i} {name!r}"
-        ttype = t.u8(f.type)
         if ttype == 13:  # RESOURCE: a variable handle (ops/variables.py), no data
             return TensorInfo(i, name, DataType.UNDEFINED, (), None, None, None)
         dtype = _DTYPES.get(ttype)
         if dtype is None:
             raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
                                  f"(supported: {sorted(_TYPE_NAMES[k] for k in _DTYPES)})")
-        shape = t.i32s(f.shape)
         if any(d < 0 for d in shape):
             raise ModelLoadError(f"{desc}: shape {list(shape)} has a negative dimension")
         nbytes = math.prod(shape) * dtype.numpy.itemsize
         if nbytes > MAX_TENSOR_BYTES:
             raise ModelLoadError(f"{desc}: shape {list(shape)} needs {nbytes} bytes, over the limit "
                                  f"of {MAX_TENSOR_BYTES}")
-        sp = t.table(f.sparsity)
         sparse = None
-        if sp is not None:
+        if sparsity_at:
             sparse = tflite.SparsityParameters()
-            sparse.Init(sp.buf, sp.pos)
-        raw = self._buffer(t.u32(f.buffer), desc)
+            sparse.Init(self.data, sparsity_at)
+        raw = self._buffer(buffer, desc)
         data = None
         if raw is not None and raw.size:
             if sparse is None:
@@ -186,7 +219,8 @@ class FlatModel:
                     data = raw.copy().view(dtype.numpy).reshape(shape)
             else:
                 data = raw
-        return TensorInfo(i, name, dtype, shape, data, self._quant(t.table(f.quantization), desc, shape), sparse)
+        quant = self._quant(table.Table(self.data, quant_at), desc, shape) if quant_at else None
+        return TensorInfo(i, name, dtype, shape, data, quant, sparse)
 
     def _read_buffer(self, b: table.Table, index: int) -> np.ndarray | str | None:
         """Buffer ``index`` as a uint8 view of the file, ``None`` when empty, or

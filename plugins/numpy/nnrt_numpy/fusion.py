@@ -225,15 +225,16 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
     return None
 
 
-def find_chains(graph: Graph, kernels: Sequence[Kernel],
-                make_kernel: Callable[[NodeInfo], Kernel]) -> list[Chain | SEChain]:
+def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel],
+                readers: dict[int, list] | None = None) -> list[Chain | SEChain]:
     """Chains of ``graph.nodes`` worth fusing: squeeze-and-excitation blocks
     (:mod:`nnrt_numpy.fusion_se`) first, then head -> tails chains.  ``kernels[i]``
     is the kernel of ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a
-    (modified) NodeInfo."""
-    readers = value_readers(graph)
+    (modified) NodeInfo; ``readers``: the graph's :func:`value_readers` when the
+    caller has them."""
+    readers = readers if readers is not None else value_readers(graph)
     index = {id(n): i for i, n in enumerate(graph.nodes)}
-    chains: list[Chain | SEChain] = list(find_se(graph))
+    chains: list[Chain | SEChain] = list(find_se(graph, readers))
     taken: set[int] = {id(n) for c in chains for n in c.nodes}
     for i, head in enumerate(graph.nodes):
         if id(head) in taken or head.op_type not in _HEADS or head.domain not in ("", "ai.onnx"):

@@ -138,9 +138,10 @@ def _match(gap: Node, readers: dict[int, list]) -> SEChain | None:
     return SEChain(nodes, x, [conv1, conv2], relu, tail)
 
 
-def find_se(graph: Graph) -> list[SEChain]:
-    """The squeeze-and-excitation blocks of ``graph`` (nodes in graph order, none shared)."""
-    readers = value_readers(graph)
+def find_se(graph: Graph, readers: dict[int, list] | None = None) -> list[SEChain]:
+    """The squeeze-and-excitation blocks of ``graph`` (nodes in graph order, none shared);
+    ``readers``: the graph's ``value_readers`` when the caller has them."""
+    readers = readers if readers is not None else value_readers(graph)
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     found: list[SEChain] = []
     for node in graph.nodes:

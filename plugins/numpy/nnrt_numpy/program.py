@@ -146,7 +146,8 @@ class GraphProgram:
             assert cls is not None
             kernels.append(cls(info))
         # backend-local fusion: a chain runs as one step at the position of its last node
-        chains = find_chains(graph, kernels, _make_kernel) if fuse else []
+        readers = value_readers(graph) if fuse else {}  # one walk for fusion and Concat placement
+        chains = find_chains(graph, kernels, _make_kernel, readers) if fuse else []
         absorbed = {id(n) for c in chains for n in c.nodes}
         chain_at = {id(c.nodes[-1]): c for c in chains}
         self.fused_nodes = len(absorbed) - len(chains)
@@ -176,7 +177,7 @@ class GraphProgram:
             self.steps.append(step)
         self.output_slots = [slot(v) for v in graph.outputs]
         self.nslots = len(slots)
-        self.placed = self._place_concat_inputs(graph, slot) if fuse else 0
+        self.placed = self._place_concat_inputs(graph, slot, readers) if fuse else 0
         self._plan_lifetimes()
         self.arena: ArenaPlan | None = self._plan_arena() if fuse else None
         if self.arena is None and not self.scope_in and all(
@@ -227,14 +228,13 @@ class GraphProgram:
     def _failure(self, step: "_Step | None", e: Exception) -> ExecutionError:
         return ExecutionError(f"{self._where(step)} failed: {type(e).__name__}: {e}")
 
-    def _place_concat_inputs(self, graph: Graph, slot) -> int:
+    def _place_concat_inputs(self, graph: Graph, slot, readers: dict[int, list]) -> int:
         """Concat placement: a Conv (or fused chain) step whose output is read
         only by a Concat writes straight into its slice of the Concat output,
         which the first such step of a run allocates in the run's registers
         (per call: concurrent runs share nothing).  The Concat step then only
         copies the inputs that were not placed.  Returns the number of placed
         inputs."""
-        readers = value_readers(graph)
         outputs = {id(v) for v in graph.outputs}
         producer: dict[int, int] = {}  # output slot -> step index
         for i, st in enumerate(self.steps):

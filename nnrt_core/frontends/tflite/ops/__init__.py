@@ -38,7 +38,9 @@ from nnrt_core.frontends.tflite.ops.registry import (
     mapper_for,
     register,
     register_op,
+    shortcut_for,
     unregister_op,
 )
 
-__all__ = ["Mapper", "available_ops", "custom_ops", "mapper_for", "register", "register_op", "unregister_op"]
+__all__ = ["Mapper", "available_ops", "custom_ops", "mapper_for", "register", "register_op", "shortcut_for",
+           "unregister_op"]

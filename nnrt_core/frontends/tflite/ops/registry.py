@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["Mapper", "register", "register_op", "unregister_op", "mapper_for", "available_ops", "custom_ops"]
+__all__ = ["Mapper", "Shortcut", "register", "register_op", "unregister_op", "mapper_for", "shortcut",
+           "shortcut_for", "available_ops", "custom_ops"]
 
 Mapper = Callable[[Any], None]
+#: ``fn(state, inputs, outputs) -> bool``: a mapper's common case without an ``OpContext``;
+#: False when it does not apply (the mapper then runs as usual)
+Shortcut = Callable[[Any, "tuple[int, ...]", "tuple[int, ...]"], bool]
 
 _BUILTIN: dict[str, Mapper] = {}
 _CUSTOM: dict[str, Mapper] = {}
+#: keyed by the mapper, so a mapper replaced with ``register_op`` loses its shortcut
+_SHORTCUTS: dict[Mapper, Shortcut] = {}
 
 
 def register(*names: str) -> Callable[[Mapper], Mapper]:
@@ -41,6 +47,18 @@ def register_op(name: str, mapper: Mapper, *, custom: bool = True, replace: bool
 def unregister_op(name: str, *, custom: bool = True) -> None:
     """Remove the mapper of ``name`` (nothing when there is none)."""
     (_CUSTOM if custom else _BUILTIN).pop(name, None)
+
+
+def shortcut(mapper: Mapper) -> Callable[[Shortcut], Shortcut]:
+    """Decorator: register a shortcut for ``mapper``'s most common case."""
+    def deco(fn: Shortcut) -> Shortcut:
+        _SHORTCUTS[mapper] = fn
+        return fn
+    return deco
+
+
+def shortcut_for(mapper: Mapper) -> Shortcut | None:
+    return _SHORTCUTS.get(mapper)
 
 
 def mapper_for(name: str, custom: bool) -> Mapper | None:

@@ -40,6 +40,7 @@ class _Variables:
         self.inputs: dict[str, Value] = {}
         self.outputs: dict[str, Value] = {}
         self.initial: dict[str, np.ndarray] = {}
+        self.entries: dict[str, dict] = {}  #: ``tflite.variables`` entries, written once at the end
 
 
 _TABLES: "weakref.WeakKeyDictionary[GraphState, _Variables]" = weakref.WeakKeyDictionary()
@@ -49,6 +50,7 @@ def _table(state: GraphState) -> _Variables:
     table = _TABLES.get(state)
     if table is None:
         table = _TABLES[state] = _Variables()
+        state.finishers.append(lambda: _write(state, table))
     return table
 
 
@@ -151,12 +153,17 @@ def call_once(ctx: OpContext) -> None:
 
 def _record(state: GraphState, table: _Variables, name: str, dtype: str | None = None,
             shape: tuple[int, ...] | None = None) -> None:
-    """Keep ``tflite.variables`` in the model metadata up to date."""
-    entries = {e["name"]: e for e in json.loads(state.metadata.get("tflite.variables", "[]"))}
-    e = entries.setdefault(name, {"name": name, "input": None, "output": None, "dtype": dtype,
+    """Update variable ``name``'s ``tflite.variables`` entry (written by :func:`_write`)."""
+    e = table.entries.setdefault(name, {"name": name, "input": None, "output": None, "dtype": dtype,
                                   "shape": list(shape) if shape is not None else None, "initial": None})
     e["input"] = table.inputs[name].name if name in table.inputs else None
     e["output"] = table.outputs[name].name if name in table.outputs else None
     if name in table.initial:
         e["initial"] = table.initial[name].reshape(-1).tolist()
-    state.metadata["tflite.variables"] = json.dumps(list(entries.values()))
+
+
+def _write(state: GraphState, table: _Variables) -> None:
+    """``tflite.variables`` in the model metadata, once after the last operator
+    (re-encoding it at every variable was quadratic in the number of variables)."""
+    if table.entries:
+        state.metadata["tflite.variables"] = json.dumps(list(table.entries.values()))
