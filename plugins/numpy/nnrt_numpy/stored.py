@@ -68,7 +68,9 @@ def unpack(blob: Any) -> Graph:
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise CompileError(f"stored numpy partition has a malformed header: {e}") from None
     body = view[start + n:]
-    return load_onnx(bytes(body[:mlen]), weights={WEIGHTS: body[mlen:]}).graph
+    # written sorted and fully typed: an unsorted graph is refused by the checker, not sorted; shape inference
+    # only fills types the file lacks (element types are still checked against the schemas)
+    return load_onnx(bytes(body[:mlen]), weights={WEIGHTS: body[mlen:]}, sort=False, infer_shapes="missing").graph
 
 
 def _gemm_weights_transposed(proto: onnx.ModelProto, external: ExternalWeights) -> None:
