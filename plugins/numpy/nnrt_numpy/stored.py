@@ -6,9 +6,10 @@ Ray's shipped sessions)::
 The model is the partition's graph as ONNX with every initializer of 4 KiB
 or more left out as external data at location ``weights.bin``, which is the
 region after it (each tensor 64-byte aligned within the region).  Loading
-parses and checks the small model like any untrusted one (checker,
-validation, shape inference) and views the weights in the region without a
-copy: a 100 MB ResNet50 partition no longer goes through protobuf four
+parses and checks the small model like any untrusted one (checker, schema
+validation with element types; written sorted and typed, it is not sorted
+again, an unsorted one is refused, and shape inference runs only where a type
+is missing) and views the weights in the region without a copy: a 100 MB ResNet50 partition no longer goes through protobuf four
 times.  The constant ``B`` of a ``Gemm`` with ``transB=1`` is stored
 transposed (``transB=0``, the same product): the kernel, which wants it
 row-major, then uses the stored bytes instead of making a transposed copy at
