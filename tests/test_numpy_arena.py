@@ -124,3 +124,22 @@ def test_runs_reuse_one_arena_and_concurrent_runs_get_their_own():
     assert all(np.array_equal(y, expected[s]) for s, y in results)
     np.testing.assert_array_equal(expected[3], want)
     assert 1 <= arena.allocated <= 5
+
+
+def test_warm_up_allocates_one_zeroed_arena_that_the_first_run_reuses():
+    """``prefault`` touches the arena's bytes once (one block, not every
+    overlapping view) and pools it: the first run takes that arena."""
+    sess = Session(conv_model(), NUMPY)
+    arena = _program(sess).arena
+    assert arena is not None and arena.allocated == 1  # the build's warm-up made it
+    assert not arena.prefault()  # only once
+    views = arena.acquire()
+    assert arena.allocated == 1 and all(not v.any() for v in views.values())
+    roots = set()
+    for v in views.values():
+        while v.base is not None:
+            v = v.base
+        roots.add(id(v))
+        assert v.nbytes == arena.size
+    assert len(roots) == 1 and len(views) == len(arena.slots)
+    arena.release(views)

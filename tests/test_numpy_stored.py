@@ -13,8 +13,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.errors import CompileError, ModelLoadError
+from nnrt_core.errors import CompileError, ModelLoadError, SessionFileError
 from nnrt_core.frontends import load_onnx
+from nnrt_core.frontends.onnx import load as onnx_load
 from nnrt_core.storage.session_file import encode
 from nnrt_numpy.backend import NumpyBackend
 from nnrt_numpy.stored import MAGIC, WEIGHTS, pack, unpack
@@ -151,3 +152,79 @@ def test_gemm_weights_are_stored_transposed_when_only_that_gemm_reads_them(share
     if not shared:  # the kernel uses the stored bytes as they are: no transposed copy at load
         w = _partition_graph(loaded).initializers["w"].const
         assert np.shares_memory(w, file) and w.shape == (64, 128)
+
+
+# ------------------------------------------------ loading our own stored form
+def _edited(blob, edit) -> bytes:
+    """``blob`` (a stored partition) with its model edited by ``edit(proto)``, the region unchanged."""
+    head, model, region = _blob_parts(bytes(blob))
+    proto = onnx.load_model_from_string(model)
+    edit(proto)
+    model = proto.SerializeToString()
+    return _repack({**head, "model_length": len(model)}, model, region)
+
+
+def _stored_session() -> tuple[Session, bytes]:
+    sess = Session(_model(), NUMPY)
+    [blob] = [p.blob for p in sess.to_image().partitions]
+    return sess, bytes(blob)
+
+
+def _file_with(sess: Session, blob: bytes) -> bytes:
+    """A session file of ``sess`` holding ``blob`` as its partition, checksums valid (a crafted file)."""
+    image = sess.to_image()
+    image.partitions[0].blob = blob
+    return encode(image)
+
+
+def test_a_fully_typed_stored_partition_loads_without_shape_inference(monkeypatch):
+    sess, blob = _stored_session()
+    calls = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    loaded = Session(_file_with(sess, blob))
+    assert calls == []  # every value's type is stored: nothing to infer
+    assert loaded.run(_x())["y"].tobytes() == sess.run(_x())["y"].tobytes()
+
+    def untyped(proto):
+        del proto.graph.value_info[:]
+
+    again = Session(_file_with(sess, _edited(blob, untyped)))  # types missing: inferred as for any model
+    assert calls == [1]
+    assert again.run(_x())["y"].tobytes() == sess.run(_x())["y"].tobytes()
+
+
+def test_crafted_stored_partitions_get_a_session_file_error():
+    """Valid checksums, a crafted model: the checks the warm load keeps name the problem."""
+    sess, blob = _stored_session()
+
+    def unsorted(proto):
+        nodes = list(proto.graph.node)[::-1]
+        del proto.graph.node[:]
+        proto.graph.node.extend(nodes)
+
+    def wrong_type(proto):  # the MatMul's output declared int64: Add(int64, float) breaks its type constraint
+        [vi] = [v for v in proto.graph.value_info if v.name == "h"]
+        vi.type.tensor_type.elem_type = TensorProto.INT64
+
+    def bad_arity(proto):
+        del proto.graph.node[0].input[1]
+
+    for edit, msg in [(unsorted, r"ONNX model is invalid: .*topologically sorted"),
+                      (wrong_type, r"node 'add' \(Add\): input 1 .*has element type float but input 0 has int64"),
+                      (bad_arity, r"ONNX model is invalid: Node\(mm\) .*has input size 1")]:
+        with pytest.raises(SessionFileError, match=r"stored numpy partition is invalid: " + msg):
+            Session(_file_with(sess, _edited(blob, edit)))
+    with pytest.raises(SessionFileError, match="stored numpy partition is invalid: stored numpy partition is "
+                                               "truncated"):
+        Session(_file_with(sess, MAGIC + b"\x01"))
+
+
+def test_load_onnx_sort_false_refuses_an_unsorted_model_that_the_default_sorts():
+    proto = onnx.load_model_from_string(_model())
+    nodes = list(proto.graph.node)[::-1]
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes)
+    assert [n.name for n in load_onnx(proto).graph.nodes] == ["mm", "add", "relu"]
+    with pytest.raises(ModelLoadError, match="topologically sorted"):
+        onnx_load.load_onnx(proto, sort=False)

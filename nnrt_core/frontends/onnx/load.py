@@ -96,9 +96,10 @@ def load_onnx(
     source: ModelSource,
     *,
     check: bool = True,
-    infer_shapes: bool = True,
+    infer_shapes: bool | str = True,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     weights: Mapping[str, Any] | None = None,
+    sort: bool = True,
 ) -> Model:
     """Load an ONNX model into the IR (see module docstring).
 
@@ -109,11 +110,18 @@ def load_onnx(
     that contradicts a fixed dimension is a :class:`ConfigError`.
     ``weights`` (location -> read-only bytes-like) holds external data in
     memory: tensors stored there are viewed in place, not read from files
-    (a compiled partition's weights, see the NumPy backend)."""
+    (a compiled partition's weights, see the NumPy backend).
+
+    For files we wrote ourselves (a compiled partition): ``sort=False``
+    leaves an unsorted graph to the checker, which refuses it, instead of
+    sorting it; ``infer_shapes="missing"`` runs shape inference only when
+    some node output of the main graph has no declared tensor element type
+    (or a node has sub-graphs).  The element types are checked against the
+    schemas either way."""
     proto, base_dir = _parse_source(source)
     mapped: dict[str, np.ndarray] = {}  # external data read into arrays, see load_external_data
     load_external_data(proto, base_dir, mapped, weights)
-    if _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
+    if sort and _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
         proto = copy_model(proto) if proto is source else proto
         sort_nodes(proto.graph)
     if check:
@@ -126,7 +134,8 @@ def load_onnx(
             proto = onnx.inliner.inline_local_functions(proto)
         except Exception as e:  # pragma: no cover - depends on onnx internals
             raise ModelLoadError(f"could not inline the model's local functions: {first_line(e)}") from e
-    validate_model(proto)  # attributes and arity native shape inference and backends trust
+    typed = infer_shapes == "missing" and _fully_typed(proto.graph)  # no inference: one pass checks the types too
+    validate_model(proto, types=typed)  # attributes and arity native shape inference and backends trust
     owned = proto is not source  # never modify a ModelProto the caller handed us
     if has_unknown_dims(proto):
         if not owned:
@@ -136,7 +145,7 @@ def load_onnx(
         if not owned:
             proto, owned = copy_model(proto), True
         apply_input_shapes(proto, input_shapes)
-    if infer_shapes:
+    if infer_shapes and not typed:
         try:
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
         except Exception as e:
@@ -145,6 +154,14 @@ def load_onnx(
     model = model_from_proto(proto, mapped)
     model.base_dir = base_dir
     return model
+
+
+def _fully_typed(g: onnx.GraphProto) -> bool:
+    """Every node output of ``g`` declares a tensor element type and no node has sub-graphs."""
+    typed = {vi.name for vi in [*g.value_info, *g.output]
+             if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type}
+    return all(o in typed or not o for n in g.node for o in n.output) and \
+        not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in g.node for a in n.attribute)
 
 
 # -------------------------------------------------------- node order

@@ -65,7 +65,10 @@ class ArenaPlan:
             if self._pool:
                 return self._pool.pop()
             self.allocated += 1
-        memory = np.empty(self.size, np.uint8)
+        return self._views(np.empty(self.size, np.uint8))
+
+    def _views(self, memory: np.ndarray) -> dict[int, np.ndarray]:
+        """Step index -> its output buffer in ``memory`` (one arena's bytes)."""
         return {s.step: memory[s.offset:s.offset + int(np.prod(s.shape, dtype=np.int64)) * s.dtype.itemsize]
                 .view(s.dtype).reshape(s.shape) for s in self.slots}
 
@@ -78,10 +81,11 @@ class ArenaPlan:
         would fault them in); nothing when one exists or it is over ``limit`` bytes."""
         if self.allocated or self.size > limit:
             return False
-        views = self.acquire()
-        for v in views.values():
-            v.fill(0)
-        self.release(views)
+        with self._lock:
+            self.allocated += 1
+        memory = np.empty(self.size, np.uint8)
+        memory.fill(0)  # each page touched once (not through every view: they overlap, their sum is far more)
+        self.release(self._views(memory))
         return True
 
     def describe(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_core.backend import Backend, CompiledPartition, CompileOptions, DeviceInfo
+from nnrt_core.errors import CompileError, ModelLoadError, SessionFileError
 from nnrt_core.ir import Graph, Node
 from nnrt_core.runtime.memory_plan import live_peak_bytes
 from nnrt_numpy import __version__, blas, parallel
@@ -99,6 +100,8 @@ class NumpyBackend(Backend):
         return NumpyPartition(self, graph, options.num_threads)
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
-        graph = unpack(blob)  # the same checks as any untrusted model; weights viewed in place
-        graph.topological_sort()
+        try:  # checked as any untrusted model (nodes in order: the checker refuses others)
+            graph = unpack(blob)
+        except (CompileError, ModelLoadError) as e:
+            raise SessionFileError(f"stored numpy partition is invalid: {e}") from e
         return self.compile(graph, options)

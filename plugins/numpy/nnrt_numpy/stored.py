@@ -6,9 +6,10 @@ Ray's shipped sessions)::
 The model is the partition's graph as ONNX with every initializer of 4 KiB
 or more left out as external data at location ``weights.bin``, which is the
 region after it (each tensor 64-byte aligned within the region).  Loading
-parses and checks the small model like any untrusted one (checker,
-validation, shape inference) and views the weights in the region without a
-copy: a 100 MB ResNet50 partition no longer goes through protobuf four
+parses and checks the small model like any untrusted one (checker, schema
+validation with element types; written sorted and typed, it is not sorted
+again, an unsorted one is refused, and shape inference runs only where a type
+is missing) and views the weights in the region without a copy: a 100 MB ResNet50 partition no longer goes through protobuf four
 times.  The constant ``B`` of a ``Gemm`` with ``transB=1`` is stored
 transposed (``transB=0``, the same product): the kernel, which wants it
 row-major, then uses the stored bytes instead of making a transposed copy at
@@ -68,7 +69,9 @@ def unpack(blob: Any) -> Graph:
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise CompileError(f"stored numpy partition has a malformed header: {e}") from None
     body = view[start + n:]
-    return load_onnx(bytes(body[:mlen]), weights={WEIGHTS: body[mlen:]}).graph
+    # written sorted and fully typed: an unsorted graph is refused by the checker, not sorted; shape inference
+    # only fills types the file lacks (element types are still checked against the schemas)
+    return load_onnx(bytes(body[:mlen]), weights={WEIGHTS: body[mlen:]}, sort=False, infer_shapes="missing").graph
 
 
 def _gemm_weights_transposed(proto: onnx.ModelProto, external: ExternalWeights) -> None:

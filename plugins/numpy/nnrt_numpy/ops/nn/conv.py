@@ -14,20 +14,30 @@ float16 and ml_dtypes (bfloat16...) inputs are computed in float32.
 """
 from __future__ import annotations
 
+import importlib
 import math
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
-from ._depthwise import MIN_SPLIT, DepthwisePlan
 from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
+
+if TYPE_CHECKING:
+    from ._depthwise import DepthwisePlan
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: 2-D depthwise convs with at most this many outputs take the per-tap loop of 3-D ones (tests raise it):
 #: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance.md)
 TAP_LOOP_MAX = 0
+
+
+def _depthwise() -> ModuleType:
+    """``_depthwise.py``, imported by the first depthwise conv: models without one
+    (most) do not pay for compiling it at every process start."""
+    return importlib.import_module("._depthwise", __package__)
 
 
 def _im2col(x: np.ndarray, kernel, strides, dil, begin, end, out) -> np.ndarray:
@@ -238,7 +248,7 @@ class Conv(Kernel):
             return np.ascontiguousarray(part).reshape(cg, -1)
         return np.ascontiguousarray(part.transpose(0, 3, 4, 1, 2)).reshape(cg * src.shape[-2] * src.shape[-1], -1)
 
-    def _dw_plan(self, xshape: tuple, wshape: tuple, dtype: np.dtype) -> DepthwisePlan:
+    def _dw_plan(self, xshape: tuple, wshape: tuple, dtype: np.dtype) -> "DepthwisePlan":
         """The :class:`DepthwisePlan` of a 1-D or 2-D depthwise convolution (cached per shape)."""
         key = ("dw", xshape, wshape, dtype)
         plan = self._plans.get(key)
@@ -248,7 +258,7 @@ class Conv(Kernel):
                 kernel, strides, dil, out = [1] + kernel, [1] + strides, [1] + dil, [1] + out
                 begin, end = [0] + begin, [0] + end
             hw = xshape[2:] if nd == 2 else (1,) + tuple(xshape[2:])
-            plan = DepthwisePlan(xshape[0], xshape[1], wshape[0] // xshape[1], hw, kernel, strides, dil, begin,
+            plan = _depthwise().DepthwisePlan(xshape[0], xshape[1], wshape[0] // xshape[1], hw, kernel, strides, dil, begin,
                                  end, out, dtype)
             self._plans[key] = plan
         return plan
@@ -272,7 +282,7 @@ class Conv(Kernel):
         except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)
             return
         plan.weights(w)
-        plan.warm(min(parallel.CORES, plan.nblocks) if plan.work >= MIN_SPLIT else 1)
+        plan.warm(min(parallel.CORES, plan.nblocks) if plan.work >= _depthwise().MIN_SPLIT else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
                         dest: np.ndarray | None) -> np.ndarray:
@@ -287,7 +297,7 @@ class Conv(Kernel):
         if b is not None and b.shape != (m,):
             raise self.fail(f"bias B has shape {list(b.shape)}; expected [{m}]")
         x4 = x if x.ndim == 4 else x.reshape(x.shape[:2] + (1,) + x.shape[2:])
-        k = parallel.threads() if plan.work >= MIN_SPLIT else 1
+        k = parallel.threads() if plan.work >= _depthwise().MIN_SPLIT else 1
         plan.run(x4, w, None if b is None else b.astype(x.dtype, copy=False), y, nthreads=k)
         return y
 

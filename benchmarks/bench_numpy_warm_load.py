@@ -1,0 +1,85 @@
+"""In-process cost of a NumPy warm load: ``Session(bytes of a session file)``
+repeated on the same bytes, split into its stages (the session file's decode,
+the stored partition's model load, the program build, the warm-up).
+
+    python benchmarks/bench_numpy_warm_load.py [--models squeezenet,resnet50] [--loads 20]
+
+The file is built as ``nnrt_ray.ship`` builds it (through a model cache) and
+read into a read-only array (as Ray's object store hands it over).  Medians
+of ``--loads`` loads after one untimed load, ms, with the load average.  A
+fresh process pays more (imports, first page faults): see
+``bench_startup_split.py`` and ``bench_ray_startup.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_ray  # noqa: E402
+
+import nnrt_core.compiler.build as build  # noqa: E402
+import nnrt_numpy.backend as numpy_backend  # noqa: E402
+from nnrt_core import ScheduleConfig, Session  # noqa: E402
+from nnrt_core.storage.session_file import encode  # noqa: E402
+from nnrt_numpy.program import GraphProgram  # noqa: E402
+
+STAGES = {"decode": (build, "decode"), "stored model": (numpy_backend, "unpack"),
+          "program": (GraphProgram, "__init__"), "warm-up": (numpy_backend.NumpyPartition, "warm_up")}
+
+
+def _timed(spent: dict[str, list[float]]) -> None:
+    """Wrap each stage's function so that its seconds go to ``spent``."""
+    for name, (owner, attr) in STAGES.items():
+        f = getattr(owner, attr)
+
+        @functools.wraps(f)
+        def wrapper(*a: Any, _f=f, _name=name, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _f(*a, **k)
+            finally:
+                if spent[_name]:  # a timed load (not the build of the file)
+                    spent[_name][-1] += time.perf_counter() - t0
+
+        setattr(owner, attr, wrapper)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="squeezenet,resnet50")
+    p.add_argument("--loads", type=int, default=20)
+    args = p.parse_args(argv)
+    cfg = ScheduleConfig(backends=["numpy"], num_threads=1)
+    spent: dict[str, list[float]] = {k: [] for k in [*STAGES, "total"]}
+    _timed(spent)
+    for name in args.models.split(","):
+        with tempfile.TemporaryDirectory() as d:
+            data = np.frombuffer(encode(Session(bench_ray.load_model(name, False),
+                                                cfg.replace(cache_dir=d)).to_image()), np.uint8)
+        load0 = os.getloadavg()[0]
+        Session(memoryview(data))
+        for v in spent.values():
+            v.clear()
+        for _ in range(args.loads):
+            for v in spent.values():
+                v.append(0.0)
+            t0 = time.perf_counter()
+            Session(memoryview(data))
+            spent["total"][-1] = time.perf_counter() - t0
+        parts = "  ".join(f"{k} {statistics.median(v) * 1e3:6.2f}" for k, v in spent.items())
+        print(f"{name:10s} numpy warm load, ms (median of {args.loads}): {parts}  (load average {load0:.1f} -> "
+              f"{os.getloadavg()[0]:.1f}; file {len(data) / 1e6:.1f} MB)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
