@@ -12,7 +12,9 @@ each in a fresh worker process; medians printed with the load average (and
 the CPU time of the start, where the tree's ``_startup`` measures it).
 ``--real-weights``: the models with stored He-initialized weights (as a real
 model file holds them) instead of the ``light`` files' ConstantOfShape fills,
-which a cold build generates instead of parsing.
+which a cold build generates instead of parsing.  Workers get a user's
+byte-code cache as in ``bench_ray.py`` (``--keep-env`` turns this off), and
+one untimed start of each kind precedes the timed ones.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default="onnxruntime,numpy")
     p.add_argument("--starts", type=int, default=5)
     p.add_argument("--real-weights", action="store_true")
+    p.add_argument("--keep-env", action="store_true", help="run the Ray workers with this environment as is")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.join(args.tree, "benchmarks"))
     import bench_ray
@@ -39,6 +42,8 @@ def main(argv=None) -> int:
     from nnrt_ray import ship
 
     ray.cloudpickle.register_pickle_by_value(bench_ray)  # workers need not see the tree's benchmarks folder
+    if hasattr(bench_ray, "user_bytecode_env"):  # trees older than it: their environment as is
+        bench_ray.user_bytecode_env(args.keep_env)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     start = ray.remote(num_cpus=1, max_calls=1)(bench_ray._startup)
     try:
@@ -48,6 +53,7 @@ def main(argv=None) -> int:
                 load0 = os.getloadavg()[0]
                 model = bench_ray.load_model(name, args.real_weights)
                 warm, cold = ship(model, cfg), ship(model, cfg, warm=False)
+                ray.get([start.remote(warm, cfg), start.remote(cold, cfg)])  # untimed: byte-code written
                 w, c = [], []
                 for _ in range(args.starts):
                     w.append(ray.get(start.remote(warm, cfg)))
