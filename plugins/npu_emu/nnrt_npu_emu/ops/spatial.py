@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
+from nnrt_npu_emu.ops.hostdw import depthwise_2d
 
 __all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS", "MAX_PIECES",
            "SCRATCH_BYTES",
@@ -277,7 +278,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_di
     bias = None if bias is None else bias.astype(ct, copy=False).reshape(-1)
     depthwise = w.shape[1] == 1 and G == C and G > 1
     pixels = math.prod(osz)
-    if depthwise and M == C and 0 < pixels < DEPTHWISE_MATMUL_PIXELS:
+    if depthwise and M == C and depthwise_2d(x, w, strides, pads, dil, osz, y,
+                                             "cl" if pixels < DEPTHWISE_MATMUL_PIXELS else "cols"):
+        pass  # the NumPy backend's host kernel in the same family as the two below: same bits (see hostdw)
+    elif depthwise and M == C and 0 < pixels < DEPTHWISE_MATMUL_PIXELS:
         _depthwise_channels_last(x, w, k, strides, list(pads), dil, y)
     elif depthwise and M == C:
         _depthwise_matmul(x, w, k, strides, list(pads), dil, osz, y)
