@@ -161,7 +161,19 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
     want = min(MAX_PIECES, max(1, N * G * Mg * K * P // PIECE_MACS))
     if P < Mg or osz[0] == 1:  # few pixels: ranges of output channels share one set of columns
         cols = _columns(xp, k, strides, dil, osz).reshape(N, G, K, P)
-        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, min(want, Mg // 64))]
+        parts = min(want, Mg // 64)
+        if parts <= 1:  # one piece per image, all groups in one batched product (as many 2-D GEMMs), one store
+            jobs = list(range(N))
+
+            def piece(i: int) -> None:
+                np.matmul(wm, cols[i], out=y[i])
+                if bias is not None:
+                    y[i] += bias
+                if post is not None:
+                    post(lambda a: a.reshape(N, G * Mg * P)[i])
+            run_chunks(piece, N)
+            return
+        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, parts)]
 
         def piece(i: int) -> None:
             n, g, ms = jobs[i]
