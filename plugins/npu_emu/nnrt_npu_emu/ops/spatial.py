@@ -143,6 +143,15 @@ def _ranges(n: int, parts: int) -> list[slice]:
     return [slice(i, min(n, i + step)) for i in range(0, n, step)]
 
 
+def _run(piece: Callable[[int], None], n: int) -> None:
+    """``piece(i)`` for ``i < n``: on the idle threads when there are several
+    (:func:`run_chunks`), directly when one (no look at the load)."""
+    if n == 1:
+        piece(0)
+    else:
+        run_chunks(piece, n)
+
+
 def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarray, bias: np.ndarray | None = None,
                post: Callable | None = None) -> None:
     """``y`` (N, G, Mg, pixels) = weights (G, Mg, K) x im2col columns of ``xp``
@@ -171,7 +180,7 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
                     y[i] += bias
                 if post is not None:
                     post(lambda a: a.reshape(N, G * Mg * P)[i])
-            run_chunks(piece, N)
+            _run(piece, N)
             return
         jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, parts)]
 
@@ -195,7 +204,7 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
             for n in range(N):
                 dst = y[n, :, :, px]
                 np.matmul(wm[0] if G == 1 else wm, cols[n, 0] if G == 1 else cols[n], out=dst[0] if G == 1 else dst)
-    run_chunks(piece, len(jobs))
+    _run(piece, len(jobs))
     if not (P < Mg or osz[0] == 1):  # ranges of rows are strided pieces of ``y``: numpy's passes over them are slow
         if bias is not None:
             y += bias
