@@ -1,6 +1,7 @@
 """Host kernels of the sliding-window ops: N-d convolution as im2col + BLAS
 GEMM batched over the groups (depthwise as one batched per-channel product,
-or an einsum over a channels-last window view for small outputs) and pooling
+or an einsum over a channels-last window view for small outputs; 2-D fp32
+ones on the NumPy backend's kernel in the same family, :mod:`hostdw`) and pooling
 one spatial axis at a time, one vectorised pass per tap of that axis.  No
 Python loop runs per channel or pixel.
 
