@@ -29,8 +29,9 @@ from nnrt_numpy.ops.nn._depthwise import MIN_SPLIT, DepthwisePlan
 
 __all__ = ["depthwise_2d", "MAX_PLANS", "ENABLED"]
 
-#: plans (with their pooled scratch) kept, least recently used dropped first
-MAX_PLANS = 64
+#: plans kept, least recently used dropped first (each pools up to one scratch set of about
+#: ``DepthwisePlan``'s BLOCK_BYTES, 2 MiB, per piece running at once)
+MAX_PLANS = 32
 #: False: conv_nd keeps the emulator's own depthwise kernels (tests compare the two)
 ENABLED = True
 _F32 = np.dtype(np.float32)
