@@ -1,6 +1,7 @@
 """Host kernels of the sliding-window ops: N-d convolution as im2col + BLAS
 GEMM batched over the groups (depthwise as one batched per-channel product,
-or an einsum over a channels-last window view for small outputs) and pooling
+or an einsum over a channels-last window view for small outputs; 2-D fp32
+ones on the NumPy backend's kernel in the same family, :mod:`hostdw`) and pooling
 one spatial axis at a time, one vectorised pass per tap of that axis.  No
 Python loop runs per channel or pixel.
 
@@ -17,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
+from nnrt_npu_emu.ops.hostdw import depthwise_2d
 
 __all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS", "MAX_PIECES",
            "SCRATCH_BYTES",
@@ -142,6 +144,15 @@ def _ranges(n: int, parts: int) -> list[slice]:
     return [slice(i, min(n, i + step)) for i in range(0, n, step)]
 
 
+def _run(piece: Callable[[int], None], n: int) -> None:
+    """``piece(i)`` for ``i < n``: on the idle threads when there are several
+    (:func:`run_chunks`), directly when one (no look at the load)."""
+    if n == 1:
+        piece(0)
+    else:
+        run_chunks(piece, n)
+
+
 def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarray, bias: np.ndarray | None = None,
                post: Callable | None = None) -> None:
     """``y`` (N, G, Mg, pixels) = weights (G, Mg, K) x im2col columns of ``xp``
@@ -160,7 +171,19 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
     want = min(MAX_PIECES, max(1, N * G * Mg * K * P // PIECE_MACS))
     if P < Mg or osz[0] == 1:  # few pixels: ranges of output channels share one set of columns
         cols = _columns(xp, k, strides, dil, osz).reshape(N, G, K, P)
-        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, min(want, Mg // 64))]
+        parts = min(want, Mg // 64)
+        if parts <= 1:  # one piece per image, all groups in one batched product (as many 2-D GEMMs), one store
+            jobs = list(range(N))
+
+            def piece(i: int) -> None:
+                np.matmul(wm, cols[i], out=y[i])
+                if bias is not None:
+                    y[i] += bias
+                if post is not None:
+                    post(lambda a: a.reshape(N, G * Mg * P)[i])
+            _run(piece, N)
+            return
+        jobs = [(n, g, ms) for n in range(N) for g in range(G) for ms in _ranges(Mg, parts)]
 
         def piece(i: int) -> None:
             n, g, ms = jobs[i]
@@ -182,7 +205,7 @@ def _gemm_into(wm: np.ndarray, xp: np.ndarray, k, strides, dil, osz, y: np.ndarr
             for n in range(N):
                 dst = y[n, :, :, px]
                 np.matmul(wm[0] if G == 1 else wm, cols[n, 0] if G == 1 else cols[n], out=dst[0] if G == 1 else dst)
-    run_chunks(piece, len(jobs))
+    _run(piece, len(jobs))
     if not (P < Mg or osz[0] == 1):  # ranges of rows are strided pieces of ``y``: numpy's passes over them are slow
         if bias is not None:
             y += bias
@@ -277,7 +300,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides, pads, dil, group: int, lhs_di
     bias = None if bias is None else bias.astype(ct, copy=False).reshape(-1)
     depthwise = w.shape[1] == 1 and G == C and G > 1
     pixels = math.prod(osz)
-    if depthwise and M == C and 0 < pixels < DEPTHWISE_MATMUL_PIXELS:
+    if depthwise and M == C and depthwise_2d(x, w, strides, pads, dil, osz, y,
+                                             "cl" if pixels < DEPTHWISE_MATMUL_PIXELS else "cols"):
+        pass  # the NumPy backend's host kernel in the same family as the two below: same bits (see hostdw)
+    elif depthwise and M == C and 0 < pixels < DEPTHWISE_MATMUL_PIXELS:
         _depthwise_channels_last(x, w, k, strides, list(pads), dil, y)
     elif depthwise and M == C:
         _depthwise_matmul(x, w, k, strides, list(pads), dil, osz, y)
