@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from nnrt_numpy.ops.nn._spatial import pooled_reduce  # the NumPy backend's separable pools (same taps, same order)
 from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.ops.hostdw import depthwise_2d
 
@@ -342,70 +343,6 @@ def _pool_counts(shape, k, strides, dil, osz, begin, end, explicit_end, include_
     return cnt
 
 
-def _tap_ranges(n: int, k: int, s: int, d: int, b: int, o: int) -> list[tuple[int, int, int]]:
-    """(first output, end output, first input) of each kernel tap along one
-    axis of extent ``n``: the outputs whose window meets ``x`` at that tap."""
-    taps = []
-    for t in range(k):
-        off = t * d - b  # input index of output i: i * s + off
-        lo = 0 if off >= 0 else (-off + s - 1) // s
-        hi = min(o, (n - 1 - off) // s + 1) if n - 1 - off >= 0 else 0
-        if hi > lo:
-            taps.append((lo, hi, off + lo * s))
-    return taps
-
-
-def _window_reduce(x: np.ndarray, k, strides, dil, begin, osz, ufunc: np.ufunc, identity, dtype: np.dtype,
-                   out: np.ndarray | None = None) -> np.ndarray:
-    """``ufunc`` over every pooling window of ``x`` (N, C, ...) padded with
-    ``identity`` (``begin`` before each spatial axis, as much as needed
-    after), one spatial axis at a time and without a padded copy: each tap
-    is reduced into the outputs whose window it meets inside ``x``.  The
-    result (type ``dtype``) goes to ``out`` when it fits."""
-    sp = len(k)
-    y = x
-    axes = [ax for ax in range(sp) if not (k[ax] == 1 and strides[ax] == 1 and begin[ax] == 0 and osz[ax] == x.shape[2 + ax])]
-    for ax in axes:
-        a = 2 + ax
-        o, s = osz[ax], strides[ax]
-        taps = _tap_ranges(y.shape[a], k[ax], s, dil[ax], begin[ax], o)
-        shape = y.shape[:a] + (o,) + y.shape[a + 1:]
-        last = ax == axes[-1]
-        acc = out if last and out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
-        pre = (slice(None),) * a
-
-        def src(lo: int, hi: int, start: int, _y=y, _pre=pre, _s=s) -> np.ndarray:
-            return _y[_pre + (slice(start, start + (hi - lo - 1) * _s + 1, _s),)]
-        full = next((i for i, (lo, hi, _) in enumerate(taps) if lo == 0 and hi == o), None)
-        if full is not None and len(taps) == 1:
-            np.copyto(acc, src(*taps[0]))
-            rest = []
-        elif full is not None and (ufunc is np.maximum or full <= 1):
-            # a tap meeting every output and another one start the sums in one pass (a + b == b + a: for
-            # sums only taps 0 and 1 may swap, the later ones keep their order)
-            pair = 1 if full == 0 else 0
-            lo, hi, start = taps[pair]
-            f0 = taps[full][2]
-            ufunc(src(lo, hi, f0 + lo * s), src(lo, hi, start), out=acc[pre + (slice(lo, hi),)], dtype=dtype)
-            if lo > 0:
-                np.copyto(acc[pre + (slice(0, lo),)], src(0, lo, f0))
-            if hi < o:
-                np.copyto(acc[pre + (slice(hi, o),)], src(hi, o, f0 + hi * s))
-            rest = [t for i, t in enumerate(taps) if i not in (full, pair)]
-        else:
-            acc.fill(identity)
-            rest = taps
-        for lo, hi, start in rest:
-            dst = acc[pre + (slice(lo, hi),)]
-            ufunc(dst, src(lo, hi, start), out=dst, dtype=dtype)
-        y = acc
-    if y is x:
-        y = x.astype(dtype) if out is None or out.shape != x.shape or out.dtype != dtype else out
-        if y is out:
-            np.copyto(out, x)
-    return y
-
-
 def _global(x: np.ndarray, k, strides, pads, dil, osz) -> bool:
     """Whether one window covers the whole spatial extent (a global pool)."""
     return all(o == 1 for o in osz) and not any(pads) and all(d == 1 for d in dil) \
@@ -429,7 +366,7 @@ def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_
         if _global(x, k, strides, pads, dil, osz):
             return np.maximum.reduce(x.reshape(x.shape[:2] + (-1,)), axis=-1).reshape(oshape)
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        return _window_reduce(x, k, strides, dil, begin, osz, np.maximum, fill, x.dtype)
+        return pooled_reduce(x, k, strides, dil, begin, osz, np.maximum, fill, x.dtype)
     f32 = np.dtype(np.float32)
     y = out if out is not None and out.dtype == f32 and out.shape == oshape else None
     if _global(x, k, strides, pads, dil, osz):
@@ -437,7 +374,7 @@ def pool_nd(x: np.ndarray, kind: str, k, strides, pads, dil, osz, count_include_
             y = np.empty(oshape, f32)
         np.add.reduce(x.reshape(x.shape[:2] + (-1,)), axis=-1, dtype=f32, out=y[(Ellipsis,) + (0,) * sp])
     else:
-        y = _window_reduce(x, k, strides, dil, begin, osz, np.add, 0.0, f32, y)
+        y = pooled_reduce(x, k, strides, dil, begin, osz, np.add, 0.0, f32, y)
     y /= _pool_counts(tuple(shape), tuple(k), tuple(strides), tuple(dil), tuple(osz), tuple(begin), tuple(end),
                       tuple(pads[sp:]), bool(count_include_pad))
     return y

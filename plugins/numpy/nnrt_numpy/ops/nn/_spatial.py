@@ -139,64 +139,81 @@ def window_reduce(
     return y
 
 
+def tap_ranges(n: int, k: int, s: int, d: int, b: int, o: int) -> list[tuple[int, int, int]]:
+    """(first output, end output, first input) of each kernel tap along one
+    axis of extent ``n`` (kernel ``k``, stride ``s``, dilation ``d``, ``b``
+    padded before, ``o`` outputs): the outputs whose window meets the input
+    at that tap."""
+    taps = []
+    for t in range(k):
+        off = t * d - b  # input index of output i is i * s + off
+        lo = 0 if off >= 0 else (-off + s - 1) // s
+        hi = min(o, (n - 1 - off) // s + 1) if n - 1 - off >= 0 else 0
+        if hi > lo:
+            taps.append((lo, hi, off + lo * s))
+    return taps
+
+
 def pooled_reduce(
     x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
     begin: Sequence[int], out_shape: Sequence[int], ufunc: np.ufunc, identity: float,
+    dtype: np.dtype | None = None, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Like :func:`window_reduce` over ``x`` padded with ``identity`` (``begin``
     before each spatial axis, as much as needed after), without building the
     padded copy: each kernel tap is reduced into the output positions whose
     window it hits inside ``x``.  Separable, one spatial axis at a time, and
     the taps are taken in the same order, so results equal the padded form.
-    Always returns a new array."""
+    ``dtype``: the type the reduction computes and returns in (default
+    ``x``'s); the result goes to ``out`` when it has that shape and type, and
+    is otherwise always a new array."""
     nd = len(kernel)
     lead = x.ndim - nd
+    dtype = x.dtype if dtype is None else np.dtype(dtype)
+    axes = [ax for ax in range(nd) if not (kernel[ax] == 1 and strides[ax] == 1 and begin[ax] == 0
+                                           and out_shape[ax] == x.shape[lead + ax])]
+    comm = ufunc is np.maximum or ufunc is np.minimum
     y = x
-    for ax in range(nd):
-        k, s, d, b, o = kernel[ax], strides[ax], dilations[ax], begin[ax], out_shape[ax]
-        a = lead + ax
-        n = y.shape[a]
-        if k == 1 and s == 1 and b == 0 and o == n:
-            continue
-        taps = []  # (output lo, output hi, input start) for taps that hit the input
-        for t in range(k):
-            off = t * d - b  # input index of output i is i * s + off
-            lo = 0 if off >= 0 else (-off + s - 1) // s
-            hi = min(o, (n - 1 - off) // s + 1) if n - 1 - off >= 0 else 0
-            if hi > lo:
-                taps.append((lo, hi, off + lo * s))
+    for ax in axes:
+        s, o, a = strides[ax], out_shape[ax], lead + ax
+        taps = tap_ranges(y.shape[a], kernel[ax], s, dilations[ax], begin[ax], o)
         shape = y.shape[:a] + (o,) + y.shape[a + 1:]
         pre = (slice(None),) * a
 
-        def src(lo: int, hi: int, start: int) -> np.ndarray:
-            return y[pre + (slice(start, start + (hi - lo - 1) * s + 1, s),)]
+        def src(lo: int, hi: int, start: int, _y=y, _pre=pre, _s=s) -> np.ndarray:
+            return _y[_pre + (slice(start, start + (hi - lo - 1) * _s + 1, _s),)]
 
-        acc = np.empty(shape, dtype=y.dtype)
+        last = ax == axes[-1]
+        acc = out if last and out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
         # start from a tap that hits every output combined with a second one; for add
         # only taps 0 and 1 qualify (a + b == b + a, but the later sums keep their order)
-        comm = ufunc is np.maximum or ufunc is np.minimum
         fi = next((i for i, (lo, hi, _) in enumerate(taps) if lo == 0 and hi == o), None)
         if fi is not None and len(taps) == 1:
-            acc[...] = src(*taps[0])
+            np.copyto(acc, src(*taps[0]))
             rest = []
         elif fi is not None and (comm or fi <= 1):
             pi = 1 if fi == 0 else 0
             lo, hi, start = taps[pi]
             f_start = taps[fi][2]
-            ufunc(src(lo, hi, f_start + lo * s), src(lo, hi, start), out=acc[pre + (slice(lo, hi),)])
+            ufunc(src(lo, hi, f_start + lo * s), src(lo, hi, start), out=acc[pre + (slice(lo, hi),)], dtype=dtype)
             if lo > 0:
-                acc[pre + (slice(0, lo),)] = src(0, lo, f_start)
+                np.copyto(acc[pre + (slice(0, lo),)], src(0, lo, f_start))
             if hi < o:
-                acc[pre + (slice(hi, o),)] = src(hi, o, f_start + hi * s)
+                np.copyto(acc[pre + (slice(hi, o),)], src(hi, o, f_start + hi * s))
             rest = [t for i, t in enumerate(taps) if i not in (fi, pi)]
         else:
             acc.fill(identity)
             rest = taps
         for lo, hi, start in rest:
             dst = acc[pre + (slice(lo, hi),)]
-            ufunc(dst, src(lo, hi, start), out=dst)
+            ufunc(dst, src(lo, hi, start), out=dst, dtype=dtype)
         y = acc
-    return y.copy() if y is x else y
+    if y is not x:
+        return y
+    if out is not None and out.shape == x.shape and out.dtype == dtype:
+        np.copyto(out, x)
+        return out
+    return x.astype(dtype)
 
 
 def same_pool_2d(x: np.ndarray, kernel: Sequence[int], begin: Sequence[int], ufunc: np.ufunc) -> np.ndarray | None:
