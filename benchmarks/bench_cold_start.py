@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import MutableMapping
 
 import onnx
 
@@ -92,11 +93,18 @@ print("RESULT " + json.dumps(out))
 """
 
 
+def use_bytecode_cache(env: MutableMapping[str, str]) -> None:
+    """Give processes started with ``env`` a user's byte-code cache (see the
+    docstring): ``PYTHONDONTWRITEBYTECODE`` removed, ``.pyc`` files under a
+    private ``PYTHONPYCACHEPREFIX``."""
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "nnrt-bench-pycache")
+
+
 def child_env(keep: bool) -> dict[str, str]:
     env = dict(os.environ)
     if not keep:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "nnrt-bench-pycache")
+        use_bytecode_cache(env)
     return env
 
 

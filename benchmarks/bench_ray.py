@@ -50,7 +50,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,6 +57,7 @@ import numpy as np
 import onnx
 import ray
 
+from bench_cold_start import use_bytecode_cache  # the same byte-code cache as its children
 from nnrt_core import ScheduleConfig, Session
 from nnrt_ray import NnrtPredictor, ship
 
@@ -68,12 +68,10 @@ DEFAULT_ROWS = {"squeezenet": 96, "resnet50": 32}  #: whole batches, an even num
 
 
 def user_bytecode_env(keep: bool) -> None:
-    """Give the Ray workers started after this call a user's byte-code cache
-    (see the docstring): ``PYTHONDONTWRITEBYTECODE`` removed, ``.pyc`` files
-    under a private ``PYTHONPYCACHEPREFIX``; ``keep``: leave the environment."""
+    """Give the Ray workers started after this call a user's byte-code cache,
+    as ``bench_cold_start.py`` gives its children; ``keep``: leave the environment."""
     if not keep:
-        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-        os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "nnrt-bench-pycache")
+        use_bytecode_cache(os.environ)
 
 
 def timed_starts(remote_start, warm, cold, cfg: ScheduleConfig, n: int) -> dict[str, list]:
