@@ -87,19 +87,26 @@ class TFLiteWriter:
         subgraphs = [self._subgraph(b, tensors, ops, self.inputs, self.outputs, "main")]
         for k in range(self.extra_subgraphs):
             subgraphs.append(self._subgraph(b, [], [], [], [], f"extra_{k}"))
+        return self._model(b, subgraphs, buffers, "written by tests/tflite_models.py")
+
+    def _model(self, b: flatbuffers.Builder, subgraphs: list[int], buffers: list[int],
+               description: str | None = None) -> bytes:
+        """The finished file: the Model table over ``subgraphs`` and ``buffers``
+        with the operator codes and signatures gathered so far."""
         codes = self._opcode_tables(b)
         sigs = [self._signature(b, key, k) for key, k in self.signatures]
         m = _mod("Model")
         vec = {name: self._vector(b, m, name, items) for name, items in
                (("OperatorCodes", codes), ("Subgraphs", subgraphs), ("Buffers", buffers), ("SignatureDefs", sigs))}
-        desc = b.CreateString("written by tests/tflite_models.py")
+        desc = None if description is None else b.CreateString(description)
         m.Start(b)
         m.AddVersion(b, self.version)
         m.AddOperatorCodes(b, vec["OperatorCodes"])
         m.AddSubgraphs(b, vec["Subgraphs"])
         m.AddBuffers(b, vec["Buffers"])
         m.AddSignatureDefs(b, vec["SignatureDefs"])
-        m.AddDescription(b, desc)
+        if desc is not None:
+            m.AddDescription(b, desc)
         b.Finish(m.End(b), file_identifier=b"TFL3")
         return bytes(b.Output())
 

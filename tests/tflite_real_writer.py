@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import flatbuffers
 
-from tflite_models import TFLiteWriter, _mod
+from tflite_models import TFLiteWriter
 
 __all__ = ["RealWriter"]
 
@@ -41,16 +41,4 @@ class RealWriter(TFLiteWriter):
             t = [self._tensor(b, x) for x in tensors]
             o = [self._operator(b, x) for x in ops]
             subgraphs.append(self._subgraph(b, t, o, ins, outs, name))
-        codes = self._opcode_tables(b)
-        sigs = [self._signature(b, key, k) for key, k in self.signatures]
-        m = _mod("Model")
-        vec = {name: self._vector(b, m, name, items) for name, items in
-               (("OperatorCodes", codes), ("Subgraphs", subgraphs), ("Buffers", buffers), ("SignatureDefs", sigs))}
-        m.Start(b)
-        m.AddVersion(b, self.version)
-        m.AddOperatorCodes(b, vec["OperatorCodes"])
-        m.AddSubgraphs(b, vec["Subgraphs"])
-        m.AddBuffers(b, vec["Buffers"])
-        m.AddSignatureDefs(b, vec["SignatureDefs"])
-        b.Finish(m.End(b), file_identifier=b"TFL3")
-        return bytes(b.Output())
+        return self._model(b, subgraphs, buffers)
