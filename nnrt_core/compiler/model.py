@@ -4,8 +4,9 @@ it) and :class:`EventLog` (visible fallbacks and warnings of a build)."""
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from nnrt_core.runtime.memory_plan import MemoryPlans
 from nnrt_core.storage.weights import SharingReport
 
 __all__ = ["CompiledModel", "EventLog", "PartitionInfo"]
+
+#: report fields a build may hand over as callables (see ``CompiledModel.__getattr__``)
+_DEFERRED = ("placement", "estimates")
 
 log = logging.getLogger("nnrt.session")
 
@@ -65,13 +69,15 @@ class CompiledModel:
     graph: Graph
     steps: list[ExecutionStep]  #: compiled partitions in execution order, with their backends and boundaries
     partitions: list[PartitionInfo]  #: one per step (``details`` empty; :meth:`partition_infos` fills them)
-    placement: list[NodePlacement]
+    #: where every node runs and why (a callable given here is called when first read)
+    placement: list[NodePlacement] | Callable[[], list[NodePlacement]]
     events: EventLog
     constants: dict[str, np.ndarray] = field(default_factory=dict)  #: graph outputs that are constants
     backends: list[Backend] = field(default_factory=list)  #: selected (or, when loaded, used) backends
     backup: Backend | None = None
     scheduler: Scheduler | None = None
-    estimates: dict[int, tuple[float, str]] = field(default_factory=dict)  #: partition -> (seconds, source)
+    #: partition -> (seconds, source); a callable given here is called when first read
+    estimates: dict[int, tuple[float, str]] | Callable[[], dict[int, tuple[float, str]]] = field(default_factory=dict)
     considered_plans: list[dict[str, Any]] = field(default_factory=list)
     pass_report: PassReport = field(default_factory=lambda: PassReport("none"))
     folded_nodes: int = 0
@@ -84,6 +90,23 @@ class CompiledModel:
     def __post_init__(self) -> None:
         #: the memory plans of ``graph``'s intermediates (stored figures for a loaded model)
         self.memory_plans = MemoryPlans(self.graph, self.stored_memory_stats)
+        self._deferred: dict[str, Callable[[], Any]] = {}
+        self._deferred_lock = threading.Lock()
+        for name in _DEFERRED:
+            if callable(self.__dict__[name]):  # a report nobody may read: computed on first access
+                self._deferred[name] = self.__dict__.pop(name)
+
+    def __getattr__(self, name: str) -> Any:
+        """A deferred report field (``placement``, ``estimates``), computed once when first read."""
+        deferred = self.__dict__.get("_deferred")
+        if not deferred or name not in _DEFERRED:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        with self.__dict__["_deferred_lock"]:
+            if name in self.__dict__:  # another thread computed it
+                return self.__dict__[name]
+            value = self.__dict__[name] = deferred[name]()
+            del deferred[name]
+        return value
 
     @property
     def compiled(self) -> list[CompiledPartition]:
