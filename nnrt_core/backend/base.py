@@ -194,6 +194,10 @@ class Backend(abc.ABC):
     #: True when this backend can evaluate any constant sub-graph it accepts on
     #: the host at build time (constant folding and calibration use it)
     evaluates_constants: ClassVar[bool] = False
+    #: True when ``compile`` never changes the graph it is given (nor what its
+    #: partition keeps of it): a partition that is the whole session graph is
+    #: then handed over without a copy (``PartitionPlan.to_graph(share=True)``)
+    compiles_read_only: ClassVar[bool] = False
     #: True when the backend declines nodes whose shapes are not static: a
     #: session with free input dimensions then plans again per input signature
     #: (``ScheduleConfig.specialize_shapes``)

@@ -81,7 +81,8 @@ def _compile_all(graph: Graph, config: ScheduleConfig, selection: BackendSelecti
             backend = selection.named(plan.backend)
             try:
                 with stage(f"compile:{backend.name}", exclude_from="place"):
-                    compiled = backend.compile(plan.to_graph(graph), config.compile_options(backend.name))
+                    part = plan.to_graph(graph, share=backend.compiles_read_only)  # no copy of a whole graph
+                    compiled = backend.compile(part, config.compile_options(backend.name))
             except CompileError as e:
                 return plan, e
             cache[key] = compiled

@@ -25,7 +25,8 @@ from nnrt_core.errors import PlacementError
 from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
 
-__all__ = ["PartitionPlan", "partition_graph", "IslandMove", "merge_islands", "partition_neighbours"]
+__all__ = ["PartitionPlan", "partition_graph", "whole_graph_view", "IslandMove", "merge_islands",
+           "partition_neighbours"]
 
 
 @dataclass
@@ -45,9 +46,39 @@ class PartitionPlan:
     def node_names(self) -> list[str]:
         return [n.name for n in self.nodes]
 
-    def to_graph(self, graph: Graph) -> Graph:
-        """A self-contained graph of this partition (for ``Backend.compile``)."""
+    def to_graph(self, graph: Graph, *, share: bool = False) -> Graph:
+        """A self-contained graph of this partition (for ``Backend.compile``).
+        With ``share``, a partition that is all of ``graph`` (same inputs and
+        outputs, no sub-graphs) is a new :class:`Graph` over ``graph``'s own
+        nodes and values (no copy): only for a backend that never mutates
+        what it compiles (``Backend.compiles_read_only``)."""
+        view = whole_graph_view(graph, self) if share else None
+        if view is not None:
+            return view
         return extract_subgraph(graph, self.nodes, self.inputs, self.outputs, name=self.name)
+
+
+def whole_graph_view(graph: Graph, plan: PartitionPlan) -> Graph | None:
+    """``plan`` as a graph sharing ``graph``'s nodes and values, or ``None``
+    unless it is exactly the whole top-level graph: every node, the graph's
+    inputs in order (none with a default value), its outputs, no sub-graphs.
+    Same name, inputs, outputs, nodes and initializers (the constants the
+    nodes read) as :func:`~nnrt_core.ir.clone.extract_subgraph` gives."""
+    if (graph.parent is not None or len(plan.nodes) != len(graph.nodes)
+            or len(plan.inputs) != len(graph.inputs) or len(plan.outputs) != len(graph.outputs)
+            or any(a is not b or a.const is not None for a, b in zip(plan.inputs, graph.inputs))
+            or {id(v) for v in plan.outputs} != {id(v) for v in graph.outputs}):
+        return None
+    view = Graph(plan.name, inputs=plan.inputs, outputs=plan.outputs, opset_imports=graph.opset_imports)
+    consts = view.initializers
+    for n in plan.nodes:
+        if n.subgraphs():
+            return None
+        for v in n.inputs:
+            if v is not None and v.const is not None and v.producer is None and consts.get(v.name) is not v:
+                view.add_initializer(v)  # GraphError on two constants of one name, as a copy does
+    view.nodes = list(plan.nodes)
+    return view
 
 
 def partition_graph(graph: Graph, assignment: Mapping[str, str]) -> list[PartitionPlan]:

@@ -77,6 +77,7 @@ class NumpyBackend(Backend):
     default_priority = 10  # the embedded default: lowest of the shipped backends
     supported_options = frozenset({"num_threads"})  # BLAS threads while a partition runs (nnrt_numpy.blas)
     evaluates_constants = True  # the reference kernels fold constants and run calibration
+    compiles_read_only = True  # GraphProgram only reads the IR: a whole-graph partition is not copied
 
     def devices(self) -> list[DeviceInfo]:
         return [
