@@ -37,6 +37,7 @@ from onnx import AttributeProto, helper
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.schema_facts import SchemaFacts, schema_facts
+from nnrt_core.frontends.onnx.node_facts import PASSED, facts_key, remember
 from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value
 
 __all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "ir_node_view", "validate_graph", "validate_model",
@@ -397,12 +398,19 @@ def _ir_type(v: Value | None) -> int | None:
 
 def validate_graph(graph: Graph) -> None:
     """Check every node of an IR graph (sub-graphs included) like
-    :func:`validate_model`, each against the opset it was written for."""
+    :func:`validate_model`, each against the opset it was written for.  A node
+    with the same checked facts as one that passed before (op, opset,
+    attributes, input and output arity, input element types) is not checked
+    again (:mod:`~nnrt_core.frontends.onnx.node_facts`); a failing node is always checked and named."""
     for node in graph.nodes:
-        view = ir_node_view(f"node {node.name!r} ({node.op_type})", node.op_type, node.domain, node.inputs,
-                            [v.name for v in node.outputs], node.attributes.values())
         domain = "" if node.domain == "ai.onnx" else node.domain
         version = node.opset if node.opset is not None else graph.opset_for(domain)
-        validate_node(view, {domain: version})
+        key = facts_key(node, domain, version)
+        if key is None or key not in PASSED:
+            view = ir_node_view(f"node {node.name!r} ({node.op_type})", node.op_type, node.domain, node.inputs,
+                                [v.name for v in node.outputs], node.attributes.values())
+            validate_node(view, {domain: version})
+            if key is not None:
+                remember(key)
         for sub in node.subgraphs():
             validate_graph(sub)

@@ -1,0 +1,55 @@
+"""The memo of IR node validation: a node whose checked facts equal those of
+a node that passed :func:`~nnrt_core.frontends.onnx.validate.validate_node`
+before passes too, so ``validate_graph`` checks it only once per process.
+A failing node is never remembered (it is checked, and named, every time)."""
+from __future__ import annotations
+
+from nnrt_core.ir import AttrKind, Node, TensorType, Value
+
+__all__ = ["PASSED", "PASSED_MAX", "facts_key", "remember"]
+
+#: facts keys of IR nodes that passed validation (bounded: cleared when full)
+PASSED: set[tuple] = set()
+PASSED_MAX = 16384
+
+_LIST_KINDS = frozenset({int(AttrKind.INTS), int(AttrKind.STRINGS), int(AttrKind.FLOATS)})
+_SCALAR_KINDS = frozenset({int(AttrKind.INT), int(AttrKind.STRING)})
+
+
+def facts_key(node: Node, domain: str, version: int) -> tuple | None:
+    """Everything ``validate_node`` reads of an IR node except its name: op,
+    domain, opset, which inputs/outputs are named, input element types and the
+    attributes as checked (kinds; INT/INTS/STRING(S)/FLOATS values; a tensor's
+    size).  ``None`` when a value cannot be hashed: the node is then checked."""
+    attrs = []
+    for a in node.attributes.values():
+        if a.ref_attr_name:
+            continue
+        kind, value = int(a.kind), a.value
+        if kind in _LIST_KINDS:
+            value = tuple(value.tolist() if hasattr(value, "tolist") else value)
+        elif kind == AttrKind.TENSOR:
+            value = int(getattr(value, "size", 1))
+        elif kind not in _SCALAR_KINDS:
+            value = None
+        attrs.append((a.name, kind, value))
+    key = (node.op_type, domain, version, tuple(attrs), tuple(_elem(v) for v in node.inputs),
+           tuple(v is not None and bool(v.name) for v in node.inputs), tuple(bool(v.name) for v in node.outputs))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def remember(key: tuple) -> None:
+    """Record a key whose node passed."""
+    if len(PASSED) >= PASSED_MAX:
+        PASSED.clear()
+    PASSED.add(key)
+
+
+def _elem(v: Value | None) -> int | None:
+    if v is None or v.type is None:
+        return None
+    return int(v.type.dtype) if isinstance(v.type, TensorType) else -1
