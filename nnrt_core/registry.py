@@ -380,6 +380,7 @@ _TRAITS: dict[str, tuple[tuple[type, ...], str]] = {
     "host_memory": ((bool,), "a bool"),
     "evaluates_constants": ((bool,), "a bool"),
     "needs_static_shapes": ((bool,), "a bool"),
+    "compiles_read_only": ((bool,), "a bool"),
 }
 
 

@@ -1,6 +1,7 @@
 """Build shortcuts that must not change what a build produces: the deferred
 placement report and estimates, the whole-graph partition handed over without
-a copy, and the memo of IR nodes that passed validation."""
+a copy, the memo of IR nodes that passed validation, and the capability
+check's per-node facts reused by the compile."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +12,7 @@ from onnx import TensorProto, helper
 from conftest import make_registry
 from fakes import fake_plugin, make_fake_backend
 from nnrt_core import ScheduleConfig, Session
+from nnrt_core.backend.facts import recall, remember, shared_facts
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends import load_onnx, validate_graph
 from nnrt_core.frontends.onnx import node_facts
@@ -110,3 +112,37 @@ def test_validation_memo_skips_repeated_facts_and_still_names_a_bad_node(monkeyp
     checked.clear()
     validate_graph(graph)
     assert checked == []
+
+
+def test_node_facts_are_recalled_only_for_the_same_node_inside_the_scope():
+    graph = load_onnx(_chain()).graph
+    a, b = graph.nodes[0], graph.nodes[1]
+    remember("t", a, 1)  # no scope: nothing kept
+    assert recall("t", a) is None
+    with shared_facts():
+        remember("t", a, 1)
+        assert recall("t", a) == 1 and recall("t", b) is None and recall("other", a) is None
+        with shared_facts():  # a nested build has its own scope
+            assert recall("t", a) is None
+        assert recall("t", a) == 1
+    assert recall("t", a) is None
+
+
+def test_numpy_compile_reuses_the_capability_checks_node_info(monkeypatch):
+    from nnrt_numpy import program
+
+    graph = load_onnx(_chain()).graph
+    calls = []
+    real = program.node_info
+    monkeypatch.setattr(program, "node_info",
+                        lambda node, *a, **k: (calls.append(node.name), real(node, *a, **k))[1])
+    backend, opts = NumpyBackend(), ScheduleConfig().compile_options("numpy")
+    plan = partition_graph(graph, {n.name: "numpy" for n in graph.nodes})[0]
+    with shared_facts():
+        assert backend.capability(graph, opts).supported == {"mul", "relu", "neg", "abs"}
+        out = backend.compile(plan.to_graph(graph, share=True), opts).run(X)
+    assert calls == ["mul", "relu", "neg", "abs"]  # once per node, at the capability check
+    calls.clear()
+    again = backend.compile(plan.to_graph(graph, share=True), opts).run(X)  # outside the scope: checked again
+    assert calls == ["mul", "relu", "neg", "abs"]
+    assert all(np.array_equal(out[k], again[k]) for k in out)

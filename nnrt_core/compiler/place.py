@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nnrt_core.backend.base import Capability, CompiledPartition
+from nnrt_core.backend.facts import shared_facts
 from nnrt_core.compiler.backends import BackendSelection
 from nnrt_core.compiler.model import EventLog
 from nnrt_core.compiler.timing import stage
@@ -30,7 +31,15 @@ class Placement:
 def place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSelection, scheduler: Scheduler,
                       events: EventLog) -> Placement:
     """Ask every candidate backend for its capability, then place, partition
-    and compile until every partition compiles (``compile_fallback`` events)."""
+    and compile until every partition compiles (``compile_fallback`` events).
+    Backends may reuse per-node facts of their capability check when they
+    compile (:mod:`nnrt_core.backend.facts`)."""
+    with shared_facts():
+        return _place_and_compile(graph, config, selection, scheduler, events)
+
+
+def _place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSelection, scheduler: Scheduler,
+                       events: EventLog) -> Placement:
     caps: dict[str, Capability] = {b.name: b.capability(graph, config.compile_options(b.name))
                                    for b in selection.candidates}
     for name, cap in caps.items():

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from nnrt_core.backend.facts import recall, remember
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
 from nnrt_core.ir import DataType, Graph, Node, TensorType, Value
 from nnrt_core.runtime.control import current_control
@@ -23,7 +24,10 @@ from nnrt_numpy.ieee import ieee_arithmetic
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
 from nnrt_numpy.weight_dq import fold_constant_dequantize
 
-__all__ = ["GraphProgram", "node_info"]
+__all__ = ["GraphProgram", "node_info", "FACTS_TAG"]
+
+#: the NumPy backend's tag in :mod:`nnrt_core.backend.facts`
+FACTS_TAG = "numpy.node_info"
 
 
 def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
@@ -62,11 +66,17 @@ def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
 
 
 def why_unsupported(node: Node) -> str | None:
-    """``None`` when the NumPy backend can run ``node`` (and its sub-graphs)."""
-    reason = REGISTRY.why_unsupported(node_info(node))
+    """``None`` when the NumPy backend can run ``node`` (and its sub-graphs).
+    A supported node without sub-graphs leaves its :class:`NodeInfo` for the
+    compile of the same placement (:mod:`nnrt_core.backend.facts`)."""
+    info = node_info(node)
+    reason = REGISTRY.why_unsupported(info)
     if reason is not None:
         return reason
-    for sub in node.subgraphs():
+    subs = node.subgraphs()
+    if not subs:
+        remember(FACTS_TAG, node, info)
+    for sub in subs:
         for inner in sub.nodes:
             r = why_unsupported(inner)
             if r is not None:
@@ -81,6 +91,20 @@ def _bounds(node: Node, axis: int) -> list[tuple[int, int]]:
         out.append((start, start + v.shape[axis]))
         start += v.shape[axis]
     return out
+
+
+def _node_kernel(node: Node) -> Kernel:
+    """``node``'s kernel; :class:`OpError` when no kernel takes it.  A node the
+    capability check of this placement found supported reuses its NodeInfo."""
+    info = recall(FACTS_TAG, node)
+    if info is None:
+        info = node_info(node, compile_subgraph=GraphProgram.for_subgraph)
+        reason = REGISTRY.why_unsupported(info)
+        if reason is not None:
+            raise OpError(f"node {node.name!r} ({node.op_type}): {reason}")
+    cls = REGISTRY.lookup(node.domain, node.op_type, info.opset)
+    assert cls is not None
+    return cls(info)
 
 
 def _make_kernel(info: NodeInfo) -> Kernel:
@@ -138,13 +162,7 @@ class GraphProgram:
             for v in node.inputs:
                 if v is not None and id(v) not in slots and v.const is not None:
                     self.consts.append((slot(v), v.const))
-            info = node_info(node, compile_subgraph=GraphProgram.for_subgraph)
-            reason = REGISTRY.why_unsupported(info)
-            if reason is not None:
-                raise OpError(f"node {node.name!r} ({node.op_type}): {reason}")
-            cls = REGISTRY.lookup(node.domain, node.op_type, info.opset)
-            assert cls is not None
-            kernels.append(cls(info))
+            kernels.append(_node_kernel(node))
         # backend-local fusion: a chain runs as one step at the position of its last node
         readers = value_readers(graph) if fuse else {}  # one walk for fusion and Concat placement
         chains = find_chains(graph, kernels, _make_kernel, readers) if fuse else []
