@@ -146,3 +146,19 @@ def test_numpy_compile_reuses_the_capability_checks_node_info(monkeypatch):
     again = backend.compile(plan.to_graph(graph, share=True), opts).run(X)  # outside the scope: checked again
     assert calls == ["mul", "relu", "neg", "abs"]
     assert all(np.array_equal(out[k], again[k]) for k in out)
+
+
+def test_ordered_graphs_skip_the_sort_and_the_partition_walk_with_the_same_result():
+    graph = load_onnx(_chain()).graph
+    nodes = list(graph.nodes)
+    assert graph.is_topologically_sorted()
+    graph.topological_sort()
+    assert graph.nodes == nodes
+    plans = partition_graph(graph, {n.name: "numpy" for n in graph.nodes})
+    assert len(plans) == 1 and plans[0].nodes == nodes and [v.name for v in plans[0].outputs] == ["y", "z"]
+    graph.nodes = [nodes[2], nodes[0], nodes[3], nodes[1]]  # neg, mul, abs, relu: out of order
+    assert not graph.is_topologically_sorted()
+    plans = partition_graph(graph, {n.name: "numpy" for n in graph.nodes})  # the walk orders it
+    assert [n.name for n in plans[0].nodes] == ["mul", "relu", "neg", "abs"]
+    graph.topological_sort()
+    assert [n.name for n in graph.nodes] == ["mul", "relu", "neg", "abs"] and graph.is_topologically_sorted()

@@ -271,10 +271,26 @@ class Graph:
                 found.setdefault(id(v), v)
         return list(found.values())
 
+    def is_topologically_sorted(self) -> bool:
+        """Whether every node already follows the producers (in this graph) of
+        its inputs, outer-scope reads of sub-graphs included: one linear walk."""
+        mine = {id(n) for n in self.nodes}
+        seen: set[int] = set()
+        for n in self.nodes:
+            for v in n.all_inputs():
+                p = v.producer
+                if p is not None and p is not n and id(p) not in seen and id(p) in mine:
+                    return False
+            seen.add(id(n))
+        return True
+
     def topological_sort(self) -> None:
         """Reorder ``nodes`` so every node follows the producers of its inputs
         (outer-scope reads of sub-graphs included).  Stable: keeps the current
-        order where it is already valid.  Raises :class:`GraphError` on a cycle."""
+        order where it is already valid (an ordered graph is left as it is).
+        Raises :class:`GraphError` on a cycle."""
+        if self.is_topologically_sorted():
+            return
         index = {id(n): i for i, n in enumerate(self.nodes)}
         deps: dict[int, set[int]] = {}
         users: dict[int, list[Node]] = {id(n): [] for n in self.nodes}

@@ -89,6 +89,11 @@ def partition_graph(graph: Graph, assignment: Mapping[str, str]) -> list[Partiti
     missing = [n.name for n in graph.nodes if n.name not in assignment]
     if missing:
         raise PlacementError(f"nodes without a backend: {missing[:10]}")
+    backends = {assignment[n.name] for n in graph.nodes}
+    if len(backends) == 1 and graph.is_topologically_sorted():  # what the walk below gives: one partition
+        plans = [PartitionPlan(0, backends.pop(), list(graph.nodes))]
+        _connect(graph, plans)
+        return plans
     order = {id(n): i for i, n in enumerate(graph.nodes)}
     deps: dict[int, int] = {}
     users: dict[int, list[Node]] = {id(n): [] for n in graph.nodes}
