@@ -1,7 +1,8 @@
 """Build shortcuts that must not change what a build produces: the deferred
 placement report and estimates, the whole-graph partition handed over without
-a copy, the memo of IR nodes that passed validation, and the capability
-check's per-node facts reused by the compile."""
+a copy, the memo of IR nodes that passed validation, the capability check's
+per-node facts reused by the compile, ordered graphs left unsorted and
+unwalked, and passes skipped when their trigger ops are absent."""
 from __future__ import annotations
 
 import numpy as np
@@ -162,3 +163,24 @@ def test_ordered_graphs_skip_the_sort_and_the_partition_walk_with_the_same_resul
     assert [n.name for n in plans[0].nodes] == ["mul", "relu", "neg", "abs"]
     graph.topological_sort()
     assert [n.name for n in graph.nodes] == ["mul", "relu", "neg", "abs"] and graph.is_topologically_sorted()
+
+
+def test_passes_whose_trigger_ops_are_absent_are_skipped_and_still_reported(monkeypatch):
+    from nnrt_core.passes import PassManager
+    from nnrt_core.passes.affine_folding import AffineFolding
+    from nnrt_core.passes.cleanup import IdentityElimination
+
+    ran = []
+    for cls in (AffineFolding, IdentityElimination):
+        real = cls.run
+        monkeypatch.setattr(cls, "run", lambda self, g, ctx=None, _real=real:
+                            (ran.append(self.name), _real(self, g, ctx))[1])
+    graph = load_onnx(_chain()).graph  # Mul, Relu, Neg, Abs: no Conv/BN, no Identity/Dropout/Cast
+    report = PassManager("basic").run(graph)
+    assert ran == [] and report.passes["conv_bn_folding"].rewrites == 0 and "identity_elimination" in report.passes
+    m = _model([helper.make_node("Identity", ["x"], ["t"], name="id"),
+                helper.make_node("Relu", ["t"], ["y"], name="r")])
+    graph = load_onnx(m).graph
+    report = PassManager("basic").run(graph)
+    assert "identity_elimination" in ran and report.passes["identity_elimination"].rewrites == 1
+    assert [n.op_type for n in graph.nodes] == ["Relu"]

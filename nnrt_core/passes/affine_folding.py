@@ -86,6 +86,7 @@ class AffineFolding(Pass):
     name = "conv_bn_folding"
     level = "basic"
     description = "fold BatchNormalization and per-channel Mul/Add into the Conv (or BN) before it"
+    requires_ops = (frozenset({"Conv", "BatchNormalization"}), frozenset({"BatchNormalization", *_ELEMENTWISE}))
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()

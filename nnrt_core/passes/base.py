@@ -98,6 +98,10 @@ class Pass(abc.ABC):
     #: run only once the other passes reached a fixed point; if it changes the
     #: graph they run again (a few rounds at most)
     after_fixed_point: ClassVar[bool] = False
+    #: the pass can change a graph only if, for each of these sets, some node
+    #: of the graph has an op type in it; the pass manager skips it otherwise
+    #: (a pass with side effects beyond its matches leaves this empty)
+    requires_ops: ClassVar[tuple[frozenset[str], ...]] = ()
 
     @abc.abstractmethod
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult: ...

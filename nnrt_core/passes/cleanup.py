@@ -65,6 +65,7 @@ class IdentityElimination(Pass):
     name = "identity_elimination"
     level = "basic"
     description = "bypass Identity, inference Dropout and same-type Cast"
+    requires_ops = (frozenset({"Identity", "Dropout", "Cast"}),)  # what _is_noop matches
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()

@@ -83,6 +83,7 @@ class ActivationFusion(Pass):
     name = "activation_fusion"
     level = "all"
     description = "fuse Conv/Gemm + activation into com.microsoft FusedConv/FusedGemm"
+    requires_ops = (frozenset({"Conv", "Gemm"}), FUSABLE_ACTIVATIONS)
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()

@@ -45,6 +45,7 @@ class TransposeReshapeCancellation(Pass):
     name = "transpose_reshape_cancellation"
     level = "extended"
     description = "cancel or merge Transpose pairs and reshape chains"
+    requires_ops = (frozenset({"Transpose"}) | RESHAPE_LIKE,)
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()

@@ -155,10 +155,17 @@ class PassManager:
 
     def _run_each(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport) -> bool:
         changed = False
+        ops: set[str] | None = None  # the graph's op types, taken again after a pass changed it
         for p in passes:
+            if p.requires_ops:
+                ops = ops if ops is not None else {n.op_type for n in graph.nodes}
+                if not all(ops & s for s in p.requires_ops):
+                    continue  # nothing it could match (Pass.requires_ops)
             t = time.perf_counter()
             result = p.run(graph, ctx)
             report.passes[p.name].add(result, time.perf_counter() - t)
+            if result.changed:
+                ops = None
             changed |= result.changed
             if self.validate and result.changed:
                 try:
