@@ -184,3 +184,16 @@ def test_passes_whose_trigger_ops_are_absent_are_skipped_and_still_reported(monk
     report = PassManager("basic").run(graph)
     assert "identity_elimination" in ran and report.passes["identity_elimination"].rewrites == 1
     assert [n.op_type for n in graph.nodes] == ["Relu"]
+
+
+def test_whole_graph_view_takes_the_plans_input_order():
+    m = _model([helper.make_node("Sub", ["b", "a"], ["y"], name="sub")], inputs=("a", "b"))
+    graph = load_onnx(m).graph
+    plan = partition_graph(graph, {"sub": "numpy"})[0]
+    view, copy = plan.to_graph(graph, share=True), plan.to_graph(graph)
+    assert view.nodes[0] is graph.nodes[0]
+    assert [v.name for v in view.inputs] == [v.name for v in copy.inputs] == ["b", "a"]
+    sess = Session(m, ScheduleConfig(backends=["numpy"]))
+    assert sess.executor.steps[0].compiled.graph.nodes[0] is sess.graph.nodes[0]
+    a, b = X["x"], X["x"][::-1].copy()
+    np.testing.assert_array_equal(sess.run({"a": a, "b": b})["y"], b - a)

@@ -61,12 +61,14 @@ class PartitionPlan:
 def whole_graph_view(graph: Graph, plan: PartitionPlan) -> Graph | None:
     """``plan`` as a graph sharing ``graph``'s nodes and values, or ``None``
     unless it is exactly the whole top-level graph: every node, the graph's
-    inputs in order (none with a default value), its outputs, no sub-graphs.
+    inputs (none with a default value) and outputs, no sub-graphs; in the
+    plan's order, as a copy has them.
     Same name, inputs, outputs, nodes and initializers (the constants the
     nodes read) as :func:`~nnrt_core.ir.clone.extract_subgraph` gives."""
     if (graph.parent is not None or len(plan.nodes) != len(graph.nodes)
             or len(plan.inputs) != len(graph.inputs) or len(plan.outputs) != len(graph.outputs)
-            or any(a is not b or a.const is not None for a, b in zip(plan.inputs, graph.inputs))
+            or any(v.const is not None for v in plan.inputs)
+            or {id(v) for v in plan.inputs} != {id(v) for v in graph.inputs}
             or {id(v) for v in plan.outputs} != {id(v) for v in graph.outputs}):
         return None
     view = Graph(plan.name, inputs=plan.inputs, outputs=plan.outputs, opset_imports=graph.opset_imports)
