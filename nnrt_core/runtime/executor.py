@@ -29,7 +29,7 @@ from nnrt_core.runtime.control import RunControl, accepts_control
 from nnrt_core.runtime.output_check import OutputCheck, describe_value
 from nnrt_core.runtime.tensor import Tensor
 
-__all__ = ["ExecutionStep", "Executor", "StepObserver"]
+__all__ = ["ExecutionStep", "Executor", "StepObserver", "unaliased"]
 
 
 class StepObserver(Protocol):
@@ -123,10 +123,10 @@ class Executor:
             single = self._single
             outs = self.checks[0](single.run(feeds, control=control) if control is not None and self._ctl_run[0]
                                   else single.run(feeds))
-            return [outs[name] for name in self.graph_outputs]
+            return unaliased([outs[name] for name in self.graph_outputs], feeds)
         if self.overlap:
-            return self._run_overlapped(feeds, owners, keep_on_device, control)
-        return self._run_sequential(feeds, owners, keep_on_device, control=control)
+            return unaliased(self._run_overlapped(feeds, owners, keep_on_device, control), feeds)
+        return unaliased(self._run_sequential(feeds, owners, keep_on_device, control=control), feeds)
 
     def _call(self, index: int, args: dict[str, Any], control: RunControl | None,
               asynchronous: bool = False) -> Any:
@@ -258,7 +258,37 @@ class Executor:
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
         """``run`` with every partition and copy reported to ``observer``
         (sequential, for profiling; ``run`` itself carries no hooks)."""
-        return self._run_sequential(feeds, observer=observer)
+        return unaliased(self._run_sequential(feeds, observer=observer), feeds)
+
+
+def unaliased(results: list[Any], feeds: Mapping[str, Any]) -> list[Any]:
+    """``results`` with every array that shares memory with a feed copied.
+
+    A partition may return a view of what it was given (the NumPy backend's
+    Identity, Reshape, Squeeze; a graph output that is a graph input): the
+    caller then gets an output that changes when it reuses its input buffer,
+    and writing to the output would change its input.  ONNX Runtime returns
+    fresh arrays; so does a session.  An array that owns its memory can only
+    alias a feed by being that feed (written for the per-call cost: ~0.4 us)."""
+    fv = feeds.values()
+    for i, r in enumerate(results):
+        if type(r) is not np.ndarray:
+            continue
+        owns = r.base is None
+        for f in fv:
+            if r is f or not owns and type(f) is np.ndarray and np.may_share_memory(r, f):
+                results[i] = r.copy()
+                break
+    return results
+    for i, r in enumerate(results):
+        if type(r) is not np.ndarray:
+            continue
+        if r.base is None:
+            if any(r is f for f in arrays):
+                results[i] = r.copy()
+        elif any(np.may_share_memory(r, f) for f in arrays):
+            results[i] = r.copy()
+    return results
 
 
 def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Backend | None],
