@@ -29,8 +29,9 @@ import onnx
 from nnrt_core.errors import CompileError
 from nnrt_core.frontends import ExternalWeights, load_onnx, to_onnx
 from nnrt_core.ir import Graph
+from nnrt_numpy.stored_graph import FORMAT, encode_header, graph_from_header, graph_header, region_bytes
 
-__all__ = ["MAGIC", "WEIGHTS", "pack", "unpack"]
+__all__ = ["MAGIC", "WEIGHTS", "pack", "pack_onnx", "unpack"]
 
 MAGIC = b"NNRTNPY\x01"
 WEIGHTS = "weights.bin"
@@ -40,7 +41,19 @@ _LEN = struct.Struct("<I")
 
 
 def pack(graph: Graph) -> bytes:
-    """``graph`` stored: its ONNX model with the large weights in a region after it."""
+    """``graph`` stored: as data (format 2, :mod:`nnrt_numpy.stored_graph`)
+    where that format holds it, else as its ONNX model with the large weights
+    in a region after it (format 1)."""
+    stored = graph_header(graph)
+    if stored is not None:
+        head, arrays = stored
+        data = encode_header(head, len(MAGIC) + _LEN.size)
+        return b"".join([MAGIC, _LEN.pack(len(data)), data, region_bytes(arrays)])
+    return pack_onnx(graph)
+
+
+def pack_onnx(graph: Graph) -> bytes:
+    """``graph`` in format 1: its ONNX model with the large weights in a region after it."""
     external = ExternalWeights(WEIGHTS, MIN_EXTERNAL_BYTES)
     proto = to_onnx(graph, external=external)
     _gemm_weights_transposed(proto, external)
@@ -61,6 +74,8 @@ def unpack(blob: Any) -> Graph:
     (n,) = _LEN.unpack_from(view, len(MAGIC))
     try:
         head = json.loads(bytes(view[start:start + n]))
+        if isinstance(head, dict) and head.get("format") == FORMAT:  # the graph as data
+            return graph_from_header(head, view[start + n:])
         mlen = head["model_length"] if isinstance(head, dict) else None
         if head.get("format") != 1 or head.get("weights") != WEIGHTS:
             raise ValueError(f"unknown format or weights location in {head!r}")
