@@ -26,6 +26,7 @@ import numpy as np
 from nnrt_core.errors import CompileError, GraphError, ModelLoadError
 from nnrt_core.frontends import validate_graph
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
+from nnrt_numpy.kernel import REGISTRY
 
 __all__ = ["FORMAT", "ALIGN", "graph_header", "graph_from_header"]
 
@@ -294,6 +295,8 @@ class _Reader:
         op, domain, name = _str(e[0], f"node {k}'s op"), _str(e[1], f"node {k}'s domain"), _str(e[3], f"node {k}'s name")
         what = f"node {name!r} ({op})"
         opset = _int(e[2], f"{what}'s opset", 1, 1 << 31)
+        if (domain, op) not in REGISTRY:
+            raise _fail(f"node {name!r} has op {op!r} (domain {domain or 'ai.onnx'}), which no NumPy kernel implements")
         ins = [None if i == -1 else self._ref(i, f"{what} input {j}")
                for j, i in enumerate(_list(e[4], f"{what}'s inputs"))]
         outs = [self._define(i, f"{what} output {j}") for j, i in enumerate(_list(e[5], f"{what}'s outputs"))]
