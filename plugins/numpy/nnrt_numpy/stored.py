@@ -1,20 +1,29 @@
 """The NumPy backend's stored partitions (offline files, the model cache,
 Ray's shipped sessions)::
 
-    MAGIC  u32 header length  JSON header  ONNX model  weights region
+    MAGIC  u32 header length  JSON header  [ONNX model]  weights region
 
-The model is the partition's graph as ONNX with every initializer of 4 KiB
-or more left out as external data at location ``weights.bin``, which is the
-region after it (each tensor 64-byte aligned within the region).  Loading
-parses and checks the small model like any untrusted one (checker, schema
-validation with element types; written sorted and typed, it is not sorted
-again, an unsorted one is refused, and shape inference runs only where a type
-is missing) and views the weights in the region without a copy: a 100 MB ResNet50 partition no longer goes through protobuf four
-times.  The constant ``B`` of a ``Gemm`` with ``transB=1`` is stored
-transposed (``transB=0``, the same product): the kernel, which wants it
-row-major, then uses the stored bytes instead of making a transposed copy at
-every load (ResNet50's classifier: 8 MB, 10 to 20 ms).  A blob without the magic is a plain ONNX model (files written
-before this format) and still loads.
+Format 2 (written whenever it holds the graph): the header is the IR graph
+as data and the region holds every constant (see
+:mod:`nnrt_numpy.stored_graph`); a warm load decodes it with no ONNX parse,
+checker, conversion or shape inference.
+
+Format 1 (written for graphs format 2 does not hold: sub-graphs, tensor or
+graph attributes, string constants; files of earlier versions): the model is
+the partition's graph as ONNX with every initializer of 4 KiB or more left
+out as external data at location ``weights.bin``, which is the region after
+it (each tensor 64-byte aligned within the region).  Loading parses and
+checks the small model like any untrusted one (checker, schema validation
+with element types; written sorted and typed, it is not sorted again, an
+unsorted one is refused, and shape inference runs only where a type is
+missing) and views the weights in the region without a copy.
+
+Both formats store the constant ``B`` of a ``Gemm`` with ``transB=1`` (read
+by nothing else) transposed (``transB=0``, the same product): the kernel,
+which wants it row-major, then uses the stored bytes instead of making a
+transposed copy at every load (ResNet50's classifier: 8 MB, 10 to 20 ms).  A
+blob without the magic is a plain ONNX model (files written before these
+formats) and still loads.
 """
 from __future__ import annotations
 

@@ -291,8 +291,10 @@ class _Reader:
     def _node(self, k: int, e: Any) -> Node:
         e = _list(e, f"node {k}")
         if len(e) != 7:
-            raise _fail(f"node {k} has {len(e)} fields; expected [op, domain, opset, name, inputs, outputs, attributes]")
-        op, domain, name = _str(e[0], f"node {k}'s op"), _str(e[1], f"node {k}'s domain"), _str(e[3], f"node {k}'s name")
+            raise _fail(f"node {k} has {len(e)} fields; expected [op, domain, opset, name, inputs, outputs, "
+                        f"attributes]")
+        op, domain = _str(e[0], f"node {k}'s op"), _str(e[1], f"node {k}'s domain")
+        name = _str(e[3], f"node {k}'s name")
         what = f"node {name!r} ({op})"
         opset = _int(e[2], f"{what}'s opset", 1, 1 << 31)
         if (domain, op) not in REGISTRY:
