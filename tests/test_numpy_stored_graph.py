@@ -260,7 +260,11 @@ def test_a_truncated_format_2_partition_is_refused():
         Session(encode(image))
 
 
-def test_a_writable_blob_gives_read_only_constants():
+def test_a_writable_blob_is_copied_so_later_writes_change_nothing():
     sess, head, region = _small()
-    g = unpack(bytearray(_blob(head, region)))
-    assert all(not v.const.flags.writeable for v in g.initializers.values())
+    buf = bytearray(_blob(head, region))
+    g = unpack(buf)
+    before = {k: v.const.copy() for k, v in g.initializers.items()}
+    buf[len(buf) - len(region):] = bytes(len(region))
+    assert all(not v.const.flags.writeable and np.array_equal(v.const, before[k])
+               for k, v in g.initializers.items())

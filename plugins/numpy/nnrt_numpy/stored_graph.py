@@ -167,7 +167,11 @@ def _transposable_gemm_weights(graph: Graph) -> set[int]:
 
 def graph_from_header(head: dict[str, Any], region: memoryview) -> Graph:
     """The graph a format-2 header describes, its constants viewed in
-    ``region``; :class:`CompileError` naming the first malformed field."""
+    ``region`` (a writable region is copied first: later writes to it
+    cannot change a loaded partition); :class:`CompileError` naming the
+    first malformed field."""
+    if not region.readonly:
+        region = memoryview(bytes(region))
     try:
         return _Reader(head, region).graph()
     except (GraphError, ModelLoadError) as e:
