@@ -36,6 +36,7 @@ MAX_RANK = 64
 #: the attribute kinds stored (the rest sends the graph to format 1)
 _SCALAR = {AttrKind.INT: int, AttrKind.FLOAT: float, AttrKind.STRING: str}
 _LISTS = {AttrKind.INTS: int, AttrKind.FLOATS: float, AttrKind.STRINGS: str}
+_KINDS = {int(k): k for k in [*_SCALAR, *_LISTS]}
 _INT64 = (-(1 << 63), 1 << 63)
 _DTYPES = sorted(DataType)  #: numbered 0, 1, 2 ... (ONNX's numbers)
 assert [int(d) for d in _DTYPES] == list(range(len(_DTYPES)))
@@ -262,9 +263,10 @@ class _Reader:
         if e[2] is None:
             return Value(name, TensorType(dtype, None))
         dims = _list(e[2], f"value {name!r}'s shape", MAX_RANK)
-        for d in dims:
-            if not (d is None or type(d) is str or type(d) is int and 0 <= d < _INT64[1]):
-                raise _fail(f"value {name!r} has dimension {d!r}; expected a size >= 0, a name or null")
+        if not all(type(d) is int and 0 <= d < _INT64[1] for d in dims):  # fast path: static sizes
+            for d in dims:
+                if not (d is None or type(d) is str or type(d) is int and 0 <= d < _INT64[1]):
+                    raise _fail(f"value {name!r} has dimension {d!r}; expected a size >= 0, a name or null")
         return Value(name, TensorType(dtype, tuple(dims)))
 
     def _const(self, c: Any) -> Value:
@@ -315,10 +317,10 @@ class _Reader:
 
 def _attribute(what: str, name: str, spec: Any) -> Attribute:
     """Attribute ``name`` of a node from its ``[kind, value]``."""
-    if type(spec) is not list or len(spec) != 2 or type(spec[0]) is not int or spec[0] not in [*_SCALAR, *_LISTS]:
+    kind = _KINDS.get(spec[0]) if type(spec) is list and len(spec) == 2 and type(spec[0]) is int else None
+    if kind is None:
         raise _fail(f"{what} attribute {name!r} is {spec!r}; expected [kind, value] of kind "
-                    f"{', '.join(k.name for k in [*_SCALAR, *_LISTS])}")
-    kind = AttrKind(spec[0])
+                    f"{', '.join(k.name for k in _KINDS.values())}")
     if kind in _SCALAR:
         return Attribute(name, kind, _attr_value(what, name, kind, _SCALAR[kind], spec[1]))
     items = _list(spec[1], f"{what} attribute {name!r}")
