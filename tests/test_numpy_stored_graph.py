@@ -214,6 +214,9 @@ def _edits():
     def schema(h):  # Softmax's axis is an INT: an INTS one is refused by its onnx schema
         _node(h, "sm")[6]["axis"] = [7, [-1]]
 
+    def huge(h):  # a declared shape sizes the arena: refused at load, not at the first run
+        h["values"][_node(h, "relu")[5][0]][2] = [2, 1 << 40]
+
     def output(h):
         h["outputs"] = [len(h["values"])]
 
@@ -235,6 +238,7 @@ def _edits():
             (attr_kind, r"node 'sm' \(Softmax\) attribute 'axis' \(INT\) holds '-1'; expected int"),
             (attr_value, r"node 'sm' \(Softmax\) attribute 'axis' \(INT\) holds \d+; expected int values within"),
             (schema, r"node 'sm' \(Softmax\).*axis"),
+            (huge, r"node 'relu' \(Relu\): output 'y' of shape \[2, 1099511627776\] .* over the memory budget"),
             (output, r"graph output's value index is \d+"),
             (extra, r"unknown header fields \['pickle'\]"),
             (region_size, r"field 'region_bytes' is \d+, but \d+ bytes follow the header")]

@@ -23,7 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core.errors import CompileError, GraphError, ModelLoadError
+from nnrt_core.compiler.budget import check_static_sizes
+from nnrt_core.errors import CompileError, GraphError, MemoryBudgetError, ModelLoadError
 from nnrt_core.frontends import validate_graph
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
 from nnrt_numpy.kernel import REGISTRY
@@ -236,6 +237,10 @@ class _Reader:
             twice = sorted({x for x in names if names.count(x) > 1})[:3]
             raise _fail(f"value names {twice} are used more than once")
         validate_graph(g)  # each node against its onnx schema, as a loaded ONNX model
+        try:  # declared shapes size the arena: none over the memory budget
+            check_static_sizes(g, None)
+        except MemoryBudgetError as e:
+            raise _fail(str(e)) from None
         return g
 
     def _ref(self, i: Any, what: str) -> Value:
