@@ -272,3 +272,51 @@ def test_a_writable_blob_is_copied_so_later_writes_change_nothing():
     buf[len(buf) - len(region):] = bytes(len(region))
     assert all(not v.const.flags.writeable and np.array_equal(v.const, before[k])
                for k, v in g.initializers.items())
+
+
+def _mutations(head: dict, rng) -> dict:
+    """``head`` with one to three fields anywhere in it replaced by junk."""
+    import copy
+
+    junk = [None, -1, 0, 1, 2, 7, 99, 1 << 70, 1.5, float("nan"), "", "Relu", [], [1], [[]], {}, True]
+
+    def paths(o, p=()):
+        if p:
+            yield p
+        for k, v in (enumerate(o) if isinstance(o, list) else o.items() if isinstance(o, dict) else ()):
+            yield from paths(v, p + (k,))
+
+    every = list(paths(head))
+    h = copy.deepcopy(head)
+    for _ in range(int(rng.integers(1, 4))):
+        *parents, last = every[int(rng.integers(len(every)))]
+        o = h
+        try:
+            for k in parents:
+                o = o[k]
+            o[last] = junk[int(rng.integers(len(junk)))]
+        except (KeyError, IndexError, TypeError):  # an earlier mutation replaced a parent
+            pass
+    return h
+
+
+def test_randomly_mutated_headers_give_a_session_file_error_or_load():
+    """Junk anywhere in a format-2 header: refused with a SessionFileError, or (a rewiring
+    that still checks) loaded and then failing a run only with an nnrt error."""
+    from nnrt_core.errors import NnrtError
+
+    sess, head, region = _small()
+    rng = np.random.default_rng(0)
+    x = {"x": np.ones((2, 64), np.float32)}
+    refused = 0
+    for _ in range(150):
+        try:
+            loaded = _load(sess, _mutations(head, rng), region)
+        except SessionFileError:
+            refused += 1
+            continue
+        try:
+            loaded.run(x)
+        except NnrtError:
+            pass
+    assert refused > 100
