@@ -84,8 +84,9 @@ def main(argv=None) -> int:
             Session(memoryview(data))
             spent["total"][-1] = time.perf_counter() - t0
         parts = "  ".join(f"{k} {statistics.median(v) * 1e3:6.2f}" for k, v in spent.items())
-        print(f"{name:10s} format {fmt if hasattr(stored, 'pack_onnx') else 1} numpy warm load, ms (median of {args.loads}): {parts}  (load average {load0:.1f} -> "
-              f"{os.getloadavg()[0]:.1f}; file {len(data) / 1e6:.1f} MB)", flush=True)
+        label = f"format {fmt if hasattr(stored, 'pack_onnx') else 1}"
+        print(f"{name:10s} {label} numpy warm load, ms (median of {args.loads}): {parts}  (load average "
+              f"{load0:.1f} -> {os.getloadavg()[0]:.1f}; file {len(data) / 1e6:.1f} MB)", flush=True)
     return 0
 
 
