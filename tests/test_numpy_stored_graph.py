@@ -320,3 +320,10 @@ def test_randomly_mutated_headers_give_a_session_file_error_or_load():
         except NnrtError:
             pass
     assert refused > 100
+
+
+def test_a_newer_format_is_named_without_echoing_its_header():
+    _, head, region = _small()
+    with pytest.raises(CompileError, match=r"unknown format 3 or weights location None \(this plugin reads "
+                                           r"formats 1 and 2\)$"):
+        unpack(_blob({**head, "format": 3}, region))

@@ -85,9 +85,12 @@ def unpack(blob: Any) -> Graph:
         head = json.loads(bytes(view[start:start + n]))
         if isinstance(head, dict) and head.get("format") == FORMAT:  # the graph as data
             return graph_from_header(head, view[start + n:])
-        mlen = head["model_length"] if isinstance(head, dict) else None
+        if not isinstance(head, dict):
+            raise ValueError(f"the header is a {type(head).__name__}, not an object")
+        mlen = head.get("model_length")
         if head.get("format") != 1 or head.get("weights") != WEIGHTS:
-            raise ValueError(f"unknown format or weights location in {head!r}")
+            raise ValueError(f"unknown format {head.get('format')!r} or weights location {head.get('weights')!r} "
+                             f"(this plugin reads formats 1 and {FORMAT})")
         if type(mlen) is not int or not 0 <= mlen <= len(view) - start - n:
             raise ValueError(f"model length {mlen!r} does not fit the {len(view) - start - n} bytes stored")
     except (ValueError, TypeError, KeyError, AttributeError) as e:
