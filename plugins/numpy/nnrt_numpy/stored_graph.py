@@ -29,7 +29,7 @@ from nnrt_core.frontends import validate_graph
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
 from nnrt_numpy.kernel import REGISTRY
 
-__all__ = ["FORMAT", "ALIGN", "graph_header", "graph_from_header"]
+__all__ = ["ALIGN", "FORMAT", "encode_header", "graph_from_header", "graph_header", "region_bytes"]
 
 FORMAT = 2
 ALIGN = 64
