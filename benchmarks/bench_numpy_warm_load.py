@@ -2,13 +2,16 @@
 repeated on the same bytes, split into its stages (the session file's decode,
 the stored partition's model load, the program build, the warm-up).
 
-    python benchmarks/bench_numpy_warm_load.py [--models squeezenet,resnet50] [--loads 20]
+    python benchmarks/bench_numpy_warm_load.py [--models squeezenet,resnet50] [--loads 20] [--formats 2,1]
 
 The file is built as ``nnrt_ray.ship`` builds it (through a model cache) and
 read into a read-only array (as Ray's object store hands it over).  Medians
 of ``--loads`` loads after one untimed load, ms, with the load average.  A
 fresh process pays more (imports, first page faults): see
-``bench_startup_split.py`` and ``bench_ray_startup.py``.
+``bench_startup_split.py`` and ``bench_ray_startup.py``.  ``--formats``:
+the stored partition's formats to time, one after the other on the same
+model (2: the graph as data; 1: the ONNX model, as written before format 2;
+trees without format 2 ignore it).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import bench_ray  # noqa: E402
 
 import nnrt_core.compiler.build as build  # noqa: E402
 import nnrt_numpy.backend as numpy_backend  # noqa: E402
+import nnrt_numpy.stored as stored  # noqa: E402
 from nnrt_core import ScheduleConfig, Session  # noqa: E402
 from nnrt_core.storage.session_file import encode  # noqa: E402
 from nnrt_numpy.program import GraphProgram  # noqa: E402
@@ -57,11 +61,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="squeezenet,resnet50")
     p.add_argument("--loads", type=int, default=20)
+    p.add_argument("--formats", default="2,1")
     args = p.parse_args(argv)
     cfg = ScheduleConfig(backends=["numpy"], num_threads=1)
     spent: dict[str, list[float]] = {k: [] for k in [*STAGES, "total"]}
     _timed(spent)
-    for name in args.models.split(","):
+    for name, fmt in [(n, f) for n in args.models.split(",") for f in args.formats.split(",")]:
+        if not hasattr(stored, "pack_onnx") and fmt != args.formats.split(",")[0]:
+            continue  # a tree with one format: timed once
+        numpy_backend.pack = stored.pack_onnx if fmt == "1" and hasattr(stored, "pack_onnx") else stored.pack
         with tempfile.TemporaryDirectory() as d:
             data = np.frombuffer(encode(Session(bench_ray.load_model(name, False),
                                                 cfg.replace(cache_dir=d)).to_image()), np.uint8)
@@ -76,8 +84,9 @@ def main(argv=None) -> int:
             Session(memoryview(data))
             spent["total"][-1] = time.perf_counter() - t0
         parts = "  ".join(f"{k} {statistics.median(v) * 1e3:6.2f}" for k, v in spent.items())
-        print(f"{name:10s} numpy warm load, ms (median of {args.loads}): {parts}  (load average {load0:.1f} -> "
-              f"{os.getloadavg()[0]:.1f}; file {len(data) / 1e6:.1f} MB)", flush=True)
+        label = f"format {fmt if hasattr(stored, 'pack_onnx') else 1}"
+        print(f"{name:10s} {label} numpy warm load, ms (median of {args.loads}): {parts}  (load average "
+              f"{load0:.1f} -> {os.getloadavg()[0]:.1f}; file {len(data) / 1e6:.1f} MB)", flush=True)
     return 0
 
 

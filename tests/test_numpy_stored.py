@@ -1,7 +1,9 @@
 """The NumPy backend's stored partitions (offline files, the model cache,
-Ray's shipped sessions): a small ONNX model plus a weights region that
-loading views in place; the older plain-ONNX form still loads; malformed
-headers and regions are refused with our errors."""
+Ray's shipped sessions), format 1: a small ONNX model plus a weights region
+that loading views in place (still written for graphs format 2 does not
+hold, and files of earlier versions); the older plain-ONNX form still loads;
+malformed headers and regions are refused with our errors.  Format 2 (the
+graph as data): ``test_numpy_stored_graph.py``."""
 from __future__ import annotations
 
 import json
@@ -18,7 +20,7 @@ from nnrt_core.frontends import load_onnx
 from nnrt_core.frontends.onnx import load as onnx_load
 from nnrt_core.storage.session_file import encode
 from nnrt_numpy.backend import NumpyBackend
-from nnrt_numpy.stored import MAGIC, WEIGHTS, pack, unpack
+from nnrt_numpy.stored import MAGIC, WEIGHTS, pack_onnx, unpack
 
 NUMPY = ScheduleConfig(backends=["numpy"])
 
@@ -50,9 +52,9 @@ def _partition_graph(sess: Session):
 def test_weights_are_views_of_the_loaded_bytes_and_outputs_match():
     sess = Session(_model(), NUMPY)
     want = sess.run(_x())["y"]
-    [blob] = [p.blob for p in sess.to_image().partitions]
+    blob = pack_onnx(_partition_graph(sess))
     assert bytes(blob[:len(MAGIC)]) == MAGIC
-    file = np.frombuffer(encode(sess.to_image()), np.uint8)  # read-only, as from Ray's object store
+    file = np.frombuffer(_file_with(sess, blob), np.uint8)  # read-only, as from Ray's object store
     loaded = Session(memoryview(file))
     assert loaded.run(_x())["y"].tobytes() == want.tobytes()
     w = _partition_graph(loaded).initializers["w"].const
@@ -79,7 +81,7 @@ def _repack(head: object, model: bytes, region: bytes) -> bytes:
     return MAGIC + struct.pack("<I", len(h)) + h + model + region
 
 
-@pytest.mark.parametrize("head", [[1], {"format": 2, "model_length": 0, "weights": WEIGHTS},
+@pytest.mark.parametrize("head", [[1], {"format": 3, "model_length": 0, "weights": WEIGHTS},
                                   {"format": 1, "model_length": -1, "weights": WEIGHTS},
                                   {"format": 1, "model_length": 10**9, "weights": WEIGHTS},
                                   {"format": 1, "model_length": "12", "weights": WEIGHTS},
@@ -93,14 +95,14 @@ def test_malformed_headers_are_refused(head):
 
 def test_a_region_too_short_for_a_tensor_is_refused():
     graph = load_onnx(_model()).graph
-    head, model, region = _blob_parts(pack(graph))
+    head, model, region = _blob_parts(pack_onnx(graph))
     with pytest.raises(ModelLoadError, match=r"tensor 'w': external data range .* is outside 'weights.bin'"):
         unpack(_repack(head, model, region[:-8]))
 
 
 def test_a_writable_region_is_copied_so_later_writes_change_nothing():
     graph = load_onnx(_model()).graph
-    head, model, region = _blob_parts(pack(graph))
+    head, model, region = _blob_parts(pack_onnx(graph))
     buf = bytearray(region)
     g = load_onnx(model, weights={WEIGHTS: buf}).graph
     before = g.initializers["w"].const.copy()
@@ -134,7 +136,7 @@ def test_gemm_weights_are_stored_transposed_when_only_that_gemm_reads_them(share
     x = {"x": np.random.default_rng(3).standard_normal((3, 64)).astype(np.float32)}
     sess = Session(_gemm_model(shared), NUMPY)
     want = sess.run(x)
-    [blob] = [p.blob for p in sess.to_image().partitions]
+    blob = pack_onnx(_partition_graph(sess))
     proto = onnx.load_model_from_string(_blob_parts(bytes(blob))[1])
     trans = {n.name: next(a.i for a in n.attribute if a.name == "transB") for n in proto.graph.node}
     dims = {t.name: list(t.dims) for t in proto.graph.initializer}
@@ -145,7 +147,7 @@ def test_gemm_weights_are_stored_transposed_when_only_that_gemm_reads_them(share
     assert trans["fc_small"] == 1 and dims["small"] == [8, 64]  # inline weights are left alone
     # the live session's graph is not touched, and the stored one computes the same (bit for bit)
     assert _partition_graph(sess).initializers["w"].const.shape == (128, 64)
-    file = np.frombuffer(encode(sess.to_image()), np.uint8)
+    file = np.frombuffer(_file_with(sess, blob), np.uint8)
     loaded = Session(memoryview(file))
     got = loaded.run(x)
     assert all(got[k].tobytes() == want[k].tobytes() for k in want)
@@ -166,8 +168,7 @@ def _edited(blob, edit) -> bytes:
 
 def _stored_session() -> tuple[Session, bytes]:
     sess = Session(_model(), NUMPY)
-    [blob] = [p.blob for p in sess.to_image().partitions]
-    return sess, bytes(blob)
+    return sess, pack_onnx(_partition_graph(sess))
 
 
 def _file_with(sess: Session, blob: bytes) -> bytes:

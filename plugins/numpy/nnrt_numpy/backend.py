@@ -105,4 +105,7 @@ class NumpyBackend(Backend):
             graph = unpack(blob)
         except (CompileError, ModelLoadError) as e:
             raise SessionFileError(f"stored numpy partition is invalid: {e}") from e
-        return self.compile(graph, options)
+        try:  # a stored graph that passed the checks but not a kernel's: the file's problem too
+            return self.compile(graph, options)
+        except CompileError as e:
+            raise SessionFileError(f"stored numpy partition is invalid: {e}") from e

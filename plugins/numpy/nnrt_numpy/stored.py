@@ -1,20 +1,29 @@
 """The NumPy backend's stored partitions (offline files, the model cache,
 Ray's shipped sessions)::
 
-    MAGIC  u32 header length  JSON header  ONNX model  weights region
+    MAGIC  u32 header length  JSON header  [ONNX model]  weights region
 
-The model is the partition's graph as ONNX with every initializer of 4 KiB
-or more left out as external data at location ``weights.bin``, which is the
-region after it (each tensor 64-byte aligned within the region).  Loading
-parses and checks the small model like any untrusted one (checker, schema
-validation with element types; written sorted and typed, it is not sorted
-again, an unsorted one is refused, and shape inference runs only where a type
-is missing) and views the weights in the region without a copy: a 100 MB ResNet50 partition no longer goes through protobuf four
-times.  The constant ``B`` of a ``Gemm`` with ``transB=1`` is stored
-transposed (``transB=0``, the same product): the kernel, which wants it
-row-major, then uses the stored bytes instead of making a transposed copy at
-every load (ResNet50's classifier: 8 MB, 10 to 20 ms).  A blob without the magic is a plain ONNX model (files written
-before this format) and still loads.
+Format 2 (written whenever it holds the graph): the header is the IR graph
+as data and the region holds every constant (see
+:mod:`nnrt_numpy.stored_graph`); a warm load decodes it with no ONNX parse,
+checker, conversion or shape inference.
+
+Format 1 (written for graphs format 2 does not hold: sub-graphs, tensor or
+graph attributes, string constants; files of earlier versions): the model is
+the partition's graph as ONNX with every initializer of 4 KiB or more left
+out as external data at location ``weights.bin``, which is the region after
+it (each tensor 64-byte aligned within the region).  Loading parses and
+checks the small model like any untrusted one (checker, schema validation
+with element types; written sorted and typed, it is not sorted again, an
+unsorted one is refused, and shape inference runs only where a type is
+missing) and views the weights in the region without a copy.
+
+Both formats store the constant ``B`` of a ``Gemm`` with ``transB=1`` (read
+by nothing else) transposed (``transB=0``, the same product): the kernel,
+which wants it row-major, then uses the stored bytes instead of making a
+transposed copy at every load (ResNet50's classifier: 8 MB, 10 to 20 ms).  A
+blob without the magic is a plain ONNX model (files written before these
+formats) and still loads.
 """
 from __future__ import annotations
 
@@ -29,8 +38,9 @@ import onnx
 from nnrt_core.errors import CompileError
 from nnrt_core.frontends import ExternalWeights, load_onnx, to_onnx
 from nnrt_core.ir import Graph
+from nnrt_numpy.stored_graph import FORMAT, encode_header, graph_from_header, graph_header, region_bytes
 
-__all__ = ["MAGIC", "WEIGHTS", "pack", "unpack"]
+__all__ = ["MAGIC", "WEIGHTS", "pack", "pack_onnx", "unpack"]
 
 MAGIC = b"NNRTNPY\x01"
 WEIGHTS = "weights.bin"
@@ -40,7 +50,19 @@ _LEN = struct.Struct("<I")
 
 
 def pack(graph: Graph) -> bytes:
-    """``graph`` stored: its ONNX model with the large weights in a region after it."""
+    """``graph`` stored: as data (format 2, :mod:`nnrt_numpy.stored_graph`)
+    where that format holds it, else as its ONNX model with the large weights
+    in a region after it (format 1)."""
+    stored = graph_header(graph)
+    if stored is not None:
+        head, arrays = stored
+        data = encode_header(head, len(MAGIC) + _LEN.size)
+        return b"".join([MAGIC, _LEN.pack(len(data)), data, region_bytes(arrays)])
+    return pack_onnx(graph)
+
+
+def pack_onnx(graph: Graph) -> bytes:
+    """``graph`` in format 1: its ONNX model with the large weights in a region after it."""
     external = ExternalWeights(WEIGHTS, MIN_EXTERNAL_BYTES)
     proto = to_onnx(graph, external=external)
     _gemm_weights_transposed(proto, external)
@@ -61,9 +83,14 @@ def unpack(blob: Any) -> Graph:
     (n,) = _LEN.unpack_from(view, len(MAGIC))
     try:
         head = json.loads(bytes(view[start:start + n]))
-        mlen = head["model_length"] if isinstance(head, dict) else None
+        if isinstance(head, dict) and head.get("format") == FORMAT:  # the graph as data
+            return graph_from_header(head, view[start + n:])
+        if not isinstance(head, dict):
+            raise ValueError(f"the header is a {type(head).__name__}, not an object")
+        mlen = head.get("model_length")
         if head.get("format") != 1 or head.get("weights") != WEIGHTS:
-            raise ValueError(f"unknown format or weights location in {head!r}")
+            raise ValueError(f"unknown format {head.get('format')!r} or weights location {head.get('weights')!r} "
+                             f"(this plugin reads formats 1 and {FORMAT})")
         if type(mlen) is not int or not 0 <= mlen <= len(view) - start - n:
             raise ValueError(f"model length {mlen!r} does not fit the {len(view) - start - n} bytes stored")
     except (ValueError, TypeError, KeyError, AttributeError) as e:
