@@ -32,15 +32,17 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-import onnx
-from onnx import AttributeProto, helper
 
 from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.proto_build import get_attribute_value
 from nnrt_core.frontends.onnx.schema_facts import SchemaFacts, schema_facts
 from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value
 
 __all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "ir_node_view", "validate_graph", "validate_model",
            "validate_node"]
+
+AttributeProto = P.AttributeProto
 
 #: the largest tensor rank nnrt can run (numpy's limit)
 MAX_RANK = 64
@@ -240,7 +242,7 @@ def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Sche
 @functools.lru_cache(maxsize=None)
 def _elem_name(t: int) -> str | None:
     try:
-        return onnx.TensorProto.DataType.Name(t).lower()
+        return P.TensorProto.DataType.Name(t).lower()
     except ValueError:
         return None
 
@@ -305,7 +307,7 @@ def validate_node(n: NodeView, opsets: Mapping[str, int], *, structure: bool = T
 
 
 # ------------------------------------------------------------ protos
-def _proto_types(g: onnx.GraphProto, types: dict[str, int]) -> dict[str, int]:
+def _proto_types(g: P.GraphProto, types: dict[str, int]) -> dict[str, int]:
     """Tensor element types ``g`` (and its sub-graphs) declare, by value name
     (``NOT_TENSOR`` for sequences, maps and optionals); an unknown element
     type is a :class:`ModelLoadError`."""
@@ -327,11 +329,11 @@ def _proto_types(g: onnx.GraphProto, types: dict[str, int]) -> dict[str, int]:
     return types
 
 
-def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None, structure: bool = True
-                 ) -> Iterator[tuple[NodeView, list[onnx.GraphProto]]]:
+def _proto_nodes(g: P.GraphProto, types: Mapping[str, int] | None = None, structure: bool = True
+                 ) -> Iterator[tuple[NodeView, list[P.GraphProto]]]:
     for k, p in enumerate(g.node):
         attrs: dict[str, tuple[int, Any]] = {}
-        graphs: list[onnx.GraphProto] = []
+        graphs: list[P.GraphProto] = []
         for a in p.attribute:
             if not structure and a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
                 continue  # attribute values are read for the structure checks only
@@ -339,11 +341,11 @@ def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None, str
                 graphs += [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
                 attrs[a.name] = (int(a.type), None)
             elif a.type in (AttributeProto.INT, AttributeProto.INTS):
-                attrs[a.name] = (int(a.type), helper.get_attribute_value(a))
+                attrs[a.name] = (int(a.type), get_attribute_value(a))
             elif a.type == AttributeProto.TENSOR:
                 attrs[a.name] = (int(a.type), math.prod(a.t.dims))
             elif a.type in (AttributeProto.STRING, AttributeProto.STRINGS, AttributeProto.FLOATS):
-                value = helper.get_attribute_value(a)
+                value = get_attribute_value(a)
                 attrs[a.name] = (int(a.type), value.decode("utf-8", "replace") if isinstance(value, bytes) else
                                  [s.decode("utf-8", "replace") if isinstance(s, bytes) else s for s in value])
             else:
@@ -353,7 +355,7 @@ def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None, str
         yield NodeView(desc, p.op_type, p.domain, list(p.input), list(p.output), attrs, in_types), graphs
 
 
-def _validate_proto_graph(g: onnx.GraphProto, opsets: Mapping[str, int],
+def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int],
                           types: Mapping[str, int] | None, structure: bool = True) -> None:
     for view, graphs in _proto_nodes(g, types, structure):
         validate_node(view, opsets, structure=structure)
@@ -361,7 +363,7 @@ def _validate_proto_graph(g: onnx.GraphProto, opsets: Mapping[str, int],
             _validate_proto_graph(sub, opsets, types, structure)
 
 
-def validate_model(proto: onnx.ModelProto, *, types: bool = False, structure: bool = True) -> None:
+def validate_model(proto: P.ModelProto, *, types: bool = False, structure: bool = True) -> None:
     """Check every node of ``proto``'s graph (sub-graphs included; local
     functions must be inlined first); :class:`ModelLoadError` for the first
     violation.  With ``types`` the element types the graphs declare (after
