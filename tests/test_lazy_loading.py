@@ -90,6 +90,30 @@ def test_session_on_onnxruntime_imports_only_what_it_uses():
     assert len(ops) <= 3, ops
 
 
+ORT_FILE_SESSION = MODULES + """
+import numpy as np
+from nnrt_core import ScheduleConfig, Session
+from nnrt_core.frontends.onnx import onnx_lite
+sess = Session(%r, ScheduleConfig(backends=[%r]))
+sess.run({sess.inputs[0].name: np.ones((1, 3, 224, 224), np.float32)})
+print(json.dumps({"lite": onnx_lite.is_lite(), "onnx": loaded({"onnx"}),
+                  "placement": sorted(set(sess.placement.values()))}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "numpy"])
+def test_session_from_a_file_does_not_import_onnx(light_dir, backend):
+    """Loading, checking, shape inference, export to ONNX Runtime (or the
+    NumPy backend's compile) and the first run use the onnx wheel's
+    extension and protos, not the package."""
+    pytest.importorskip(backend)
+    out = _python(ORT_FILE_SESSION % (str(light_dir / "light_squeezenet.onnx"), backend))
+    assert out["lite"], "the onnx wheel's files could not be loaded by path here"
+    assert out["placement"] == [backend]
+    assert "onnx" not in out["onnx"], out["onnx"]
+    assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]
+
+
 def test_numpy_session_imports_the_kernels_of_its_ops_only():
     out = _python(ORT_SESSION % ("numpy", PLUGINS))
     mods = out["modules"]

@@ -34,7 +34,8 @@ def model_digest(model: Any) -> str | None:
                     h.update(entry.encode())
             except Exception:
                 return None
-    elif isinstance(model, P.ModelProto):
+    elif isinstance(model, P.ModelProto) or \
+            getattr(getattr(model, "DESCRIPTOR", None), "full_name", None) == "onnx.ModelProto":
         h.update(model.SerializeToString())
     elif isinstance(model, (Model, Graph)):
         try:

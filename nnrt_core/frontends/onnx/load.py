@@ -64,6 +64,8 @@ def _parse_source(source: ModelSource) -> tuple[P.ModelProto, str | None]:
     base_dir: str | None = None
     if isinstance(source, P.ModelProto):
         proto = source
+    elif getattr(getattr(source, "DESCRIPTOR", None), "full_name", None) == "onnx.ModelProto":
+        proto = _parse_bytes(source.SerializeToString(), "<ModelProto>")  # the class of another protobuf build
     elif isinstance(source, (bytes, bytearray, memoryview)):
         proto = _parse_bytes(bytes(source), "<bytes>")
     elif isinstance(source, (str, os.PathLike)):

@@ -34,9 +34,10 @@ import sys
 from types import ModuleType
 from typing import Any
 
-__all__ = ["ENV_VAR", "MAXIMUM_PROTOBUF", "P", "InferenceError", "SchemaError", "ValidationError", "check_model",
-           "get_all_schemas_with_history", "get_schema", "has_schema", "infer_node_outputs", "infer_shapes",
-           "inline_local_functions", "is_lite", "onnx_opset_version", "real_onnx"]
+__all__ = ["ENV_VAR", "IMPL", "MAXIMUM_PROTOBUF", "P", "InferenceError", "LiteOnnx", "PublicOnnx", "SchemaError",
+           "ValidationError", "check_model", "get_all_schemas_with_history", "get_schema", "has_schema",
+           "infer_node_outputs", "infer_shapes", "inline_local_functions", "is_lite", "load_lite",
+           "onnx_opset_version", "real_onnx"]
 
 log = logging.getLogger("nnrt.onnx")
 
@@ -58,8 +59,9 @@ def real_onnx() -> ModuleType:
     return onnx
 
 
-def _load_lite() -> tuple[ModuleType, ModuleType]:
-    """(extension, pb2 module) loaded by path; raises when anything is off."""
+def load_lite() -> "LiteOnnx":
+    """The extension and ``onnx_ml_pb2`` loaded by path (reused when already
+    loaded); raises when anything is off."""
     from google.protobuf import descriptor_pool
     from google.protobuf.internal import api_implementation
     if api_implementation.Type() != "upb":
@@ -98,40 +100,7 @@ def _load_lite() -> tuple[ModuleType, ModuleType]:
         sys.modules[_PB_NAME] = pb
     if pb.ModelProto.DESCRIPTOR.file.pool is not descriptor_pool.Default():
         raise ImportError("onnx_ml_pb2's classes are not in protobuf's default pool")
-    return ext, pb
-
-
-def _init() -> tuple[ModuleType | None, ModuleType]:
-    """(extension or ``None`` for the public API, proto module)."""
-    if "onnx" not in sys.modules and os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off"):
-        try:
-            return _load_lite()
-        except Exception as e:  # any surprise: the public API
-            log.info("loading onnx's extension by path failed (%s); importing onnx", e)
-    onnx = real_onnx()
-    return None, onnx.onnx_ml_pb2
-
-
-_C, P = _init()
-#: the generated proto module (``ModelProto``, ``TensorProto``... and ``IR_VERSION``)
-P: ModuleType
-
-
-def is_lite() -> bool:
-    """True when the onnx package was not needed (its two files loaded by path)."""
-    return _C is not None
-
-
-def _public(name: str) -> ModuleType:
-    onnx = real_onnx()
-    __import__(f"onnx.{name}")
-    return getattr(onnx, name)
-
-
-ValidationError: type[Exception] = _C.checker.ValidationError if _C else _public("checker").ValidationError
-InferenceError: type[Exception] = _C.shape_inference.InferenceError if _C else \
-    _public("shape_inference").InferenceError
-SchemaError: type[Exception] = _C.defs.SchemaError if _C else _public("defs").SchemaError
+    return LiteOnnx(ext, pb)
 
 
 def _bytes(model: Any) -> bytes:
@@ -141,60 +110,125 @@ def _bytes(model: Any) -> bytes:
     return data
 
 
-def check_model(model: Any, full_check: bool = False) -> None:
-    """``onnx.checker.check_model`` on a ``ModelProto`` or its bytes."""
-    if _C is None:
-        _public("checker").check_model(model, full_check=full_check)
-    else:
-        _C.checker.check_model(_bytes(model), full_check, False, False)
+class LiteOnnx:
+    """onnx's checker, shape inference, schemas and inliner called on the
+    extension directly, as the ``onnx`` package's wrappers call them."""
+
+    def __init__(self, ext: ModuleType, pb: ModuleType) -> None:
+        self.ext, self.P = ext, pb
+        self.ValidationError = ext.checker.ValidationError
+        self.InferenceError = ext.shape_inference.InferenceError
+        self.SchemaError = ext.defs.SchemaError
+
+    def check_model(self, model: Any, full_check: bool = False) -> None:
+        """``onnx.checker.check_model`` on a ``ModelProto`` or its bytes."""
+        self.ext.checker.check_model(_bytes(model), full_check, False, False)
+
+    def infer_shapes(self, model: Any, strict_mode: bool = False, data_prop: bool = False) -> Any:
+        """``onnx.shape_inference.infer_shapes``: a new ``ModelProto``."""
+        out = self.ext.shape_inference.infer_shapes(_bytes(model), False, strict_mode, data_prop)
+        return self.P.ModelProto.FromString(out)
+
+    def infer_node_outputs(self, schema: Any, node: Any, input_types: dict[str, Any], input_data: dict[str, Any],
+                           opset_imports: dict[str, int]) -> dict[str, Any]:
+        """``onnx.shape_inference.infer_node_outputs`` (opsets as domain -> version)."""
+        types = {k: input_types[k].SerializeToString() for k in node.input if k != ""}
+        for k, v in input_types.items():  # also the outer-scope types
+            types.setdefault(k, v.SerializeToString())
+        data = {k: input_data[k].SerializeToString() for k in node.input if k in input_data}
+        infer = getattr(schema, _NODE_INFERENCE)  # the C binding onnx.shape_inference.infer_node_outputs calls
+        out = infer(node.SerializeToString(), types, data, {}, dict(opset_imports), self.P.IR_VERSION)
+        return {k: self.P.TypeProto.FromString(v) for k, v in out.items()}
+
+    def inline_local_functions(self, model: Any) -> Any:
+        """``onnx.inliner.inline_local_functions``: a new ``ModelProto``."""
+        return self.P.ModelProto.FromString(self.ext.inliner.inline_local_functions(model.SerializeToString(), False))
+
+    def get_schema(self, op_type: str, max_inclusive_version: int, domain: str = "") -> Any:
+        """``onnx.defs.get_schema`` (``SchemaError`` when there is none)."""
+        return self.ext.defs.get_schema(op_type, max_inclusive_version, domain)
+
+    def has_schema(self, op_type: str, domain: str = "") -> bool:
+        """``onnx.defs.has``."""
+        return bool(self.ext.defs.has_schema(op_type, domain))
+
+    def get_all_schemas_with_history(self) -> list[Any]:
+        """``onnx.defs.get_all_schemas_with_history``."""
+        return self.ext.defs.get_all_schemas_with_history()
+
+    def onnx_opset_version(self) -> int:
+        """``onnx.defs.onnx_opset_version``: the newest default-domain opset."""
+        return int(self.ext.defs.schema_version_map()[""][1])
 
 
-def infer_shapes(model: Any, strict_mode: bool = False, data_prop: bool = False) -> Any:
-    """``onnx.shape_inference.infer_shapes``: a new ``ModelProto``."""
-    if _C is None:
-        return _public("shape_inference").infer_shapes(model, strict_mode=strict_mode, data_prop=data_prop)
-    return P.ModelProto.FromString(_C.shape_inference.infer_shapes(_bytes(model), False, strict_mode, data_prop))
+class PublicOnnx:
+    """The same functions through ``import onnx`` and its public API (the fallback)."""
+
+    def __init__(self) -> None:
+        import onnx.checker
+        import onnx.defs
+        import onnx.helper
+        import onnx.inliner
+        import onnx.shape_inference
+        self.onnx, self.P = onnx, onnx.onnx_ml_pb2
+        self.ValidationError = onnx.checker.ValidationError
+        self.InferenceError = onnx.shape_inference.InferenceError
+        self.SchemaError = onnx.defs.SchemaError
+
+    def check_model(self, model: Any, full_check: bool = False) -> None:
+        self.onnx.checker.check_model(model, full_check=full_check)
+
+    def infer_shapes(self, model: Any, strict_mode: bool = False, data_prop: bool = False) -> Any:
+        return self.onnx.shape_inference.infer_shapes(model, strict_mode=strict_mode, data_prop=data_prop)
+
+    def infer_node_outputs(self, schema: Any, node: Any, input_types: dict[str, Any], input_data: dict[str, Any],
+                           opset_imports: dict[str, int]) -> dict[str, Any]:
+        opsets = [self.onnx.helper.make_opsetid(d, v) for d, v in opset_imports.items()]
+        return self.onnx.shape_inference.infer_node_outputs(schema, node, input_types, input_data,
+                                                           opset_imports=opsets)
+
+    def inline_local_functions(self, model: Any) -> Any:
+        return self.onnx.inliner.inline_local_functions(model)
+
+    def get_schema(self, op_type: str, max_inclusive_version: int, domain: str = "") -> Any:
+        return self.onnx.defs.get_schema(op_type, max_inclusive_version, domain)
+
+    def has_schema(self, op_type: str, domain: str = "") -> bool:
+        return bool(self.onnx.defs.has(op_type, domain))
+
+    def get_all_schemas_with_history(self) -> list[Any]:
+        return self.onnx.defs.get_all_schemas_with_history()
+
+    def onnx_opset_version(self) -> int:
+        return int(self.onnx.defs.onnx_opset_version())
 
 
-def infer_node_outputs(schema: Any, node: Any, input_types: dict[str, Any], input_data: dict[str, Any],
-                       opset_imports: dict[str, int]) -> dict[str, Any]:
-    """``onnx.shape_inference.infer_node_outputs`` (opsets as domain -> version)."""
-    if _C is None:
-        helper = _public("helper")
-        return _public("shape_inference").infer_node_outputs(
-            schema, node, input_types, input_data,
-            opset_imports=[helper.make_opsetid(d, v) for d, v in opset_imports.items()])
-    types = {k: input_types[k].SerializeToString() for k in node.input if k != ""}
-    for k, v in input_types.items():  # also the outer-scope types
-        types.setdefault(k, v.SerializeToString())
-    data = {k: input_data[k].SerializeToString() for k in node.input if k in input_data}
-    infer = getattr(schema, _NODE_INFERENCE)  # the C binding onnx.shape_inference.infer_node_outputs calls
-    out = infer(node.SerializeToString(), types, data, {}, dict(opset_imports), P.IR_VERSION)
-    return {k: P.TypeProto.FromString(v) for k, v in out.items()}
+def _choose() -> LiteOnnx | PublicOnnx:
+    if "onnx" not in sys.modules and os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off"):
+        try:
+            return load_lite()
+        except Exception as e:  # any surprise: the public API
+            log.info("loading onnx's extension by path failed (%s); importing onnx", e)
+    return PublicOnnx()
 
 
-def inline_local_functions(model: Any) -> Any:
-    """``onnx.inliner.inline_local_functions``: a new ``ModelProto``."""
-    if _C is None:
-        return _public("inliner").inline_local_functions(model)
-    return P.ModelProto.FromString(_C.inliner.inline_local_functions(model.SerializeToString(), False))
+#: the implementation in use (:class:`LiteOnnx` unless the fallback was needed)
+IMPL: LiteOnnx | PublicOnnx = _choose()
+#: the generated proto module (``ModelProto``, ``TensorProto``... and ``IR_VERSION``)
+P: ModuleType = IMPL.P
+ValidationError: type[Exception] = IMPL.ValidationError
+InferenceError: type[Exception] = IMPL.InferenceError
+SchemaError: type[Exception] = IMPL.SchemaError
+check_model = IMPL.check_model
+infer_shapes = IMPL.infer_shapes
+infer_node_outputs = IMPL.infer_node_outputs
+inline_local_functions = IMPL.inline_local_functions
+get_schema = IMPL.get_schema
+has_schema = IMPL.has_schema
+get_all_schemas_with_history = IMPL.get_all_schemas_with_history
+onnx_opset_version = IMPL.onnx_opset_version
 
 
-def get_schema(op_type: str, max_inclusive_version: int, domain: str = "") -> Any:
-    """``onnx.defs.get_schema`` (:data:`SchemaError` when there is none)."""
-    return (_C.defs if _C else _public("defs")).get_schema(op_type, max_inclusive_version, domain)
-
-
-def has_schema(op_type: str, domain: str = "") -> bool:
-    """``onnx.defs.has``."""
-    return bool(_C.defs.has_schema(op_type, domain) if _C else _public("defs").has(op_type, domain))
-
-
-def get_all_schemas_with_history() -> list[Any]:
-    """``onnx.defs.get_all_schemas_with_history``."""
-    return (_C.defs if _C else _public("defs")).get_all_schemas_with_history()
-
-
-def onnx_opset_version() -> int:
-    """``onnx.defs.onnx_opset_version``: the newest default-domain opset."""
-    return int(_C.defs.schema_version_map()[""][1]) if _C else _public("defs").onnx_opset_version()
+def is_lite() -> bool:
+    """True when the onnx package was not needed (its two files loaded by path)."""
+    return isinstance(IMPL, LiteOnnx)
