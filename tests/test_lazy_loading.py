@@ -96,7 +96,7 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.frontends.onnx import onnx_lite
 sess = Session(%r, ScheduleConfig(backends=[%r]))
 sess.run({sess.inputs[0].name: np.ones((1, 3, 224, 224), np.float32)})
-print(json.dumps({"lite": onnx_lite.is_lite(), "onnx": loaded({"onnx"}),
+print(json.dumps({"lite": onnx_lite.is_lite(), "onnx": loaded({"onnx", "ml_dtypes", "difflib"}),
                   "placement": sorted(set(sess.placement.values()))}))
 """
 
@@ -111,7 +111,20 @@ def test_session_from_a_file_does_not_import_onnx(light_dir, backend):
     assert out["lite"], "the onnx wheel's files could not be loaded by path here"
     assert out["placement"] == [backend]
     assert "onnx" not in out["onnx"], out["onnx"]
-    assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]
+    assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]  # nor ml_dtypes
+
+
+def test_exotic_element_types_import_ml_dtypes_on_first_use():
+    out = _python(MODULES + """
+import numpy as np
+from nnrt_core.ir import DataType
+native = [DataType.from_numpy(np.float16).name, DataType.FLOAT.numpy.name]
+before = loaded({"ml_dtypes"})
+import ml_dtypes  # a user's array of an exotic type: its dtype maps without asking DataType first
+e5m2 = DataType.from_numpy(np.dtype(ml_dtypes.float8_e5m2)).name
+print(json.dumps([native, before, e5m2, DataType.BFLOAT16.numpy.name, DataType.INT4.itemsize]))
+""")
+    assert out == [["FLOAT16", "float32"], [], "FLOAT8E5M2", "bfloat16", 1]
 
 
 def test_numpy_session_imports_the_kernels_of_its_ops_only():
