@@ -10,11 +10,12 @@ machine disturbs less than wall time) and wall time:
 * raw ORT: ``import numpy``, ``import onnxruntime``, ``InferenceSession``,
   first ``run``;
 * nnrt: ``import numpy``, ``import onnxruntime`` (imported first here so that
-  it is not counted as nnrt's), ``import onnx`` (0 when nothing on the path
-  imports it: then it is paid inside later steps, if at all), ``from nnrt_core
-  import Session, ScheduleConfig`` and the modules that ``Session(...)``
-  imports, the build stages of ``Session.stats()["build"]`` (wall), first
-  ``run``; plus which of ``onnx`` / ``nnrt_numpy`` ended up imported.
+  it is not counted as nnrt's), ``from nnrt_core import Session,
+  ScheduleConfig`` and the modules that ``Session(...)`` imports, the build
+  stages of ``Session.stats()["build"]`` (wall), first ``run``; plus which of
+  ``onnx`` (the package), ``onnx.onnx_cpp2py_export`` (its extension, which
+  nnrt loads by path without the package), protobuf, ``ml_dtypes``,
+  ``nnrt_numpy`` and SciPy ended up imported.
 
 Medians of ``--rounds`` children per side, interleaved; byte-code caches as
 in ``bench_cold_start.py`` (``PYTHONPYCACHEPREFIX``, one warm-up child per
@@ -61,7 +62,8 @@ else:
     sess.run(feeds)
     mark("first run")
     stages = sess.stats()["build"]
-mods = {m: m in sys.modules for m in ("onnx", "nnrt_numpy", "google.protobuf", "scipy")}
+mods = {m: m in sys.modules for m in ("onnx", "onnx.onnx_cpp2py_export", "google.protobuf", "ml_dtypes", "nnrt_numpy",
+                                      "scipy")}
 n_nnrt = sum(1 for m in sys.modules if m.startswith("nnrt"))
 print("RESULT " + json.dumps({"steps": steps, "stages": stages, "modules": mods, "n_nnrt": n_nnrt}))
 """
@@ -88,6 +90,7 @@ def main() -> None:
     if model is None:
         raise SystemExit("model not found")
     sides = ["ort", "nnrt"]
+    print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for side in sides:
         run_child(side, model, env)  # warm-up
     rows: dict[str, list[dict]] = {s: [] for s in sides}
@@ -96,7 +99,7 @@ def main() -> None:
             rows[side].append(run_child(side, model, env))
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{model['key']}: medians of {args.rounds} fresh processes, ms (cpu = main thread CPU time); "
-          f"load average {load}")
+          f"load average at the end {load}")
     for side in sides:
         print(f"  {'raw ORT' if side == 'ort' else 'nnrt onnxruntime'}")
         labels = [s[0] for s in rows[side][0]["steps"]]

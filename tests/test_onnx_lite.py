@@ -276,7 +276,8 @@ m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])]
 import onnx
 sess = Session(m, ScheduleConfig(backends=["onnxruntime"]))
 y = sess.run({"x": np.array([-1, 2], np.float32)})["y"]
-print(json.dumps({"lite": lite, "same": onnx.ModelProto is onnx_lite.P.ModelProto, "y": y.tolist()}))
+same = onnx.ModelProto is onnx_lite.P.ModelProto and onnx.onnx_cpp2py_export is sys.modules["onnx.onnx_cpp2py_export"]
+print(json.dumps({"lite": lite, "same": same, "y": y.tolist()}))
 """
 
 

@@ -26,6 +26,7 @@ import the real package through :func:`real_onnx`.
 """
 from __future__ import annotations
 
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import logging
@@ -59,6 +60,28 @@ def real_onnx() -> ModuleType:
     return onnx
 
 
+class _BindExtension(importlib.abc.MetaPathFinder):
+    """One shot: when ``onnx`` itself is imported later, its module gets the
+    extension loaded here as its ``onnx_cpp2py_export`` attribute before its
+    ``__init__`` runs (the import system binds a sub-module to its package
+    only when it loads it, and this one was loaded already)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "onnx":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        if loader is not None and hasattr(loader, "exec_module"):
+            run = loader.exec_module
+
+            def exec_module(module: ModuleType) -> None:
+                module.onnx_cpp2py_export = sys.modules.get(_EXT)
+                run(module)
+            loader.exec_module = exec_module
+        return spec
+
+
 def load_lite() -> "LiteOnnx":
     """The extension and ``onnx_ml_pb2`` loaded by path (reused when already
     loaded); raises when anything is off."""
@@ -84,6 +107,7 @@ def load_lite() -> "LiteOnnx":
         except BaseException:
             del sys.modules[_EXT]
             raise
+        sys.meta_path.insert(0, _BindExtension())
     for sub, names in _NEEDED.items():
         missing = [n for n in names if not hasattr(getattr(ext, sub, None), n)]
         if missing:
