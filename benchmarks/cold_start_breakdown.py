@@ -1,7 +1,7 @@
 """Where time to first inference goes, step by step, in fresh processes:
 raw ONNX Runtime against nnrt on the ONNX Runtime backend.
 
-    python benchmarks/cold_start_breakdown.py [--rounds 5] [--model mobile|light] [--batch 8]
+    python benchmarks/cold_start_breakdown.py [--rounds 5] [--model mobile|light] [--batch 8] [--base DIR]
 
 Each child imports in a fixed order and times every step with the main
 thread's CPU time (``time.thread_time``, which other load on a shared
@@ -17,6 +17,9 @@ machine disturbs less than wall time) and wall time:
   nnrt loads by path without the package), protobuf, ``ml_dtypes``,
   ``nnrt_numpy`` and SciPy ended up imported.
 
+``--base DIR`` adds a third side: nnrt from another source tree (``DIR``
+and its plugin folders on ``PYTHONPATH``, e.g. ``git archive main`` unpacked
+somewhere), so that an A/B comparison runs under the same machine load.
 Medians of ``--rounds`` children per side, interleaved; byte-code caches as
 in ``bench_cold_start.py`` (``PYTHONPYCACHEPREFIX``, one warm-up child per
 side).  The difference per step is what nnrt adds on top of ONNX Runtime.
@@ -69,6 +72,13 @@ print("RESULT " + json.dumps({"steps": steps, "stages": stages, "modules": mods,
 """
 
 
+def tree_env(env: dict[str, str], tree: str) -> dict[str, str]:
+    """``env`` with ``tree`` (and its plugin folders) first on ``PYTHONPATH``."""
+    parts = [tree] + [os.path.join(tree, d) for d in ("plugins/numpy", "plugins/npu_emu", "plugins/onnxruntime",
+                                                      "schedulers", "plugins/ray")]
+    return {**env, "PYTHONPATH": os.pathsep.join(parts)}
+
+
 def run_child(side: str, model: dict, env: dict[str, str]) -> dict:
     args = [sys.executable, "-c", CHILD, side, str(model["path"]), model["input"], ",".join(map(str, model["shape"]))]
     proc = subprocess.run(args, capture_output=True, text=True, env=env)
@@ -84,24 +94,29 @@ def main() -> None:
     ap.add_argument("--model", default="mobile", choices=["mobile", "light"])
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--keep-env", action="store_true")
+    ap.add_argument("--base", help="another source tree run as a third, interleaved side (A/B)")
     args = ap.parse_args()
     env = child_env(args.keep_env)
     (model,) = models([args.model], args.batch) or [None]
     if model is None:
         raise SystemExit("model not found")
-    sides = ["ort", "nnrt"]
+    sides = ["ort", "nnrt"] + (["base"] if args.base else [])
+    envs = {"ort": env, "nnrt": env, "base": tree_env(env, args.base) if args.base else env}
+    names = {"ort": "raw ORT", "nnrt": "nnrt onnxruntime" + (" (this tree)" if args.base else ""),
+             "base": f"nnrt onnxruntime (base {args.base})"}
     print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for side in sides:
-        run_child(side, model, env)  # warm-up
+        run_child("ort" if side == "ort" else "nnrt", model, envs[side])  # warm-up
     rows: dict[str, list[dict]] = {s: [] for s in sides}
     for r in range(args.rounds):
-        for side in sides[r % 2:] + sides[:r % 2]:
-            rows[side].append(run_child(side, model, env))
+        for side in sides[r % len(sides):] + sides[:r % len(sides)]:
+            rows[side].append(run_child("ort" if side == "ort" else "nnrt", model, envs[side]))
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{model['key']}: medians of {args.rounds} fresh processes, ms (cpu = main thread CPU time); "
           f"load average at the end {load}")
+    ort_cpu = ort_wall = 0.0
     for side in sides:
-        print(f"  {'raw ORT' if side == 'ort' else 'nnrt onnxruntime'}")
+        print(f"  {names[side]}")
         labels = [s[0] for s in rows[side][0]["steps"]]
         tot_c = tot_w = 0.0
         for i, label in enumerate(labels):
@@ -109,8 +124,11 @@ def main() -> None:
             w = statistics.median(r["steps"][i][2] for r in rows[side]) * 1e3
             tot_c, tot_w = tot_c + c, tot_w + w
             print(f"    {label:30s} cpu {c:7.1f}  wall {w:7.1f}")
-        print(f"    {'total (sum of medians)':30s} cpu {tot_c:7.1f}  wall {tot_w:7.1f}")
-        if side == "nnrt":
+        if side == "ort":
+            ort_cpu, ort_wall = tot_c, tot_w
+        print(f"    {'total (sum of medians)':30s} cpu {tot_c:7.1f}  wall {tot_w:7.1f}   "
+              f"x ORT: cpu {tot_c / ort_cpu:.2f}  wall {tot_w / ort_wall:.2f}")
+        if side != "ort":
             st = rows[side][0]["stages"]
             print("    build stages (wall): " + ", ".join(
                 f"{k} {statistics.median(r['stages'].get(k, 0.0) for r in rows[side]) * 1e3:.1f}" for k in st))
