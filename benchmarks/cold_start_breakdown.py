@@ -36,6 +36,8 @@ import time
 
 from bench_cold_start import child_env, models
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 CHILD = r"""
 import sys, time, json
 side, path, name, shape = sys.argv[1], sys.argv[2], sys.argv[3], [int(d) for d in sys.argv[4].split(",")]
@@ -79,9 +81,10 @@ def tree_env(env: dict[str, str], tree: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(parts)}
 
 
-def run_child(side: str, model: dict, env: dict[str, str]) -> dict:
+def run_child(side: str, model: dict, env: dict[str, str], cwd: str = ROOT) -> dict:
+    """One fresh process; ``cwd`` is the source tree (``-c`` puts it first on ``sys.path``)."""
     args = [sys.executable, "-c", CHILD, side, str(model["path"]), model["input"], ",".join(map(str, model["shape"]))]
-    proc = subprocess.run(args, capture_output=True, text=True, env=env)
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"{side} child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -102,15 +105,16 @@ def main() -> None:
         raise SystemExit("model not found")
     sides = ["ort", "nnrt"] + (["base"] if args.base else [])
     envs = {"ort": env, "nnrt": env, "base": tree_env(env, args.base) if args.base else env}
+    cwds = {"ort": ROOT, "nnrt": ROOT, "base": args.base or ROOT}
     names = {"ort": "raw ORT", "nnrt": "nnrt onnxruntime" + (" (this tree)" if args.base else ""),
              "base": f"nnrt onnxruntime (base {args.base})"}
     print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for side in sides:
-        run_child("ort" if side == "ort" else "nnrt", model, envs[side])  # warm-up
+        run_child("ort" if side == "ort" else "nnrt", model, envs[side], cwds[side])  # warm-up
     rows: dict[str, list[dict]] = {s: [] for s in sides}
     for r in range(args.rounds):
         for side in sides[r % len(sides):] + sides[:r % len(sides)]:
-            rows[side].append(run_child("ort" if side == "ort" else "nnrt", model, envs[side]))
+            rows[side].append(run_child("ort" if side == "ort" else "nnrt", model, envs[side], cwds[side]))
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{model['key']}: medians of {args.rounds} fresh processes, ms (cpu = main thread CPU time); "
           f"load average at the end {load}")
