@@ -96,7 +96,8 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.frontends.onnx import onnx_lite
 sess = Session(%r, ScheduleConfig(backends=[%r]))
 sess.run({sess.inputs[0].name: np.ones((1, 3, 224, 224), np.float32)})
-print(json.dumps({"lite": onnx_lite.is_lite(), "onnx": loaded({"onnx", "ml_dtypes", "difflib"}),
+print(json.dumps({"lite": onnx_lite.is_lite(),
+                  "onnx": loaded({"onnx", "ml_dtypes", "difflib", "asyncio"}) + [m for m in ["importlib.metadata"] if m in sys.modules],
                   "placement": sorted(set(sess.placement.values()))}))
 """
 
@@ -111,7 +112,8 @@ def test_session_from_a_file_does_not_import_onnx(light_dir, backend):
     assert out["lite"], "the onnx wheel's files could not be loaded by path here"
     assert out["placement"] == [backend]
     assert "onnx" not in out["onnx"], out["onnx"]
-    assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]  # nor ml_dtypes
+    # nor ml_dtypes, asyncio or importlib.metadata (which onnx/__init__ imports)
+    assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]
 
 
 def test_exotic_element_types_import_ml_dtypes_on_first_use():
@@ -198,7 +200,8 @@ def test_registry_imports_a_plugin_only_when_asked(monkeypatch, tmp_path):
 
 def test_plugin_discovery_reads_entry_points_without_importlib_metadata():
     """importlib.metadata (~17 ms with the email package) is left to whatever
-    else needs it (onnx does, today); discovery finds the built-in plugins."""
+    else needs it (the onnx package does; a file session imports neither, see
+    below); discovery finds the built-in plugins."""
     out = _python(MODULES + """
 from nnrt_core.registry import default_registry
 reg = default_registry()
