@@ -254,7 +254,7 @@ print(json.dumps({"lite": onnx_lite.is_lite(), "onnx": "onnx" in sys.modules,
 def test_fallback_forced_by_env_var_runs_the_same_session():
     pytest.importorskip("onnxruntime")
     path = str(LIGHT_DIR / "light_squeezenet.onnx")
-    lite_run = _python(SESSION % path)
+    lite_run = _python(SESSION % path, **{onnx_lite.ENV_VAR: "1"})
     assert lite_run == {"lite": True, "onnx": False, "shape": [1, 1000, 1, 1]}
     assert _python(SESSION % path, **{onnx_lite.ENV_VAR: "0"}) == {"lite": False, "onnx": True,
                                                                  "shape": [1, 1000, 1, 1]}
@@ -285,6 +285,9 @@ def test_user_model_proto_works_after_and_before_import_onnx():
     pytest.importorskip("onnxruntime")
     warm = "Session(%r, ScheduleConfig(backends=['onnxruntime']))" % str(LIGHT_DIR / "light_squeezenet.onnx")
     # nnrt first (lite), onnx imported afterwards by the user
-    assert _python(USER_PROTO % ("", warm)) == {"lite": True, "same": True, "y": [0.0, 2.0]}
-    # onnx imported first: nnrt uses it
-    assert _python(USER_PROTO % ("import onnx", "")) == {"lite": False, "same": True, "y": [0.0, 2.0]}
+    default = {onnx_lite.ENV_VAR: "1"}
+    assert _python(USER_PROTO % ("", warm), **default) == {"lite": True, "same": True, "y": [0.0, 2.0]}
+    # onnx imported first: nnrt uses it (unless forced not to)
+    assert _python(USER_PROTO % ("import onnx", ""), **default) == {"lite": False, "same": True, "y": [0.0, 2.0]}
+    assert _python(USER_PROTO % ("import onnx", ""), **{onnx_lite.ENV_VAR: "force"}) == \
+        {"lite": True, "same": True, "y": [0.0, 2.0]}

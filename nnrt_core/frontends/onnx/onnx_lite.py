@@ -16,7 +16,9 @@ Risk: this relies on the wheel's file layout and on the C functions'
 signatures.  It is guarded: any missing file, failed load, protobuf backend
 other than upb, or an extension without the expected functions falls back to
 ``import onnx`` and its public API (as does an ``onnx`` already imported);
-``NNRT_ONNX_LITE=0`` forces the fallback (for debugging).  The extension is
+``NNRT_ONNX_LITE=0`` forces the fallback (for debugging), ``force`` the
+files even when ``onnx`` is imported already (to run the test suite, which
+imports onnx first, through them).  The extension is
 registered as ``onnx.onnx_cpp2py_export`` in ``sys.modules`` (it can be
 initialised only once per process), which a later ``import onnx`` reuses.
 ``tests/test_onnx_lite.py`` compares both paths.
@@ -228,7 +230,8 @@ class PublicOnnx:
 
 
 def _choose() -> LiteOnnx | PublicOnnx:
-    if "onnx" not in sys.modules and os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off"):
+    mode = os.environ.get(ENV_VAR, "1").strip().lower()
+    if mode not in ("0", "false", "no", "off") and ("onnx" not in sys.modules or mode == "force"):
         try:
             return load_lite()
         except Exception as e:  # any surprise: the public API
