@@ -1,7 +1,7 @@
 """Where time to first inference goes, step by step, in fresh processes:
 raw ONNX Runtime against nnrt on the ONNX Runtime backend.
 
-    python benchmarks/cold_start_breakdown.py [--rounds 5] [--model mobile|light] [--batch 8]
+    python benchmarks/cold_start_breakdown.py [--rounds 5] [--model mobile|light] [--batch 8] [--base DIR]
 
 Each child imports in a fixed order and times every step with the main
 thread's CPU time (``time.thread_time``, which other load on a shared
@@ -10,12 +10,16 @@ machine disturbs less than wall time) and wall time:
 * raw ORT: ``import numpy``, ``import onnxruntime``, ``InferenceSession``,
   first ``run``;
 * nnrt: ``import numpy``, ``import onnxruntime`` (imported first here so that
-  it is not counted as nnrt's), ``import onnx`` (0 when nothing on the path
-  imports it: then it is paid inside later steps, if at all), ``from nnrt_core
-  import Session, ScheduleConfig`` and the modules that ``Session(...)``
-  imports, the build stages of ``Session.stats()["build"]`` (wall), first
-  ``run``; plus which of ``onnx`` / ``nnrt_numpy`` ended up imported.
+  it is not counted as nnrt's), ``from nnrt_core import Session,
+  ScheduleConfig`` and the modules that ``Session(...)`` imports, the build
+  stages of ``Session.stats()["build"]`` (wall), first ``run``; plus which of
+  ``onnx`` (the package), ``onnx.onnx_cpp2py_export`` (its extension, which
+  nnrt loads by path without the package), protobuf, ``ml_dtypes``,
+  ``nnrt_numpy`` and SciPy ended up imported.
 
+``--base DIR`` adds a third side: nnrt from another source tree (``DIR``
+and its plugin folders on ``PYTHONPATH``, e.g. ``git archive main`` unpacked
+somewhere), so that an A/B comparison runs under the same machine load.
 Medians of ``--rounds`` children per side, interleaved; byte-code caches as
 in ``bench_cold_start.py`` (``PYTHONPYCACHEPREFIX``, one warm-up child per
 side).  The difference per step is what nnrt adds on top of ONNX Runtime.
@@ -31,6 +35,8 @@ import sys
 import time
 
 from bench_cold_start import child_env, models
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
 import sys, time, json
@@ -61,15 +67,24 @@ else:
     sess.run(feeds)
     mark("first run")
     stages = sess.stats()["build"]
-mods = {m: m in sys.modules for m in ("onnx", "nnrt_numpy", "google.protobuf", "scipy")}
+mods = {m: m in sys.modules for m in ("onnx", "onnx.onnx_cpp2py_export", "google.protobuf", "ml_dtypes", "nnrt_numpy",
+                                      "scipy")}
 n_nnrt = sum(1 for m in sys.modules if m.startswith("nnrt"))
 print("RESULT " + json.dumps({"steps": steps, "stages": stages, "modules": mods, "n_nnrt": n_nnrt}))
 """
 
 
-def run_child(side: str, model: dict, env: dict[str, str]) -> dict:
+def tree_env(env: dict[str, str], tree: str) -> dict[str, str]:
+    """``env`` with ``tree`` (and its plugin folders) first on ``PYTHONPATH``."""
+    parts = [tree] + [os.path.join(tree, d) for d in ("plugins/numpy", "plugins/npu_emu", "plugins/onnxruntime",
+                                                      "schedulers", "plugins/ray")]
+    return {**env, "PYTHONPATH": os.pathsep.join(parts)}
+
+
+def run_child(side: str, model: dict, env: dict[str, str], cwd: str = ROOT) -> dict:
+    """One fresh process; ``cwd`` is the source tree (``-c`` puts it first on ``sys.path``)."""
     args = [sys.executable, "-c", CHILD, side, str(model["path"]), model["input"], ",".join(map(str, model["shape"]))]
-    proc = subprocess.run(args, capture_output=True, text=True, env=env)
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"{side} child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -82,23 +97,30 @@ def main() -> None:
     ap.add_argument("--model", default="mobile", choices=["mobile", "light"])
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--keep-env", action="store_true")
+    ap.add_argument("--base", help="another source tree run as a third, interleaved side (A/B)")
     args = ap.parse_args()
     env = child_env(args.keep_env)
     (model,) = models([args.model], args.batch) or [None]
     if model is None:
         raise SystemExit("model not found")
-    sides = ["ort", "nnrt"]
+    sides = ["ort", "nnrt"] + (["base"] if args.base else [])
+    envs = {"ort": env, "nnrt": env, "base": tree_env(env, args.base) if args.base else env}
+    cwds = {"ort": ROOT, "nnrt": ROOT, "base": args.base or ROOT}
+    names = {"ort": "raw ORT", "nnrt": "nnrt onnxruntime" + (" (this tree)" if args.base else ""),
+             "base": f"nnrt onnxruntime (base {args.base})"}
+    print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for side in sides:
-        run_child(side, model, env)  # warm-up
+        run_child("ort" if side == "ort" else "nnrt", model, envs[side], cwds[side])  # warm-up
     rows: dict[str, list[dict]] = {s: [] for s in sides}
     for r in range(args.rounds):
-        for side in sides[r % 2:] + sides[:r % 2]:
-            rows[side].append(run_child(side, model, env))
+        for side in sides[r % len(sides):] + sides[:r % len(sides)]:
+            rows[side].append(run_child("ort" if side == "ort" else "nnrt", model, envs[side], cwds[side]))
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{model['key']}: medians of {args.rounds} fresh processes, ms (cpu = main thread CPU time); "
-          f"load average {load}")
+          f"load average at the end {load}")
+    ort_cpu = ort_wall = 0.0
     for side in sides:
-        print(f"  {'raw ORT' if side == 'ort' else 'nnrt onnxruntime'}")
+        print(f"  {names[side]}")
         labels = [s[0] for s in rows[side][0]["steps"]]
         tot_c = tot_w = 0.0
         for i, label in enumerate(labels):
@@ -106,8 +128,11 @@ def main() -> None:
             w = statistics.median(r["steps"][i][2] for r in rows[side]) * 1e3
             tot_c, tot_w = tot_c + c, tot_w + w
             print(f"    {label:30s} cpu {c:7.1f}  wall {w:7.1f}")
-        print(f"    {'total (sum of medians)':30s} cpu {tot_c:7.1f}  wall {tot_w:7.1f}")
-        if side == "nnrt":
+        if side == "ort":
+            ort_cpu, ort_wall = tot_c, tot_w
+        print(f"    {'total (sum of medians)':30s} cpu {tot_c:7.1f}  wall {tot_w:7.1f}   "
+              f"x ORT: cpu {tot_c / ort_cpu:.2f}  wall {tot_w / ort_wall:.2f}")
+        if side != "ort":
             st = rows[side][0]["stages"]
             print("    build stages (wall): " + ", ".join(
                 f"{k} {statistics.median(r['stages'].get(k, 0.0) for r in rows[side]) * 1e3:.1f}" for k in st))

@@ -90,6 +90,45 @@ def test_session_on_onnxruntime_imports_only_what_it_uses():
     assert len(ops) <= 3, ops
 
 
+ORT_FILE_SESSION = MODULES + """
+import numpy as np
+from nnrt_core import ScheduleConfig, Session
+from nnrt_core.frontends.onnx import onnx_lite
+sess = Session(%r, ScheduleConfig(backends=[%r]))
+sess.run({sess.inputs[0].name: np.ones((1, 3, 224, 224), np.float32)})
+print(json.dumps({"lite": onnx_lite.is_lite(),
+                  "onnx": loaded({"onnx", "ml_dtypes", "difflib", "asyncio"}) + [m for m in ["importlib.metadata"] if m in sys.modules],
+                  "placement": sorted(set(sess.placement.values()))}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "numpy"])
+def test_session_from_a_file_does_not_import_onnx(light_dir, backend):
+    """Loading, checking, shape inference, export to ONNX Runtime (or the
+    NumPy backend's compile) and the first run use the onnx wheel's
+    extension and protos, not the package."""
+    pytest.importorskip(backend)
+    out = _python(ORT_FILE_SESSION % (str(light_dir / "light_squeezenet.onnx"), backend))
+    assert out["lite"], "the onnx wheel's files could not be loaded by path here"
+    assert out["placement"] == [backend]
+    assert "onnx" not in out["onnx"], out["onnx"]
+    # nor ml_dtypes, asyncio or importlib.metadata (which onnx/__init__ imports)
+    assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]
+
+
+def test_exotic_element_types_import_ml_dtypes_on_first_use():
+    out = _python(MODULES + """
+import numpy as np
+from nnrt_core.ir import DataType
+native = [DataType.from_numpy(np.float16).name, DataType.FLOAT.numpy.name]
+before = loaded({"ml_dtypes"})
+import ml_dtypes  # a user's array of an exotic type: its dtype maps without asking DataType first
+e5m2 = DataType.from_numpy(np.dtype(ml_dtypes.float8_e5m2)).name
+print(json.dumps([native, before, e5m2, DataType.BFLOAT16.numpy.name, DataType.INT4.itemsize]))
+""")
+    assert out == [["FLOAT16", "float32"], [], "FLOAT8E5M2", "bfloat16", 1]
+
+
 def test_numpy_session_imports_the_kernels_of_its_ops_only():
     out = _python(ORT_SESSION % ("numpy", PLUGINS))
     mods = out["modules"]
@@ -161,7 +200,8 @@ def test_registry_imports_a_plugin_only_when_asked(monkeypatch, tmp_path):
 
 def test_plugin_discovery_reads_entry_points_without_importlib_metadata():
     """importlib.metadata (~17 ms with the email package) is left to whatever
-    else needs it (onnx does, today); discovery finds the built-in plugins."""
+    else needs it (the onnx package does; a file session imports neither, see
+    below); discovery finds the built-in plugins."""
     out = _python(MODULES + """
 from nnrt_core.registry import default_registry
 reg = default_registry()

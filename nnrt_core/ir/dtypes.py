@@ -3,7 +3,8 @@
 The numbering follows the ONNX ``TensorProto.DataType`` enum so that converting
 to and from ONNX is a plain integer copy, but nothing here imports protobuf.
 Exotic types (bfloat16, float8, int4...) map to ``ml_dtypes`` numpy types when
-that package is installed (it ships with ``onnx``).
+that package is installed (it ships with ``onnx``); it is imported the first
+time one of them is asked for (~10 ms that models of native types never pay).
 """
 from __future__ import annotations
 
@@ -13,11 +14,6 @@ from typing import Any
 import numpy as np
 
 __all__ = ["DataType"]
-
-try:  # pragma: no cover - exercised implicitly through onnx's dependency
-    import ml_dtypes as _mld
-except ImportError:  # pragma: no cover
-    _mld = None
 
 
 class DataType(enum.IntEnum):
@@ -57,10 +53,12 @@ class DataType(enum.IntEnum):
     @property
     def numpy(self) -> np.dtype:
         """The numpy dtype that stores this element type."""
-        try:
-            return _TO_NUMPY[self]
-        except KeyError:
-            raise TypeError(f"element type {self.name} has no numpy equivalent here") from None
+        dt = _TO_NUMPY.get(self)
+        if dt is None and self.name in _EXOTIC and _load_exotic():
+            dt = _TO_NUMPY.get(self)
+        if dt is None:
+            raise TypeError(f"element type {self.name} has no numpy equivalent here")
+        return dt
 
     @property
     def itemsize(self) -> int:
@@ -81,10 +79,12 @@ class DataType(enum.IntEnum):
         dt = np.dtype(dtype)
         if dt.kind in ("U", "S", "O"):
             return cls.STRING
-        try:
-            return _FROM_NUMPY[dt]
-        except KeyError:
-            raise TypeError(f"numpy dtype {dt} has no nnrt element type") from None
+        t = _FROM_NUMPY.get(dt)
+        if t is None and dt.isbuiltin == 2 and _load_exotic():  # a user-defined numpy type: ml_dtypes?
+            t = _FROM_NUMPY.get(dt)
+        if t is None:
+            raise TypeError(f"numpy dtype {dt} has no nnrt element type")
+        return t
 
 
 _TO_NUMPY: dict[DataType, np.dtype] = {
@@ -104,24 +104,30 @@ _TO_NUMPY: dict[DataType, np.dtype] = {
     DataType.COMPLEX64: np.dtype(np.complex64),
     DataType.COMPLEX128: np.dtype(np.complex128),
 }
-if _mld is not None:
-    for _name, _attr in [
-        ("BFLOAT16", "bfloat16"),
-        ("FLOAT8E4M3FN", "float8_e4m3fn"),
-        ("FLOAT8E4M3FNUZ", "float8_e4m3fnuz"),
-        ("FLOAT8E5M2", "float8_e5m2"),
-        ("FLOAT8E5M2FNUZ", "float8_e5m2fnuz"),
-        ("UINT4", "uint4"),
-        ("INT4", "int4"),
-        ("FLOAT4E2M1", "float4_e2m1fn"),
-        ("FLOAT8E8M0", "float8_e8m0fnu"),
-        ("UINT2", "uint2"),
-        ("INT2", "int2"),
-        ("FLOAT6E2M3", "float6_e2m3fn"),
-        ("FLOAT6E3M2", "float6_e3m2fn"),
-    ]:
-        if hasattr(_mld, _attr):
-            _TO_NUMPY[DataType[_name]] = np.dtype(getattr(_mld, _attr))
+#: exotic element type -> its ``ml_dtypes`` name
+_EXOTIC = {"BFLOAT16": "bfloat16", "FLOAT8E4M3FN": "float8_e4m3fn", "FLOAT8E4M3FNUZ": "float8_e4m3fnuz",
+           "FLOAT8E5M2": "float8_e5m2", "FLOAT8E5M2FNUZ": "float8_e5m2fnuz", "UINT4": "uint4", "INT4": "int4",
+           "FLOAT4E2M1": "float4_e2m1fn", "FLOAT8E8M0": "float8_e8m0fnu", "UINT2": "uint2", "INT2": "int2",
+           "FLOAT6E2M3": "float6_e2m3fn", "FLOAT6E3M2": "float6_e3m2fn"}
+_exotic_state: list[bool] = []  # [True] once ml_dtypes was imported, [False] when it is missing
+
+
+def _load_exotic() -> bool:
+    """Add the ``ml_dtypes`` types to the tables (once); False without ml_dtypes."""
+    if not _exotic_state:
+        try:
+            import ml_dtypes
+        except ImportError:  # pragma: no cover
+            _exotic_state.append(False)
+            return False
+        for name, attr in _EXOTIC.items():
+            if hasattr(ml_dtypes, attr):
+                dt = np.dtype(getattr(ml_dtypes, attr))
+                _TO_NUMPY[DataType[name]] = dt
+                _FROM_NUMPY[dt] = DataType[name]
+        _exotic_state.append(True)
+    return _exotic_state[0]
+
 
 _FROM_NUMPY: dict[np.dtype, DataType] = {
     v: k for k, v in _TO_NUMPY.items() if k is not DataType.STRING

@@ -14,7 +14,6 @@ event and the node's placement reason).
 from __future__ import annotations
 
 import abc
-import difflib
 from typing import ClassVar, Mapping
 
 from nnrt_core.backend.base import CompiledPartition, estimated_seconds_of
@@ -120,6 +119,7 @@ class Scheduler(abc.ABC):
         names = {n.name for n in ctx.graph.nodes}
         for node, backend in ctx.pins.items():
             if node not in names:
+                import difflib  # error path only: ~5 ms of import
                 close = difflib.get_close_matches(node, list(names), n=5, cutoff=0.5)
                 hint = f"did you mean {', '.join(close)}? " if close else ""
                 some = ", ".join(sorted(names)[:10]) + (f", ... ({len(names)} nodes)" if len(names) > 10 else "")

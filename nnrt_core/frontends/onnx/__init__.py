@@ -6,7 +6,9 @@ checks, reads into arrays), ``convert`` (protos -> IR), ``export`` (IR ->
 protos), ``shapes`` (ONNX shape inference on IR), ``schemas`` (operator
 schemas and opset versions), ``digest`` (the model cache key) and
 ``backend_adapter`` (``onnx.backend`` over ``Session``; import it from its
-module).
+module).  ``onnx_lite`` gives the others the onnx wheel's checker, shape
+inference, schemas, inliner and proto classes without ``import onnx`` (it
+falls back to the package), ``proto_build`` our ``onnx.helper`` equivalents.
 """
 from __future__ import annotations
 

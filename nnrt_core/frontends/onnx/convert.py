@@ -4,11 +4,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.external_data import mapped_key
+from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.proto_build import to_array
 from nnrt_core.frontends.onnx.protos import MAX_TENSOR_BYTES, declared_bytes, first_line, mappable_dtype, unknown_dim
 from nnrt_core.ir import (
     Attribute,
@@ -27,14 +27,14 @@ from nnrt_core.ir import (
 __all__ = ["model_from_proto", "sparse_to_dense", "tensor_to_array", "type_from_proto"]
 
 
-def tensor_to_array(t: onnx.TensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+def tensor_to_array(t: P.TensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """Decode a ``TensorProto``, refusing inconsistent or oversized data.
 
     A tensor ``load_external_data`` read into ``mapped`` is a view of its
     array there (no further copy); any other external tensor is refused (its file
     was never checked)."""
     declared = declared_bytes(t)
-    if t.data_location == onnx.TensorProto.EXTERNAL:
+    if t.data_location == P.TensorProto.EXTERNAL:
         key = mapped_key(t)
         raw = mapped.get(key) if mapped is not None and key is not None else None
         dtype = mappable_dtype(t)
@@ -51,7 +51,7 @@ def tensor_to_array(t: onnx.TensorProto, mapped: Mapping[str, np.ndarray] | None
             f"but holds {len(t.raw_data)} bytes of data"
         )
     try:
-        arr = numpy_helper.to_array(t)
+        arr = to_array(t)
     except Exception as e:
         raise ModelLoadError(f"tensor {t.name!r} could not be decoded: {first_line(e)}") from e
     if arr.dtype == object:
@@ -60,7 +60,7 @@ def tensor_to_array(t: onnx.TensorProto, mapped: Mapping[str, np.ndarray] | None
     return arr
 
 
-def sparse_to_dense(sp: onnx.SparseTensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+def sparse_to_dense(sp: P.SparseTensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """A ``SparseTensorProto`` as a dense array (size-checked)."""
     values = tensor_to_array(sp.values, mapped)
     dims = tuple(sp.dims)
@@ -77,7 +77,7 @@ def sparse_to_dense(sp: onnx.SparseTensorProto, mapped: Mapping[str, np.ndarray]
     return dense.reshape(dims)
 
 
-def type_from_proto(tp: onnx.TypeProto) -> ValueType | None:
+def type_from_proto(tp: P.TypeProto) -> ValueType | None:
     """An ONNX ``TypeProto`` as an IR type (``None`` for kinds the IR lacks)."""
     kind = tp.WhichOneof("value")
     if kind == "tensor_type" or kind == "sparse_tensor_type":
@@ -101,7 +101,7 @@ def type_from_proto(tp: onnx.TypeProto) -> ValueType | None:
     return None
 
 
-def model_from_proto(proto: onnx.ModelProto, mapped: Mapping[str, np.ndarray] | None = None) -> Model:
+def model_from_proto(proto: P.ModelProto, mapped: Mapping[str, np.ndarray] | None = None) -> Model:
     """Translate a (checked, inlined) ``ModelProto`` into an IR ``Model``;
     ``mapped``: the external data ``load_external_data`` mapped."""
     return _ProtoConverter(mapped).model(proto)
@@ -113,7 +113,7 @@ class _ProtoConverter:
     def __init__(self, mapped: Mapping[str, np.ndarray] | None = None) -> None:
         self.mapped = mapped
 
-    def model(self, proto: onnx.ModelProto) -> Model:
+    def model(self, proto: P.ModelProto) -> Model:
         opsets = {(o.domain or ""): o.version for o in proto.opset_import}
         graph = self.graph(proto.graph, opsets, parent=None, scope=[])
         return Model(
@@ -129,7 +129,7 @@ class _ProtoConverter:
 
     def graph(
         self,
-        gp: onnx.GraphProto,
+        gp: P.GraphProto,
         opsets: dict[str, int],
         parent: Graph | None,
         scope: list[dict[str, Value]],
@@ -170,7 +170,7 @@ class _ProtoConverter:
         _make_names_unique(g)
         return g
 
-    def node(self, np_: onnx.NodeProto, k: int, g: Graph, chain: list[dict[str, Value]],
+    def node(self, np_: P.NodeProto, k: int, g: Graph, chain: list[dict[str, Value]],
              types: Mapping[str, ValueType | None]) -> Node:
         """The IR node of ``np_`` (the ``k``-th node of ``g``); its outputs
         are declared in the innermost scope of ``chain``."""
@@ -196,7 +196,7 @@ class _ProtoConverter:
             doc=np_.doc_string,
         )
 
-    def attribute(self, a: onnx.AttributeProto, g: Graph, chain: list[dict[str, Value]], desc: str) -> Attribute:
+    def attribute(self, a: P.AttributeProto, g: Graph, chain: list[dict[str, Value]], desc: str) -> Attribute:
         kind = AttrKind(a.type)
         try:
             if kind == AttrKind.SPARSE_TENSOR:
@@ -211,7 +211,7 @@ class _ProtoConverter:
             raise ModelLoadError(f"{desc}: attribute {a.name!r}: {e}") from e
         return Attribute(a.name, kind, value, ref_attr_name=a.ref_attr_name or None)
 
-    def attribute_value(self, a: onnx.AttributeProto, kind: AttrKind, g: Graph,
+    def attribute_value(self, a: P.AttributeProto, kind: AttrKind, g: Graph,
                         chain: list[dict[str, Value]]) -> Any:
         """The Python value of attribute ``a`` of ``kind`` (``_UNSUPPORTED`` for other kinds)."""
         if kind == AttrKind.FLOAT:

@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-import onnx
-
 from nnrt_core.frontends.detect import is_tflite_source
 from nnrt_core.frontends.onnx.export import to_onnx
+from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.protos import attribute_graphs, subgraphs
 from nnrt_core.ir import Graph, Model
 
@@ -31,11 +30,12 @@ def model_digest(model: Any) -> str | None:
         h.update(data)
         if b"location" in data and not is_tflite_source(data):  # maybe external data: key its files too
             try:
-                for entry in _external_files(onnx.load_model_from_string(data), p.parent):
+                for entry in _external_files(P.ModelProto.FromString(data), p.parent):
                     h.update(entry.encode())
             except Exception:
                 return None
-    elif isinstance(model, onnx.ModelProto):
+    elif isinstance(model, P.ModelProto) or \
+            getattr(getattr(model, "DESCRIPTOR", None), "full_name", None) == "onnx.ModelProto":
         h.update(model.SerializeToString())
     elif isinstance(model, (Model, Graph)):
         try:
@@ -47,17 +47,17 @@ def model_digest(model: Any) -> str | None:
     return h.hexdigest()
 
 
-def _external_files(proto: onnx.ModelProto, folder: Path) -> Iterator[str]:
+def _external_files(proto: P.ModelProto, folder: Path) -> Iterator[str]:
     """"location:size:mtime" of every external tensor's file (-1 for a missing file)."""
     for t in _tensors(proto):
-        if t.HasField("data_location") and t.data_location == onnx.TensorProto.EXTERNAL:
+        if t.HasField("data_location") and t.data_location == P.TensorProto.EXTERNAL:
             loc = next((e.value for e in t.external_data if e.key == "location"), "")
             f = folder / loc
             st = f.stat() if f.is_file() else None
             yield f"{loc}:{st.st_size if st else -1}:{st.st_mtime_ns if st else -1}"
 
 
-def _tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+def _tensors(proto: P.ModelProto) -> Iterator[P.TensorProto]:
     """The model's tensors in the order the digest has always used: the
     initializers of every graph, then the tensor attributes of every graph,
     then those of local functions."""
@@ -67,14 +67,14 @@ def _tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
         yield from _attribute_tensors(f)
 
 
-def _initializers(g: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+def _initializers(g: P.GraphProto) -> Iterator[P.TensorProto]:
     yield from g.initializer
     for n in g.node:
         for sub in subgraphs(n):
             yield from _initializers(sub)
 
 
-def _attribute_tensors(g: onnx.GraphProto | onnx.FunctionProto) -> Iterator[onnx.TensorProto]:
+def _attribute_tensors(g: P.GraphProto | P.FunctionProto) -> Iterator[P.TensorProto]:
     for n in g.node:
         for a in n.attribute:
             if a.HasField("t"):

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
-
 from nnrt_core.errors import GraphError
+from nnrt_core.frontends.onnx import proto_build as helper
+from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.ir import (
     Attribute,
     AttrKind,
@@ -44,15 +43,15 @@ class ExternalWeights:
         self.offsets: list[int] = []
         self.size = 0
 
-    def take(self, arr: np.ndarray, name: str) -> onnx.TensorProto | None:
+    def take(self, arr: np.ndarray, name: str) -> P.TensorProto | None:
         """An external reference for ``arr``, or None to store it inline (small,
         or a dtype without a plain ONNX byte layout)."""
         if arr.nbytes < self.min_bytes or arr.dtype.type not in _PLAIN_DTYPES or not arr.dtype.isnative:
             return None
         arr = np.ascontiguousarray(arr)
         off = -(-self.size // self.ALIGN) * self.ALIGN
-        t = onnx.TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(arr.dtype), dims=arr.shape)
-        t.data_location = onnx.TensorProto.EXTERNAL
+        t = P.TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(arr.dtype), dims=arr.shape)
+        t.data_location = P.TensorProto.EXTERNAL
         for key, value in (("location", self.location), ("offset", str(off)), ("length", str(arr.nbytes))):
             t.external_data.add(key=key, value=value)
         self.names.append(name)
@@ -74,7 +73,7 @@ _PLAIN_DTYPES = frozenset({np.float16, np.float32, np.float64, np.int8, np.int16
 
 
 def to_onnx(model: Model | Graph, *, ir_version: int | None = None,
-            external: ExternalWeights | None = None) -> onnx.ModelProto:
+            external: ExternalWeights | None = None) -> P.ModelProto:
     """Export a model (or a bare graph with its ``opset_imports``) to ONNX.
 
     ``ir_version`` caps the written IR version (e.g. the highest one the
@@ -105,7 +104,7 @@ def to_onnx(model: Model | Graph, *, ir_version: int | None = None,
     return proto
 
 
-def graph_to_onnx(graph: Graph, external: ExternalWeights | None = None) -> onnx.GraphProto:
+def graph_to_onnx(graph: Graph, external: ExternalWeights | None = None) -> P.GraphProto:
     """``graph`` as a ``GraphProto`` (node output types as ``value_info``)."""
     nodes = []
     for n in graph.nodes:
@@ -136,21 +135,21 @@ def graph_to_onnx(graph: Graph, external: ExternalWeights | None = None) -> onnx
                              value_info=typed)
 
 
-def _initializer(arr: np.ndarray, name: str, external: ExternalWeights | None) -> onnx.TensorProto:
+def _initializer(arr: np.ndarray, name: str, external: ExternalWeights | None) -> P.TensorProto:
     ref = external.take(arr, name) if external is not None else None
     return ref if ref is not None else array_to_tensor(arr, name)
 
 
-def array_to_tensor(arr: np.ndarray, name: str) -> onnx.TensorProto:
+def array_to_tensor(arr: np.ndarray, name: str) -> P.TensorProto:
     """``arr`` as a ``TensorProto`` (object arrays as strings)."""
     if arr.dtype == object:
-        t = onnx.TensorProto(name=name, data_type=onnx.TensorProto.STRING, dims=arr.shape)
+        t = P.TensorProto(name=name, data_type=P.TensorProto.STRING, dims=arr.shape)
         t.string_data.extend(x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in arr.flat)
         return t
-    return numpy_helper.from_array(arr, name)
+    return helper.from_array(arr, name)
 
 
-def type_to_proto(t: ValueType | None) -> onnx.TypeProto:
+def type_to_proto(t: ValueType | None) -> P.TypeProto:
     """An IR type as an ONNX ``TypeProto`` (empty for ``None``)."""
     if isinstance(t, TensorType):
         shape = None if t.shape is None else [d if d is not None else None for d in t.shape]
@@ -159,23 +158,23 @@ def type_to_proto(t: ValueType | None) -> onnx.TypeProto:
         return helper.make_sequence_type_proto(type_to_proto(t.elem))
     if isinstance(t, OptionalType):
         return helper.make_optional_type_proto(type_to_proto(t.elem))
-    return onnx.TypeProto()
+    return P.TypeProto()
 
 
-def value_info(v: Value) -> onnx.ValueInfoProto:
+def value_info(v: Value) -> P.ValueInfoProto:
     """The ``ValueInfoProto`` declaring ``v``'s name and type."""
-    vi = onnx.ValueInfoProto(name=v.name)
+    vi = P.ValueInfoProto(name=v.name)
     if v.type is not None:
         vi.type.CopyFrom(type_to_proto(v.type))
     return vi
 
 
-def attribute_to_proto(a: Attribute) -> onnx.AttributeProto:
+def attribute_to_proto(a: Attribute) -> P.AttributeProto:
     """An IR attribute as an ``AttributeProto``; :class:`GraphError` when its value does not fit its kind."""
     value: Any = a.value
     k = a.kind
     if a.ref_attr_name:
-        p = onnx.AttributeProto(name=a.name, type=int(k), ref_attr_name=a.ref_attr_name)
+        p = P.AttributeProto(name=a.name, type=int(k), ref_attr_name=a.ref_attr_name)
         return p
     if k == AttrKind.TENSOR:
         value = array_to_tensor(np.asarray(value), "")

@@ -17,9 +17,9 @@ import stat
 from typing import Any, Mapping
 
 import numpy as np
-import onnx
 
 from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.protos import all_tensors, copy_model, declared_bytes, mappable_dtype
 
 __all__ = ["MAPPED_KEY", "MMAP_MIN_BYTES", "for_checker", "is_mapped", "load_external_data", "mapped_key"]
@@ -35,17 +35,17 @@ MMAP_MIN_BYTES = 4096
 MAPPED_KEY = "nnrt.mapped"
 
 
-def mapped_key(t: onnx.TensorProto) -> str | None:
+def mapped_key(t: P.TensorProto) -> str | None:
     """The key in ``mapped`` of a tensor :func:`load_external_data` read into an array."""
     return next((e.value for e in t.external_data if e.key == MAPPED_KEY), None)
 
 
-def is_mapped(t: onnx.TensorProto) -> bool:
+def is_mapped(t: P.TensorProto) -> bool:
     """True for an external tensor whose data is an array in ``mapped`` (not in the proto)."""
-    return t.data_location == onnx.TensorProto.EXTERNAL and any(e.key == MAPPED_KEY for e in t.external_data)
+    return t.data_location == P.TensorProto.EXTERNAL and any(e.key == MAPPED_KEY for e in t.external_data)
 
 
-def load_external_data(proto: onnx.ModelProto, base_dir: str | None,
+def load_external_data(proto: P.ModelProto, base_dir: str | None,
                        mapped: dict[str, np.ndarray] | None = None,
                        regions: Mapping[str, Any] | None = None) -> None:
     """Resolve external tensor data, refusing paths outside ``base_dir``.
@@ -70,7 +70,7 @@ def load_external_data(proto: onnx.ModelProto, base_dir: str | None,
     root = os.path.realpath(base_dir) if base_dir is not None else ""
     try:
         for t in all_tensors(proto):
-            if t.data_location != onnx.TensorProto.EXTERNAL:
+            if t.data_location != P.TensorProto.EXTERNAL:
                 continue
             info = {e.key: e.value for e in t.external_data}
             if regions is not None and info.get("location") in regions:
@@ -95,13 +95,13 @@ def load_external_data(proto: onnx.ModelProto, base_dir: str | None,
             buf = bytearray(length)
             _read_exact(f, offset, memoryview(buf), location)
             t.raw_data = bytes(buf)
-            t.data_location = onnx.TensorProto.DEFAULT
+            t.data_location = P.TensorProto.DEFAULT
     finally:
         for f in files.values():
             f.close()
 
 
-def _from_region(t: onnx.TensorProto, info: dict[str, str], region: Any,
+def _from_region(t: P.TensorProto, info: dict[str, str], region: Any,
                  mapped: dict[str, np.ndarray] | None) -> None:
     """``t``'s data from an in-memory region: a read-only view in ``mapped``
     (a writable region is copied first), or copied into the proto."""
@@ -118,10 +118,10 @@ def _from_region(t: onnx.TensorProto, info: dict[str, str], region: Any,
             t.external_data.add(key=k, value=v)
         return
     t.raw_data = bytes(view[offset:offset + length])
-    t.data_location = onnx.TensorProto.DEFAULT
+    t.data_location = P.TensorProto.DEFAULT
 
 
-def _data_file(t: onnx.TensorProto, info: dict[str, str], base_dir: str | None, root: str) -> tuple[str, str]:
+def _data_file(t: P.TensorProto, info: dict[str, str], base_dir: str | None, root: str) -> tuple[str, str]:
     """(location, real path) of ``t``'s data file, checked to lie inside the model's folder."""
     where = f"tensor {t.name!r}"
     if base_dir is None:
@@ -146,7 +146,7 @@ def _data_file(t: onnx.TensorProto, info: dict[str, str], base_dir: str | None, 
     return location, path
 
 
-def _data_range(t: onnx.TensorProto, info: dict[str, str], location: str, size: int) -> tuple[int, int]:
+def _data_range(t: P.TensorProto, info: dict[str, str], location: str, size: int) -> tuple[int, int]:
     """(offset, length) of ``t``'s data in a file of ``size`` bytes, checked
     against the file and against the bytes ``t`` declares."""
     where = f"tensor {t.name!r}"
@@ -168,7 +168,7 @@ def _data_range(t: onnx.TensorProto, info: dict[str, str], location: str, size: 
     return offset, length
 
 
-def _open_regular(path: str, location: str, t: onnx.TensorProto) -> io.FileIO:
+def _open_regular(path: str, location: str, t: P.TensorProto) -> io.FileIO:
     """``path`` opened for reading; a FIFO, device or directory swapped in
     after the folder check is refused (without blocking on a FIFO)."""
     try:
@@ -194,7 +194,7 @@ def _read_exact(f: io.FileIO, offset: int, out: memoryview, location: str) -> No
         done += n
 
 
-def for_checker(proto: onnx.ModelProto) -> onnx.ModelProto:
+def for_checker(proto: P.ModelProto) -> P.ModelProto:
     """A copy of ``proto`` the ONNX checker accepts: it would look for the
     files of tensors read into ``mapped`` relative to the working directory, so they become empty
     tensors of their type (the checker does not relate initializer shapes to
@@ -203,7 +203,7 @@ def for_checker(proto: onnx.ModelProto) -> onnx.ModelProto:
     for t in all_tensors(c):
         if is_mapped(t):
             del t.external_data[:]
-            t.data_location = onnx.TensorProto.DEFAULT
+            t.data_location = P.TensorProto.DEFAULT
             del t.dims[:]
             t.dims.append(0)
     return c

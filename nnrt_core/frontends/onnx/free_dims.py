@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Iterator, Mapping, Sequence
 
-import onnx
-
 from nnrt_core.errors import ConfigError
+from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.protos import subgraphs, unknown_dim
 
 __all__ = ["apply_input_shapes", "clear_unknown_dims", "has_unknown_dims"]
 
 
-def _value_infos(g: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
+def _value_infos(g: P.GraphProto) -> Iterator[P.ValueInfoProto]:
     """Every typed value declaration of ``g`` and its sub-graphs."""
     yield from g.input
     yield from g.output
@@ -22,7 +21,7 @@ def _value_infos(g: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
             yield from _value_infos(sub)
 
 
-def _tensor_shapes(tp: onnx.TypeProto) -> Iterator[onnx.TensorShapeProto]:
+def _tensor_shapes(tp: P.TypeProto) -> Iterator[P.TensorShapeProto]:
     kind = tp.WhichOneof("value")
     if kind in ("tensor_type", "sparse_tensor_type"):
         tt = getattr(tp, kind)
@@ -34,13 +33,13 @@ def _tensor_shapes(tp: onnx.TypeProto) -> Iterator[onnx.TensorShapeProto]:
         yield from _tensor_shapes(tp.optional_type.elem_type)
 
 
-def has_unknown_dims(proto: onnx.ModelProto) -> bool:
+def has_unknown_dims(proto: P.ModelProto) -> bool:
     """True when some declared dimension says "any size" in a non-standard way."""
     return any(unknown_dim(d) for vi in _value_infos(proto.graph) for s in _tensor_shapes(vi.type)
                for d in s.dim)
 
 
-def clear_unknown_dims(proto: onnx.ModelProto) -> int:
+def clear_unknown_dims(proto: P.ModelProto) -> int:
     """Turn negative ``dim_value`` s and ``dim_param: "?"`` into unknown
     dimensions, in place (ONNX Runtime treats both as dynamic).  Returns how
     many dimensions changed."""
@@ -55,12 +54,12 @@ def clear_unknown_dims(proto: onnx.ModelProto) -> int:
     return changed
 
 
-def _dims_text(shape: onnx.TensorShapeProto) -> str:
+def _dims_text(shape: P.TensorShapeProto) -> str:
     return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
                            for d in shape.dim) + "]"
 
 
-def apply_input_shapes(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
+def apply_input_shapes(proto: P.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
     """Fix the shapes of graph inputs of ``proto`` in place (see
     ``load_onnx``).  Shape inference then refines the recorded shapes
     of intermediate values (a symbolic dimension merges with the static one

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
-import onnx
-import onnx.inliner
-
 from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx import onnx_lite
 from nnrt_core.frontends.onnx.convert import model_from_proto
 from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
+from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
 from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
 from nnrt_core.frontends.onnx.validate import validate_model
@@ -39,16 +38,16 @@ class ModelCheckError(ValueError):
     """The ONNX checker (or its full check's shape inference) rejected a model."""
 
 
-def check_model(proto: onnx.ModelProto, *, full_check: bool = False) -> None:
+def check_model(proto: P.ModelProto, *, full_check: bool = False) -> None:
     """Run ``onnx.checker`` on ``proto``; :class:`ModelCheckError` (with the
     checker's message) when it fails."""
     try:
-        onnx.checker.check_model(proto, full_check=full_check)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        onnx_lite.check_model(proto, full_check=full_check)
+    except (onnx_lite.ValidationError, onnx_lite.InferenceError) as e:
         raise ModelCheckError(str(e)) from e
 
 
-def parse_model_proto(source: ModelSource) -> tuple[onnx.ModelProto, str | None]:
+def parse_model_proto(source: ModelSource) -> tuple[P.ModelProto, str | None]:
     """Parse ``source`` into a ``ModelProto`` with external data resolved.
 
     Returns the proto and the folder external data was resolved against.
@@ -60,11 +59,13 @@ def parse_model_proto(source: ModelSource) -> tuple[onnx.ModelProto, str | None]
     return proto, base_dir
 
 
-def _parse_source(source: ModelSource) -> tuple[onnx.ModelProto, str | None]:
+def _parse_source(source: ModelSource) -> tuple[P.ModelProto, str | None]:
     """``source`` as a ``ModelProto`` (external data not resolved) and its folder."""
     base_dir: str | None = None
-    if isinstance(source, onnx.ModelProto):
+    if isinstance(source, P.ModelProto):
         proto = source
+    elif getattr(getattr(source, "DESCRIPTOR", None), "full_name", None) == "onnx.ModelProto":
+        proto = _parse_bytes(source.SerializeToString(), "<ModelProto>")  # the class of another protobuf build
     elif isinstance(source, (bytes, bytearray, memoryview)):
         proto = _parse_bytes(bytes(source), "<bytes>")
     elif isinstance(source, (str, os.PathLike)):
@@ -76,13 +77,13 @@ def _parse_source(source: ModelSource) -> tuple[onnx.ModelProto, str | None]:
     else:
         raise ModelLoadError(
             f"cannot load a model from {type(source).__name__}; expected a path, bytes, "
-            "onnx.ModelProto or nnrt_core.ir.Model"
+            "P.ModelProto or nnrt_core.ir.Model"
         )
     return proto, base_dir
 
 
-def _parse_bytes(data: bytes, what: str) -> onnx.ModelProto:
-    proto = onnx.ModelProto()
+def _parse_bytes(data: bytes, what: str) -> P.ModelProto:
+    proto = P.ModelProto()
     try:
         proto.ParseFromString(data)
     except Exception as e:
@@ -126,12 +127,12 @@ def load_onnx(
         sort_nodes(proto.graph)
     if check:
         try:
-            onnx.checker.check_model(for_checker(proto) if mapped else proto)
-        except (onnx.checker.ValidationError, ValueError) as e:
+            onnx_lite.check_model(for_checker(proto) if mapped else proto)
+        except (onnx_lite.ValidationError, ValueError) as e:
             raise ModelLoadError(f"ONNX model is invalid: {first_line(e)}") from e
     if proto.functions:
         try:
-            proto = onnx.inliner.inline_local_functions(proto)
+            proto = onnx_lite.inline_local_functions(proto)
         except Exception as e:  # pragma: no cover - depends on onnx internals
             raise ModelLoadError(f"could not inline the model's local functions: {first_line(e)}") from e
     typed = infer_shapes == "missing" and _fully_typed(proto.graph)  # no inference: one pass checks the types too
@@ -147,7 +148,7 @@ def load_onnx(
         apply_input_shapes(proto, input_shapes)
     if infer_shapes and not typed:
         try:
-            proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+            proto = onnx_lite.infer_shapes(proto, strict_mode=False, data_prop=True)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
         validate_model(proto, types=True, structure=False)  # element types against the schemas' constraints
@@ -156,16 +157,16 @@ def load_onnx(
     return model
 
 
-def _fully_typed(g: onnx.GraphProto) -> bool:
+def _fully_typed(g: P.GraphProto) -> bool:
     """Every node output of ``g`` declares a tensor element type and no node has sub-graphs."""
     typed = {vi.name for vi in [*g.value_info, *g.output]
              if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type}
     return all(o in typed or not o for n in g.node for o in n.output) and \
-        not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in g.node for a in n.attribute)
+        not any(a.type in (P.AttributeProto.GRAPH, P.AttributeProto.GRAPHS) for n in g.node for a in n.attribute)
 
 
 # -------------------------------------------------------- node order
-def _node_reads(n: onnx.NodeProto) -> Iterator[str]:
+def _node_reads(n: P.NodeProto) -> Iterator[str]:
     """Names ``n`` reads: its inputs and what its sub-graphs read from outside."""
     yield from (x for x in n.input if x)
     for g in subgraphs(n):
@@ -174,7 +175,7 @@ def _node_reads(n: onnx.NodeProto) -> Iterator[str]:
             yield from (x for x in _node_reads(m) if x not in inner)
 
 
-def _unsorted(g: onnx.GraphProto, outer: set[str]) -> bool:
+def _unsorted(g: P.GraphProto, outer: set[str]) -> bool:
     known = set(outer) | {x.name for x in g.input} | {t.name for t in g.initializer}
     produced = {o for n in g.node for o in n.output}
     for n in g.node:
@@ -186,11 +187,11 @@ def _unsorted(g: onnx.GraphProto, outer: set[str]) -> bool:
     return False
 
 
-def _needs_sorting(proto: onnx.ModelProto) -> bool:
+def _needs_sorting(proto: P.ModelProto) -> bool:
     return _unsorted(proto.graph, set())
 
 
-def sort_nodes(g: onnx.GraphProto) -> None:
+def sort_nodes(g: P.GraphProto) -> None:
     """Put the nodes of ``g`` (and of its sub-graphs) in a topological order,
     in place, keeping the given order wherever it is already valid.  Names no
     node produces (inputs, initializers, outer values) count as available;
@@ -221,7 +222,7 @@ def sort_nodes(g: onnx.GraphProto) -> None:
         done = set(order)
         order += [i for i in range(len(nodes)) if i not in done]
     sorted_nodes = [nodes[i] for i in order]
-    copies = [onnx.NodeProto() for _ in sorted_nodes]
+    copies = [P.NodeProto() for _ in sorted_nodes]
     for c, n in zip(copies, sorted_nodes):
         c.CopyFrom(n)
     del g.node[:]

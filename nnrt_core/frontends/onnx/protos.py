@@ -6,10 +6,10 @@ import sys
 from typing import Iterator
 
 import numpy as np
-import onnx
-from onnx import ModelProto
 
 from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.proto_build import tensor_dtype_to_np_dtype
 from nnrt_core.ir import DataType
 from nnrt_core.runtime.control import DEFAULT_MAX_TENSOR_BYTES
 
@@ -19,6 +19,8 @@ __all__ = ["MAX_TENSOR_BYTES", "ModelProto", "ModelSource", "PACKED_TYPES", "all
 #: Largest tensor (bytes) a model may declare; larger ones are refused before allocation
 #: (``NNRT_MAX_TENSOR_BYTES``, also the default memory budget of computed tensors).
 MAX_TENSOR_BYTES = DEFAULT_MAX_TENSOR_BYTES
+
+ModelProto = P.ModelProto
 
 #: What the loaders accept: a path, serialized bytes or a parsed ``ModelProto``.
 ModelSource = str | os.PathLike | bytes | ModelProto
@@ -43,39 +45,39 @@ def copy_model(proto: ModelProto) -> ModelProto:
     return c
 
 
-def attribute_graphs(a: onnx.AttributeProto) -> Iterator[onnx.GraphProto]:
+def attribute_graphs(a: P.AttributeProto) -> Iterator[P.GraphProto]:
     """The graphs an attribute holds (one for GRAPH, several for GRAPHS, else none)."""
-    if a.type == onnx.AttributeProto.GRAPH:
+    if a.type == P.AttributeProto.GRAPH:
         yield a.g
-    elif a.type == onnx.AttributeProto.GRAPHS:
+    elif a.type == P.AttributeProto.GRAPHS:
         yield from a.graphs
 
 
-def subgraphs(n: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+def subgraphs(n: P.NodeProto) -> Iterator[P.GraphProto]:
     """The graphs in ``n``'s attributes (If branches, Loop/Scan bodies)."""
     for a in n.attribute:
         yield from attribute_graphs(a)
 
 
-def _graph_tensors(g: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+def _graph_tensors(g: P.GraphProto) -> Iterator[P.TensorProto]:
     yield from g.initializer
     for n in g.node:
         for a in n.attribute:
-            if a.type == onnx.AttributeProto.TENSOR:
+            if a.type == P.AttributeProto.TENSOR:
                 yield a.t
-            elif a.type == onnx.AttributeProto.TENSORS:
+            elif a.type == P.AttributeProto.TENSORS:
                 yield from a.tensors
-            elif a.type == onnx.AttributeProto.SPARSE_TENSOR:
+            elif a.type == P.AttributeProto.SPARSE_TENSOR:
                 yield a.sparse_tensor.values
                 yield a.sparse_tensor.indices
-            elif a.type == onnx.AttributeProto.GRAPH:
+            elif a.type == P.AttributeProto.GRAPH:
                 yield from _graph_tensors(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
+            elif a.type == P.AttributeProto.GRAPHS:
                 for g2 in a.graphs:
                     yield from _graph_tensors(g2)
 
 
-def all_tensors(proto: ModelProto) -> Iterator[onnx.TensorProto]:
+def all_tensors(proto: ModelProto) -> Iterator[P.TensorProto]:
     """Every tensor of ``proto`` that may hold data: initializers and tensor
     attributes of the graph and its sub-graphs, tensor attributes of local
     functions."""
@@ -83,18 +85,18 @@ def all_tensors(proto: ModelProto) -> Iterator[onnx.TensorProto]:
     for f in proto.functions:
         for n in f.node:
             for a in n.attribute:
-                if a.type == onnx.AttributeProto.TENSOR:
+                if a.type == P.AttributeProto.TENSOR:
                     yield a.t
 
 
-def unknown_dim(d: onnx.TensorShapeProto.Dimension) -> bool:
+def unknown_dim(d: P.TensorShapeProto.Dimension) -> bool:
     """A dimension that says "any size" in a non-standard way: a negative
     ``dim_value`` (Paddle2ONNX writes -1) or the ``dim_param`` "?" (which
     ONNX would otherwise take for one symbol shared by every such dim)."""
     return (d.HasField("dim_value") and d.dim_value < 0) or (d.HasField("dim_param") and d.dim_param == "?")
 
 
-def declared_bytes(t: onnx.TensorProto) -> int | None:
+def declared_bytes(t: P.TensorProto) -> int | None:
     """Bytes a fixed-width tensor must hold, after checking the size limit."""
     n = 1
     for d in t.dims:
@@ -117,19 +119,19 @@ def declared_bytes(t: onnx.TensorProto) -> int | None:
     return None if packed else nbytes
 
 
-def mappable_dtype(t: onnx.TensorProto) -> np.dtype | None:
+def mappable_dtype(t: P.TensorProto) -> np.dtype | None:
     """The numpy type that views ``t``'s raw bytes as they are (what
     ``numpy_helper.to_array`` decodes raw data to), or ``None`` where the
     data needs decoding: strings, bit-packed types (int4, float4, 2- and
     6-bit types), unknown types, segments, or a big-endian host."""
-    if sys.byteorder != "little" or t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) \
+    if sys.byteorder != "little" or t.data_type in (P.TensorProto.STRING, P.TensorProto.UNDEFINED) \
             or t.HasField("segment"):
         return None
     try:
         dt = DataType(t.data_type)
         if dt in PACKED_TYPES:
             return None
-        np_dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type))
+        np_dtype = tensor_dtype_to_np_dtype(t.data_type)
     except (ValueError, KeyError, TypeError):
         return None
     return np_dtype if np_dtype.itemsize == dt.itemsize and not np_dtype.hasobject else None

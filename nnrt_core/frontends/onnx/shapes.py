@@ -5,11 +5,12 @@ import logging
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import onnx
-from onnx import helper, shape_inference
 
 from nnrt_core.frontends.onnx.convert import type_from_proto
+from nnrt_core.frontends.onnx import onnx_lite
 from nnrt_core.frontends.onnx.export import array_to_tensor, attribute_to_proto, to_onnx, type_to_proto
+from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.proto_build import make_node, make_tensor_value_info
 from nnrt_core.frontends.onnx.protos import first_line
 from nnrt_core.ir import Attribute, DataType, Graph, TensorType, ValueType
 
@@ -49,7 +50,7 @@ def infer_static_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] |
     del g.value_info[:]
     g.value_info.extend(keep)
     _drop_large_data(g)
-    inferred = shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    inferred = onnx_lite.infer_shapes(proto, strict_mode=False, data_prop=True)
     types: dict[str, TensorType] = {}
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
         t = type_from_proto(vi.type)
@@ -58,7 +59,7 @@ def infer_static_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] |
     return types
 
 
-def _fix_input_dims(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
+def _fix_input_dims(g: P.GraphProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
     for inp in g.input:
         if inp.name in input_shapes and inp.type.HasField("tensor_type"):
             for d, n in zip(inp.type.tensor_type.shape.dim, input_shapes[inp.name]):
@@ -66,13 +67,13 @@ def _fix_input_dims(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]
                 d.dim_value = int(n)
 
 
-def _drop_large_data(g: onnx.GraphProto) -> None:
+def _drop_large_data(g: P.GraphProto) -> None:
     """Turn initializers above ``DATA_LIMIT`` elements into typed graph inputs."""
     big = [t for t in g.initializer if int(np.prod(t.dims, dtype=np.int64)) > DATA_LIMIT]
     if big:
         small = [t for t in g.initializer if int(np.prod(t.dims, dtype=np.int64)) <= DATA_LIMIT]
         for t in big:
-            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            g.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
         del g.initializer[:]
         g.initializer.extend(small)
 
@@ -125,15 +126,12 @@ def infer_node_types(schema: Any, op_type: str, domain: str, input_names: Sequen
 
     An attribute ONNX cannot hold raises ``GraphError``; an inference
     failure :class:`NodeInferenceError`."""
-    node = helper.make_node(op_type, list(input_names), list(output_names), domain=domain or None)
+    node = make_node(op_type, list(input_names), list(output_names), domain=domain or None)
     node.attribute.extend(attribute_to_proto(a) for a in attributes)
     type_protos = {name: type_to_proto(t) for name, t in types.items()}
     data_protos = {name: array_to_tensor(arr, name) for name, arr in data.items()}
     try:
-        inferred = shape_inference.infer_node_outputs(
-            schema, node, type_protos, data_protos,
-            opset_imports=[helper.make_opsetid(d, ver) for d, ver in opsets.items()],
-        )
+        inferred = onnx_lite.infer_node_outputs(schema, node, type_protos, data_protos, dict(opsets))
     except Exception as e:  # InferenceError, ValidationError, SchemaError
         raise NodeInferenceError(first_line(e)) from e
     return [type_from_proto(inferred[n]) if n in inferred else None for n in output_names]

@@ -32,16 +32,18 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-import onnx
-from onnx import AttributeProto, helper
 
 from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.proto_build import get_attribute_value
 from nnrt_core.frontends.onnx.schema_facts import SchemaFacts, schema_facts
 from nnrt_core.frontends.onnx.node_facts import PASSED, facts_key, remember
 from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value
 
 __all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "ir_node_view", "validate_graph", "validate_model",
            "validate_node"]
+
+AttributeProto = P.AttributeProto
 
 #: the largest tensor rank nnrt can run (numpy's limit)
 MAX_RANK = 64
@@ -241,9 +243,18 @@ def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Sche
 @functools.lru_cache(maxsize=None)
 def _elem_name(t: int) -> str | None:
     try:
-        return onnx.TensorProto.DataType.Name(t).lower()
+        return P.TensorProto.DataType.Name(t).lower()
     except ValueError:
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _tensor_verdict(ok: frozenset[str], name: str) -> bool | None:
+    """Whether ``tensor(name)`` is among the allowed type strings ``ok``
+    (``None`` when none of them is a tensor type)."""
+    if not any(a.startswith("tensor(") for a in ok):
+        return None
+    return f"tensor({name})" in ok
 
 
 def _check_types(n: NodeView, schema: SchemaFacts) -> None:
@@ -264,10 +275,11 @@ def _check_types(n: NodeView, schema: SchemaFacts) -> None:
         if name is None or name == "undefined" or not formal or i >= len(n.inputs) or not n.inputs[i]:
             continue
         p = formal[min(i, len(formal) - 1)]
-        ok = allowed.get(p.type_str, {p.type_str})
-        if not any(a.startswith("tensor(") for a in ok):
+        ok = allowed.get(p.type_str) or frozenset({p.type_str})
+        verdict = _tensor_verdict(ok, name)
+        if verdict is None:
             continue  # sequences, optionals, maps: left to shape inference
-        if f"tensor({name})" not in ok:
+        if not verdict:
             shown = ", ".join(sorted(a[7:-1] for a in ok if a.startswith("tensor(")))
             _fail(n, f"input {i} ({p.name!r}) has element type {name}; {n.op_type}-{schema.since_version} "
                      f"expects one of {shown}")
@@ -306,7 +318,7 @@ def validate_node(n: NodeView, opsets: Mapping[str, int], *, structure: bool = T
 
 
 # ------------------------------------------------------------ protos
-def _proto_types(g: onnx.GraphProto, types: dict[str, int]) -> dict[str, int]:
+def _proto_types(g: P.GraphProto, types: dict[str, int]) -> dict[str, int]:
     """Tensor element types ``g`` (and its sub-graphs) declare, by value name
     (``NOT_TENSOR`` for sequences, maps and optionals); an unknown element
     type is a :class:`ModelLoadError`."""
@@ -328,11 +340,16 @@ def _proto_types(g: onnx.GraphProto, types: dict[str, int]) -> dict[str, int]:
     return types
 
 
-def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None, structure: bool = True
-                 ) -> Iterator[tuple[NodeView, list[onnx.GraphProto]]]:
+_GRAPH_KINDS = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+
+
+def _proto_nodes(g: P.GraphProto, types: Mapping[str, int] | None = None, structure: bool = True
+                 ) -> Iterator[tuple[NodeView, list[P.GraphProto]]]:
     for k, p in enumerate(g.node):
+        if not structure and not p.input and not any(a.type in _GRAPH_KINDS for a in p.attribute):
+            continue  # the type checks read inputs only (Constant nodes: half of some models)
         attrs: dict[str, tuple[int, Any]] = {}
-        graphs: list[onnx.GraphProto] = []
+        graphs: list[P.GraphProto] = []
         for a in p.attribute:
             if not structure and a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
                 continue  # attribute values are read for the structure checks only
@@ -340,11 +357,11 @@ def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None, str
                 graphs += [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
                 attrs[a.name] = (int(a.type), None)
             elif a.type in (AttributeProto.INT, AttributeProto.INTS):
-                attrs[a.name] = (int(a.type), helper.get_attribute_value(a))
+                attrs[a.name] = (int(a.type), get_attribute_value(a))
             elif a.type == AttributeProto.TENSOR:
                 attrs[a.name] = (int(a.type), math.prod(a.t.dims))
             elif a.type in (AttributeProto.STRING, AttributeProto.STRINGS, AttributeProto.FLOATS):
-                value = helper.get_attribute_value(a)
+                value = get_attribute_value(a)
                 attrs[a.name] = (int(a.type), value.decode("utf-8", "replace") if isinstance(value, bytes) else
                                  [s.decode("utf-8", "replace") if isinstance(s, bytes) else s for s in value])
             else:
@@ -354,7 +371,7 @@ def _proto_nodes(g: onnx.GraphProto, types: Mapping[str, int] | None = None, str
         yield NodeView(desc, p.op_type, p.domain, list(p.input), list(p.output), attrs, in_types), graphs
 
 
-def _validate_proto_graph(g: onnx.GraphProto, opsets: Mapping[str, int],
+def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int],
                           types: Mapping[str, int] | None, structure: bool = True) -> None:
     for view, graphs in _proto_nodes(g, types, structure):
         validate_node(view, opsets, structure=structure)
@@ -362,7 +379,7 @@ def _validate_proto_graph(g: onnx.GraphProto, opsets: Mapping[str, int],
             _validate_proto_graph(sub, opsets, types, structure)
 
 
-def validate_model(proto: onnx.ModelProto, *, types: bool = False, structure: bool = True) -> None:
+def validate_model(proto: P.ModelProto, *, types: bool = False, structure: bool = True) -> None:
     """Check every node of ``proto``'s graph (sub-graphs included; local
     functions must be inlined first); :class:`ModelLoadError` for the first
     violation.  With ``types`` the element types the graphs declare (after

@@ -13,7 +13,6 @@ the registry imports it the first time a node of that op is looked up.
 """
 from __future__ import annotations
 
-import difflib
 import importlib
 import threading
 from dataclasses import dataclass, field
@@ -205,6 +204,7 @@ class KernelRegistry:
         if module in self._import_errors:
             return f"kernels of {op_type!r} unavailable: {module} failed to import ({self._import_errors[module]})"
         known = sorted(set(self._index.get(d, ())) | {op for dom, op in self._kernels if dom == d})
+        import difflib  # error path only
         close = difflib.get_close_matches(op_type, known, n=3)
         hint = f"; closest: {', '.join(close)}" if close else ""
         return (f"no kernel for op {op_type!r} in domain {domain or 'ai.onnx'!r} "

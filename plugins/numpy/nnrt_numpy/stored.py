@@ -33,10 +33,10 @@ from collections import Counter
 from typing import Any, Iterator
 
 import numpy as np
-import onnx
 
 from nnrt_core.errors import CompileError
 from nnrt_core.frontends import ExternalWeights, load_onnx, to_onnx
+from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.ir import Graph
 from nnrt_numpy.stored_graph import FORMAT, encode_header, graph_from_header, graph_header, region_bytes
 
@@ -101,7 +101,7 @@ def unpack(blob: Any) -> Graph:
     return load_onnx(bytes(body[:mlen]), weights={WEIGHTS: body[mlen:]}, sort=False, infer_shapes="missing").graph
 
 
-def _gemm_weights_transposed(proto: onnx.ModelProto, external: ExternalWeights) -> None:
+def _gemm_weights_transposed(proto: P.ModelProto, external: ExternalWeights) -> None:
     """Store each external ``B`` read by one ``Gemm`` (``transB=1``) and
     nothing else as ``B`` transposed, that ``Gemm`` with ``transB=0``."""
     g = proto.graph
@@ -122,10 +122,10 @@ def _gemm_weights_transposed(proto: onnx.ModelProto, external: ExternalWeights) 
         trans.i = 0
 
 
-def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+def _nodes(graph: P.GraphProto) -> Iterator[P.NodeProto]:
     """Every node of ``graph`` and of its sub-graphs."""
     for n in graph.node:
         yield n
         for a in n.attribute:
-            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+            for sub in ([a.g] if a.type == P.AttributeProto.GRAPH else list(a.graphs)):
                 yield from _nodes(sub)

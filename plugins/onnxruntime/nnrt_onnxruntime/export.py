@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import logging
 
-import onnx
-from onnx import helper
 
 from nnrt_core.frontends.onnx import ExternalWeights, to_onnx
+from nnrt_core.frontends.onnx import proto_build as helper
+from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.ir import Graph, Node, OptionalType, SequenceType, TensorType, Value, ValueType
 from nnrt_core.ir.clone import clone_node
 from nnrt_core.ir.dtypes import DataType
@@ -57,12 +57,12 @@ def max_ir_version() -> int:
 
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"])], "ir_probe",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("x", P.TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", P.TensorProto.FLOAT, [1])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     so = quiet_session_options()
-    for ir in range(onnx.IR_VERSION, 6, -1):
+    for ir in range(P.IR_VERSION, 6, -1):
         model.ir_version = ir
         try:
             ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
@@ -78,14 +78,14 @@ def max_ir_version() -> int:
     return best
 
 
-def export_partition(graph: Graph, external: ExternalWeights | None = None) -> onnx.ModelProto:
+def export_partition(graph: Graph, external: ExternalWeights | None = None) -> P.ModelProto:
     """A partition graph as an ONNX model onnxruntime accepts (boundary inputs
     and outputs, only the initializers it reads, its opset imports); with
     ``external``, its large initializers are left out and collected there."""
     return to_onnx(graph, ir_version=max_ir_version(), external=external)
 
 
-def relax_static_shapes(model: onnx.ModelProto) -> int:
+def relax_static_shapes(model: P.ModelProto) -> int:
     """Keep only the element types and ranks of ``model``'s inputs, outputs
     and value infos (sub-graphs included): every dimension becomes unknown.
 
@@ -95,7 +95,7 @@ def relax_static_shapes(model: onnx.ModelProto) -> int:
     dimensions were relaxed."""
     relaxed = 0
 
-    def relax(vi: onnx.ValueInfoProto) -> None:
+    def relax(vi: P.ValueInfoProto) -> None:
         nonlocal relaxed
         t = vi.type
         while t.HasField("sequence_type") or t.HasField("optional_type"):
@@ -106,12 +106,12 @@ def relax_static_shapes(model: onnx.ModelProto) -> int:
                     relaxed += 1
                 d.Clear()
 
-    def walk(g: onnx.GraphProto) -> None:
+    def walk(g: P.GraphProto) -> None:
         for vi in [*g.input, *g.output, *g.value_info]:
             relax(vi)
         for n in g.node:
             for a in n.attribute:
-                for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                for sub in ([a.g] if a.type == P.AttributeProto.GRAPH else list(a.graphs)):
                     walk(sub)
 
     walk(model.graph)
@@ -138,7 +138,7 @@ def probe_type(t: ValueType | None, what: str, exact: bool = False) -> ValueType
     raise UntypedInputError(f"{what} has an unsupported type {t!r}")
 
 
-def build_probe_model(node: Node, *, exact_shapes: bool = False) -> onnx.ModelProto:
+def build_probe_model(node: Node, *, exact_shapes: bool = False) -> P.ModelProto:
     """A one-node model running ``node`` on rank-only inputs (static shapes
     where known when ``exact_shapes``).
 

@@ -37,6 +37,8 @@ import numpy as np
 
 from nnrt_core.errors import CompileError
 from nnrt_core.frontends.onnx import ExternalWeights
+from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.proto_build import make_tensor_value_info, tensor_dtype_to_np_dtype
 
 __all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays", "feed_as_inputs",
            "FEED_MIN_BYTES", "OPTIMIZED_WEIGHTS", "PARTITION_WEIGHTS"]
@@ -112,25 +114,22 @@ def external_arrays(model: bytes, weights: Any, what: str, location: str = OPTIM
     """Every external tensor of ``model`` (all must point at ``location``)
     resolved to a numpy view of ``weights`` (no copy).  Offsets, lengths,
     dtypes and shapes are checked: the bytes come from a file."""
-    import onnx
-    from onnx import TensorProto, helper
-
     try:
-        proto = onnx.load_model_from_string(bytes(model))
+        proto = P.ModelProto.FromString(bytes(model))
     except Exception as e:  # protobuf raises its own DecodeError
         raise CompileError(f"{what}: the optimized onnxruntime graph does not parse: {e}") from None
     region = memoryview(weights).cast("B")
     out = ExternalWeights(location)
     out.size = len(region)
     for t in proto.graph.initializer:
-        if t.data_location != TensorProto.EXTERNAL:
+        if t.data_location != P.TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in t.external_data}
         if info.get("location") != location:
             raise CompileError(f"{what}: initializer {t.name!r} points outside the stored weights "
                                f"(location {info.get('location')!r})")
         try:
-            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+            dtype = np.dtype(tensor_dtype_to_np_dtype(t.data_type))
             off, n = int(info.get("offset", 0)), int(info["length"])
         except (KeyError, ValueError, TypeError) as e:
             raise CompileError(f"{what}: initializer {t.name!r} has malformed external data ({e})") from None
@@ -151,10 +150,7 @@ def feed_as_inputs(model: bytes, weights: ExternalWeights) -> tuple[bytes, Exter
     :data:`FEED_MIN_BYTES`, every node using it is a :data:`_FEEDABLE_OPS`
     kernel of the main graph and its dtype one ORT reads in place; the others
     stay initializers (ORT copies them)."""
-    import onnx
-    from onnx import helper
-
-    proto = onnx.load_model_from_string(bytes(model))
+    proto = P.ModelProto.FromString(bytes(model))
     arrays = dict(zip(weights.names, weights.arrays))
     ok = {n for n, a in arrays.items() if a.dtype in _FEEDABLE_DTYPES and a.nbytes >= FEED_MIN_BYTES}
     for node in proto.graph.node:
@@ -170,7 +166,7 @@ def feed_as_inputs(model: bytes, weights: ExternalWeights) -> tuple[bytes, Exter
     for t in proto.graph.initializer:
         if t.name in ok:
             fed[t.name] = arrays[t.name]
-            proto.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            proto.graph.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
         else:
             kept.append(t)
     del proto.graph.initializer[:]
@@ -187,8 +183,7 @@ def feed_as_inputs(model: bytes, weights: ExternalWeights) -> tuple[bytes, Exter
 
 def _subgraphs(graph: Any) -> list[Any]:
     """Every graph nested in ``graph``'s nodes (If/Loop/Scan bodies), recursively."""
-    from onnx import AttributeProto
-
+    AttributeProto = P.AttributeProto
     out = []
     for node in graph.node:
         for a in node.attribute:

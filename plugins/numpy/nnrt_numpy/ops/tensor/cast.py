@@ -10,24 +10,29 @@
 """
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
 
 from nnrt_core.ir.dtypes import DataType
 
 from ...kernel import Kernel, NodeInfo, register
 
-try:
-    import ml_dtypes
-except ImportError:  # pragma: no cover
-    ml_dtypes = None
 
-_FLOAT8 = tuple(
-    np.dtype(getattr(ml_dtypes, n))
-    for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-              "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn")
-    if ml_dtypes is not None and hasattr(ml_dtypes, n)
-)
-_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if ml_dtypes is not None and hasattr(ml_dtypes, "float8_e8m0fnu") else None
+@functools.cache
+def _exotic() -> tuple[tuple[np.dtype, ...], np.dtype | None, Any]:
+    """(the 8-, 6- and 4-bit float types, float8e8m0, the ml_dtypes module):
+    imported on the first cast to such a type (~5 ms most models never pay)."""
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover
+        return (), None, None
+    float8 = tuple(np.dtype(getattr(ml_dtypes, n))
+                   for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                             "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn") if hasattr(ml_dtypes, n))
+    e8m0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
+    return float8, e8m0, ml_dtypes
 
 
 def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
@@ -48,7 +53,7 @@ def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
         up &= exp != 0xFE
     exp = exp + up.astype(np.uint16)
     exp[special] = 0xFF
-    return np.minimum(exp, 0xFF).astype(np.uint8).view(_E8M0)
+    return np.minimum(exp, 0xFF).astype(np.uint8).view(_exotic()[1])
 
 
 def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
@@ -71,10 +76,11 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
         if to.kind in "iu":
             return strs.astype(np.float64).astype(to) if strs.size else np.zeros(x.shape, dtype=to)
         return cast(strs.astype(np.float64) if strs.size else np.zeros(x.shape), to, saturate, round_mode)
-    if _E8M0 is not None and to == _E8M0:
+    float8, e8m0, mld = _exotic() if to.isbuiltin == 2 else ((), None, None)  # 2: a user type (ml_dtypes)
+    if e8m0 is not None and to == e8m0:
         return _to_e8m0(x, saturate, round_mode)
-    if saturate and to in _FLOAT8 and (src.kind == "f" or src in _FLOAT8):
-        hi = float(ml_dtypes.finfo(to).max)
+    if saturate and to in float8 and (src.kind == "f" or src in float8):
+        hi = float(mld.finfo(to).max)
         x32 = x.astype(np.float32)
         return np.clip(x32, -hi, hi).astype(to)
     with np.errstate(all="ignore"):
