@@ -92,8 +92,8 @@ def _trim(hw: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dil:
     pads of the smaller convolution (same outputs) and the slices of the live taps."""
     kk, bb, ee, live = [], [], [], []
     for size, k, s, d, b, o in zip(hw, kernel, strides, dil, begin, out):
-        pos = np.arange(o) * s - b
-        hits = [t for t in range(k) if ((pos + t * d >= 0) & (pos + t * d < size)).any()]
+        # tap t reads input rows o * s - b + t * d; the first of them at or past row 0 is output -(-(b - t*d) // s)
+        hits = [t for t in range(k) if o > 0 and (lo := max(0, -(-(b - t * d) // s))) < o and lo * s - b + t * d < size]
         t0, t1 = (hits[0], hits[-1] + 1) if hits else (0, k)
         b2 = b - t0 * d
         kk.append(t1 - t0)
