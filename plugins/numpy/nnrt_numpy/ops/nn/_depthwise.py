@@ -57,8 +57,9 @@ __all__ = ["DepthwisePlan", "choose_mode", "BLOCK_BYTES", "MIN_SPLIT", "CL_ROW",
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
-#: multiply-adds below which a convolution runs on one thread
-MIN_SPLIT = 1 << 21
+#: multiply-adds below which a convolution runs on one thread (two threads measured 1.2-1.65x one
+#: from 1-3 M, 0.8x at 0.5-0.6 M: ``benchmarks/bench_depthwise_threads.py``)
+MIN_SPLIT = 1 << 20
 #: output rows shorter than this take the channels-last einsum when a piece holds at least
 #: CL_SHORT channels x images (ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15)
 CL_ROW = 16
