@@ -22,8 +22,9 @@ __all__ = ["NumpyBackend", "WARM_HEAP_BYTES", "DYNAMIC_WARM_BYTES"]
 #: the most heap a partition's warm-up touches (about 10 ms of page faults)
 WARM_HEAP_BYTES = 64 << 20
 #: heap a partition whose intermediates are sized only at run time (a free batch or image size)
-#: touches at warm-up: PP-OCR cls's first run at batch 8 faulted in 16 MB, det's at batch 1 23 MB
-DYNAMIC_WARM_BYTES = 32 << 20
+#: touches at warm-up: PP-OCR cls's first run at batch 8 faulted in 16 MB (32 MiB cost the build
+#: 7-70 ms, 16 MiB 3-7 ms, and left that first run 1.1-1.3x its steady run either way)
+DYNAMIC_WARM_BYTES = 16 << 20
 
 
 class NumpyPartition(CompiledPartition):
