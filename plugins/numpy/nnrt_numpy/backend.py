@@ -9,17 +9,22 @@ import numpy as np
 
 from nnrt_core.backend import Backend, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import CompileError, ModelLoadError, SessionFileError
-from nnrt_core.ir import Graph, Node
+from nnrt_core.ir import Graph, Node, TensorType
 from nnrt_core.runtime.memory_plan import live_peak_bytes
 from nnrt_numpy import __version__, blas, parallel
+from nnrt_numpy.graph_facts import is_static_shape
 from nnrt_numpy.memory import prefault_heap, tune_allocator
 from nnrt_numpy.program import GraphProgram, why_unsupported
 from nnrt_numpy.stored import pack, unpack
 
-__all__ = ["NumpyBackend", "WARM_HEAP_BYTES"]
+__all__ = ["NumpyBackend", "WARM_HEAP_BYTES", "DYNAMIC_WARM_BYTES"]
 
 #: the most heap a partition's warm-up touches (about 10 ms of page faults)
 WARM_HEAP_BYTES = 64 << 20
+#: heap a partition whose intermediates are sized only at run time (a free batch or image size)
+#: touches at warm-up: PP-OCR cls's first run at batch 8 faulted in 16 MB (32 MiB cost the build
+#: 7-70 ms, 16 MiB 3-7 ms, and left that first run 1.1-1.3x its steady run either way)
+DYNAMIC_WARM_BYTES = 16 << 20
 
 
 class NumpyPartition(CompiledPartition):
@@ -45,13 +50,19 @@ class NumpyPartition(CompiledPartition):
     def warm_up(self) -> None:
         """The first run's set-up, paid at build: the helper threads split
         kernels use, the planned arena allocated with its pages touched, and
-        heap pages for the most bytes of static intermediates live at once
-        (at most ``WARM_HEAP_BYTES``).  Kernels and their optional imports,
-        SciPy included, load at compile."""
+        heap pages for the most bytes of static intermediates live at once,
+        or :data:`DYNAMIC_WARM_BYTES` when some are sized only at run time
+        (at most ``WARM_HEAP_BYTES``; the pages stay with the process, see
+        :mod:`nnrt_numpy.memory`, so the first run's fresh arrays do not
+        fault them in).  Kernels and their optional imports, SciPy and the
+        depthwise module included, load at compile."""
         parallel.start_helpers()
         if self.program.arena is not None:
             self.program.arena.prefault()
-        self.warm_heap_bytes = min(live_peak_bytes(self.graph), WARM_HEAP_BYTES)
+        peak = live_peak_bytes(self.graph)
+        if _sized_at_run_time(self.graph):
+            peak = max(peak, DYNAMIC_WARM_BYTES)
+        self.warm_heap_bytes = min(peak, WARM_HEAP_BYTES)
         prefault_heap(self.warm_heap_bytes)
 
     def describe(self) -> dict[str, Any]:
@@ -64,6 +75,13 @@ class NumpyPartition(CompiledPartition):
         """The partition as an ONNX model, its large weights in a region after
         it (see :mod:`nnrt_numpy.stored`)."""
         return pack(self.graph)
+
+
+def _sized_at_run_time(graph: Graph) -> bool:
+    """Whether some intermediate of ``graph`` has a shape known only at run time."""
+    outside = {id(v) for v in graph.outputs}
+    return any(v is not None and id(v) not in outside and isinstance(v.type, TensorType) and not is_static_shape(v.shape)
+               for n in graph.nodes for v in n.outputs)
 
 
 def _uses_blas(graph: Graph) -> bool:

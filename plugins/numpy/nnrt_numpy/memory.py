@@ -28,6 +28,7 @@ _TRIM_THRESHOLD = 256 << 20  # free memory kept at the top of the heap
 
 _done = False
 _tuned = False
+_touched = 0  # the most bytes prefault_heap touched in this process
 
 
 def tune_allocator() -> bool:
@@ -56,12 +57,17 @@ def prefault_heap(nbytes: int) -> bool:
     """Touch ``nbytes`` of heap pages and free them again: with the tuned
     allocator they stay mapped, so the first run's fresh arrays reuse them
     instead of faulting pages in (the warm-up of a partition).  Nothing when
-    the allocator is not tuned or ``nbytes`` is not below the mmap threshold."""
+    the allocator is not tuned or ``nbytes`` is not below the mmap threshold,
+    nor when an earlier call in this process touched as many bytes."""
+    global _touched
     if not _tuned or not 0 < nbytes < _MMAP_THRESHOLD:
         return False
+    if nbytes <= _touched:  # the heap already grew this far in this process and keeps its pages
+        return True
     import numpy as np
 
     block = np.empty(nbytes, np.uint8)
     block.fill(0)
     del block
+    _touched = nbytes
     return True

@@ -28,8 +28,18 @@ Either way the padding of the scratch planes is written once (when the
 scratch is made) and only the interior is overwritten, scratch sets are
 pooled per plan (one per concurrent piece) and can be made at compile time
 (:meth:`DepthwisePlan.warm`), so steady runs allocate only their outputs.
+In ``cols`` the bias is one more "tap" of the product (a row of ones in the
+columns, written with the scratch), not a pass over the output.
+
 Pieces run on :func:`nnrt_numpy.parallel.run_chunks` when the convolution is
-large enough (:data:`MIN_SPLIT`).
+large enough (:data:`MIN_SPLIT`).  NumPy releases the GIL inside each copy
+and product, so two pieces run at once, but every return from one of those
+calls takes the GIL back: a piece is therefore four or five NumPy calls on
+views of its scratch set made once per set (``as_strided`` alone costs
+microseconds) and next to no Python, which is what lets two threads reach
+1.5-1.9x one thread (docs/performance.md).  A piece does the same calls on
+the same values whichever thread runs it, so the result does not depend on
+the thread count.
 """
 from __future__ import annotations
 
@@ -47,8 +57,9 @@ __all__ = ["DepthwisePlan", "choose_mode", "BLOCK_BYTES", "MIN_SPLIT", "CL_ROW",
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
-#: multiply-adds below which a convolution runs on one thread
-MIN_SPLIT = 1 << 21
+#: multiply-adds below which a convolution runs on one thread (two threads measured 1.2-1.65x one
+#: from 1-3 M, 0.8x at 0.5-0.6 M: ``benchmarks/bench_depthwise_threads.py``)
+MIN_SPLIT = 1 << 20
 #: output rows shorter than this take the channels-last einsum when a piece holds at least
 #: CL_SHORT channels x images (ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15)
 CL_ROW = 16
@@ -82,8 +93,8 @@ def _trim(hw: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dil:
     pads of the smaller convolution (same outputs) and the slices of the live taps."""
     kk, bb, ee, live = [], [], [], []
     for size, k, s, d, b, o in zip(hw, kernel, strides, dil, begin, out):
-        pos = np.arange(o) * s - b
-        hits = [t for t in range(k) if ((pos + t * d >= 0) & (pos + t * d < size)).any()]
+        # tap t reads input rows o * s - b + t * d; the first of them at or past row 0 is output -(-(b - t*d) // s)
+        hits = [t for t in range(k) if o > 0 and (lo := max(0, -(-(b - t * d) // s))) < o and lo * s - b + t * d < size]
         t0, t1 = (hits[0], hits[-1] + 1) if hits else (0, k)
         b2 = b - t0 * d
         kk.append(t1 - t0)
@@ -123,9 +134,12 @@ class DepthwisePlan:
         self.cblocks = -(-c // self.cb)
         self.iblocks = -(-n // self.ipp)
         self.nblocks = self.iblocks * self.cblocks
-        self._pool: list[tuple] = []
+        #: (n0, n1, c0, c1) of every piece, images innermost
+        self._pieces = [(b * self.ipp, min(n, (b + 1) * self.ipp), a * self.cb, min(c, (a + 1) * self.cb))
+                        for a in range(self.cblocks) for b in range(self.iblocks)]
+        self._pool: list[_Scratch] = []
         self._lock = threading.Lock()
-        self._weights: tuple[np.ndarray, np.ndarray] | None = None
+        self._weights: tuple | None = None
 
     def _blocks(self, mode: str) -> tuple[int, int]:
         """Channels and images per piece in ``mode``: pieces of about :data:`BLOCK_BYTES`
@@ -133,7 +147,7 @@ class DepthwisePlan:
         c, n = self.c, self.n
         plane = int(np.prod(self.padded))
         if mode == "cols":
-            plane += (self.taps + self.mult) * self.frow + (self.padded[1] if self.flat else 0)
+            plane += (self.taps + 1 + self.mult) * self.frow + (self.padded[1] if self.flat else 0)
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
         if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
             floor = min(c, CL_LANES) if mode == "cl" else 1
@@ -144,134 +158,182 @@ class DepthwisePlan:
         return cb, ipp
 
     # -- scratch and weights ------------------------------------------------------------
-    def _new_scratch(self) -> tuple:
+    def _new_scratch(self) -> "_Scratch":
         # zeros: the padding is never written again, and the pages are touched now
         if self.mode == "cl":
-            return np.zeros(tuple(self.padded) + (self.ipp * self.cb,), self.dtype), None
+            return _Scratch(np.zeros(tuple(self.padded) + (self.ipp * self.cb,), self.dtype))
+        # im2col columns: ``taps`` rows and one row of ones (the bias's "tap", see :meth:`weights`)
+        cols = np.zeros((self.cb, self.taps + 1, self.frow), self.dtype)
+        cols[:, self.taps] = 1
         if self.flat:  # one spare zero row per plane, im2col rows and the product over whole padded rows
             xp = np.zeros((self.cb, self.padded[0] + 1, self.padded[1]), self.dtype)
-            return (xp, np.zeros((self.cb, self.taps, self.frow), self.dtype),
-                    np.zeros((self.cb, self.mult, self.frow), self.dtype))
-        cols = np.zeros((self.cb,) + tuple(self.kernel) + tuple(self.out), self.dtype)
-        return np.zeros((self.cb,) + tuple(self.padded), self.dtype), cols
+            return _Scratch(xp, cols, np.zeros((self.cb, self.mult, self.frow), self.dtype))
+        return _Scratch(np.zeros((self.cb,) + tuple(self.padded), self.dtype), cols)
 
     def warm(self, count: int) -> None:
-        """Make ``count`` scratch sets now (at compile time) instead of on the first run."""
+        """Make ``count`` scratch sets now (at compile time) instead of on the first run,
+        with the views a piece of every size this plan cuts takes of them."""
         with self._lock:
             while len(self._pool) < count:
                 self._pool.append(self._new_scratch())
+            for scratch in self._pool:
+                for n0, n1, c0, c1 in self._pieces:
+                    self._views(scratch, n1 - n0, c1 - c0)
 
     def ready(self) -> int:
         """How many scratch sets wait in the pool."""
         with self._lock:
             return len(self._pool)
 
-    def _take(self) -> tuple[np.ndarray, np.ndarray | None]:
+    def _take(self) -> "_Scratch":
         with self._lock:
             if self._pool:
                 return self._pool.pop()
         return self._new_scratch()
 
-    def _give(self, scratch: tuple) -> None:
+    def _give(self, scratch: "_Scratch") -> None:
         with self._lock:
             self._pool.append(scratch)
 
-    def weights(self, w: np.ndarray) -> np.ndarray:
-        """``w`` (C * mult, 1, kh, kw) as (C, mult, taps) for ``cols`` or (kh, kw, C, mult)
-        for ``cl``; cached for the last ``w`` seen."""
+    def weights(self, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        """``w`` (C * mult, 1, kh, kw) as (C, mult, taps) for ``cols`` (with ``bias`` (C * mult,):
+        (C, mult, taps + 1), the bias multiplying the columns' row of ones) or (kh, kw, C, mult)
+        for ``cl``; cached for the last ``w`` and ``bias`` seen."""
         cached = self._weights
-        if cached is not None and cached[0] is w:
-            return cached[1]
+        if cached is not None and cached[0] is w and cached[1] is bias:
+            return cached[2]
         wt = w.reshape((self.c, self.mult) + tuple(self.full_kernel))[(Ellipsis,) + self.live]
         wt = wt.astype(self.dtype, copy=False)
         if self.mode == "cl":  # repeated for the images of a piece
             wt = np.ascontiguousarray(np.tile(wt.transpose(2, 3, 0, 1), (1, 1, self.ipp, 1)))
-        else:
+        elif bias is None:
             wt = np.ascontiguousarray(wt.reshape(self.c, self.mult, self.taps))
-        self._weights = (w, wt)
+        else:
+            wt = np.concatenate([wt.reshape(self.c, self.mult, self.taps),
+                                 bias.astype(self.dtype, copy=False).reshape(self.c, self.mult, 1)], axis=2)
+        self._weights = (w, bias, wt)
         return wt
+
+    def _views(self, scratch: "_Scratch", ni: int, nc: int) -> tuple:
+        """The views of ``scratch`` a piece of ``ni`` images x ``nc`` channels writes and reads
+        (made once per scratch set and piece size: ``as_strided`` costs microseconds, held under
+        the GIL)."""
+        key = (ni, nc)
+        views = scratch.views.get(key)
+        if views is None:
+            views = self._cl_views(scratch.bufs[0], ni, nc) if self.mode == "cl" else self._cols_views(scratch, nc)
+            scratch.views[key] = views
+        return views
 
     # -- run ------------------------------------------------------------------------
     def run(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, y: np.ndarray,
             nthreads: int = 1) -> np.ndarray:
         """Write the convolution of ``x`` (N, C, H, W) into ``y`` (N, C*mult, ho, wo),
-        C-contiguous; ``bias`` is (C*mult,) or None."""
-        c, cb, mult = self.c, self.cb, self.mult
+        C-contiguous; ``bias`` is (C*mult,) or None.  Every piece is the same calls on
+        the same values whichever thread runs it, so the result does not depend on
+        ``nthreads``."""
         xc = x[(slice(None), slice(None)) + self.crop]
-        wt = self.weights(w)
-        bcol = None if bias is None else bias.reshape(c, mult, 1)
-        y4 = y.reshape(self.n, c, mult, self.npix)
+        y4 = y.reshape(self.n, self.c, self.mult, self.npix)
+        if self.mode == "cl":
+            wt = self.weights(w)
+            bcol = None if bias is None else bias.reshape(self.c, self.mult, 1, 1)
+            work = self._cl
+        else:
+            wt, bcol = self.weights(w, bias), None
+            work = self._cols
+        pieces = self._pieces
 
         def piece(i: int) -> None:
-            n0, c0 = (i % self.iblocks) * self.ipp, (i // self.iblocks) * cb
-            n1, c1 = min(self.n, n0 + self.ipp), min(c, c0 + cb)
-            dst = y4[n0:n1, c0:c1]
+            n0, n1, c0, c1 = pieces[i]
             scratch = self._take()
             try:
-                if self.mode == "cl":
-                    self._cl(xc[n0:n1, c0:c1], wt[:, :, c0:c0 + (n1 - n0) * (c1 - c0)], scratch[0], dst)
-                else:
-                    self._cols(xc[n0, c0:c1], wt[c0:c1], scratch, dst[0])
+                work(xc[n0:n1, c0:c1], wt, bcol, c0, c1, self._views(scratch, n1 - n0, c1 - c0), y4[n0:n1, c0:c1])
             finally:
                 self._give(scratch)
-            if bcol is not None:
-                dst += bcol[c0:c1]
 
         parallel.run_chunks(piece, self.nblocks, nthreads)
         return y
 
-    def _cols(self, xb: np.ndarray, wb: np.ndarray, scratch: tuple, dst: np.ndarray) -> None:
-        """im2col of one piece and one batched product into ``dst`` (cb, mult, pixels)."""
-        if self.flat:
-            return self._cols_flat(xb, wb, scratch, dst)
-        xp, cols = scratch
-        nb = xb.shape[0]
-        xp = xp[:nb]
-        xp[(slice(None),) + self.inner] = xb
-        view = window_view(xp, self.kernel, self.strides, self.dil, self.out)  # (nb, ho, wo, kh, kw)
-        np.copyto(cols[:nb], view.transpose(0, 3, 4, 1, 2))
-        np.matmul(wb, cols[:nb].reshape(nb, self.taps, self.npix), out=dst)
-
-    def _cols_flat(self, xb: np.ndarray, wb: np.ndarray, scratch: tuple, dst: np.ndarray) -> None:
-        """Stride 1: the im2col row of tap (i, j) is one contiguous run of the padded plane,
-        ``ho * wp`` values from ``i * dh * wp + j * dw`` (the last ``wp - wo`` of every output
-        row wrap around and are dropped after the product), so it is copied in one piece
-        rather than row by row."""
-        xp, cols, res = scratch
-        nb = xb.shape[0]
-        xp[(slice(0, nb),) + self.inner] = xb
+    def _cols_views(self, scratch: "_Scratch", nb: int) -> tuple:
+        """(interior of the padded planes, window / tap-run view, im2col rows of the taps,
+        columns with the ones row, product result, its live outputs) for ``nb`` channels."""
+        xp, cols = scratch.bufs[0][:nb], scratch.bufs[1][:nb]
+        interior = xp[(slice(None),) + self.inner]
+        taps = cols[:, :self.taps]
+        if not self.flat:
+            win = window_view(xp, self.kernel, self.strides, self.dil, self.out).transpose(0, 3, 4, 1, 2)
+            return interior, win, taps.reshape(win.shape), cols, None, None
+        # stride 1: the im2col row of tap (i, j) is one contiguous run of the padded plane, ``ho * wp``
+        # values from ``i * dh * wp + j * dw`` (the last ``wp - wo`` of every output row wrap around and
+        # are dropped after the product), so it is copied in one piece rather than row by row
         (kh, kw), (dh, dw), (ho, wo), wp = self.kernel, self.dil, self.out, self.padded[1]
-        st = xp.strides
-        runs = np.lib.stride_tricks.as_strided(xp, (nb, kh, kw, self.frow), (st[0], dh * st[1], dw * st[2], st[2]),
+        full = scratch.bufs[0][:nb]
+        st = full.strides
+        runs = np.lib.stride_tricks.as_strided(full, (nb, kh, kw, self.frow), (st[0], dh * st[1], dw * st[2], st[2]),
                                                writeable=False)
-        np.copyto(cols[:nb].reshape(nb, kh, kw, self.frow), runs)
         if wp == wo:
-            np.matmul(wb, cols[:nb], out=dst)
-            return
-        np.matmul(wb, cols[:nb], out=res[:nb])
-        np.copyto(dst.reshape(nb, self.mult, ho, wo), res[:nb].reshape(nb, self.mult, ho, wp)[..., :wo])
+            return interior, runs, taps.reshape(runs.shape), cols, None, None
+        res = scratch.bufs[2][:nb]
+        return interior, runs, taps.reshape(runs.shape), cols, res, res.reshape(nb, self.mult, ho, wp)[..., :wo]
 
-    def _cl(self, xb: np.ndarray, wb: np.ndarray, xp: np.ndarray, dst: np.ndarray) -> None:
-        """Channels-last einsum of one piece (images, channels, h, w) into ``dst`` (images, cb, mult, pixels)."""
-        ni, nc = xb.shape[:2]
+    def _cols(self, xb: np.ndarray, wt: np.ndarray, bcol: None, c0: int, c1: int, views: tuple,
+              dst: np.ndarray) -> None:
+        """im2col of one piece (one image, channels ``c0:c1``) and one batched product into
+        ``dst`` (1, cb, mult, pixels); the bias, when ``wt`` has it, is the product's last tap."""
+        interior, win, taps, cols, res, live = views
+        np.copyto(interior, xb[0])
+        np.copyto(taps, win)
+        wb = wt[c0:c1]
+        k = wb.shape[2]
+        src = cols[:, :k] if k == self.taps else cols
+        if res is None:
+            np.matmul(wb, src, out=dst[0])
+            return
+        np.matmul(wb, src, out=res)
+        np.copyto(dst[0].reshape(live.shape), live)
+
+    def _cl_views(self, xp: np.ndarray, ni: int, nc: int) -> tuple:
+        """(where a piece's input goes, the window view the einsum reads) for ``ni`` images x ``nc`` channels."""
         nb = ni * nc  # images x channels, as one channels-last axis
-        if ni == 1:
-            xp = xp[..., :nb]
-            xp[self.inner] = xb[0].transpose(1, 2, 0)
-        else:  # a piece holds all channels of ``ni`` images: (hp, wp, ipp * C) seen as (hp, wp, ipp, C)
-            xp = xp[..., :nb]
-            st = xp.strides
-            split = np.lib.stride_tricks.as_strided(xp, xp.shape[:2] + (ni, nc), st[:2] + (nc * st[2], st[2]))
-            split[self.inner] = xb.transpose(2, 3, 0, 1)
+        xp = xp[..., :nb]
         st = xp.strides
+        if ni == 1:
+            target = xp[self.inner]
+        else:  # a piece holds all channels of ``ni`` images: (hp, wp, ipp * C) seen as (hp, wp, ipp, C)
+            split = np.lib.stride_tricks.as_strided(xp, xp.shape[:2] + (ni, nc), st[:2] + (nc * st[2], st[2]))
+            target = split[self.inner]
         (sh, sw), (dh, dw), (ho, wo) = self.strides, self.dil, self.out
         view = np.lib.stride_tricks.as_strided(
             xp, (ho, wo) + tuple(self.kernel) + (nb,),
             (st[0] * sh, st[1] * sw, st[0] * dh, st[1] * dw, st[2]), writeable=False)
+        return target, view
+
+    def _cl(self, xb: np.ndarray, wt: np.ndarray, bcol: np.ndarray | None, c0: int, c1: int, views: tuple,
+            dst: np.ndarray) -> None:
+        """Channels-last einsum of one piece (images, channels, h, w) into ``dst`` (images, cb, mult, pixels)."""
+        ni, nc = xb.shape[:2]
+        target, view = views
+        np.copyto(target, xb[0].transpose(1, 2, 0) if ni == 1 else xb.transpose(2, 3, 0, 1))
+        wb = wt[:, :, c0:c0 + ni * nc]
+        ho, wo = self.out
         # einsum picks a fast loop order for a fresh (h, w, c) result, not when given ``out``
         if self.mult == 1:
             res = np.einsum("hwijc,ijc->chw", view, wb[..., 0])
-            np.copyto(dst.reshape(nb, ho, wo), res)
         else:
             res = np.einsum("hwijc,ijcm->cmhw", view, wb)
-            np.copyto(dst.reshape(nb, self.mult, ho, wo), res)
+        res = res.reshape(ni, nc, self.mult, ho, wo)
+        out = dst.reshape(res.shape)
+        if bcol is None:
+            np.copyto(out, res)
+        else:  # the same sums as copying, then adding the bias
+            np.add(res, bcol[c0:c1], out=out)
+
+
+class _Scratch:
+    """One piece's scratch buffers and the views of them per piece size."""
+
+    __slots__ = ("bufs", "views")
+
+    def __init__(self, *bufs: np.ndarray) -> None:
+        self.bufs = bufs
+        self.views: dict[tuple, tuple] = {}

@@ -264,15 +264,19 @@ class Conv(Kernel):
         return plan
 
     def _warm_depthwise(self, node: NodeInfo) -> None:
-        """Plan a depthwise convolution with a static input shape at compile time and make its
-        scratch buffers, so the first run does not pay for them."""
+        """Import ``_depthwise.py`` for a depthwise node, and with a static input shape plan the
+        convolution at compile time and make its scratch buffers and weights (with the bias),
+        so the first run does not pay for them."""
         xs, w = node.shape(0), self._w_const
         dt = node.dtype(0)
-        if w is None or xs is None or dt is None or np.dtype(dt) not in _FLOATS or w.dtype != dt:
+        if w is None or w.ndim not in (3, 4) or not (w.shape[1] == 1 and self.group > 1):
+            return
+        _depthwise()  # imported now (at compile), also when the input shape is only known at run time
+        if xs is None or dt is None or np.dtype(dt) not in _FLOATS or w.dtype != dt:
             return
         if not all(isinstance(d, int) and d > 0 for d in xs) or len(xs) not in (3, 4) or len(w.shape) != len(xs):
             return
-        if not (w.shape[1] == 1 and self.group == xs[1] > 1):
+        if self.group != xs[1]:
             return
         try:
             out = self._plan(tuple(xs), tuple(w.shape))[6]
@@ -281,7 +285,8 @@ class Conv(Kernel):
             plan = self._dw_plan(tuple(xs), tuple(w.shape), np.dtype(dt))
         except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)
             return
-        plan.weights(w)
+        b = node.const(2) if node.present(2) else None
+        plan.weights(w, b if plan.mode == "cols" and b is not None and b.dtype == w.dtype else None)
         plan.warm(min(parallel.CORES, plan.nblocks) if plan.work >= _depthwise().MIN_SPLIT else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
