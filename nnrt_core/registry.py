@@ -381,6 +381,7 @@ _TRAITS: dict[str, tuple[tuple[type, ...], str]] = {
     "evaluates_constants": ((bool,), "a bool"),
     "needs_static_shapes": ((bool,), "a bool"),
     "compiles_read_only": ((bool,), "a bool"),
+    "fresh_outputs": ((bool,), "a bool"),
 }
 
 

@@ -47,3 +47,36 @@ def test_unaliased_copies_only_what_shares_memory():
     assert res[1] is not view and not np.shares_memory(res[1], feed)
     assert res[2] is not same and not np.shares_memory(res[2], feed)
     np.testing.assert_array_equal(res[1], view)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_input_passed_through_is_copied(backend):
+    import onnx
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "passthrough",
+                          [vi("x", TensorProto.FLOAT, [2, 3])],
+                          [vi("x", TensorProto.FLOAT, [2, 3]), vi("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    sess = Session(model.SerializeToString(), ScheduleConfig(backends=[backend]))
+    x = np.ones((2, 3), np.float32)
+    out = sess.run({"x": x})
+    assert out["x"] is not x and not np.shares_memory(out["x"], x)
+
+
+def test_fresh_outputs_trait_skips_the_check():
+    from nnrt_core.runtime.executor import Executor
+
+    class Step:  # what Executor reads of an ExecutionStep
+        def __init__(self, fresh):
+            self.backend = type("B", (), {"fresh_outputs": fresh, "host_memory": True})()
+            self.inputs, self.outputs, self.release, self.types = ["x"], ["y"], [], {}
+            self.compiled = type("C", (), {"run": None, "run_async": None, "name": "p"})()
+
+        def output_check(self):
+            return lambda outs: outs
+
+    assert Executor([Step(False)], ["y"], {}, ["x"])._aliasable == (0,)
+    assert Executor([Step(True)], ["y"], {}, ["x"])._aliasable == ()
+    assert Executor([Step(True)], ["y", "x"], {}, ["x"])._aliasable == (1,)  # a graph input passed through

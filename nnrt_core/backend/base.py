@@ -198,6 +198,10 @@ class Backend(abc.ABC):
     #: partition keeps of it): a partition that is the whole session graph is
     #: then handed over without a copy (``PartitionPlan.to_graph(share=True)``)
     compiles_read_only: ClassVar[bool] = False
+    #: True when every array a partition returns is new (never a view of an
+    #: input it was given): the executor then skips its check that session
+    #: outputs share no memory with the caller's feeds (``unaliased``)
+    fresh_outputs: ClassVar[bool] = False
     #: True when the backend declines nodes whose shapes are not static: a
     #: session with free input dimensions then plans again per input signature
     #: (``ScheduleConfig.specialize_shapes``)

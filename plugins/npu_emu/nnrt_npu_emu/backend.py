@@ -194,6 +194,7 @@ class NpuEmuBackend(Backend):
     default_priority = 100
     supported_options = frozenset({"precision"})
     host_memory = False
+    fresh_outputs = True  # outputs come back from device memory
     needs_static_shapes = True  # the chip takes static shapes only: sessions specialize per input signature
 
     def __init__(self) -> None:

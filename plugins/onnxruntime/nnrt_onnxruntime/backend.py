@@ -47,6 +47,7 @@ class OnnxRuntimeBackend(Backend):
     # no "precision": fp16 conversion is not implemented (the CPU provider has no fp16 kernels)
     supported_options = frozenset({"num_threads"})
     host_memory = True
+    fresh_outputs = True  # ONNX Runtime returns new arrays, also for an Identity/Reshape of an input
     #: force OrtValue I/O (None = only when the default device is not the CPU)
     ortvalue_io: ClassVar[bool | None] = None
 
