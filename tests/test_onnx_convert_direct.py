@@ -101,3 +101,30 @@ def test_unsupported_attribute_kind_named():
 def test_dims_read_as_before(dim, want):
     tp = helper.make_tensor_type_proto(TensorProto.FLOAT, [dim] if dim != "" else [None])
     assert convert.type_from_proto(tp) == TensorType(DataType.FLOAT, (want,))
+
+
+def _split_model(outputs: list[list[str]], num_outputs: int = 2) -> object:
+    nodes = [helper.make_node("Split", ["x"], outs, axis=0, num_outputs=num_outputs, name=f"s{i}")
+             for i, outs in enumerate(outputs)]
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for group in outputs for o in group]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], outs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_validation_memo_never_passes_a_node_that_differs():
+    """Alike nodes are checked once; one that differs in what the checks read
+    (here its output count) is checked, and named, after them, every time."""
+    good = _split_model([["a", "b"], ["c", "d"]])
+    load_onnx(good, check=False)
+    bad = _split_model([["a", "b"], ["c", "d", "e"]])
+    for _ in range(2):
+        with pytest.raises(ModelLoadError, match=r"node 's1' \(Split\): attribute 'num_outputs' is 2 but the node "
+                                                 "has 3 outputs"):
+            load_onnx(bad, check=False)
+
+
+def test_validation_memo_keys_attribute_values():
+    load_onnx(_split_model([["a", "b"]]), check=False)
+    with pytest.raises(ModelLoadError, match=r"node 's0' \(Split\): attribute 'num_outputs' is 0; expected values "
+                                             ">= 1"):
+        load_onnx(_split_model([["a", "b"]], num_outputs=0), check=False)
