@@ -177,12 +177,16 @@ def _node_reads(n: P.NodeProto) -> Iterator[str]:
 
 def _unsorted(g: P.GraphProto, outer: set[str]) -> bool:
     known = set(outer) | {x.name for x in g.input} | {t.name for t in g.initializer}
-    produced = {o for n in g.node for o in n.output}
-    for n in g.node:
-        if any(x in produced and x not in known for x in _node_reads(n)):
-            return True
+    nodes = list(g.node)
+    produced = {o for n in nodes for o in n.output}
+    produced.discard("")  # omitted optional outputs; omitted inputs ("") are never out of order
+    for n in nodes:
+        subs = list(subgraphs(n)) if len(n.attribute) else ()
+        for x in (_node_reads(n) if subs else n.input):
+            if x in produced and x not in known:
+                return True
         known.update(n.output)
-        if any(_unsorted(sub, known) for sub in subgraphs(n)):
+        if any(_unsorted(sub, known) for sub in subs):
             return True
     return False
 
