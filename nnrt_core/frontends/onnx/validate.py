@@ -28,8 +28,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.onnx_lite import P
@@ -72,9 +71,9 @@ MAX_WINDOW = (1 << 31) - 1
 MAX_SKIP = 1 << 20
 
 
-@dataclass(frozen=True)
-class NodeView:
-    """What the checks read of a node, from a proto or an IR node."""
+class NodeView(NamedTuple):
+    """What the checks read of a node, from a proto or an IR node (a named
+    tuple: a frozen dataclass costs ~0.6 ms to define, at import)."""
 
     desc: str  #: "node 'name' (OpType)"
     op_type: str
