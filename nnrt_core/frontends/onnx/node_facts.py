@@ -6,7 +6,7 @@ once per process.  A failing node is never remembered (it is checked, and
 named, every time)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from nnrt_core.ir import AttrKind, Node, TensorType, Value
 
@@ -46,14 +46,16 @@ def facts_key(node: Node, domain: str, version: int) -> tuple | None:
     return key
 
 
-def proto_facts_key(view: Any, version: int | None, structure: bool) -> tuple:
-    """The facts key of a proto node's ``NodeView`` checked against opset
-    ``version`` (``structure``: as ``validate_node`` is called): all it reads
-    but the node's name and value names (which inputs are named, the number
-    of outputs).  Tagged "proto": never equal to an IR node's key."""
-    attrs = tuple((k, kind, tuple(v) if isinstance(v, list) else v) for k, (kind, v) in view.attrs.items())
-    return ("proto", structure, view.op_type, view.domain, version, attrs, tuple(view.input_types),
-            tuple(bool(x) for x in view.inputs), len(view.outputs))
+def proto_facts_key(op_type: str, domain: str, version: int | None, attrs: Mapping[str, tuple[int, Any]],
+                    input_types: Sequence[int | None], named_inputs: Sequence[bool], n_outputs: int,
+                    structure: bool) -> tuple:
+    """The facts key of a proto node checked against opset ``version``
+    (``structure``: as ``validate_node`` is called): all its ``NodeView``
+    gives the checks but the node's name and value names (which inputs are
+    named, the number of outputs).  Tagged "proto": never an IR node's key."""
+    return ("proto", structure, op_type, domain, version,
+            tuple((k, kind, tuple(v) if isinstance(v, list) else v) for k, (kind, v) in attrs.items()),
+            tuple(input_types), tuple(named_inputs), n_outputs)
 
 
 def remember(key: tuple) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.onnx_lite import P
@@ -319,21 +319,24 @@ def _proto_types(g: P.GraphProto, types: dict[str, int]) -> dict[str, int]:
     """Tensor element types ``g`` (and its sub-graphs) declare, by value name
     (``NOT_TENSOR`` for sequences, maps and optionals); an unknown element
     type is a :class:`ModelLoadError`."""
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        kind = vi.type.WhichOneof("value")
-        if kind == "tensor_type" and vi.type.tensor_type.elem_type:
-            elem = vi.type.tensor_type.elem_type
-            if _elem_name(elem) is None:
-                raise ModelLoadError(f"graph {g.name!r}: value {vi.name!r} has unknown element type {elem}")
-            types.setdefault(vi.name, elem)
-        elif kind in ("sequence_type", "map_type", "optional_type"):
-            types.setdefault(vi.name, NOT_TENSOR)
+    for vis in (g.input, g.value_info, g.output):
+        for vi in vis:
+            tp = vi.type
+            kind = tp.WhichOneof("value")
+            elem = tp.tensor_type.elem_type if kind == "tensor_type" else 0
+            if elem:
+                if _elem_name(elem) is None:
+                    raise ModelLoadError(f"graph {g.name!r}: value {vi.name!r} has unknown element type {elem}")
+                types.setdefault(vi.name, elem)
+            elif kind in ("sequence_type", "map_type", "optional_type"):
+                types.setdefault(vi.name, NOT_TENSOR)
     for t in g.initializer:
         types[t.name] = t.data_type
     for p in g.node:
         for a in p.attribute:
-            for sub in ([a.g] if a.type == AttributeProto.GRAPH else a.graphs):
-                _proto_types(sub, types)
+            if a.type in _GRAPH_KINDS:
+                for sub in ([a.g] if a.type == AttributeProto.GRAPH else a.graphs):
+                    _proto_types(sub, types)
     return types
 
 
@@ -371,24 +374,22 @@ def _proto_attrs(p: P.NodeProto, structure: bool) -> tuple[dict[str, tuple[int, 
     return attrs, graphs
 
 
-def _proto_nodes(g: P.GraphProto, types: Mapping[str, int] | None = None, structure: bool = True
-                 ) -> Iterator[tuple[NodeView, list[P.GraphProto]]]:
+def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int],
+                          types: Mapping[str, int] | None, structure: bool = True) -> None:
+    """Check the nodes of ``g``, each set of facts once (:mod:`~nnrt_core.frontends.onnx.node_facts`):
+    the ``NodeView`` is built only for facts not seen passing before."""
     for k, p in enumerate(g.node):
         if not structure and not p.input and not any(a.type in _GRAPH_KINDS for a in p.attribute):
             continue  # the type checks read inputs only (Constant nodes: half of some models)
-        attrs, graphs = _proto_attrs(p, structure)
-        desc = f"node {p.name or f'#{k}'!r} ({p.op_type})"
-        in_types = [types.get(x) for x in p.input] if types is not None else []
-        yield NodeView(desc, p.op_type, p.domain, list(p.input), list(p.output), attrs, in_types), graphs
-
-
-def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int],
-                          types: Mapping[str, int] | None, structure: bool = True) -> None:
-    """Check the nodes of ``g``, each set of facts once (:mod:`~nnrt_core.frontends.onnx.node_facts`)."""
-    for view, graphs in _proto_nodes(g, types, structure):
-        version = opsets.get("" if view.domain == "ai.onnx" else view.domain)
-        key = proto_facts_key(view, version, structure)
+        attrs, graphs = _proto_attrs(p, structure) if len(p.attribute) else ({}, ())
+        inputs, op, domain = p.input, p.op_type, p.domain
+        in_types = [types.get(x) for x in inputs] if types is not None else []
+        version = opsets.get("" if domain == "ai.onnx" else domain)
+        key = proto_facts_key(op, domain, version, attrs, in_types, [bool(x) for x in inputs], len(p.output),
+                              structure)
         if key not in PASSED:
+            view = NodeView(f"node {p.name or f'#{k}'!r} ({op})", op, domain, list(inputs), list(p.output), attrs,
+                            in_types)
             validate_node(view, opsets, structure=structure)
             remember(key)
         for sub in graphs:
