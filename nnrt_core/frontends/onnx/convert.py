@@ -159,6 +159,7 @@ class _ProtoConverter:
 
     def __init__(self, mapped: Mapping[str, np.ndarray] | None = None) -> None:
         self.mapped = mapped
+        self.types: dict[bytes, ValueType | None] = {}  # serialized TypeProto -> its (frozen) IR type
 
     def model(self, proto: P.ModelProto) -> Model:
         opsets = {(o.domain or ""): o.version for o in proto.opset_import}
@@ -184,10 +185,10 @@ class _ProtoConverter:
         g = Graph(gp.name or "graph", opset_imports=opsets if parent is None else {}, parent=parent,
                   doc=gp.doc_string)
         local: dict[str, Value] = {}
-        types = {vi.name: type_from_proto(vi.type) for vi in gp.value_info}
+        types = {vi.name: self.type(vi.type) for vi in gp.value_info}
         for vi in gp.output:
             if vi.name not in types:
-                types[vi.name] = type_from_proto(vi.type)
+                types[vi.name] = self.type(vi.type)
         for t in gp.initializer:
             v = Value(t.name, const=self.tensor(t))
             g.add_initializer(v)
@@ -196,7 +197,7 @@ class _ProtoConverter:
             if vi.name in local:
                 # IR < 4 models list initializers as inputs too; we keep them as constants
                 continue
-            v = Value(vi.name, type_from_proto(vi.type))
+            v = Value(vi.name, self.type(vi.type))
             g.inputs.append(v)
             local[vi.name] = v
         chain = scope + [local]
@@ -210,7 +211,7 @@ class _ProtoConverter:
                 except ModelLoadError:
                     raise ModelLoadError(f"graph {g.name!r}: output {vi.name!r} is never produced") from None
             if v.type is None:
-                v.type = type_from_proto(vi.type)
+                v.type = self.type(vi.type)
             g.outputs.append(v)
         for name, t in types.items():
             if name in local and local[name].type is None:
@@ -222,6 +223,15 @@ class _ProtoConverter:
         """``t`` as an array: directly when it is a plain in-file tensor, else by :func:`tensor_to_array`."""
         arr = direct_array(t)
         return arr if arr is not None else tensor_to_array(t, self.mapped)
+
+    def type(self, tp: P.TypeProto) -> ValueType | None:
+        """:func:`type_from_proto`, once per distinct type (a model's values share
+        a few hundred types at most: serializing is cheaper than reading the dims)."""
+        key = tp.SerializeToString()
+        t = self.types.get(key, _MISSING)
+        if t is _MISSING:
+            t = self.types[key] = type_from_proto(tp)
+        return t
 
     def node(self, np_: P.NodeProto, k: int, g: Graph, chain: list[dict[str, Value]],
              types: Mapping[str, ValueType | None]) -> Node:
@@ -271,6 +281,9 @@ class _ProtoConverter:
                 raise
             raise ModelLoadError(f"{desc}: attribute {a.name!r}: {e}") from e
         return Attribute(a.name, kind, value, ref_attr_name=a.ref_attr_name or None)
+
+
+_MISSING: Any = object()
 
 
 def _desc(np_: P.NodeProto, k: int) -> str:
