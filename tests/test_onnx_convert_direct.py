@@ -128,3 +128,34 @@ def test_validation_memo_keys_attribute_values():
     with pytest.raises(ModelLoadError, match=r"node 's0' \(Split\): attribute 'num_outputs' is 0; expected values "
                                              ">= 1"):
         load_onnx(_split_model([["a", "b"]], num_outputs=0), check=False)
+
+
+def _unsorted_model(extra: list | None = None) -> object:
+    nodes = [helper.make_node("Relu", ["m"], ["y"], name="relu"), helper.make_node("Neg", ["x"], ["m"], name="neg")]
+    g = helper.make_graph(nodes + (extra or []), "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_unsorted_graph_sorted_with_or_without_the_checker(check):
+    """The order is checked only when the checker refuses the graph (or is off)."""
+    m = _unsorted_model()
+    before = m.SerializeToString()
+    assert [n.name for n in load_onnx(m, check=check).graph.nodes] == ["neg", "relu"]
+    assert m.SerializeToString() == before  # sorted on a copy
+
+
+def test_unsorted_graph_with_another_fault_gets_the_checkers_message_after_sorting():
+    bad = helper.make_node("Relu", ["nowhere"], ["z"], name="orphan")  # reads a name nothing defines
+    with pytest.raises(ModelLoadError, match=r"ONNX model is invalid: .*nowhere"):
+        load_onnx(_unsorted_model([bad]))
+
+
+def test_cycle_refused_by_the_checker():
+    nodes = [helper.make_node("Relu", ["b"], ["a"]), helper.make_node("Neg", ["a"], ["b"]),
+             helper.make_node("Abs", ["b"], ["y"])]
+    g = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelLoadError, match="ONNX model is invalid: .*topologically sorted"):
+        load_onnx(m)
