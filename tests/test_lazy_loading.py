@@ -98,6 +98,7 @@ sess = Session(%r, ScheduleConfig(backends=[%r]))
 sess.run({sess.inputs[0].name: np.ones((1, 3, 224, 224), np.float32)})
 print(json.dumps({"lite": onnx_lite.is_lite(),
                   "onnx": loaded({"onnx", "ml_dtypes", "difflib", "asyncio"}) + [m for m in ["importlib.metadata"] if m in sys.modules],
+                  "hashlib": "hashlib" in sys.modules,
                   "placement": sorted(set(sess.placement.values()))}))
 """
 
@@ -114,6 +115,7 @@ def test_session_from_a_file_does_not_import_onnx(light_dir, backend):
     assert "onnx" not in out["onnx"], out["onnx"]
     # nor ml_dtypes, asyncio or importlib.metadata (which onnx/__init__ imports)
     assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]
+    assert not out["hashlib"], "hashlib (OpenSSL's binding, ~3 ms) is for cache keys and old files only"
 
 
 #: nnrt modules a plain session does not use, imported on first use

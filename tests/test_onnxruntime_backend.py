@@ -31,7 +31,7 @@ from nnrt_core.hookspec import hookimpl  # noqa: E402
 from nnrt_core.ir import Graph, Node  # noqa: E402
 from nnrt_core.registry import Registry  # noqa: E402
 from nnrt_onnxruntime.backend import OnnxRuntimeBackend  # noqa: E402
-from nnrt_onnxruntime.capability import CapabilityCache, default_cache_path, node_signature  # noqa: E402
+from nnrt_onnxruntime.capability import CACHE_FORMAT, CapabilityCache, default_cache_path, node_signature  # noqa: E402
 from nnrt_onnxruntime.export import export_partition, max_ir_version  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -162,7 +162,7 @@ def test_capability_probe_reasons_and_disk_cache(tmp_path):
     # one rank-only probe per node, plus an exact-shape retry for each rejection
     assert b.prober(opts).probes == 5
     data = json.loads(path.read_text())
-    assert data["onnxruntime"] == ort.__version__ and data["format"] == 1
+    assert data["onnxruntime"] == ort.__version__ and data["format"] == CACHE_FORMAT
     assert len(data["entries"]) == 5 and None in data["entries"].values()
     # a fresh process (fresh backend) answers from the file without probing
     b2 = OnnxRuntimeBackend()
@@ -216,7 +216,7 @@ def test_corrupt_cache_is_ignored_and_rewritten(tmp_path, garbage, caplog):
 
 def test_cache_entries_are_validated(tmp_path):
     path = tmp_path / "cap.json"
-    path.write_text(json.dumps({"format": 1, "onnxruntime": ort.__version__,
+    path.write_text(json.dumps({"format": CACHE_FORMAT, "onnxruntime": ort.__version__,
                                 "entries": {"good": None, "bad": 5, "reason": "no kernel"}}))
     cache = CapabilityCache(ort.__version__, path)
     assert cache.lookup("good") == (True, None)

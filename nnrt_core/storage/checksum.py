@@ -10,7 +10,6 @@ older versions carry sha256 and are still read.
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import xxhash
@@ -20,8 +19,16 @@ __all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "digest", "hexdigest"]
 DEFAULT_ALGORITHM = "xxh3_128"
 
 
+def _sha256(data: bytes = b"") -> Any:
+    """``hashlib.sha256``, imported on first use (OpenSSL's binding costs ~3 ms
+    at import, and only files of older versions carry sha256)."""
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
 #: name -> hasher constructor (``update()`` / ``digest()``)
-ALGORITHMS = {"xxh3_128": xxhash.xxh3_128, "sha256": hashlib.sha256}
+ALGORITHMS = {"xxh3_128": xxhash.xxh3_128, "sha256": _sha256}
 
 
 def digest(*parts: Any, algorithm: str = DEFAULT_ALGORITHM) -> bytes:

@@ -21,7 +21,6 @@ backend named in the entry turns back into a partition with
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -163,7 +162,7 @@ def encode(image: SessionImage) -> bytes:
         "entries": entries,
     }
     head = json.dumps(header, separators=(",", ":"), default=str).encode("utf-8")
-    fixed = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, len(head), hashlib.sha256(head).digest())
+    fixed = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, len(head), checksum.ALGORITHMS["sha256"](head).digest())
     return b"".join([fixed, head, *chunks])
 
 
@@ -241,7 +240,7 @@ def decode(data: bytes | memoryview, *, what: str = "session file") -> SessionIm
     if hlen > MAX_HEADER_BYTES or _FIXED.size + hlen > len(data):
         raise SessionFileError(f"{what} is truncated or corrupted (header of {hlen} bytes, file of {len(data)})")
     head_bytes = bytes(data[_FIXED.size:_FIXED.size + hlen])
-    if hashlib.sha256(head_bytes).digest() != hsha:
+    if checksum.ALGORITHMS["sha256"](head_bytes).digest() != hsha:
         raise SessionFileError(f"{what}: header checksum mismatch (the file is corrupted)")
     try:
         head = json.loads(head_bytes.decode("utf-8"))

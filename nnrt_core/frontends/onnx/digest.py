@@ -1,7 +1,6 @@
 """``model_digest``: the sha256 that keys a model in the compiled-model cache."""
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,6 +17,8 @@ __all__ = ["model_digest"]
 def model_digest(model: Any) -> str | None:
     """A sha256 over the model's bytes (and its external data files' names,
     sizes and times), or ``None`` when the model cannot be keyed."""
+    import hashlib  # only sessions with a cache folder key their model (~3 ms to import)
+
     h = hashlib.sha256()
     if isinstance(model, (bytes, bytearray, memoryview)):
         h.update(bytes(model))

@@ -19,7 +19,6 @@ rewritten) when unreadable or written by another onnxruntime version.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from nnrt_core.frontends.onnx import graph_to_onnx
 from nnrt_core.ir import AttrKind, Node, OptionalType, SequenceType, TensorType, ValueType
@@ -49,7 +49,7 @@ __all__ = [
 
 log = logging.getLogger("nnrt.onnxruntime")
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: node signatures hashed with XXH3-128 (was sha1)
 ENV_CACHE_DIR = "NNRT_CACHE_DIR"
 
 
@@ -104,9 +104,9 @@ def _attr_sig(a) -> list:
     elif k == AttrKind.TENSORS:
         val = [_tensor_sig(x) for x in v]
     elif k == AttrKind.GRAPH:
-        val = hashlib.sha1(graph_to_onnx(v).SerializeToString()).hexdigest()
+        val = xxhash.xxh3_128_hexdigest(graph_to_onnx(v).SerializeToString())
     elif k == AttrKind.GRAPHS:
-        val = [hashlib.sha1(graph_to_onnx(g).SerializeToString()).hexdigest() for g in v]
+        val = [xxhash.xxh3_128_hexdigest(graph_to_onnx(g).SerializeToString()) for g in v]
     elif k in (AttrKind.TYPE_PROTO, AttrKind.TYPE_PROTOS):
         val = str(v)
     elif k == AttrKind.FLOAT:
@@ -143,7 +143,7 @@ def node_signature(node: Node, *, exact_shapes: bool = False) -> str:
     attrs = [_attr_sig(node.attributes[k]) for k in sorted(node.attributes)]
     onnx_opset = node.graph.opset_for("") if (node.domain and node.graph is not None) else None
     body = json.dumps([ins, outer, outs, attrs, onnx_opset], separators=(",", ":"), default=str)
-    digest = hashlib.sha1(body.encode()).hexdigest()[:24]
+    digest = xxhash.xxh3_128_hexdigest(body.encode())[:24]  # a key, not a seal (no hashlib import: ~3 ms)
     tag = "=" if exact_shapes else "#"
     return f"{node.domain or 'ai.onnx'}::{node.op_type}@{node.opset}{tag}{digest}"
 
