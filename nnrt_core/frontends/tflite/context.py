@@ -33,7 +33,12 @@ def make_attributes(attrs: dict[str, Any]) -> list[Attribute]:
     """IR attributes from plain Python values (int, float, str, lists of int/float, arrays)."""
     out = []
     for k, v in attrs.items():
-        if isinstance(v, (bool, int, np.integer)):
+        t = type(v)  # the common cases first, by exact type (mappers pass ints, floats and lists of int)
+        if t is int:
+            out.append(Attribute(k, AttrKind.INT, v))
+        elif t is list and all(type(x) is int for x in v):
+            out.append(Attribute(k, AttrKind.INTS, list(v)))
+        elif isinstance(v, (bool, int, np.integer)):
             out.append(Attribute(k, AttrKind.INT, int(v)))
         elif isinstance(v, (float, np.floating)):
             out.append(Attribute(k, AttrKind.FLOAT, float(v)))
