@@ -23,6 +23,7 @@ import numpy as np
 
 from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
+from ...shared import shared
 from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
 
 if TYPE_CHECKING:
@@ -258,8 +259,11 @@ class Conv(Kernel):
                 kernel, strides, dil, out = [1] + kernel, [1] + strides, [1] + dil, [1] + out
                 begin, end = [0] + begin, [0] + end
             hw = xshape[2:] if nd == 2 else (1,) + tuple(xshape[2:])
-            plan = _depthwise().DepthwisePlan(xshape[0], xshape[1], wshape[0] // xshape[1], hw, kernel, strides, dil, begin,
-                                 end, out, dtype)
+            dw = _depthwise()
+            args = (xshape[0], xshape[1], wshape[0] // xshape[1], tuple(hw), tuple(kernel), tuple(strides),
+                    tuple(dil), tuple(begin), tuple(end), tuple(out), np.dtype(dtype))
+            # nodes of the same shapes and attributes in one compile share the geometry and scratch pool
+            plan = shared(("depthwise", dw.MODE) + args, lambda: dw.DepthwisePlan(*args)).for_node()
             self._plans[key] = plan
         return plan
 
