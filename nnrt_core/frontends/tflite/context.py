@@ -215,11 +215,14 @@ class OperatorRef:
 class OpContext(OperatorRef):
     """One TFLite operator as its mapper sees it: its tensors, options and the graph state."""
 
-    def __init__(self, state: GraphState, op: Any, index: int, op_name: str) -> None:
+    def __init__(self, state: GraphState, op: Any, index: int, op_name: str,
+                 io: tuple[Sequence[int], Sequence[int]] | None = None) -> None:
         super().__init__(op, index, op_name)
         self.state = state
-        self.inputs = ins = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
-        self.outputs = outs = list(op.i32s(OPERATOR.outputs))
+        if io is None:  # ``io``: the operator's (inputs, outputs) when the caller has read them
+            io = op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)  # the caller guards reads
+        self.inputs = ins = list(io[0])
+        self.outputs = outs = list(io[1])
         n = len(state.slots)
         if (ins and (min(ins) < -1 or max(ins) >= n)) or (outs and (min(outs) < -1 or max(outs) >= n)):
             bad = next(t for t in ins + outs if not -1 <= t < n)

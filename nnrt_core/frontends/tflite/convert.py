@@ -118,9 +118,10 @@ def _map(state: GraphState, op: Table, k: int, code: tuple[str, bool], extra: Ma
     name, is_custom = code
     mapper = mapper_for(name, is_custom)
     short = shortcut_for(mapper) if mapper is not None and not has_complex else None
-    if short is not None and short(state, op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)):
+    io = op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)  # read once, for the shortcut and the mapper
+    if short is not None and short(state, *io):
         return
-    ctx = OpContext(state, op, k, name)
+    ctx = OpContext(state, op, k, name, io)
     if has_complex:
         check_complex(ctx)
     if mapper is not None:
