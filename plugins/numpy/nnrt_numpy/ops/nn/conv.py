@@ -35,10 +35,16 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 TAP_LOOP_MAX = 0
 
 
+_LOADED: list[ModuleType] = []
+
+
 def _depthwise() -> ModuleType:
     """``_depthwise.py``, imported by the first depthwise conv: models without one
-    (most) do not pay for compiling it at every process start."""
-    return importlib.import_module("._depthwise", __package__)
+    (most) do not pay for compiling it at every process start (then kept: a node asks
+    several times at compile, ``import_module`` costs microseconds)."""
+    if not _LOADED:
+        _LOADED.append(importlib.import_module("._depthwise", __package__))
+    return _LOADED[0]
 
 
 def _im2col(x: np.ndarray, kernel, strides, dil, begin, end, out) -> np.ndarray:
