@@ -116,6 +116,31 @@ def test_session_from_a_file_does_not_import_onnx(light_dir, backend):
     assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]
 
 
+#: nnrt modules a plain session does not use, imported on first use
+LAZY_NNRT = ("nnrt_core.compiler.isolate", "nnrt_core.storage.model_cache")
+
+
+def test_plain_session_leaves_isolated_builds_and_the_model_cache_unimported(light_dir, tmp_path):
+    """A session without ``isolate`` or a cache folder imports neither
+    module; one with a cache folder imports the cache when it opens it."""
+    pytest.importorskip("onnxruntime")
+    out = _python(MODULES + """
+import numpy as np
+from nnrt_core import ScheduleConfig, Session
+path, lazy, cache = %r, %r, %r
+feeds = lambda s: {s.inputs[0].name: np.ones((1, 3, 224, 224), np.float32)}
+sess = Session(path, ScheduleConfig(backends=["onnxruntime"]))
+y = sess.run(feeds(sess))
+plain = [m for m in lazy if m in sys.modules]
+cached = Session(path, ScheduleConfig(backends=["onnxruntime"], cache_dir=cache))
+out = cached.run(feeds(cached))
+same = list(out) == list(y) and all(np.array_equal(out[k], y[k]) for k in y)
+print(json.dumps({"plain": plain, "cached": [m for m in lazy if m in sys.modules], "same": same}))
+""" % (str(light_dir / "light_squeezenet.onnx"), LAZY_NNRT, str(tmp_path / "cache")))
+    assert out["plain"] == [], out
+    assert out["cached"] == ["nnrt_core.storage.model_cache"] and out["same"], out
+
+
 def test_exotic_element_types_import_ml_dtypes_on_first_use():
     out = _python(MODULES + """
 import numpy as np

@@ -3,9 +3,8 @@ shortcuts."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nnrt_core.compiler.isolate import build_isolated
 from nnrt_core.compiler.backends import BackendSelection, host_evaluator, select_backends
 from nnrt_core.compiler.explain import explain
 from nnrt_core.compiler.image import from_image, stored_config, to_image
@@ -21,9 +20,11 @@ from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileErr
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.frontends import model_digest
 from nnrt_core.placement import Scheduler
-from nnrt_core.storage.model_cache import ModelCache
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
 from nnrt_core.storage.weights import share_graph_weights
+
+if TYPE_CHECKING:  # imported when a session has a cache folder (``_open_cache``)
+    from nnrt_core.storage.model_cache import ModelCache
 
 __all__ = ["compile_model", "load_compiled"]
 
@@ -43,6 +44,7 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
         raise ConfigError(f"config must be a ScheduleConfig, got {type(config).__name__}")
     registry = registry if registry is not None else default_registry()
     if isolate:
+        from nnrt_core.compiler.isolate import build_isolated  # forks: only isolated builds need it
         build_isolated(compile_model, model, config, registry)
     times = BuildTimes()
     with times.active():
@@ -130,6 +132,7 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
                 events: EventLog) -> tuple[ModelCache | None, str]:
     if config.cache_dir is None:
         return None, ""
+    from nnrt_core.storage.model_cache import ModelCache  # only sessions with a cache folder use it
     cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if unusable
     digest = model_digest(model)
     if digest is None:

@@ -1,15 +1,18 @@
 """ONNX protos -> nnrt IR: tensors, types, attributes, graphs and models."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+import math
+import sys
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from nnrt_core.errors import ModelLoadError
+from nnrt_core.frontends.onnx import protos
 from nnrt_core.frontends.onnx.external_data import mapped_key
 from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.proto_build import to_array
-from nnrt_core.frontends.onnx.protos import MAX_TENSOR_BYTES, declared_bytes, first_line, mappable_dtype, unknown_dim
+from nnrt_core.frontends.onnx.protos import MAX_TENSOR_BYTES, declared_bytes, first_line, mappable_dtype
 from nnrt_core.ir import (
     Attribute,
     AttrKind,
@@ -24,7 +27,7 @@ from nnrt_core.ir import (
     ValueType,
 )
 
-__all__ = ["model_from_proto", "sparse_to_dense", "tensor_to_array", "type_from_proto"]
+__all__ = ["direct_array", "model_from_proto", "sparse_to_dense", "tensor_to_array", "type_from_proto"]
 
 
 def tensor_to_array(t: P.TensorProto, mapped: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
@@ -77,28 +80,72 @@ def sparse_to_dense(sp: P.SparseTensorProto, mapped: Mapping[str, np.ndarray] | 
     return dense.reshape(dims)
 
 
+#: element type number -> DataType (an enum call per value costs ~1 us)
+_DTYPES: dict[int, DataType] = {int(d): d for d in DataType}
+#: attribute type number -> AttrKind
+_KINDS: dict[int, AttrKind] = {int(k): k for k in AttrKind}
+#: element type -> (NumPy type, storage field) of tensors decoded here directly: NumPy's own fixed-width
+#: types whose storage field holds them as they are (the others go through ``tensor_to_array``)
+_DIRECT: dict[int, tuple[np.dtype, str]] = {
+    P.TensorProto.FLOAT: (np.dtype(np.float32), "float_data"),
+    P.TensorProto.DOUBLE: (np.dtype(np.float64), "double_data"),
+    P.TensorProto.INT32: (np.dtype(np.int32), "int32_data"),
+    P.TensorProto.INT64: (np.dtype(np.int64), "int64_data"),
+}
+_LITTLE = sys.byteorder == "little"
+
+
+def _dim(d: P.TensorShapeProto.Dimension) -> int | str | None:
+    """One dimension: its size, its symbol, or ``None`` for "any size" (unset, a
+    negative ``dim_value`` as Paddle2ONNX writes -1, or the ``dim_param`` "?")."""
+    which = d.WhichOneof("value")
+    if which == "dim_value":
+        v = d.dim_value
+        return None if v < 0 else v
+    if which == "dim_param":
+        p = d.dim_param
+        return None if p == "?" else (p or None)
+    return None
+
+
 def type_from_proto(tp: P.TypeProto) -> ValueType | None:
     """An ONNX ``TypeProto`` as an IR type (``None`` for kinds the IR lacks)."""
     kind = tp.WhichOneof("value")
     if kind == "tensor_type" or kind == "sparse_tensor_type":
         tt = getattr(tp, kind)
-        shape = None
-        if tt.HasField("shape"):
-            # a negative dim_value (Paddle2ONNX's -1) or dim_param "?" means "any size"
-            shape = tuple(
-                None if unknown_dim(d) else d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in tt.shape.dim
-            )
-        try:
-            dtype = DataType(tt.elem_type)
-        except ValueError:
-            dtype = DataType.UNDEFINED
-        return TensorType(dtype, shape)
+        shape = tuple(_dim(d) for d in tt.shape.dim) if tt.HasField("shape") else None
+        return TensorType(_DTYPES.get(tt.elem_type, DataType.UNDEFINED), shape)
     if kind == "sequence_type":
         return SequenceType(type_from_proto(tp.sequence_type.elem_type))
     if kind == "optional_type":
         return OptionalType(type_from_proto(tp.optional_type.elem_type))
     return None
+
+
+def direct_array(t: P.TensorProto) -> np.ndarray | None:
+    """``t`` decoded without the general checks when it is a plain in-file
+    float32/float64/int32/int64 tensor whose size and data agree (the usual
+    case: ``Constant`` values, weights); ``None`` otherwise (then
+    :func:`tensor_to_array` decodes it, or raises its error)."""
+    direct = _DIRECT.get(t.data_type)
+    if direct is None or t.data_location == P.TensorProto.EXTERNAL or t.HasField("segment"):
+        return None
+    dtype, field = direct
+    dims = tuple(t.dims)
+    if dims and min(dims) < 0:
+        return None
+    n = math.prod(dims)
+    if n * dtype.itemsize > protos.MAX_TENSOR_BYTES:
+        return None
+    if t.HasField("raw_data"):
+        raw = t.raw_data
+        if not _LITTLE or len(raw) != n * dtype.itemsize:
+            return None
+        return np.frombuffer(raw, dtype=dtype).reshape(dims)
+    data = getattr(t, field)
+    if len(data) != n:
+        return None
+    return np.array(data, dtype=dtype).reshape(dims)
 
 
 def model_from_proto(proto: P.ModelProto, mapped: Mapping[str, np.ndarray] | None = None) -> Model:
@@ -112,6 +159,7 @@ class _ProtoConverter:
 
     def __init__(self, mapped: Mapping[str, np.ndarray] | None = None) -> None:
         self.mapped = mapped
+        self.types: dict[bytes, ValueType | None] = {}  # serialized TypeProto -> its (frozen) IR type
 
     def model(self, proto: P.ModelProto) -> Model:
         opsets = {(o.domain or ""): o.version for o in proto.opset_import}
@@ -137,18 +185,19 @@ class _ProtoConverter:
         g = Graph(gp.name or "graph", opset_imports=opsets if parent is None else {}, parent=parent,
                   doc=gp.doc_string)
         local: dict[str, Value] = {}
-        types = {vi.name: type_from_proto(vi.type) for vi in gp.value_info}
+        types = {vi.name: self.type(vi.type) for vi in gp.value_info}
         for vi in gp.output:
-            types.setdefault(vi.name, type_from_proto(vi.type))
+            if vi.name not in types:
+                types[vi.name] = self.type(vi.type)
         for t in gp.initializer:
-            v = Value(t.name, const=tensor_to_array(t, self.mapped))
+            v = Value(t.name, const=self.tensor(t))
             g.add_initializer(v)
             local[t.name] = v
         for vi in gp.input:
             if vi.name in local:
                 # IR < 4 models list initializers as inputs too; we keep them as constants
                 continue
-            v = Value(vi.name, type_from_proto(vi.type))
+            v = Value(vi.name, self.type(vi.type))
             g.inputs.append(v)
             local[vi.name] = v
         chain = scope + [local]
@@ -162,7 +211,7 @@ class _ProtoConverter:
                 except ModelLoadError:
                     raise ModelLoadError(f"graph {g.name!r}: output {vi.name!r} is never produced") from None
             if v.type is None:
-                v.type = type_from_proto(vi.type)
+                v.type = self.type(vi.type)
             g.outputs.append(v)
         for name, t in types.items():
             if name in local and local[name].type is None:
@@ -170,22 +219,38 @@ class _ProtoConverter:
         _make_names_unique(g)
         return g
 
+    def tensor(self, t: P.TensorProto) -> np.ndarray:
+        """``t`` as an array: directly when it is a plain in-file tensor, else by :func:`tensor_to_array`."""
+        arr = direct_array(t)
+        return arr if arr is not None else tensor_to_array(t, self.mapped)
+
+    def type(self, tp: P.TypeProto) -> ValueType | None:
+        """:func:`type_from_proto`, once per distinct type (a model's values share
+        a few hundred types at most: serializing is cheaper than reading the dims)."""
+        key = tp.SerializeToString()
+        t = self.types.get(key, _MISSING)
+        if t is _MISSING:
+            t = self.types[key] = type_from_proto(tp)
+        return t
+
     def node(self, np_: P.NodeProto, k: int, g: Graph, chain: list[dict[str, Value]],
              types: Mapping[str, ValueType | None]) -> Node:
         """The IR node of ``np_`` (the ``k``-th node of ``g``); its outputs
         are declared in the innermost scope of ``chain``."""
         local = chain[-1]
-        desc = f"node {np_.name or f'#{k}'!r} ({np_.op_type})"
-        inputs = [_lookup(chain, g, n, desc, i) if n else None for i, n in enumerate(np_.input)]
+        inputs: list[Value | None] = []
+        for i, n in enumerate(np_.input):
+            v = local.get(n) if n else None
+            inputs.append(v if v is not None or not n else _lookup(chain, g, n, _desc(np_, k), i))
         outputs = []
         for n in np_.output:
             v = Value(n, types.get(n))
             if n:
                 if n in local:
-                    raise ModelLoadError(f"graph {g.name!r}: {desc} redefines value {n!r}")
+                    raise ModelLoadError(f"graph {g.name!r}: {_desc(np_, k)} redefines value {n!r}")
                 local[n] = v
             outputs.append(v)
-        attrs = [self.attribute(a, g, chain, desc) for a in np_.attribute]
+        attrs = [self.attribute(a, g, chain, np_, k) for a in np_.attribute] if len(np_.attribute) else ()
         return Node(
             np_.op_type,
             inputs,
@@ -196,52 +261,58 @@ class _ProtoConverter:
             doc=np_.doc_string,
         )
 
-    def attribute(self, a: P.AttributeProto, g: Graph, chain: list[dict[str, Value]], desc: str) -> Attribute:
-        kind = AttrKind(a.type)
+    def attribute(self, a: P.AttributeProto, g: Graph, chain: list[dict[str, Value]], np_: P.NodeProto,
+                  k: int) -> Attribute:
+        """The IR attribute of ``a`` (of node ``np_``, the ``k``-th of ``g``)."""
+        kind = _KINDS.get(a.type)
+        read = _READERS.get(kind) if kind is not None else None
         try:
-            if kind == AttrKind.SPARSE_TENSOR:
+            if read is not None:
+                value = read(self, a, g, chain)
+            elif kind == AttrKind.SPARSE_TENSOR:
                 return Attribute(a.name, AttrKind.TENSOR, sparse_to_dense(a.sparse_tensor, self.mapped),
                                  ref_attr_name=a.ref_attr_name or None)
-            value = self.attribute_value(a, kind, g, chain)
-            if value is _UNSUPPORTED:
-                raise ModelLoadError(f"{desc}: attribute {a.name!r} has unsupported kind {kind.name}")
+            else:
+                raise ModelLoadError(f"{_desc(np_, k)}: attribute {a.name!r} has unsupported kind "
+                                     f"{AttrKind(a.type).name}")
         except ModelLoadError as e:
+            desc = _desc(np_, k)
             if desc in str(e):
                 raise
             raise ModelLoadError(f"{desc}: attribute {a.name!r}: {e}") from e
         return Attribute(a.name, kind, value, ref_attr_name=a.ref_attr_name or None)
 
-    def attribute_value(self, a: P.AttributeProto, kind: AttrKind, g: Graph,
-                        chain: list[dict[str, Value]]) -> Any:
-        """The Python value of attribute ``a`` of ``kind`` (``_UNSUPPORTED`` for other kinds)."""
-        if kind == AttrKind.FLOAT:
-            return float(a.f)
-        if kind == AttrKind.INT:
-            return int(a.i)
-        if kind == AttrKind.STRING:
-            return a.s.decode("utf-8", errors="surrogateescape")
-        if kind == AttrKind.TENSOR:
-            return tensor_to_array(a.t, self.mapped)
-        if kind == AttrKind.GRAPH:
-            return self.graph(a.g, {}, g, chain)
-        if kind == AttrKind.FLOATS:
-            return [float(x) for x in a.floats]
-        if kind == AttrKind.INTS:
-            return [int(x) for x in a.ints]
-        if kind == AttrKind.STRINGS:
-            return [s.decode("utf-8", errors="surrogateescape") for s in a.strings]
-        if kind == AttrKind.TENSORS:
-            return [tensor_to_array(t, self.mapped) for t in a.tensors]
-        if kind == AttrKind.GRAPHS:
-            return [self.graph(x, {}, g, chain) for x in a.graphs]
-        if kind == AttrKind.TYPE_PROTO:
-            return type_from_proto(a.tp)
-        if kind == AttrKind.TYPE_PROTOS:
-            return [type_from_proto(t) for t in a.type_protos]
-        return _UNSUPPORTED
+
+_MISSING: Any = object()
 
 
-_UNSUPPORTED = object()
+def _desc(np_: P.NodeProto, k: int) -> str:
+    """How errors name node ``np_`` (the ``k``-th of its graph)."""
+    return f"node {np_.name or f'#{k}'!r} ({np_.op_type})"
+
+
+def _utf8(s: bytes) -> str:
+    return s.decode("utf-8", errors="surrogateescape")
+
+
+#: attribute kind -> reader of its Python value (converter, attribute, graph, scope chain); SPARSE_TENSOR
+#: (read as a dense TENSOR) and the kinds the IR lacks are handled by ``_ProtoConverter.attribute``
+_READERS: dict[AttrKind, Callable[[_ProtoConverter, P.AttributeProto, Graph, list[dict[str, Value]]], Any]] = {
+    AttrKind.FLOAT: lambda cv, a, g, chain: float(a.f),
+    AttrKind.INT: lambda cv, a, g, chain: int(a.i),
+    AttrKind.STRING: lambda cv, a, g, chain: _utf8(a.s),
+    AttrKind.TENSOR: lambda cv, a, g, chain: cv.tensor(a.t),
+    AttrKind.GRAPH: lambda cv, a, g, chain: cv.graph(a.g, {}, g, chain),
+    AttrKind.FLOATS: lambda cv, a, g, chain: list(a.floats),
+    AttrKind.INTS: lambda cv, a, g, chain: list(a.ints),
+    AttrKind.STRINGS: lambda cv, a, g, chain: [_utf8(s) for s in a.strings],
+    AttrKind.TENSORS: lambda cv, a, g, chain: [cv.tensor(t) for t in a.tensors],
+    AttrKind.GRAPHS: lambda cv, a, g, chain: [cv.graph(x, {}, g, chain) for x in a.graphs],
+    AttrKind.TYPE_PROTO: lambda cv, a, g, chain: type_from_proto(a.tp),
+    AttrKind.TYPE_PROTOS: lambda cv, a, g, chain: [type_from_proto(t) for t in a.type_protos],
+}
+
+
 
 
 def _lookup(chain: list[dict[str, Value]], g: Graph, name: str, node_desc: str, i: int) -> Value:

@@ -122,14 +122,7 @@ def load_onnx(
     proto, base_dir = _parse_source(source)
     mapped: dict[str, np.ndarray] = {}  # external data read into arrays, see load_external_data
     load_external_data(proto, base_dir, mapped, weights)
-    if sort and _needs_sorting(proto):  # ONNX Runtime accepts unsorted graphs (e.g. from fp16 converters): so do we
-        proto = copy_model(proto) if proto is source else proto
-        sort_nodes(proto.graph)
-    if check:
-        try:
-            onnx_lite.check_model(for_checker(proto) if mapped else proto)
-        except (onnx_lite.ValidationError, ValueError) as e:
-            raise ModelLoadError(f"ONNX model is invalid: {first_line(e)}") from e
+    proto = _sorted_and_checked(proto, source, mapped, sort=sort, check=check)
     if proto.functions:
         try:
             proto = onnx_lite.inline_local_functions(proto)
@@ -157,6 +150,36 @@ def load_onnx(
     return model
 
 
+def _sorted_and_checked(proto: P.ModelProto, source: ModelSource, mapped: Mapping[str, np.ndarray], *,
+                        sort: bool, check: bool) -> P.ModelProto:
+    """``proto`` with its nodes in a valid order (sorted on a copy when
+    ``sort`` and they are not: ONNX Runtime accepts unsorted graphs, e.g. from
+    fp16 converters, so do we) and, with ``check``, passed by the checker.
+    The checker refuses unsorted graphs, so a graph it passes needs no order
+    check: the order is looked at only when it fails (or with no checker)."""
+    if check:
+        try:
+            _check(proto, mapped)
+            return proto
+        except ModelLoadError:
+            if not (sort and _needs_sorting(proto)):
+                raise
+    elif not (sort and _needs_sorting(proto)):
+        return proto
+    proto = copy_model(proto) if proto is source else proto
+    sort_nodes(proto.graph)
+    if check:
+        _check(proto, mapped)
+    return proto
+
+
+def _check(proto: P.ModelProto, mapped: Mapping[str, np.ndarray]) -> None:
+    try:
+        onnx_lite.check_model(for_checker(proto) if mapped else proto)
+    except (onnx_lite.ValidationError, ValueError) as e:
+        raise ModelLoadError(f"ONNX model is invalid: {first_line(e)}") from e
+
+
 def _fully_typed(g: P.GraphProto) -> bool:
     """Every node output of ``g`` declares a tensor element type and no node has sub-graphs."""
     typed = {vi.name for vi in [*g.value_info, *g.output]
@@ -177,12 +200,16 @@ def _node_reads(n: P.NodeProto) -> Iterator[str]:
 
 def _unsorted(g: P.GraphProto, outer: set[str]) -> bool:
     known = set(outer) | {x.name for x in g.input} | {t.name for t in g.initializer}
-    produced = {o for n in g.node for o in n.output}
-    for n in g.node:
-        if any(x in produced and x not in known for x in _node_reads(n)):
-            return True
+    nodes = list(g.node)
+    produced = {o for n in nodes for o in n.output}
+    produced.discard("")  # omitted optional outputs; omitted inputs ("") are never out of order
+    for n in nodes:
+        subs = list(subgraphs(n)) if len(n.attribute) else ()
+        for x in (_node_reads(n) if subs else n.input):
+            if x in produced and x not in known:
+                return True
         known.update(n.output)
-        if any(_unsorted(sub, known) for sub in subgraphs(n)):
+        if any(_unsorted(sub, known) for sub in subs):
             return True
     return False
 

@@ -1,12 +1,16 @@
-"""The memo of IR node validation: a node whose checked facts equal those of
+"""The memo of node validation: a node whose checked facts equal those of
 a node that passed :func:`~nnrt_core.frontends.onnx.validate.validate_node`
-before passes too, so ``validate_graph`` checks it only once per process.
-A failing node is never remembered (it is checked, and named, every time)."""
+before passes too, so ``validate_graph`` (IR nodes) and ``validate_model``
+(proto nodes: the many alike nodes of one model, each pass) check it only
+once per process.  A failing node is never remembered (it is checked, and
+named, every time)."""
 from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
 
 from nnrt_core.ir import AttrKind, Node, TensorType, Value
 
-__all__ = ["PASSED", "PASSED_MAX", "facts_key", "remember"]
+__all__ = ["PASSED", "PASSED_MAX", "facts_key", "proto_facts_key", "remember"]
 
 #: facts keys of IR nodes that passed validation (bounded: cleared when full)
 PASSED: set[tuple] = set()
@@ -40,6 +44,18 @@ def facts_key(node: Node, domain: str, version: int) -> tuple | None:
     except TypeError:
         return None
     return key
+
+
+def proto_facts_key(op_type: str, domain: str, version: int | None, attrs: Mapping[str, tuple[int, Any]],
+                    input_types: Sequence[int | None], named_inputs: Sequence[bool], n_outputs: int,
+                    structure: bool) -> tuple:
+    """The facts key of a proto node checked against opset ``version``
+    (``structure``: as ``validate_node`` is called): all its ``NodeView``
+    gives the checks but the node's name and value names (which inputs are
+    named, the number of outputs).  Tagged "proto": never an IR node's key."""
+    return ("proto", structure, op_type, domain, version,
+            tuple((k, kind, tuple(v) if isinstance(v, list) else v) for k, (kind, v) in attrs.items()),
+            tuple(input_types), tuple(named_inputs), n_outputs)
 
 
 def remember(key: tuple) -> None:

@@ -20,24 +20,21 @@ node, sub-graphs included, against its onnx schema:
   ``MAX_LIST`` long; plus :data:`RULES`, the per-op rules for attributes
   that crash native code.
 
-A violation is a :class:`ModelLoadError` naming the node, the attribute and
-what was expected.  Nodes without an onnx schema (custom domains) are left
-to the backends.
+A violation is a :class:`ModelLoadError` naming the node, the attribute and what was
+expected.  Nodes without an onnx schema (custom domains) are left to the backends.
 """
 from __future__ import annotations
 
 import functools
 import math
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
-
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.proto_build import get_attribute_value
 from nnrt_core.frontends.onnx.schema_facts import SchemaFacts, schema_facts
-from nnrt_core.frontends.onnx.node_facts import PASSED, facts_key, remember
+from nnrt_core.frontends.onnx.node_facts import PASSED, facts_key, proto_facts_key, remember
 from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value
 
 __all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "ir_node_view", "validate_graph", "validate_model",
@@ -74,9 +71,9 @@ MAX_WINDOW = (1 << 31) - 1
 MAX_SKIP = 1 << 20
 
 
-@dataclass(frozen=True)
-class NodeView:
-    """What the checks read of a node, from a proto or an IR node."""
+class NodeView(NamedTuple):
+    """What the checks read of a node, from a proto or an IR node (a named
+    tuple: a frozen dataclass costs ~0.6 ms to define, at import)."""
 
     desc: str  #: "node 'name' (OpType)"
     op_type: str
@@ -322,59 +319,79 @@ def _proto_types(g: P.GraphProto, types: dict[str, int]) -> dict[str, int]:
     """Tensor element types ``g`` (and its sub-graphs) declare, by value name
     (``NOT_TENSOR`` for sequences, maps and optionals); an unknown element
     type is a :class:`ModelLoadError`."""
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        kind = vi.type.WhichOneof("value")
-        if kind == "tensor_type" and vi.type.tensor_type.elem_type:
-            elem = vi.type.tensor_type.elem_type
-            if _elem_name(elem) is None:
-                raise ModelLoadError(f"graph {g.name!r}: value {vi.name!r} has unknown element type {elem}")
-            types.setdefault(vi.name, elem)
-        elif kind in ("sequence_type", "map_type", "optional_type"):
-            types.setdefault(vi.name, NOT_TENSOR)
+    for vis in (g.input, g.value_info, g.output):
+        for vi in vis:
+            tp = vi.type
+            kind = tp.WhichOneof("value")
+            elem = tp.tensor_type.elem_type if kind == "tensor_type" else 0
+            if elem:
+                if _elem_name(elem) is None:
+                    raise ModelLoadError(f"graph {g.name!r}: value {vi.name!r} has unknown element type {elem}")
+                types.setdefault(vi.name, elem)
+            elif kind in ("sequence_type", "map_type", "optional_type"):
+                types.setdefault(vi.name, NOT_TENSOR)
     for t in g.initializer:
         types[t.name] = t.data_type
     for p in g.node:
         for a in p.attribute:
-            for sub in ([a.g] if a.type == AttributeProto.GRAPH else a.graphs):
-                _proto_types(sub, types)
+            if a.type in _GRAPH_KINDS:
+                for sub in ([a.g] if a.type == AttributeProto.GRAPH else a.graphs):
+                    _proto_types(sub, types)
     return types
 
 
 _GRAPH_KINDS = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
 
 
-def _proto_nodes(g: P.GraphProto, types: Mapping[str, int] | None = None, structure: bool = True
-                 ) -> Iterator[tuple[NodeView, list[P.GraphProto]]]:
-    for k, p in enumerate(g.node):
-        if not structure and not p.input and not any(a.type in _GRAPH_KINDS for a in p.attribute):
-            continue  # the type checks read inputs only (Constant nodes: half of some models)
-        attrs: dict[str, tuple[int, Any]] = {}
-        graphs: list[P.GraphProto] = []
-        for a in p.attribute:
-            if not structure and a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
-                continue  # attribute values are read for the structure checks only
-            if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
-                graphs += [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
-                attrs[a.name] = (int(a.type), None)
-            elif a.type in (AttributeProto.INT, AttributeProto.INTS):
-                attrs[a.name] = (int(a.type), get_attribute_value(a))
-            elif a.type == AttributeProto.TENSOR:
-                attrs[a.name] = (int(a.type), math.prod(a.t.dims))
-            elif a.type in (AttributeProto.STRING, AttributeProto.STRINGS, AttributeProto.FLOATS):
-                value = get_attribute_value(a)
-                attrs[a.name] = (int(a.type), value.decode("utf-8", "replace") if isinstance(value, bytes) else
-                                 [s.decode("utf-8", "replace") if isinstance(s, bytes) else s for s in value])
-            else:
-                attrs[a.name] = (int(a.type), None)
-        desc = f"node {p.name or f'#{k}'!r} ({p.op_type})"
-        in_types = [types.get(x) for x in p.input] if types is not None else []
-        yield NodeView(desc, p.op_type, p.domain, list(p.input), list(p.output), attrs, in_types), graphs
+#: attribute type -> its value as the checks read it (``NodeView.attrs``), read directly
+_READ: dict[int, Callable[[P.AttributeProto], Any]] = {
+    AttributeProto.INT: lambda a: a.i,
+    AttributeProto.INTS: lambda a: list(a.ints),
+    AttributeProto.TENSOR: lambda a: math.prod(a.t.dims),
+    AttributeProto.STRING: lambda a: a.s.decode("utf-8", "replace"),
+    AttributeProto.STRINGS: lambda a: [s.decode("utf-8", "replace") for s in a.strings],
+    AttributeProto.FLOATS: lambda a: list(a.floats),
+}
+
+
+def _proto_attrs(p: P.NodeProto, structure: bool) -> tuple[dict[str, tuple[int, Any]], list[P.GraphProto]]:
+    """``NodeView.attrs`` of ``p`` (graph attributes only when not ``structure``) and its sub-graphs."""
+    attrs: dict[str, tuple[int, Any]] = {}
+    graphs: list[P.GraphProto] = []
+    for a in p.attribute:
+        kind = a.type
+        if kind in _GRAPH_KINDS:
+            graphs += [a.g] if kind == AttributeProto.GRAPH else list(a.graphs)
+            attrs[a.name] = (int(kind), None)
+        elif not structure:
+            continue  # attribute values are read for the structure checks only
+        elif kind in _READ:
+            if a.ref_attr_name and kind != AttributeProto.TENSOR:
+                get_attribute_value(a)  # raises, as before, for a reference outside a function
+            attrs[a.name] = (int(kind), _READ[kind](a))
+        else:
+            attrs[a.name] = (int(kind), None)
+    return attrs, graphs
 
 
 def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int],
                           types: Mapping[str, int] | None, structure: bool = True) -> None:
-    for view, graphs in _proto_nodes(g, types, structure):
-        validate_node(view, opsets, structure=structure)
+    """Check the nodes of ``g``, each set of facts once (:mod:`~nnrt_core.frontends.onnx.node_facts`):
+    the ``NodeView`` is built only for facts not seen passing before."""
+    for k, p in enumerate(g.node):
+        if not structure and not p.input and not any(a.type in _GRAPH_KINDS for a in p.attribute):
+            continue  # the type checks read inputs only (Constant nodes: half of some models)
+        attrs, graphs = _proto_attrs(p, structure) if len(p.attribute) else ({}, ())
+        inputs, op, domain = p.input, p.op_type, p.domain
+        in_types = [types.get(x) for x in inputs] if types is not None else []
+        version = opsets.get("" if domain == "ai.onnx" else domain)
+        key = proto_facts_key(op, domain, version, attrs, in_types, [bool(x) for x in inputs], len(p.output),
+                              structure)
+        if key not in PASSED:
+            view = NodeView(f"node {p.name or f'#{k}'!r} ({op})", op, domain, list(inputs), list(p.output), attrs,
+                            in_types)
+            validate_node(view, opsets, structure=structure)
+            remember(key)
         for sub in graphs:
             _validate_proto_graph(sub, opsets, types, structure)
 
