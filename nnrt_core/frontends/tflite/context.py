@@ -33,7 +33,12 @@ def make_attributes(attrs: dict[str, Any]) -> list[Attribute]:
     """IR attributes from plain Python values (int, float, str, lists of int/float, arrays)."""
     out = []
     for k, v in attrs.items():
-        if isinstance(v, (bool, int, np.integer)):
+        t = type(v)  # the common cases first, by exact type (mappers pass ints, floats and lists of int)
+        if t is int:
+            out.append(Attribute(k, AttrKind.INT, v))
+        elif t is list and all(type(x) is int for x in v):
+            out.append(Attribute(k, AttrKind.INTS, list(v)))
+        elif isinstance(v, (bool, int, np.integer)):
             out.append(Attribute(k, AttrKind.INT, int(v)))
         elif isinstance(v, (float, np.floating)):
             out.append(Attribute(k, AttrKind.FLOAT, float(v)))
@@ -210,11 +215,14 @@ class OperatorRef:
 class OpContext(OperatorRef):
     """One TFLite operator as its mapper sees it: its tensors, options and the graph state."""
 
-    def __init__(self, state: GraphState, op: Any, index: int, op_name: str) -> None:
+    def __init__(self, state: GraphState, op: Any, index: int, op_name: str,
+                 io: tuple[Sequence[int], Sequence[int]] | None = None) -> None:
         super().__init__(op, index, op_name)
         self.state = state
-        self.inputs = ins = list(op.i32s(OPERATOR.inputs))  # the caller guards reads
-        self.outputs = outs = list(op.i32s(OPERATOR.outputs))
+        if io is None:  # ``io``: the operator's (inputs, outputs) when the caller has read them
+            io = op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)  # the caller guards reads
+        self.inputs = ins = list(io[0])
+        self.outputs = outs = list(io[1])
         n = len(state.slots)
         if (ins and (min(ins) < -1 or max(ins) >= n)) or (outs and (min(outs) < -1 or max(outs) >= n)):
             bad = next(t for t in ins + outs if not -1 <= t < n)

@@ -28,14 +28,9 @@ def unsupported_ops(flat: FlatModel, subgraph: int = 0,
     """(builtin, custom) operator names of ``subgraph`` that have no mapper
     (custom ones may also be claimed by ``extra``, plugins' mappers)."""
     builtin, custom = set(), set()
-    with guarded("operators"):
-        for k, op in enumerate(flat.operators(flat.subgraph(subgraph))):
-            idx = op.u32(OPERATOR.opcode_index)
-            if not 0 <= idx < len(flat.op_codes):
-                raise ModelLoadError(f"operator {k} uses operator code {idx}; the model has {len(flat.op_codes)}")
-            name, is_custom = flat.op_codes[idx]
-            if mapper_for(name, is_custom) is None and not (is_custom and extra and name in extra):
-                (custom if is_custom else builtin).add(name)
+    for name, is_custom in set(flat.op_names(flat.subgraph(subgraph))):
+        if mapper_for(name, is_custom) is None and not (is_custom and extra and name in extra):
+            (custom if is_custom else builtin).add(name)
     return sorted(builtin), sorted(custom)
 
 
@@ -95,14 +90,14 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
     state = GraphState(flat, graph, resolved.tensors)
     for t, value in resolved.folded.items():  # shape arithmetic folded at import
         state.slots[t].const = value
-    ops = flat.operators(sg)
+    ops, op_names = flat.operators(sg), flat.op_names(sg)
     for t in ins:
         _add_input(state, t)
     for k, op in enumerate(ops):
         if k in resolved.skip_ops:
             continue
         try:  # guarded() per operator, without a context manager's cost
-            _map(state, flat, op, k, extra, has_complex)
+            _map(state, op, k, op_names[k], extra, has_complex)
         except ModelLoadError:
             raise
         except GUARDED_ERRORS as e:
@@ -117,15 +112,16 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
     return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
 
 
-def _map(state: GraphState, flat: FlatModel, op: Table, k: int, extra: Mapping[str, Mapper],
+def _map(state: GraphState, op: Table, k: int, code: tuple[str, bool], extra: Mapping[str, Mapper],
          has_complex: bool) -> None:
-    """Run the mapper of operator ``k`` and check it produced every output."""
-    name, is_custom = flat.op_codes[op.u32(OPERATOR.opcode_index)]
+    """Run the mapper of operator ``k`` (``code``: its name, is_custom) and check it produced every output."""
+    name, is_custom = code
     mapper = mapper_for(name, is_custom)
     short = shortcut_for(mapper) if mapper is not None and not has_complex else None
-    if short is not None and short(state, op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)):
+    io = op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)  # read once, for the shortcut and the mapper
+    if short is not None and short(state, *io):
         return
-    ctx = OpContext(state, op, k, name)
+    ctx = OpContext(state, op, k, name, io)
     if has_complex:
         check_complex(ctx)
     if mapper is not None:

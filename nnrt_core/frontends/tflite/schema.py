@@ -110,6 +110,8 @@ class FlatModel:
         self.data = data
         self.what = what
         self.buf = np.frombuffer(data, dtype=np.uint8)
+        self._operators: dict[int, list[table.Table]] = {}
+        self._op_names: dict[int, list[tuple[str, bool]]] = {}
         with guarded("model header"):
             root_pos = struct.unpack_from("<I", data, 0)[0]
             if root_pos + 4 > len(data):
@@ -189,14 +191,14 @@ class FlatModel:
               sparsity_at: int, quant_at: int) -> TensorInfo:
         """Tensor ``i`` from its fields (tables given by position, 0: absent), checked."""
         name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{i}"
-        desc = f"tensor {i} {name!r}"
         if ttype == 13:  # RESOURCE: a variable handle (ops/variables.py), no data
             return TensorInfo(i, name, DataType.UNDEFINED, (), None, None, None)
         dtype = _DTYPES.get(ttype)
+        desc = _Desc(i, name)  # the text is made only for an error
         if dtype is None:
             raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
                                  f"(supported: {sorted(_TYPE_NAMES[k] for k in _DTYPES)})")
-        if any(d < 0 for d in shape):
+        if shape and min(shape) < 0:
             raise ModelLoadError(f"{desc}: shape {list(shape)} has a negative dimension")
         nbytes = math.prod(shape) * dtype.numpy.itemsize
         if nbytes > MAX_TENSOR_BYTES:
@@ -237,7 +239,7 @@ class FlatModel:
             return f"buffer {index} ({n} bytes) lies outside the file ({len(self.data)} bytes)"
         return self.buf[start:start + n]
 
-    def _buffer(self, index: int, desc: str) -> np.ndarray | None:
+    def _buffer(self, index: int, desc: object) -> np.ndarray | None:
         """The bytes of buffer ``index`` as a uint8 view (``None``: empty)."""
         if index == 0:
             return None
@@ -249,7 +251,7 @@ class FlatModel:
         return raw
 
     @staticmethod
-    def _quant(q: table.Table | None, desc: str, shape: tuple[int, ...]) -> Quant | None:
+    def _quant(q: table.Table | None, desc: object, shape: tuple[int, ...]) -> Quant | None:
         if q is None:
             return None
         scale = q.numbers(table.QUANT.scale, np.float32).astype(np.float32)
@@ -275,8 +277,26 @@ class FlatModel:
         return self.subgraphs[k]
 
     def operators(self, sg: table.Table) -> list[table.Table]:
-        with guarded("operator list"):
-            return sg.tables(table.SUBGRAPH.operators)
+        """The operator tables of ``sg`` (read once per subgraph: import reads them three times)."""
+        ops = self._operators.get(sg.pos)
+        if ops is None:
+            with guarded("operator list"):
+                ops = self._operators[sg.pos] = sg.tables(table.SUBGRAPH.operators)
+        return ops
+
+    def op_names(self, sg: table.Table) -> list[tuple[str, bool]]:
+        """(name, is_custom) of every operator of ``sg``, its operator code index checked (read once per subgraph)."""
+        names = self._op_names.get(sg.pos)
+        if names is None:
+            names = []
+            with guarded("operators"):
+                for k, op in enumerate(self.operators(sg)):
+                    idx = op.u32(table.OPERATOR.opcode_index)
+                    if not 0 <= idx < len(self.op_codes):
+                        raise ModelLoadError(f"operator {k} uses operator code {idx}; the model has {len(self.op_codes)}")
+                    names.append(self.op_codes[idx])
+            self._op_names[sg.pos] = names
+        return names
 
     def signatures(self) -> list[dict[str, object]]:
         """The signature defs: key, subgraph index, input and output names."""
@@ -300,6 +320,18 @@ class FlatModel:
     def subgraph_names(self) -> list[str]:
         with guarded("subgraph names"):
             return [_text(sg.string(table.SUBGRAPH.name)) or f"subgraph_{k}" for k, sg in enumerate(self.subgraphs)]
+
+
+class _Desc:
+    """``tensor {i} {name!r}`` for error messages, formatted only when one is raised."""
+
+    __slots__ = ("i", "name")
+
+    def __init__(self, i: int, name: str) -> None:
+        self.i, self.name = i, name
+
+    def __str__(self) -> str:
+        return f"tensor {self.i} {self.name!r}"
 
 
 def _text(b: bytes | None) -> str:

@@ -22,6 +22,7 @@ from nnrt_numpy.fusion import Chain, find_chains
 from nnrt_numpy.graph_facts import is_static_shape, value_dtype, value_readers
 from nnrt_numpy.ieee import ieee_arithmetic
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
+from nnrt_numpy.shared import sharing
 from nnrt_numpy.weight_dq import fold_constant_dequantize
 
 __all__ = ["GraphProgram", "node_info", "FACTS_TAG"]
@@ -158,11 +159,12 @@ class GraphProgram:
                 self.scope_in.append((v.name, slot(v)))
         self.steps: list[_Step] = []
         kernels: list[Kernel] = []
-        for node in graph.nodes:
-            for v in node.inputs:
-                if v is not None and id(v) not in slots and v.const is not None:
-                    self.consts.append((slot(v), v.const))
-            kernels.append(_node_kernel(node))
+        with sharing():  # nodes of the same shapes and attributes share set-up (depthwise plans)
+            for node in graph.nodes:
+                for v in node.inputs:
+                    if v is not None and id(v) not in slots and v.const is not None:
+                        self.consts.append((slot(v), v.const))
+                kernels.append(_node_kernel(node))
         # backend-local fusion: a chain runs as one step at the position of its last node
         readers = value_readers(graph) if fuse else {}  # one walk for fusion and Concat placement
         chains = find_chains(graph, kernels, _make_kernel, readers) if fuse else []

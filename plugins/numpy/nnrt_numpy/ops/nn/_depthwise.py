@@ -43,6 +43,7 @@ the thread count.
 """
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Sequence
 
@@ -156,6 +157,13 @@ class DepthwisePlan:
         # channels-last with few channels: several images per piece, so einsum's inner loop is long enough
         ipp = min(n, -(-CL_LANES // c)) if mode == "cl" and cb >= c else 1
         return cb, ipp
+
+    def for_node(self) -> "DepthwisePlan":
+        """This plan for one more node: the same geometry, pieces and scratch pool (shared,
+        under its lock), its own weights cache (a node's weights are not another's)."""
+        plan = copy.copy(self)
+        plan._weights = None
+        return plan
 
     # -- scratch and weights ------------------------------------------------------------
     def _new_scratch(self) -> "_Scratch":

@@ -23,6 +23,7 @@ import numpy as np
 
 from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
+from ...shared import shared
 from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
 
 if TYPE_CHECKING:
@@ -34,10 +35,16 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 TAP_LOOP_MAX = 0
 
 
+_LOADED: list[ModuleType] = []
+
+
 def _depthwise() -> ModuleType:
     """``_depthwise.py``, imported by the first depthwise conv: models without one
-    (most) do not pay for compiling it at every process start."""
-    return importlib.import_module("._depthwise", __package__)
+    (most) do not pay for compiling it at every process start (then kept: a node asks
+    several times at compile, ``import_module`` costs microseconds)."""
+    if not _LOADED:
+        _LOADED.append(importlib.import_module("._depthwise", __package__))
+    return _LOADED[0]
 
 
 def _im2col(x: np.ndarray, kernel, strides, dil, begin, end, out) -> np.ndarray:
@@ -258,8 +265,11 @@ class Conv(Kernel):
                 kernel, strides, dil, out = [1] + kernel, [1] + strides, [1] + dil, [1] + out
                 begin, end = [0] + begin, [0] + end
             hw = xshape[2:] if nd == 2 else (1,) + tuple(xshape[2:])
-            plan = _depthwise().DepthwisePlan(xshape[0], xshape[1], wshape[0] // xshape[1], hw, kernel, strides, dil, begin,
-                                 end, out, dtype)
+            dw = _depthwise()
+            args = (xshape[0], xshape[1], wshape[0] // xshape[1], tuple(hw), tuple(kernel), tuple(strides),
+                    tuple(dil), tuple(begin), tuple(end), tuple(out), np.dtype(dtype))
+            # nodes of the same shapes and attributes in one compile share the geometry and scratch pool
+            plan = shared(("depthwise", dw.MODE) + args, lambda: dw.DepthwisePlan(*args)).for_node()
             self._plans[key] = plan
         return plan
 
