@@ -35,7 +35,10 @@ def tensor_to_array(t: P.TensorProto, mapped: Mapping[str, np.ndarray] | None = 
 
     A tensor ``load_external_data`` read into ``mapped`` is a view of its
     array there (no further copy); any other external tensor is refused (its file
-    was never checked)."""
+    was never checked).  Plain in-file tensors take :func:`direct_array`."""
+    arr = direct_array(t)
+    if arr is not None:
+        return arr
     declared = declared_bytes(t)
     if t.data_location == P.TensorProto.EXTERNAL:
         key = mapped_key(t)
@@ -220,9 +223,8 @@ class _ProtoConverter:
         return g
 
     def tensor(self, t: P.TensorProto) -> np.ndarray:
-        """``t`` as an array: directly when it is a plain in-file tensor, else by :func:`tensor_to_array`."""
-        arr = direct_array(t)
-        return arr if arr is not None else tensor_to_array(t, self.mapped)
+        """``t`` as an array (:func:`tensor_to_array` with this model's external data)."""
+        return tensor_to_array(t, self.mapped)
 
     def type(self, tp: P.TypeProto) -> ValueType | None:
         """:func:`type_from_proto`, once per distinct type (a model's values share
