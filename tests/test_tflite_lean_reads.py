@@ -80,6 +80,46 @@ def test_fp16_constants_convert_bit_for_bit(shape):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("shape,perm", [((4, 3, 3, 2), (0, 3, 1, 2)), ((1, 3, 3, 8), (3, 0, 1, 2)),
+                                        ((64, 5, 5, 16), (0, 3, 1, 2)), ((16, 1, 1, 512), (0, 3, 1, 2))])
+def test_fp16_constants_convert_and_transpose_in_one_pass_bit_for_bit(shape, perm):
+    """Below and above LUT_MIN, 1x1 kernels included: the same bits as a transposed copy then astype."""
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    data = every[np.random.default_rng(0).integers(0, 1 << 16, int(np.prod(shape)))].reshape(shape)
+    got = half_to_float(data, perm)
+    want = np.ascontiguousarray(data.transpose(perm)).astype(np.float32)
+    assert got.shape == want.shape and got.flags.c_contiguous and got.dtype == np.float32
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_fp16_conv_weights_behind_dequantize_are_converted_once_in_their_layout(monkeypatch):
+    """CONV_2D and DEPTHWISE_CONV_2D weights that are DEQUANTIZEs of fp16 constants: one
+    conversion each, straight into OIHW / (C*M)1HW, none in TFLite layout; same bits as before."""
+    from nnrt_core.frontends.tflite import context
+    rng = np.random.default_rng(2)
+    w = TFLiteWriter()
+    x = w.input("x", [1, 6, 6, 3])
+    w16 = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
+    d16 = rng.standard_normal((1, 3, 3, 4)).astype(np.float16)
+    wf, df = w.tensor("wf", [4, 3, 3, 3]), w.tensor("df", [1, 3, 3, 4])
+    w.op("DEQUANTIZE", [w.const("w16", w16)], [wf])
+    w.op("DEQUANTIZE", [w.const("d16", d16)], [df])
+    y, z = w.tensor("y", [1, 6, 6, 4]), w.tensor("z", [1, 6, 6, 4])
+    w.op("CONV_2D", [x, wf, w.const("b", np.zeros(4, np.float32))], [y], "Conv2DOptions", Padding=0,
+         StrideW=1, StrideH=1)
+    w.op("DEPTHWISE_CONV_2D", [y, df, w.const("db", np.zeros(4, np.float32))], [z], "DepthwiseConv2DOptions",
+         Padding=0, StrideW=1, StrideH=1, DepthMultiplier=1)
+    w.outputs = [z]
+    calls = []
+    real = context.half_to_float
+    monkeypatch.setattr(context, "half_to_float", lambda d, perm=None: calls.append(perm) or real(d, perm))
+    g = load_tflite(w.build()).graph
+    assert calls == [(0, 3, 1, 2), (3, 0, 1, 2)]
+    convs = [n for n in g.nodes if n.op_type == "Conv"]
+    assert np.array_equal(convs[0].inputs[1].const, w16.astype(np.float32).transpose(0, 3, 1, 2))
+    assert np.array_equal(convs[1].inputs[1].const, d16.astype(np.float32).transpose(3, 0, 1, 2))
+
+
 def test_operator_tables_and_codes_are_read_once_and_bad_codes_named():
     w = TFLiteWriter()
     x = w.input("x", [1, 4])

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from nnrt_core.errors import ModelLoadError, UnsupportedNodeError
+from nnrt_core.frontends.tflite.halves import half_to_float
 from nnrt_core.frontends.tflite.options import read_options
 from nnrt_core.frontends.tflite.schema import FlatModel, Quant, TensorInfo
 from nnrt_core.frontends.tflite.table import OPERATOR
@@ -56,14 +57,38 @@ def make_attributes(attrs: dict[str, Any]) -> list[Attribute]:
 class Slot:
     """What the IR knows of one TFLite tensor."""
 
-    __slots__ = ("info", "plain", "nchw", "const", "quant")
+    __slots__ = ("info", "plain", "nchw", "_const", "half", "quant")
 
     def __init__(self, info: TensorInfo) -> None:
         self.info = info
         self.plain: Value | None = None
         self.nchw: Value | None = None
-        self.const: np.ndarray | None = info.data if info.sparse is None else None
+        self._const: np.ndarray | None = info.data if info.sparse is None else None
+        #: fp16 data of a float32 constant (a DEQUANTIZE of fp16), converted when read:
+        #: :meth:`GraphState.const_value` converts and transposes it in one pass
+        self.half: np.ndarray | None = None
         self.quant: Quant | None = info.quant if info.dtype in QUANTIZED_TYPES or info.data is not None else None
+
+    @property
+    def const(self) -> np.ndarray | None:
+        """The constant data (TFLite layout), ``None`` when computed."""
+        c = self._const
+        if c is None and self.half is not None:
+            c = self._const = half_to_float(self.half)
+        return c
+
+    @const.setter
+    def const(self, value: np.ndarray | None) -> None:
+        self._const, self.half = value, None
+
+    @property
+    def is_const(self) -> bool:
+        """Whether the tensor is a constant (without converting fp16 data)."""
+        return self._const is not None or self.half is not None
+
+    def set_half(self, data: np.ndarray) -> None:
+        """This tensor is the float32 value of fp16 constant ``data`` (converted when read)."""
+        self._const, self.half, self.quant = None, data, None
 
 
 class GraphState:
@@ -138,14 +163,16 @@ class GraphState:
         """The float (or integer) IR value of constant tensor ``t``, transposed by ``perm``
         (a copy only then); int8/uint8 data stay quantized behind a DequantizeLinear."""
         slot = self.slots[t]
+        suffix = "" if perm is None else "__" + "".join(map(str, perm))
+        if slot._const is None and slot.half is not None:  # fp16: converted and laid out in one pass
+            return self.constant(half_to_float(slot.half, perm), slot.info.name + suffix)
         data, quant, info = slot.const, slot.quant, slot.info
         assert data is not None
-        suffix = "" if perm is None else "__" + "".join(map(str, perm))
+        if data.dtype == np.float16:
+            return self.constant(half_to_float(data, perm), info.name + suffix)
         if perm is not None:
             data = np.ascontiguousarray(data.transpose(perm))
         axis = None if quant is None or quant.axis is None else (quant.axis if perm is None else list(perm).index(quant.axis))
-        if data.dtype == np.float16:
-            return self.constant(data.astype(np.float32), info.name + suffix)
         if quant is None or data.dtype not in (np.int8, np.uint8, np.int16, np.int32):
             return self.constant(data, info.name + suffix)
         if data.dtype == np.int32:  # biases: dequantized at import
@@ -171,7 +198,7 @@ class GraphState:
         """Tensor ``t`` in TFLite layout (a Transpose back from NCHW when only that exists)."""
         slot = self.slots[t]
         if slot.plain is None:
-            if slot.const is not None:
+            if slot.is_const:
                 slot.plain = self.const_value(t)
             elif slot.nchw is not None:
                 slot.plain = self.transposed(slot.nchw, NHWC, slot.info.shape, slot.info.name + "__nhwc")
@@ -187,7 +214,7 @@ class GraphState:
             info = slot.info
             if len(info.shape) != 4:
                 raise ModelLoadError(f"{info.desc}: expected a 4-D (NHWC) tensor, got shape {list(info.shape)}")
-            if slot.const is not None:
+            if slot.is_const:
                 slot.nchw = self.const_value(t, NCHW)
             else:
                 slot.nchw = self.transposed(self.plain(t), NCHW, [info.shape[p] for p in NCHW], info.name + "__nchw")
@@ -269,7 +296,7 @@ class OpContext(OperatorRef):
     def weight(self, i: int, perm: Sequence[int] | None = None) -> Value:
         """Input ``i`` as a float weight, transposed by ``perm`` (constants at import)."""
         t = self.inputs[i]
-        if self.state.slots[t].const is not None:
+        if self.state.slots[t].is_const:
             return self.state.const_value(t, perm)
         x = self.x(i)
         if perm is None:
@@ -332,7 +359,8 @@ class OpContext(OperatorRef):
     def alias(self, j: int, i: int) -> None:
         """Output ``j`` is input ``i`` (same values, layouts and constant data)."""
         src, dst = self.state.slots[self.inputs[i]], self.state.slots[self.outputs[j]]
-        dst.plain, dst.nchw, dst.const = src.plain, src.nchw, src.const
-        if src.const is not None:
+        dst.plain, dst.nchw = src.plain, src.nchw
+        dst._const, dst.half = src._const, src.half  # fp16 data stays unconverted until read
+        if dst.is_const:
             dst.quant = src.quant
 

@@ -133,7 +133,7 @@ def _map(state: GraphState, op: Table, k: int, code: tuple[str, bool], extra: Ma
     slots = state.slots
     for j, t in enumerate(ctx.outputs):
         slot = slots[t] if t >= 0 else None
-        if slot is not None and slot.plain is None and slot.nchw is None and slot.const is None:
+        if slot is not None and slot.plain is None and slot.nchw is None and not slot.is_const:
             raise ModelLoadError(f"{ctx.desc}: the mapper did not produce output {j}")
 
 

@@ -42,9 +42,11 @@ def signatures(sg: Table, which: Sequence[int]) -> dict[int, tuple[int, ...] | N
     """``shape_signature`` of tensors ``which`` (``None`` when the file stores none)."""
     out = {}
     with guarded("shape signatures"):
-        tables = sg.tables(SUBGRAPH.tensors)
+        # a few (the graph inputs): only their tables; every tensor: the whole vector at once
+        tables = sg.tables(SUBGRAPH.tensors) if len(which) > 8 else None
         for t in which:
-            sig = tables[t].numbers(_SHAPE_SIGNATURE, np.int32)
+            tab = tables[t] if tables is not None else sg.table_at(SUBGRAPH.tensors, t)
+            sig = tab.numbers(_SHAPE_SIGNATURE, np.int32)
             out[t] = tuple(sig.tolist()) if sig.size else None
     return out
 

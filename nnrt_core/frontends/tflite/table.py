@@ -118,6 +118,15 @@ class Table:
         """(position, length) of a vector field, for byte vectors read elsewhere."""
         return self._vector(off)
 
+    def table_at(self, off: int, k: int) -> "Table":
+        """Table ``k`` of a table-vector field (``IndexError`` when out of range), without
+        reading the others."""
+        start, n = self._vector(off)
+        if not 0 <= k < n:
+            raise IndexError(f"table {k} of a vector of {n}")
+        p = start + 4 * k
+        return Table(self.buf, p + _U32(self.buf, p)[0])
+
     def tables(self, off: int) -> list["Table"]:
         start, n = self._vector(off)
         if start + 4 * n > len(self.buf):

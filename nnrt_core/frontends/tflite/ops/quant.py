@@ -11,26 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from nnrt_core.frontends.tflite.context import GraphState, OpContext
+from nnrt_core.frontends.tflite.halves import LUT_MIN, half_to_float
 from nnrt_core.frontends.tflite.ops.registry import register, shortcut
 from nnrt_core.frontends.tflite.sparse import densify
 
 __all__ = ["dequantize", "dequantize_fp16_constant", "quantize", "densify_op", "half_to_float", "LUT_MIN"]
-
-#: fp16 constants of at least this many values are converted through a table of all 65536
-#: halves (numpy's ``astype`` per value, built once): ``take`` is ~1.4x faster on large weights
-#: and slower on small ones (one call's cost)
-LUT_MIN = 4096
-_HALVES: list[np.ndarray] = []
-
-
-def half_to_float(data: np.ndarray) -> np.ndarray:
-    """``data.astype(np.float32)`` for an fp16 array, bit for bit (the table holds
-    ``astype``'s own result for every half, NaN payloads included), C-contiguous."""
-    if data.size < LUT_MIN:
-        return data.astype(np.float32)
-    if not _HALVES:
-        _HALVES.append(np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32))
-    return _HALVES[0].take(data.view(np.uint16))
 
 
 @register("DEQUANTIZE")
@@ -38,7 +23,7 @@ def dequantize(ctx: OpContext) -> None:
     data = ctx.const(0)
     out = ctx.state.slots[ctx.outputs[0]]
     if data is not None and data.dtype == np.float16:
-        out.const, out.quant = half_to_float(data), None
+        out.set_half(data)  # converted when read, in the layout it is read in (Slot.const_value)
         return
     if data is not None:
         ctx.alias(0, 0)
@@ -66,8 +51,7 @@ def dequantize_fp16_constant(state: GraphState, inputs: tuple[int, ...], outputs
     data = state.slots[i].const
     if data is None or data.dtype != np.float16:
         return False
-    out = state.slots[o]
-    out.const, out.quant = half_to_float(data), None
+    state.slots[o].set_half(data)
     return True
 
 
