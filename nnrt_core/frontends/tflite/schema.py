@@ -43,6 +43,8 @@ _DTYPES: dict[int, DataType] = {
     15: DataType.UINT32, 16: DataType.UINT16,
 }
 _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_") and isinstance(v, int)}
+#: TFLite type code -> (IR type, numpy dtype, item size), looked up once per tensor
+_TYPE_FACTS = {k: (d, d.numpy, d.numpy.itemsize) for k, d in _DTYPES.items()}
 
 
 def looks_like_tflite(data: bytes | bytearray | memoryview) -> bool:
@@ -126,8 +128,9 @@ class FlatModel:
             buffers = self.root.tables(table.MODEL.buffers)
             self.n_buffers = len(buffers)
             self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
-            #: every buffer's bytes (a view), ``None`` when empty, or why it cannot be read
+            #: every buffer's (start in the file, size), ``None`` when empty, or why it cannot be read
             self.buffers = [self._read_buffer(b, i) for i, b in enumerate(buffers)]  # also catches truncation
+            self._address = self.buf.ctypes.data  #: where the file's bytes are (alignment of views)
         if self.n_subgraphs < 1:
             raise ModelLoadError(f"{what}: the model has no subgraph")
 
@@ -191,64 +194,62 @@ class FlatModel:
               sparsity_at: int, quant_at: int) -> TensorInfo:
         """Tensor ``i`` from its fields (tables given by position, 0: absent), checked."""
         name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{i}"
-        if ttype == 13:  # RESOURCE: a variable handle (ops/variables.py), no data
-            return TensorInfo(i, name, DataType.UNDEFINED, (), None, None, None)
-        dtype = _DTYPES.get(ttype)
-        desc = _Desc(i, name)  # the text is made only for an error
-        if dtype is None:
-            raise ModelLoadError(f"{desc}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
+        facts = _TYPE_FACTS.get(ttype)
+        if facts is None:
+            if ttype == 13:  # RESOURCE: a variable handle (ops/variables.py), no data
+                return TensorInfo(i, name, DataType.UNDEFINED, (), None, None, None)
+            raise ModelLoadError(f"{_Desc(i, name)}: element type {_TYPE_NAMES.get(ttype, ttype)} is not supported "
                                  f"(supported: {sorted(_TYPE_NAMES[k] for k in _DTYPES)})")
+        dtype, np_dtype, itemsize = facts
         if shape and min(shape) < 0:
-            raise ModelLoadError(f"{desc}: shape {list(shape)} has a negative dimension")
-        nbytes = math.prod(shape) * dtype.numpy.itemsize
+            raise ModelLoadError(f"{_Desc(i, name)}: shape {list(shape)} has a negative dimension")
+        nbytes = math.prod(shape) * itemsize
         if nbytes > MAX_TENSOR_BYTES:
-            raise ModelLoadError(f"{desc}: shape {list(shape)} needs {nbytes} bytes, over the limit "
+            raise ModelLoadError(f"{_Desc(i, name)}: shape {list(shape)} needs {nbytes} bytes, over the limit "
                                  f"of {MAX_TENSOR_BYTES}")
-        sparse = None
+        sparse = data = quant = None
         if sparsity_at:
             sparse = tflite.SparsityParameters()
             sparse.Init(self.data, sparsity_at)
-        raw = self._buffer(buffer, desc)
-        data = None
-        if raw is not None and raw.size:
-            if sparse is None:
-                if raw.nbytes != nbytes:
-                    raise ModelLoadError(f"{desc}: shape {list(shape)} of {dtype.name.lower()} needs {nbytes} "
-                                         f"bytes but its buffer holds {raw.nbytes}")
-                if (raw.ctypes.data % dtype.numpy.itemsize) == 0:
-                    data = raw.view(dtype.numpy).reshape(shape)
-                else:  # unaligned buffer: one copy
-                    data = raw.copy().view(dtype.numpy).reshape(shape)
-            else:
-                data = raw
-        quant = self._quant(table.Table(self.data, quant_at), desc, shape) if quant_at else None
+        extent = self._buffer(buffer, i, name) if buffer else None
+        if extent is not None:
+            start, size = extent
+            if sparse is not None:
+                data = self.buf[start:start + size]
+            elif size != nbytes:
+                raise ModelLoadError(f"{_Desc(i, name)}: shape {list(shape)} of {dtype.name.lower()} needs {nbytes} "
+                                     f"bytes but its buffer holds {size}")
+            elif (self._address + start) % itemsize == 0:  # a view of the file bytes, in one call
+                data = np.ndarray(shape, np_dtype, self.buf, start)
+            else:  # unaligned buffer: one copy
+                data = self.buf[start:start + size].copy().view(np_dtype).reshape(shape)
+        if quant_at:
+            quant = self._quant(table.Table(self.data, quant_at), _Desc(i, name), shape)
         return TensorInfo(i, name, dtype, shape, data, quant, sparse)
 
-    def _read_buffer(self, b: table.Table, index: int) -> np.ndarray | str | None:
-        """Buffer ``index`` as a uint8 view of the file, ``None`` when empty, or
+    def _read_buffer(self, b: table.Table, index: int) -> tuple[int, int] | str | None:
+        """Buffer ``index`` as its (start, size) in the file, ``None`` when empty, or
         the reason it lies outside the file (raised for the tensors that use it)."""
         offset, size = b.u64(table.BUFFER.offset), b.u64(table.BUFFER.size)
         if offset > 1:  # data stored after the flatbuffer (large models)
             if offset + size > len(self.data):
                 return f"buffer {index} at offset {offset} with {size} bytes lies outside the file ({len(self.data)} bytes)"
-            return self.buf[offset:offset + size]
+            return (offset, size) if size else None
         start, n = b.vector_position(table.BUFFER.data)
         if n == 0:
             return None
         if start + n > len(self.data):
             return f"buffer {index} ({n} bytes) lies outside the file ({len(self.data)} bytes)"
-        return self.buf[start:start + n]
+        return start, n
 
-    def _buffer(self, index: int, desc: object) -> np.ndarray | None:
-        """The bytes of buffer ``index`` as a uint8 view (``None``: empty)."""
-        if index == 0:
-            return None
+    def _buffer(self, index: int, i: int, name: str) -> tuple[int, int] | None:
+        """(start, size) of buffer ``index`` in the file (``None``: empty), checked."""
         if index >= self.n_buffers:
-            raise ModelLoadError(f"{desc}: buffer index {index} is out of range ({self.n_buffers} buffers)")
-        raw = self.buffers[index]
-        if isinstance(raw, str):
-            raise ModelLoadError(f"{desc}: {raw}")
-        return raw
+            raise ModelLoadError(f"{_Desc(i, name)}: buffer index {index} is out of range ({self.n_buffers} buffers)")
+        extent = self.buffers[index]
+        if isinstance(extent, str):
+            raise ModelLoadError(f"{_Desc(i, name)}: {extent}")
+        return extent
 
     @staticmethod
     def _quant(q: table.Table | None, desc: object, shape: tuple[int, ...]) -> Quant | None:

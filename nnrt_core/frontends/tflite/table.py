@@ -140,14 +140,18 @@ def root(buf: Any) -> Table:
     return Table(buf, _U32(buf, 0)[0])
 
 
+_OFFSETS = {w: np.arange(w, dtype=np.int64) for w in (2, 4, 8)}
+_WORDS = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+
+
 def _gather(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """Little-endian unsigned integers of ``width`` bytes at every position of ``pos`` (int64)."""
     if pos.size and (int(pos.min()) < 0 or int(pos.max()) + width > buf.size):
         raise ValueError(f"a field of {width} bytes lies outside the buffer ({buf.size} bytes)")
-    out = buf[pos].astype(np.int64)
-    for k in range(1, width):
-        out |= buf[pos + k].astype(np.int64) << (8 * k)
-    return out
+    if width == 1:
+        return buf[pos].astype(np.int64)
+    # one gather of every field's bytes (n x width, C order), read as little-endian words
+    return buf[pos[:, None] + _OFFSETS[width]].view(_WORDS[width])[:, 0].astype(np.int64)
 
 
 class Columns:
