@@ -102,6 +102,8 @@ class GraphState:
         self.node_names: set[str] = set()
         self.metadata: dict[str, str] = {}  #: mappers' additions to the model metadata
         self.finishers: list[Callable[[], None]] = []  #: run once after the last operator (deferred metadata)
+        #: small constants many nodes read (quantization parameters, Clip bounds), one IR value per content
+        self._shared: dict[tuple, Value] = {}
 
     # ------------------------------------------------------------- building
     def unique(self, name: str) -> str:
@@ -112,22 +114,27 @@ class GraphState:
         return name
 
     def new_value(self, name: str, dtype: DataType, shape: Sequence[int] | None) -> Value:
-        v = Value(self.unique(name), TensorType(dtype, None if shape is None else tuple(int(d) for d in shape)))
-        self.names[v.name] = v
+        if name in self.names:
+            name = self.unique(name)
+        v = self.names[name] = Value(name, TensorType(dtype, None if shape is None else tuple(map(int, shape))))
         return v
 
     def constant(self, array: np.ndarray, name: str) -> Value:
-        v = Value(self.unique(name), const=array)
-        self.names[v.name] = v
+        if name in self.names:
+            name = self.unique(name)
+        v = self.names[name] = Value(name, const=array)
         self.graph.add_initializer(v)
         return v
 
     def add(self, op_type: str, inputs: Sequence[Value | None], name: str, outputs: Sequence[Value],
             attrs: dict[str, Any] | None = None) -> list[Value]:
-        node = Node(op_type, list(inputs), list(outputs), name=self.unique_node(name),
-                    attributes=make_attributes(attrs or {}))
+        if name in self.node_names:
+            name = self.unique_node(name)
+        else:
+            self.node_names.add(name)
+        node = Node(op_type, inputs, outputs, name=name, attributes=make_attributes(attrs) if attrs else ())
         self.graph.add_node(node)
-        return list(outputs)
+        return node.outputs[:]
 
     def unique_node(self, name: str) -> str:
         base, k = name, 1
@@ -137,6 +144,15 @@ class GraphState:
         self.node_names.add(name)
         return name
 
+    def shared_constant(self, array: np.ndarray, name: str) -> Value:
+        """One constant value per distinct small ``array`` (dtype, shape and bytes) in the
+        graph, for the parameters many nodes repeat (``name``: the first user's)."""
+        key = (array.dtype.str, array.shape, array.tobytes())
+        v = self._shared.get(key)
+        if v is None:
+            v = self._shared[key] = self.constant(array, name)
+        return v
+
     # ------------------------------------------------------------ tensors
     def info(self, t: int) -> TensorInfo:
         return self.slots[t].info
@@ -144,8 +160,8 @@ class GraphState:
     def dequantized(self, q: Value, quant: Quant, shape: Sequence[int], name: str, axis: int | None) -> Value:
         """``DequantizeLinear(q)`` as float."""
         dt = q.dtype.numpy
-        scale = self.constant(quant.scale.astype(np.float32), f"{name}__scale")
-        zp = self.constant(quant.zero_point.astype(dt), f"{name}__zero_point")
+        scale = self.shared_constant(quant.scale.astype(np.float32), f"{name}__scale")
+        zp = self.shared_constant(quant.zero_point.astype(dt), f"{name}__zero_point")
         out = self.new_value(name, DataType.FLOAT, shape)
         attrs = {} if axis is None else {"axis": axis}
         return self.add("DequantizeLinear", [q, scale, zp], f"{name}__dequantize", [out], attrs)[0]
@@ -153,8 +169,8 @@ class GraphState:
     def quantized(self, x: Value, quant: Quant, dtype: DataType, shape: Sequence[int], name: str,
                   axis: int | None) -> Value:
         """``QuantizeLinear(x)`` to ``dtype``."""
-        scale = self.constant(quant.scale.astype(np.float32), f"{name}__scale")
-        zp = self.constant(quant.zero_point.astype(dtype.numpy), f"{name}__zero_point")
+        scale = self.shared_constant(quant.scale.astype(np.float32), f"{name}__scale")
+        zp = self.shared_constant(quant.zero_point.astype(dtype.numpy), f"{name}__zero_point")
         out = self.new_value(name, dtype, shape)
         attrs = {} if axis is None else {"axis": axis}
         return self.add("QuantizeLinear", [x, scale, zp], f"{name}__quantize", [out], attrs)[0]

@@ -90,14 +90,14 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
     state = GraphState(flat, graph, resolved.tensors)
     for t, value in resolved.folded.items():  # shape arithmetic folded at import
         state.slots[t].const = value
-    ops, op_names = flat.operators(sg), flat.op_names(sg)
+    ops, op_names, op_io = flat.operators(sg), flat.op_names(sg), flat.operator_io(sg)
     for t in ins:
         _add_input(state, t)
     for k, op in enumerate(ops):
         if k in resolved.skip_ops:
             continue
         try:  # guarded() per operator, without a context manager's cost
-            _map(state, op, k, op_names[k], extra, has_complex)
+            _map(state, op, k, op_names[k], extra, has_complex, op_io[k] if op_io is not None else None)
         except ModelLoadError:
             raise
         except GUARDED_ERRORS as e:
@@ -113,12 +113,14 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
 
 
 def _map(state: GraphState, op: Table, k: int, code: tuple[str, bool], extra: Mapping[str, Mapper],
-         has_complex: bool) -> None:
-    """Run the mapper of operator ``k`` (``code``: its name, is_custom) and check it produced every output."""
+         has_complex: bool, io: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> None:
+    """Run the mapper of operator ``k`` (``code``: its name, is_custom; ``io``: its inputs and
+    outputs when read in bulk) and check it produced every output."""
     name, is_custom = code
     mapper = mapper_for(name, is_custom)
     short = shortcut_for(mapper) if mapper is not None and not has_complex else None
-    io = op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)  # read once, for the shortcut and the mapper
+    if io is None:  # read once, for the shortcut and the mapper
+        io = op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)
     if short is not None and short(state, *io):
         return
     ctx = OpContext(state, op, k, name, io)

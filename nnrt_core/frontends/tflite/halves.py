@@ -10,7 +10,7 @@ __all__ = ["LUT_MIN", "half_to_float"]
 #: fp16 constants of at least this many values are converted through a table of all 65536
 #: halves (numpy's ``astype`` per value, built once): ``take`` is ~1.4x faster on large weights
 #: and slower on small ones (one call's cost)
-LUT_MIN = 4096
+LUT_MIN = 512
 _HALVES: list[np.ndarray] = []
 
 

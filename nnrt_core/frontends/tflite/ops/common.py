@@ -23,8 +23,9 @@ def fuse_activation(ctx: OpContext, x: Value, code: int, nchw: bool) -> Value:
         return ctx.node("Relu", [x], dtype, shape, hint="relu")
     if name in ("RELU6", "RELU_N1_TO_1"):
         lo, hi = (0.0, 6.0) if name == "RELU6" else (-1.0, 1.0)
-        return ctx.node("Clip", [x, ctx.constant(np.array(lo, np.float32), "min"),
-                                 ctx.constant(np.array(hi, np.float32), "max")], dtype, shape, hint="clip")
+        state, bounds = ctx.state, (np.array(lo, np.float32), np.array(hi, np.float32))
+        return ctx.node("Clip", [x, state.shared_constant(bounds[0], f"{ctx.name}__min"),
+                                 state.shared_constant(bounds[1], f"{ctx.name}__max")], dtype, shape, hint="clip")
     if name == "TANH":  # LiteRT's kernels clamp to an activation range: they silently skip a fused TANH
         raise ctx.fail("fused activation TANH is refused: LiteRT's kernels for this operator ignore it "
                        "(they only clamp), so no result would match both the file and the reference")
