@@ -120,6 +120,26 @@ def test_fp16_conv_weights_behind_dequantize_are_converted_once_in_their_layout(
     assert np.array_equal(convs[1].inputs[1].const, d16.astype(np.float32).transpose(3, 0, 1, 2))
 
 
+def test_operator_lists_and_codes_read_column_wise_match_the_one_table_reader():
+    from nnrt_core.frontends.tflite.schema import BULK_OPERATORS
+    from nnrt_core.frontends.tflite.table import OPERATOR
+    w = TFLiteWriter()
+    x = w.input("x", [1, 4])
+    for k in range(BULK_OPERATORS + 5):
+        y = w.tensor(f"y{k}", [1, 4])
+        w.op("RELU" if k % 2 else "TANH", [x], [y])
+        x = y
+    w.outputs = [x]
+    flat = read_flat_model(w.build())
+    sg = flat.subgraph(0)
+    ops = flat.operators(sg)
+    assert flat.operator_io(sg) == [(op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)) for op in ops]
+    assert flat.op_names(sg) == [("TANH", False) if k % 2 == 0 else ("RELU", False) for k in range(len(ops))]
+    w.ops[BULK_OPERATORS + 2]["opcode"] = 7
+    with pytest.raises(ModelLoadError, match=f"operator {BULK_OPERATORS + 2} uses operator code 7; the model has 2"):
+        load_tflite(w.build())
+
+
 def test_operator_tables_and_codes_are_read_once_and_bad_codes_named():
     w = TFLiteWriter()
     x = w.input("x", [1, 4])

@@ -116,6 +116,7 @@ class FlatModel:
         self.buf = np.frombuffer(data, dtype=np.uint8)
         self._operators: dict[int, list[table.Table]] = {}
         self._op_names: dict[int, list[tuple[str, bool]]] = {}
+        self._op_cols: dict[int, table.Columns | None] = {}
         with guarded("model header"):
             root_pos = struct.unpack_from("<I", data, 0)[0]
             if root_pos + 4 > len(data):
@@ -291,6 +292,8 @@ class FlatModel:
         """(name, is_custom) of every operator of ``sg``, its operator code index checked (read once per subgraph)."""
         names = self._op_names.get(sg.pos)
         if names is None:
+            names = self._op_names_bulk(sg)
+        if names is None:
             names = []
             with guarded("operators"):
                 for k, op in enumerate(self.operators(sg)):
@@ -301,15 +304,39 @@ class FlatModel:
             self._op_names[sg.pos] = names
         return names
 
+    def _op_columns(self, sg: table.Table) -> table.Columns | None:
+        """The operator tables of ``sg`` read column-wise (from :data:`BULK_OPERATORS` on; ``None``
+        below that or when corrupt: the one-table readers then name the operator)."""
+        if sg.pos not in self._op_cols:
+            start, n = sg.vector_position(table.SUBGRAPH.operators)
+            try:
+                self._op_cols[sg.pos] = table.Columns(self.buf, start, n) if n >= BULK_OPERATORS else None
+            except GUARDED_ERRORS:
+                self._op_cols[sg.pos] = None
+        return self._op_cols[sg.pos]
+
+    def _op_names_bulk(self, sg: table.Table) -> list[tuple[str, bool]] | None:
+        cols = self._op_columns(sg)
+        if cols is None:
+            return None
+        try:
+            idx = cols.scalar(table.OPERATOR.opcode_index, 4)
+        except GUARDED_ERRORS:
+            return None
+        if idx.size and int(idx.max()) >= len(self.op_codes):
+            return None  # the one-table reader names the operator
+        codes = self.op_codes
+        names = self._op_names[sg.pos] = [codes[i] for i in idx.tolist()]
+        return names
+
     def operator_io(self, sg: table.Table) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
         """(inputs, outputs) of every operator of ``sg``, read column-wise from :data:`BULK_OPERATORS`
         operators on (``None`` below that, or when a table is corrupt: the caller then reads each
         operator's own lists, and the error names the operator)."""
-        start, n = sg.vector_position(table.SUBGRAPH.operators)
-        if n < BULK_OPERATORS:
+        cols = self._op_columns(sg)
+        if cols is None:
             return None
         try:
-            cols = table.Columns(self.buf, start, n)
             f = table.OPERATOR
             ins_at, outs_at = cols.ref(f.inputs), cols.ref(f.outputs)
             ins_n, outs_n = cols.lengths(ins_at, 4).tolist(), cols.lengths(outs_at, 4).tolist()

@@ -142,6 +142,8 @@ class KernelRegistry:
         self._index = index if index is not None else {}
         self._import_errors: dict[str, str] = {}  #: module -> why it failed to import
         self._lock = threading.RLock()
+        #: (domain, op_type, opset) -> the kernel :meth:`lookup` picks (cleared by :meth:`register`)
+        self._best: dict[tuple[str, str, int], type[Kernel]] = {}
 
     def register(self, cls: type[Kernel]) -> type[Kernel]:
         key = (_norm_domain(cls.domain), cls.op_type)
@@ -150,6 +152,7 @@ class KernelRegistry:
             raise ValueError(f"kernel {key} version {cls.since_version} registered twice")
         versions.append(cls)
         versions.sort(key=lambda k: k.since_version)
+        self._best.clear()
         return cls
 
     def _versions(self, domain: str, op_type: str) -> list[type[Kernel]]:
@@ -177,20 +180,26 @@ class KernelRegistry:
                 self._import(f"nnrt_numpy.ops.{module}")
 
     def lookup(self, domain: str, op_type: str, opset: int) -> type[Kernel] | None:
-        """The newest kernel whose ``since_version`` is <= ``opset``."""
-        best = None
+        """The newest kernel whose ``since_version`` is <= ``opset`` (remembered per
+        op and opset: the capability check and the compile ask for every node)."""
+        key = (domain, op_type, opset)
+        best = self._best.get(key)
+        if best is not None:
+            return best
         for cls in self._versions(domain, op_type):
             if cls.since_version <= opset:
                 best = cls
+        if best is not None:  # a miss is asked again (it may be a module still to import)
+            self._best[key] = best
         return best
 
     def why_unsupported(self, node: NodeInfo) -> str | None:
         """``None`` when a kernel can run ``node``; otherwise the reason."""
-        versions = self._versions(node.domain, node.op_type)
-        if not versions:
-            return self._missing(node.domain, node.op_type)
         cls = self.lookup(node.domain, node.op_type, node.opset)
         if cls is None:
+            versions = self._versions(node.domain, node.op_type)
+            if not versions:
+                return self._missing(node.domain, node.op_type)
             have = ", ".join(str(k.since_version) for k in versions)
             return f"{node.op_type} has kernels for opset >= {have}, model uses opset {node.opset}"
         return cls.check(node)
