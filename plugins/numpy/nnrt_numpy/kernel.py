@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields as dataclass_fields
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -56,6 +56,17 @@ class NodeInfo:
     # Builds a callable for a GRAPH attribute: runner(inputs: list, scope: Mapping) -> list
     compile_subgraph: Callable[[Any], Callable[..., list]] | None = None
 
+    @classmethod
+    def of(cls, **fields: Any) -> "NodeInfo":
+        """``NodeInfo(**fields)`` given every field, made without the frozen ``__init__``'s
+        ``object.__setattr__`` per field (this runs for every node at capability and compile)."""
+        if fields.keys() != _FIELDS:
+            raise TypeError(f"NodeInfo.of needs every field and no other: missing {sorted(_FIELDS - fields.keys())}, "
+                            f"unknown {sorted(fields.keys() - _FIELDS)}")
+        info = object.__new__(cls)
+        info.__dict__.update(fields)
+        return info
+
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
 
@@ -70,6 +81,9 @@ class NodeInfo:
 
     def shape(self, index: int) -> Shape | None:
         return self.input_shapes[index] if index < len(self.input_shapes) else None
+
+
+_FIELDS = frozenset(f.name for f in dataclass_fields(NodeInfo))
 
 
 class Kernel:

@@ -1,0 +1,86 @@
+"""Build-time shortcuts of the TFLite import and the NumPy compile that must not
+change what a build produces: shared small constants (QDQ parameters, Clip
+bounds), ``NodeInfo.of`` and the kernel registry's remembered lookups."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tflite")
+
+from tflite_models import TFLiteWriter, litert_run, mobilenet_like  # noqa: E402
+
+from nnrt_core import ScheduleConfig, Session  # noqa: E402
+from nnrt_core.frontends.tflite import load_tflite  # noqa: E402
+from nnrt_numpy.kernel import REGISTRY, Kernel, KernelRegistry, NodeInfo  # noqa: E402
+from nnrt_numpy.program import node_info  # noqa: E402
+
+
+def _int8_chain() -> bytes:
+    """int8 input -> RELU -> CONCATENATION of it with itself -> int8 output (one scale throughout)."""
+    w = TFLiteWriter()
+    q = (0.05, -3, 0)
+    x = w.input("x", [1, 4, 4, 2], np.int8, quant=q)
+    y = w.tensor("y", [1, 4, 4, 2], np.int8, quant=q)
+    w.op("RELU", [x], [y])
+    z = w.tensor("z", [1, 4, 4, 4], np.int8, quant=q)
+    w.op("CONCATENATION", [y, y], [z], "ConcatenationOptions", Axis=3)
+    w.outputs = [z]
+    return w.build()
+
+
+def test_qdq_parameters_are_one_constant_per_distinct_value():
+    g = load_tflite(_int8_chain()).graph
+    qdq = [n for n in g.nodes if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    assert len(qdq) >= 4
+    assert len({id(n.inputs[1]) for n in qdq}) == 1 and len({id(n.inputs[2]) for n in qdq}) == 1
+    assert float(qdq[0].inputs[1].const) == pytest.approx(0.05) and int(qdq[0].inputs[2].const) == -3
+    assert qdq[0].inputs[2].const.dtype == np.int8
+    feed = np.arange(-16, 16, dtype=np.int8).reshape(1, 4, 4, 2)
+    out = Session(_int8_chain(), ScheduleConfig(backends=["numpy"])).run({"x": feed})["z"]
+    want = np.maximum(feed, -3)  # RELU of q: max(q, zero point)
+    np.testing.assert_array_equal(out, np.concatenate([want, want], axis=3))
+
+
+def test_clip_bounds_are_shared_and_outputs_unchanged():
+    model = mobilenet_like(size=16, width=8, blocks=2, classes=4, fp16=True)
+    g = load_tflite(model).graph
+    clips = [n for n in g.nodes if n.op_type == "Clip"]
+    assert len(clips) >= 3
+    assert len({id(n.inputs[1]) for n in clips}) == 1 and len({id(n.inputs[2]) for n in clips}) == 1
+    assert float(clips[0].inputs[1].const) == 0.0 and float(clips[0].inputs[2].const) == 6.0
+    feed = np.random.default_rng(0).standard_normal((1, 16, 16, 3)).astype(np.float32)
+    sess = Session(model, ScheduleConfig(backends=["numpy"]))
+    np.testing.assert_allclose(next(iter(sess.run({sess.inputs[0].name: feed}).values())),
+                               litert_run(model, [feed])[0], rtol=1e-4, atol=1e-5)
+
+
+def test_node_info_of_equals_the_dataclass_and_refuses_missing_fields():
+    g = load_tflite(mobilenet_like(size=16, width=8, blocks=2, classes=4)).graph
+    for node in g.nodes:
+        info = node_info(node)
+        again = NodeInfo(**{k: getattr(info, k) for k in info.__dataclass_fields__})
+        assert info == again and repr(info) == repr(again)
+    with pytest.raises(TypeError, match="missing"):
+        NodeInfo.of(name="n", op_type="Relu")
+    with pytest.raises(AttributeError):
+        info.name = "other"  # still frozen
+
+
+def test_kernel_lookup_is_remembered_and_forgotten_when_a_kernel_registers():
+    reg = KernelRegistry()
+
+    class Old(Kernel):
+        op_type = "MyOp"
+        since_version = 1
+
+    class New(Kernel):
+        op_type = "MyOp"
+        since_version = 7
+
+    assert reg.lookup("", "MyOp", 9) is None  # a miss is not remembered
+    reg.register(Old)
+    assert reg.lookup("", "MyOp", 9) is Old
+    reg.register(New)
+    assert reg.lookup("", "MyOp", 9) is New and reg.lookup("", "MyOp", 6) is Old
+    assert REGISTRY.lookup("", "Relu", 18) is REGISTRY.lookup("", "Relu", 18)
