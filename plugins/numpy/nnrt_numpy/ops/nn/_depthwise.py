@@ -44,6 +44,7 @@ the thread count.
 from __future__ import annotations
 
 import copy
+import math
 import threading
 from typing import Sequence
 
@@ -121,8 +122,8 @@ class DepthwisePlan:
         lo = [max(b, 0) for b in begin]
         self.padded = [i + b + max(e, 0) for i, b, e in zip(inner, lo, end)]
         self.inner = tuple(slice(b, b + i) for b, i in zip(lo, inner))
-        self.taps = int(np.prod(kernel))
-        self.npix = int(np.prod(out))
+        self.taps = math.prod(kernel)  # math.prod: a plan is made per node at compile, np.prod costs µs
+        self.npix = math.prod(out)
         self.work = n * c * mult * self.npix * self.taps
         # stride 1: im2col rows run over whole padded rows (see _cols); they need one spare zero row
         self.flat = len(self.padded) == 2 and self.strides == [1, 1]
@@ -146,7 +147,7 @@ class DepthwisePlan:
         """Channels and images per piece in ``mode``: pieces of about :data:`BLOCK_BYTES`
         of scratch, at least :data:`PIECES` of them for a large convolution."""
         c, n = self.c, self.n
-        plane = int(np.prod(self.padded))
+        plane = math.prod(self.padded)
         if mode == "cols":
             plane += (self.taps + 1 + self.mult) * self.frow + (self.padded[1] if self.flat else 0)
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
