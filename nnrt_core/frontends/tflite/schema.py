@@ -308,8 +308,8 @@ class FlatModel:
         """The operator tables of ``sg`` read column-wise (from :data:`BULK_OPERATORS` on; ``None``
         below that or when corrupt: the one-table readers then name the operator)."""
         if sg.pos not in self._op_cols:
-            start, n = sg.vector_position(table.SUBGRAPH.operators)
             try:
+                start, n = sg.vector_position(table.SUBGRAPH.operators)
                 self._op_cols[sg.pos] = table.Columns(self.buf, start, n) if n >= BULK_OPERATORS else None
             except GUARDED_ERRORS:
                 self._op_cols[sg.pos] = None

@@ -14,8 +14,10 @@ _BIG = np.iinfo(np.int64).max
 
 def _emit(ctx: OpContext, starts: list[int], ends: list[int], steps: list[int]) -> None:
     rank = len(starts)
-    consts = [ctx.constant(np.array(v, np.int64), h) for v, h in
-              ((starts, "starts"), (ends, "ends"), (list(range(rank)), "axes"), (steps, "steps"))]
+    state = ctx.state  # the axes and steps repeat from slice to slice: one constant per distinct value
+    consts = [ctx.constant(np.array(starts, np.int64), "starts"), ctx.constant(np.array(ends, np.int64), "ends"),
+              state.shared_constant(np.arange(rank, dtype=np.int64), f"{ctx.name}__axes"),
+              state.shared_constant(np.array(steps, np.int64), f"{ctx.name}__steps")]
     dtype, shape = ctx.out_type(0)
     sliced_shape = [len(range(*slice(s, e, st).indices(d))) for s, e, st, d in
                     zip(starts, ends, steps, ctx.info(0).shape)]
