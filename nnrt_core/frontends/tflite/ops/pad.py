@@ -16,14 +16,15 @@ def pad(ctx: OpContext) -> None:
     if p is None or p.shape != (rank, 2):
         raise ctx.fail(f"paddings must be a constant of shape [{rank}, 2], got "
                        f"{'a computed tensor' if p is None else list(p.shape)}")
-    p = np.asarray(p, np.int64)
-    if np.any(p < 0):
-        raise ctx.fail(f"paddings must not be negative, got {p.tolist()}")
+    rows = [[int(a), int(b)] for a, b in p.tolist()]  # a few ints: Python lists, not numpy calls
+    if any(a < 0 or b < 0 for a, b in rows):
+        raise ctx.fail(f"paddings must not be negative, got {rows}")
     nchw = rank == 4 and ctx.is_nchw(0)
     if nchw:
-        p = p[list(NCHW)]
+        rows = [rows[k] for k in NCHW]
     x = ctx.x_nchw(0) if nchw else ctx.x(0)
-    inputs = [x, ctx.constant(np.concatenate([p[:, 0], p[:, 1]]), "pads")]
+    pads = np.array([a for a, _ in rows] + [b for _, b in rows], np.int64)
+    inputs = [x, ctx.state.shared_constant(pads, f"{ctx.name}__pads")]
     if ctx.has(2):
         inputs.append(ctx.x(2) if ctx.info(2).shape == () else
                       ctx.constant(np.asarray(ctx.const(2), np.float32).reshape(()), "value"))

@@ -1,6 +1,8 @@
 """RESHAPE, SQUEEZE, EXPAND_DIMS -> Reshape to the output tensor's declared shape."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from nnrt_core.frontends.tflite.context import OpContext
@@ -16,7 +18,7 @@ def reshape(ctx: OpContext) -> None:
     dtype, shape = ctx.out_type(0)
     if dtype == DataType.COMPLEX64:  # float pairs in a trailing axis (ops/fft.py)
         in_shape, shape, dtype = [*in_shape, 2], [*shape, 2], DataType.FLOAT
-    if int(np.prod(in_shape)) != int(np.prod(shape)):
+    if math.prod(in_shape) != math.prod(shape):
         raise ctx.fail(f"cannot reshape {list(in_shape)} to the declared output shape {list(shape)}")
     target = ctx.constant(np.array(shape, np.int64), "shape")
     ctx.set_out(0, ctx.node("Reshape", [ctx.x(0), target], dtype, shape))

@@ -1,6 +1,8 @@
 """SLICE and STRIDED_SLICE (begin/end/shrink masks, offset) -> Slice (+ Reshape)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import tflite
 
@@ -23,7 +25,7 @@ def _emit(ctx: OpContext, starts: list[int], ends: list[int], steps: list[int]) 
                     zip(starts, ends, steps, ctx.info(0).shape)]
     y = ctx.node("Slice", [ctx.x(0), *consts], dtype, sliced_shape, hint="slice")
     if sliced_shape != list(shape):
-        if int(np.prod(sliced_shape)) != int(np.prod(shape)):
+        if math.prod(sliced_shape) != math.prod(shape):
             raise ctx.fail(f"the slice has shape {sliced_shape}, the declared output {list(shape)}")
         y = ctx.node("Reshape", [y, ctx.constant(np.array(shape, np.int64), "shape")], dtype, shape)
     ctx.set_out(0, y)
