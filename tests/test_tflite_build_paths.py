@@ -1,6 +1,7 @@
 """Build-time shortcuts of the TFLite import and the NumPy compile that must not
 change what a build produces: shared small constants (QDQ parameters, Clip
-bounds), ``NodeInfo.of`` and the kernel registry's remembered lookups."""
+bounds), per-tensor quantization read without numpy (and still checked),
+``NodeInfo.of`` and the kernel registry's remembered lookups."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,9 @@ pytest.importorskip("tflite")
 from tflite_models import TFLiteWriter, litert_run, mobilenet_like  # noqa: E402
 
 from nnrt_core import ScheduleConfig, Session  # noqa: E402
+from nnrt_core.errors import ModelLoadError  # noqa: E402
 from nnrt_core.frontends.tflite import load_tflite  # noqa: E402
+from nnrt_core.frontends.tflite.load import read_flat_model  # noqa: E402
 from nnrt_numpy.kernel import REGISTRY, Kernel, KernelRegistry, NodeInfo  # noqa: E402
 from nnrt_numpy.program import node_info  # noqa: E402
 
@@ -84,3 +87,29 @@ def test_kernel_lookup_is_remembered_and_forgotten_when_a_kernel_registers():
     reg.register(New)
     assert reg.lookup("", "MyOp", 9) is New and reg.lookup("", "MyOp", 6) is Old
     assert REGISTRY.lookup("", "Relu", 18) is REGISTRY.lookup("", "Relu", 18)
+
+
+def _quant_model(scale, zero_point) -> bytes:
+    w = TFLiteWriter()
+    x = w.input("x", [1, 4], np.int8, quant=(scale, zero_point, 0))
+    y = w.tensor("y", [1, 4], np.int8, quant=(0.5, 1, 0))
+    w.op("RELU", [x], [y])
+    w.outputs = [y]
+    return w.build()
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.25, float("nan"), float("inf")])
+def test_per_tensor_scales_must_be_finite_and_positive(scale):
+    with pytest.raises(ModelLoadError, match=r"tensor 0 'x': quantization scales must be finite and positive"):
+        load_tflite(_quant_model(scale, 0))
+
+
+def test_per_tensor_quantization_reads_the_file_values_exactly():
+    scale = np.float32(0.0123456789)
+    flat = read_flat_model(_quant_model(scale, -7))
+    q = flat.tensors(flat.subgraph(0), bulk=False)[0].quant
+    assert q.axis is None and q.scale.shape == () and q.zero_point.shape == ()
+    assert q.scale.dtype == np.float32 and q.scale == scale and q.zero_point.dtype == np.int64 and q.zero_point == -7
+    bad = read_flat_model(_quant_model([0.1, 0.2], [0, 0, 0]))
+    with pytest.raises(ModelLoadError, match="tensor 0 'x': quantization has 2 scales but 3 zero points"):
+        bad.tensors(bad.subgraph(0), bulk=False)

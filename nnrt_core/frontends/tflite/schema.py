@@ -45,6 +45,8 @@ _DTYPES: dict[int, DataType] = {
     15: DataType.UINT32, 16: DataType.UINT16,
 }
 _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_") and isinstance(v, int)}
+_F32 = struct.Struct("<f").unpack_from
+_I64 = struct.Struct("<q").unpack_from
 #: TFLite type code -> (IR type, numpy dtype, item size), looked up once per tensor
 _TYPE_FACTS = {k: (d, d.numpy, d.numpy.itemsize) for k, d in _DTYPES.items()}
 
@@ -258,6 +260,13 @@ class FlatModel:
     def _quant(q: table.Table | None, desc: object, shape: tuple[int, ...]) -> Quant | None:
         if q is None:
             return None
+        s_at, ns = q.vector_position(table.QUANT.scale)
+        z_at, nz = q.vector_position(table.QUANT.zero_point)
+        if ns == 1 and nz <= 1:  # per-tensor (most tensors of an int8 model): two struct reads, no numpy calls
+            s = _F32(q.buf, s_at)[0]
+            if not (math.isfinite(s) and s > 0):
+                raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {[s]}")
+            return Quant(np.array(s, np.float32), np.array(_I64(q.buf, z_at)[0] if nz else 0, np.int64), None)
         scale = q.numbers(table.QUANT.scale, np.float32).astype(np.float32)
         if scale.size == 0:
             return None
