@@ -104,6 +104,7 @@ class GraphState:
         self.finishers: list[Callable[[], None]] = []  #: run once after the last operator (deferred metadata)
         #: small constants many nodes read (quantization parameters, Clip bounds), one IR value per content
         self._shared: dict[tuple, Value] = {}
+        self._qparams: dict[tuple, tuple[Quant, Value, Value]] = {}  #: by the ``Quant`` object (see :meth:`qparams`)
 
     # ------------------------------------------------------------- building
     def unique(self, name: str) -> str:
@@ -153,15 +154,24 @@ class GraphState:
             v = self._shared[key] = self.constant(array, name)
         return v
 
+    def qparams(self, quant: Quant, dtype: np.dtype, name: str) -> tuple[Value, Value]:
+        """The (scale, zero point) constants of ``quant`` with ``dtype`` zero points: made once
+        per tensor's parameters (its QuantizeLinear and DequantizeLinear share them)."""
+        key = (id(quant), dtype)
+        got = self._qparams.get(key)
+        if got is None or got[0] is not quant:
+            got = self._qparams[key] = (
+                quant, self.shared_constant(quant.scale.astype(np.float32), f"{name}__scale"),
+                self.shared_constant(quant.zero_point.astype(dtype), f"{name}__zero_point"))
+        return got[1], got[2]
+
     # ------------------------------------------------------------ tensors
     def info(self, t: int) -> TensorInfo:
         return self.slots[t].info
 
     def dequantized(self, q: Value, quant: Quant, shape: Sequence[int], name: str, axis: int | None) -> Value:
         """``DequantizeLinear(q)`` as float."""
-        dt = q.dtype.numpy
-        scale = self.shared_constant(quant.scale.astype(np.float32), f"{name}__scale")
-        zp = self.shared_constant(quant.zero_point.astype(dt), f"{name}__zero_point")
+        scale, zp = self.qparams(quant, q.dtype.numpy, name)
         out = self.new_value(name, DataType.FLOAT, shape)
         attrs = {} if axis is None else {"axis": axis}
         return self.add("DequantizeLinear", [q, scale, zp], f"{name}__dequantize", [out], attrs)[0]
@@ -169,8 +179,7 @@ class GraphState:
     def quantized(self, x: Value, quant: Quant, dtype: DataType, shape: Sequence[int], name: str,
                   axis: int | None) -> Value:
         """``QuantizeLinear(x)`` to ``dtype``."""
-        scale = self.shared_constant(quant.scale.astype(np.float32), f"{name}__scale")
-        zp = self.shared_constant(quant.zero_point.astype(dtype.numpy), f"{name}__zero_point")
+        scale, zp = self.qparams(quant, dtype.numpy, name)
         out = self.new_value(name, dtype, shape)
         attrs = {} if axis is None else {"axis": axis}
         return self.add("QuantizeLinear", [x, scale, zp], f"{name}__quantize", [out], attrs)[0]
