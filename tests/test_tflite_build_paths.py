@@ -113,3 +113,28 @@ def test_per_tensor_quantization_reads_the_file_values_exactly():
     bad = read_flat_model(_quant_model([0.1, 0.2], [0, 0, 0]))
     with pytest.raises(ModelLoadError, match="tensor 0 'x': quantization has 2 scales but 3 zero points"):
         bad.tensors(bad.subgraph(0), bulk=False)
+
+
+def test_buffer_tables_read_column_wise_match_the_one_table_reader():
+    from nnrt_core.frontends.tflite import table
+    from nnrt_core.frontends.tflite.schema import BULK_BUFFERS
+    w = TFLiteWriter()
+    x = w.input("x", [1, 4])
+    for k in range(BULK_BUFFERS + 4):  # unused constants: one buffer each
+        w.const(f"c{k}", np.full(k % 5 + 1, k, np.float32))
+    y = w.tensor("y", [1, 4])
+    w.op("RELU", [x], [y])
+    w.outputs = [y]
+    data = w.build()
+    flat = read_flat_model(data)
+    one_by_one = [flat._read_buffer(b, i) for i, b in enumerate(flat.root.tables(table.MODEL.buffers))]
+    assert flat._buffers_bulk() is not None and flat.buffers == one_by_one and flat.n_buffers == len(one_by_one)
+    tensors = flat.tensors(flat.subgraph(0))
+    k = BULK_BUFFERS - 1  # tensor 0 is the input, tensor k + 1 the constant c{k}
+    assert tensors[k + 1].data.tolist() == [float(k)] * (k % 5 + 1)
+    w.external[3] = (1 << 40, 8)  # a buffer claiming data far past the end: refused for the tensor using it
+    bad = read_flat_model(w.build())
+    assert isinstance(bad.buffers[3], str) and bad.buffers[4] == flat.buffers[4]
+    with pytest.raises(ModelLoadError, match="tensor 3 'c2': buffer 3 at offset 1099511627776 with 8 bytes lies "
+                                             "outside the file"):
+        bad.tensors(bad.subgraph(0))

@@ -22,7 +22,8 @@ from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.tflite import table
 from nnrt_core.ir import DataType
 
-__all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "MAX_TENSOR_BYTES", "BULK_TENSORS", "BULK_OPERATORS", "TensorInfo", "Quant", "FlatModel",
+__all__ = ["FILE_IDENTIFIER", "SCHEMA_VERSION", "MAX_TENSOR_BYTES", "BULK_TENSORS", "BULK_OPERATORS", "BULK_BUFFERS",
+           "TensorInfo", "Quant", "FlatModel",
            "guarded", "corrupt", "GUARDED_ERRORS", "looks_like_tflite", "BUILTIN_NAMES"]
 
 FILE_IDENTIFIER = b"TFL3"
@@ -34,6 +35,9 @@ MAX_TENSOR_BYTES = 1 << 32
 BULK_TENSORS = 96
 #: from this many operators on their input and output lists are read column-wise
 BULK_OPERATORS = 48
+#: from this many buffers on the buffer tables are read column-wise (~150 us of numpy gathers
+#: against ~1.2 us per table one at a time)
+BULK_BUFFERS = 160
 
 #: builtin operator code -> name ("CONV_2D", ...)
 BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(tflite.BuiltinOperator).items()
@@ -130,11 +134,12 @@ class FlatModel:
             self.model = tflite.Model.GetRootAs(data, 0)  # for the cold tables: codes, signatures
             self.subgraphs = self.root.tables(table.MODEL.subgraphs)
             self.n_subgraphs = len(self.subgraphs)
-            buffers = self.root.tables(table.MODEL.buffers)
-            self.n_buffers = len(buffers)
             self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
             #: every buffer's (start in the file, size), ``None`` when empty, or why it cannot be read
-            self.buffers = [self._read_buffer(b, i) for i, b in enumerate(buffers)]  # also catches truncation
+            self.buffers = self._buffers_bulk()
+            if self.buffers is None:  # few buffers, or a corrupt table: one table at a time (names it)
+                self.buffers = [self._read_buffer(b, i) for i, b in enumerate(self.root.tables(table.MODEL.buffers))]
+            self.n_buffers = len(self.buffers)
             self._address = self.buf.ctypes.data  #: where the file's bytes are (alignment of views)
         if self.n_subgraphs < 1:
             raise ModelLoadError(f"{what}: the model has no subgraph")
@@ -231,6 +236,32 @@ class FlatModel:
         if quant_at:
             quant = self._quant(table.Table(self.data, quant_at), _Desc(i, name), shape)
         return TensorInfo(i, name, dtype, shape, data, quant, sparse)
+
+    def _buffers_bulk(self) -> list[tuple[int, int] | str | None] | None:
+        """:meth:`_read_buffer` of every buffer table, read column-wise (from :data:`BULK_BUFFERS`
+        buffers on); ``None`` below that or when a table or its data lies outside the file."""
+        try:
+            start, n = self.root.vector_position(table.MODEL.buffers)
+            if n < BULK_BUFFERS:
+                return None
+            f, cols = table.BUFFER, table.Columns(self.buf, start, n)
+            offsets, sizes = cols.scalar(f.offset, 8), cols.scalar(f.size, 8)
+            data_at = cols.ref(f.data)
+            lengths = cols.lengths(data_at, 1)
+        except GUARDED_ERRORS:
+            return None
+        if (offsets < 0).any() or (sizes < 0).any():  # over 2**63: the one-table reader reports them
+            return None
+        out: list[tuple[int, int] | str | None] = []
+        end = len(self.data)
+        for i, (off, size, at, m) in enumerate(zip(offsets.tolist(), sizes.tolist(), data_at.tolist(),
+                                                   lengths.tolist())):
+            if off > 1:
+                out.append(self._read_buffer(self.root.table_at(table.MODEL.buffers, i), i) if off + size > end
+                           else (off, size) if size else None)
+            else:
+                out.append((at + 4, m) if m else None)  # lengths() checked the data inside the file
+        return out
 
     def _read_buffer(self, b: table.Table, index: int) -> tuple[int, int] | str | None:
         """Buffer ``index`` as its (start, size) in the file, ``None`` when empty, or
