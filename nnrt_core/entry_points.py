@@ -23,30 +23,43 @@ import importlib
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from nnrt_core.record import FrozenRecord
 
 __all__ = ["Dist", "EntryPointInfo", "entry_points"]
 
 _VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
 
 
-@dataclass(frozen=True)
-class Dist:
+class Dist(FrozenRecord):
     """The distribution an entry point comes from (name and version as its metadata says)."""
 
+    __slots__ = ("name", "version")
     name: str
     version: str
 
+    def __init__(self, name: str, version: str) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "version", version)
 
-@dataclass(frozen=True)
-class EntryPointInfo:
-    """One entry point: what ``importlib.metadata.EntryPoint`` holds and does."""
 
+class EntryPointInfo(FrozenRecord):
+    """One entry point: what ``importlib.metadata.EntryPoint`` holds and does
+    (``dist`` is not compared)."""
+
+    __slots__ = ("name", "value", "group", "dist")
     name: str
     value: str
     group: str
-    dist: Dist | None = field(default=None, compare=False)
+    dist: Dist | None
+
+    def __init__(self, name: str, value: str, group: str, dist: Dist | None = None) -> None:
+        for k, v in (("name", name), ("value", value), ("group", group), ("dist", dist)):
+            object.__setattr__(self, k, v)
+
+    def _key(self) -> tuple[Any, ...]:
+        return self.name, self.value, self.group
 
     def load(self) -> Any:
         """Import the module and return the attribute the value names (the module without one)."""

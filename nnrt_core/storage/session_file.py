@@ -26,7 +26,6 @@ import math
 import os
 import stat
 import struct
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ from nnrt_core.storage import checksum
 from nnrt_core.storage.header_check import CHECKSUM_NAMES, check_header
 from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
+from nnrt_core.record import Record
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "NewerFormatError", "PartitionRecord", "SessionImage",
            "encode", "decode", "looks_like_session_file", "read_bytes", "read_session_file", "type_to_json",
@@ -56,10 +56,10 @@ MAX_HEADER_BYTES = 256 << 20
 MAX_FILE_BYTES = 64 << 30
 
 
-@dataclass
-class PartitionRecord:
+class PartitionRecord(Record):
     """One compiled partition as stored."""
 
+    __slots__ = ("index", "backend", "backend_version", "name", "nodes", "inputs", "outputs", "blob")
     index: int
     backend: str
     backend_version: str
@@ -69,19 +69,34 @@ class PartitionRecord:
     outputs: list[str]
     blob: bytes | memoryview
 
+    def __init__(self, index: int, backend: str, backend_version: str, name: str, nodes: list[tuple[str, str]],
+                 inputs: list[str], outputs: list[str], blob: bytes | memoryview) -> None:
+        self.index, self.backend, self.backend_version, self.name = index, backend, backend_version, name
+        self.nodes, self.inputs, self.outputs, self.blob = nodes, inputs, outputs, blob
 
-@dataclass
-class SessionImage:
+
+class SessionImage(Record):
     """What a session needs to run without its source model."""
 
+    __slots__ = ("config", "inputs", "outputs", "partitions", "placement", "events", "constants", "meta")
     config: dict[str, Any]
     inputs: list[tuple[str, ValueType | None]]
     outputs: list[tuple[str, ValueType | None]]
     partitions: list[PartitionRecord]
-    placement: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    constants: dict[str, np.ndarray] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
+    placement: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    constants: dict[str, np.ndarray]
+    meta: dict[str, Any]
+
+    def __init__(self, config: dict[str, Any], inputs: list[tuple[str, ValueType | None]],
+                 outputs: list[tuple[str, ValueType | None]], partitions: list[PartitionRecord],
+                 placement: list[dict[str, Any]] | None = None, events: list[dict[str, Any]] | None = None,
+                 constants: dict[str, np.ndarray] | None = None, meta: dict[str, Any] | None = None) -> None:
+        self.config, self.inputs, self.outputs, self.partitions = config, inputs, outputs, partitions
+        self.placement = [] if placement is None else placement
+        self.events = [] if events is None else events
+        self.constants = {} if constants is None else constants
+        self.meta = {} if meta is None else meta
 
 
 # ------------------------------------------------------------------ types

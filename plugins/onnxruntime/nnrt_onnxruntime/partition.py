@@ -16,7 +16,6 @@ Two ways to run, chosen at compile time:
 from __future__ import annotations
 
 import json
-import logging
 import re
 import struct
 import threading
@@ -29,6 +28,7 @@ import numpy as np
 from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
 from nnrt_core.frontends.onnx import ExternalWeights
+from nnrt_core.logs import get_logger
 from nnrt_core.runtime.control import RunControl
 from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
@@ -47,7 +47,7 @@ from nnrt_onnxruntime.terminate import run_terminable
 
 __all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
 
-log = logging.getLogger("nnrt.onnxruntime")
+log = get_logger("nnrt.onnxruntime")
 
 MAGIC = b"NNRTORT\x01"
 #: 1: the partition's ONNX model; 2: adds ``model_length`` and, optionally,
