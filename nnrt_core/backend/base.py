@@ -17,8 +17,7 @@ Lifecycle of a partition::
 from __future__ import annotations
 
 import abc
-from concurrent.futures import Future
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -27,6 +26,9 @@ from nnrt_core.ir import Graph, Node
 from nnrt_core.logs import get_logger
 from nnrt_core.record import FrozenRecord, Record
 from nnrt_core.runtime.control import RunControl, accepts_control, enter, leave
+
+if TYPE_CHECKING:  # concurrent.futures imports logging: only asynchronous runs import it
+    from concurrent.futures import Future
 
 __all__ = [
     "DeviceInfo",
@@ -57,9 +59,8 @@ class DeviceInfo(FrozenRecord):
 
     def __init__(self, id: str, name: str, type: str, properties: Mapping[str, Any] | None = None,
                  precisions: tuple[str, ...] = ("fp32",), available: bool = True, reason: str | None = None) -> None:
-        props = {} if properties is None else properties
-        for k, v in (("id", id), ("name", name), ("type", type), ("properties", props), ("precisions", precisions),
-                     ("available", available), ("reason", reason)):
+        for k, v in (("id", id), ("name", name), ("type", type), ("precisions", precisions), ("available", available),
+                     ("reason", reason), ("properties", {} if properties is None else properties)):
             object.__setattr__(self, k, v)
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,6 +160,7 @@ class CompiledPartition(abc.ABC):
 
     def run_async(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> "Future[dict[str, Any]]":
         """Submit a run; backends with device queues override this."""
+        from concurrent.futures import Future  # imports logging: not at module import
         fut: Future[dict[str, Any]] = Future()
         try:
             takes = control is not None and accepts_control(self.run)  # a subclass may override run(inputs)

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 import time
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -28,6 +27,9 @@ from nnrt_core.record import Record
 from nnrt_core.runtime.control import RunControl, accepts_control
 from nnrt_core.runtime.output_check import OutputCheck, describe_value
 from nnrt_core.runtime.tensor import Tensor
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["ExecutionStep", "Executor", "StepObserver", "unaliased"]
 
@@ -207,6 +209,8 @@ class Executor:
                         keep_on_device: bool = False, control: RunControl | None = None) -> list[Any]:
         """Dependency-driven run: device partitions are submitted as soon as
         their inputs exist, host partitions run here meanwhile."""
+        from concurrent.futures import FIRST_COMPLETED, wait  # imports logging: only runs with device partitions
+
         env: dict[str, Any] = dict(feeds)
         owner: dict[str, Backend | None] = dict(owners) if owners else {}
         on_host: dict[str, Any] = {}
@@ -337,6 +341,8 @@ def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Ba
 
 def _submitted(st: ExecutionStep, fut: Any) -> Future:
     """``fut`` when ``run_async`` returned a future, else :class:`ExecutionError`."""
+    from concurrent.futures import Future
+
     if not isinstance(fut, Future):
         raise ExecutionError(f"backend {st.backend.name!r} partition {st.compiled.name!r} run_async returned "
                              f"{describe_value(fut)} instead of a Future")

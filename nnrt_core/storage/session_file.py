@@ -21,7 +21,6 @@ backend named in the entry turns back into a partition with
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
@@ -176,6 +175,8 @@ def encode(image: SessionImage) -> bytes:
         "placement": image.placement, "events": image.events, "meta": image.meta,
         "entries": entries,
     }
+    import json  # ~1 ms: only when a file is written or read
+
     head = json.dumps(header, separators=(",", ":"), default=str).encode("utf-8")
     fixed = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, len(head), checksum.ALGORITHMS["sha256"](head).digest())
     return b"".join([fixed, head, *chunks])
@@ -257,6 +258,8 @@ def decode(data: bytes | memoryview, *, what: str = "session file") -> SessionIm
     head_bytes = bytes(data[_FIXED.size:_FIXED.size + hlen])
     if checksum.ALGORITHMS["sha256"](head_bytes).digest() != hsha:
         raise SessionFileError(f"{what}: header checksum mismatch (the file is corrupted)")
+    import json
+
     try:
         head = json.loads(head_bytes.decode("utf-8"))
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
