@@ -33,7 +33,7 @@ class NumpyPartition(CompiledPartition):
         self.program = GraphProgram(graph)
         self.graph = graph
         self.num_threads = num_threads
-        self.uses_blas = blas.available() and _uses_blas(graph)
+        self.uses_blas = _uses_blas(graph) and blas.available()  # BLAS found on first use
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         args = [inputs[n] for n in self.input_names]

@@ -70,12 +70,13 @@ def first_line(e: BaseException | str) -> str:
     return text.splitlines()[0].strip() if text else type(e).__name__
 
 
-_SRC_RE = re.compile(r"/onnxruntime_src/\S+:\d+ (?:[^()]*\((?:[^()]|\([^()]*\))*\)(?: const)? )?")
+#: compiled on first use (re caches it): only error messages need it
+_SRC_RE = r"/onnxruntime_src/\S+:\d+ (?:[^()]*\((?:[^()]|\([^()]*\))*\)(?: const)? )?"
 
 
 def clean_ort_message(e: BaseException | str) -> str:
     """First line of an ORT error without its C++ source location/signature."""
-    return _SRC_RE.sub("", first_line(e)).strip()
+    return re.sub(_SRC_RE, "", first_line(e)).strip()
 
 
 # ------------------------------------------------------------- signatures

@@ -53,7 +53,7 @@ MAGIC = b"NNRTORT\x01"
 #: 1: the partition's ONNX model; 2: adds ``model_length`` and, optionally,
 #: ORT's optimized graph with its weights region (see :mod:`.offline`)
 BLOB_FORMAT = 2
-_NODE_RE = re.compile(r"running (\S+) node\. Name:'([^']*)'")
+_NODE_RE = r"running (\S+) node\. Name:'([^']*)'"  # compiled on first use (re caches it): failed runs only
 
 
 def pack_blob(header: Mapping[str, Any], model: bytes, weights: bytes = b"") -> bytes:
@@ -276,7 +276,7 @@ class OrtPartition(CompiledPartition):
 
     def _error(self, e: BaseException) -> ExecutionError:
         text = str(e)
-        m = _NODE_RE.search(text)
+        m = re.search(_NODE_RE, text)
         where = ""
         if m:
             node = m.group(2)
