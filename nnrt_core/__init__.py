@@ -63,17 +63,12 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nnrt_core' has no attribute {name!r}")
-    import gc
     import importlib
 
-    paused = gc.isenabled()  # importing makes no garbage: ~20 cyclic collections, 3-8 ms of a cold start
-    if paused:
-        gc.disable()
-    try:
+    from nnrt_core.gc_pause import paused_gc
+
+    with paused_gc():  # an import makes no garbage (see nnrt_core/gc_pause.py)
         value = getattr(importlib.import_module(module), name)
-    finally:
-        if paused:
-            gc.enable()
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -31,6 +31,7 @@ from nnrt_core.backend.base import Backend
 from nnrt_core.entry_points import EntryPointInfo, entry_points as installed_entry_points
 from nnrt_core.config import DEFAULT_BACKUP, DEFAULT_SCHEDULER
 from nnrt_core.errors import ConfigError, PluginError
+from nnrt_core.gc_pause import paused_gc
 from nnrt_core.hookspec import PROJECT, BackendSpec, FrontendSpec, SchedulerSpec
 from nnrt_core.logs import get_logger
 from nnrt_core.registry_records import BackendRecord, PluginRecord, SchedulerRecord
@@ -130,7 +131,7 @@ class Registry:
     def _load_pending(self, group: str, name: str | None = None) -> None:
         """Import the pending plugins of ``group`` (only the entry point called
         ``name`` when given)."""
-        with self._lock:
+        with self._lock, paused_gc():  # plugin imports make no garbage (nnrt_core/gc_pause.py)
             todo = [(r, ep) for r, ep in self._pending[group] if name is None or ep.name == name]
             for rec, ep in todo:
                 self._pending[group].remove((rec, ep))
