@@ -66,7 +66,8 @@ def test_replace_fields_and_as_dict():
 
 def test_pickle_and_copy_rebuild_through_init():
     for obj in (Point(1, [2]), Key(3, (4,)), TensorType(DataType.INT64, (None, "n")),
-                DeviceInfo("cpu:0", "host", "cpu", {"cores": 2}), ScheduleConfig(backends=["numpy"], pins={"a": "numpy"}),
+                DeviceInfo("cpu:0", "host", "cpu", {"cores": 2}),
+                ScheduleConfig(backends=["numpy"], pins={"a": "numpy"}),
                 NodePlacement("n", "Relu", "numpy", 0, "only one"), PlacementEvent("k", "b", "m", ["n"])):
         assert pickle.loads(pickle.dumps(obj)) == obj
         assert copy.copy(obj) == obj and copy.deepcopy(obj) == obj
