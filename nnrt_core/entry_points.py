@@ -18,7 +18,6 @@ the standard path finder that can list distributions.
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import os
 import re
@@ -146,11 +145,21 @@ def _dist_of(path: str) -> Dist:
 
 
 def _read_text(path: str) -> str | None:
+    """The file's text, ``None`` when it is missing or not UTF-8 (raw ``os``
+    calls: half the time of ``open()``, for ~100 small files per scan)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+    finally:
+        os.close(fd)
 
 
 def _name_from_stem(stem: str) -> str:
@@ -160,9 +169,12 @@ def _name_from_stem(stem: str) -> str:
     return name
 
 
-@functools.lru_cache(maxsize=None)
 def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+    """PEP 503's name (runs of ``-_.`` as one separator, lower case), with ``_``."""
+    out = name.lower().replace("-", "_").replace(".", "_")
+    while "__" in out:
+        out = out.replace("__", "_")
+    return out
 
 
 def _from_importlib(groups: tuple[str, ...]) -> list[EntryPointInfo]:
