@@ -109,3 +109,18 @@ def test_node_info_replace_keeps_the_other_fields():
     assert (other.name, other.op_type, other.opset, other.num_inputs, other.attrs) == ("n", "FusedConv", 11, 3,
                                                                                       {"group": 1})
     assert other.const_inputs is info.const_inputs
+
+
+def test_a_subclass_adds_its_slots_after_the_base_fields():
+    class Labelled(Point):
+        __slots__ = ("label",)
+
+        def __init__(self, x: int, y: int = 0, label: str = "") -> None:
+            super().__init__(x, y)
+            self.label = label
+
+    p = Labelled(1, 2, "a")
+    assert Labelled.fields() == ("x", "y", "label") and repr(p).endswith("Labelled(x=1, y=2, label='a')")
+    assert p == Labelled(1, 2, "a") and p != Labelled(1, 2, "b") and p != Point(1, 2)
+    assert p.replace(label="b").as_dict() == {"x": 1, "y": 2, "label": "b"}
+    assert pickle.loads(pickle.dumps(Key(1, (2,)))) == Key(1, (2,))
