@@ -41,7 +41,10 @@ class Attribute(Record):
     ref_attr_name: str | None  # attribute reference inside functions
 
     def __init__(self, name: str, kind: AttrKind, value: Any, ref_attr_name: str | None = None) -> None:
-        self.name, self.kind, self.value, self.ref_attr_name = name, kind, value, ref_attr_name
+        self.name = name
+        self.kind = kind
+        self.value = value
+        self.ref_attr_name = ref_attr_name
 
     def graphs(self) -> list[Any]:
         """The sub-graphs (:class:`~nnrt_core.ir.graph.Graph` objects) this attribute holds."""

@@ -63,11 +63,21 @@ class NodeInfo(FrozenRecord):
                  input_shapes: tuple[Shape | None, ...] = (), const_inputs: tuple[np.ndarray | None, ...] = (),
                  output_dtypes: tuple[np.dtype | None, ...] = (), output_shapes: tuple[Shape | None, ...] = (),
                  compile_subgraph: Callable[[Any], Callable[..., list]] | None = None) -> None:
-        values = locals()
-        if attrs is None:
-            values["attrs"] = {}
-        for k in self.__slots__:
-            object.__setattr__(self, k, values[k])
+        put = object.__setattr__  # one call per field: this runs for every node at capability and compile
+        put(self, "name", name)
+        put(self, "op_type", op_type)
+        put(self, "domain", domain)
+        put(self, "opset", opset)
+        put(self, "attrs", {} if attrs is None else attrs)
+        put(self, "num_inputs", num_inputs)
+        put(self, "num_outputs", num_outputs)
+        put(self, "input_present", input_present)
+        put(self, "input_dtypes", input_dtypes)
+        put(self, "input_shapes", input_shapes)
+        put(self, "const_inputs", const_inputs)
+        put(self, "output_dtypes", output_dtypes)
+        put(self, "output_shapes", output_shapes)
+        put(self, "compile_subgraph", compile_subgraph)
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
