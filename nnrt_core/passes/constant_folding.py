@@ -8,7 +8,6 @@ backend (the embedded NumPy one), through the ordinary backend contract.
 """
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 
@@ -16,12 +15,13 @@ from nnrt_core.backend.base import Backend, CompileOptions
 from nnrt_core.errors import NnrtError
 from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
+from nnrt_core.logs import get_logger
 from nnrt_core.passes.base import Pass, PassContext, PassResult
 from nnrt_core.passes.rewrite import GraphEditor, static_shape
 
 __all__ = ["fold_constants", "ConstantFolding", "ShapeFolding", "NONDETERMINISTIC_OPS", "QDQ_OPS"]
 
-log = logging.getLogger("nnrt.passes")
+log = get_logger("nnrt.passes")
 
 #: ops whose outputs must not be frozen even with constant inputs
 NONDETERMINISTIC_OPS = frozenset({

@@ -13,7 +13,6 @@ protobuf (see
 from __future__ import annotations
 
 import heapq
-import logging
 import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -28,10 +27,11 @@ from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown
 from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
 from nnrt_core.frontends.onnx.validate import validate_model
 from nnrt_core.ir import Model
+from nnrt_core.logs import get_logger
 
 __all__ = ["ModelCheckError", "check_model", "load_onnx", "parse_model_proto", "sort_nodes"]
 
-log = logging.getLogger("nnrt.onnx")
+log = get_logger("nnrt.onnx")
 
 
 class ModelCheckError(ValueError):

@@ -35,7 +35,6 @@ modified: the placement report and all value names stay per original node.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -344,9 +343,9 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
                 present[2] = True
                 dts[2] = ydt
                 shapes[2] = (yshape[1],)
-                info = dataclasses.replace(info, const_inputs=tuple(consts), input_present=tuple(present),
-                                           input_dtypes=tuple(dts), input_shapes=tuple(shapes),
-                                           num_inputs=max(info.num_inputs, 3))
+                info = info.replace(const_inputs=tuple(consts), input_present=tuple(present),
+                                    input_dtypes=tuple(dts), input_shapes=tuple(shapes),
+                                    num_inputs=max(info.num_inputs, 3))
                 run_head = make_kernel(info)
                 overrides = {1: wf, 2: bf}
                 if len(inputs) < 3:
