@@ -296,7 +296,7 @@ class Conv(Kernel):
         except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)
             return
         b = node.const(2) if node.present(2) else None
-        plan.weights(w, b if plan.mode == "cols" and b is not None and b.dtype == w.dtype else None)
+        plan.weights(w, b if plan.mode in ("cols", "rows") and b is not None and b.dtype == w.dtype else None)
         plan.warm(min(parallel.CORES, plan.nblocks) if plan.work >= _depthwise().MIN_SPLIT else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
