@@ -120,3 +120,19 @@ def test_stride_1_im2col_runs_over_whole_padded_rows(kernel, pads):
         np.testing.assert_allclose(kern(x, w)[0], want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
     strided = _depthwise.DepthwisePlan(2, c, 1, (7, 11), [3, 3], [2, 1], [1, 1], [1, 1], [1, 1], [4, 11], np.float32)
     assert not strided.flat
+
+
+def test_rows_way_bounds_its_banded_weights():
+    """A large kernel over many rows would make big banded weights: im2col instead."""
+    def plan(h, k):
+        return _depthwise.DepthwisePlan(1, 8, 1, (h, 64), [k, k], [1, 1], [1, 1], [k // 2] * 2, [k // 2] * 2,
+                                        [h, 64], np.float32)
+    assert plan(12, 5).mode == "rows"  # 12 x (12 * 5 + 1) = 732 values per channel
+    big = plan(40, 11)  # 40 rows <= 4 x 11, but 40 x (40 * 11 + 1) = 17,640 values per channel
+    assert big.mode != "rows"
+    x = RNG.standard_normal((1, 8, 12, 64)).astype(np.float32)
+    w = RNG.standard_normal((8, 1, 5, 5)).astype(np.float32)
+    y = np.empty((1, 8, 12, 64), np.float32)
+    plan(12, 5).run(x, w, None, y)
+    want = conv_direct(x, w, (1, 1), [2, 2, 2, 2], (1, 1), 8)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))

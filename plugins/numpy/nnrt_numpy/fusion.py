@@ -14,8 +14,9 @@ chain) and is not a graph output, and runs the chain as one step:
   affine (inference BatchNormalization, Mul/Add by a constant that broadcasts
   along the channel axis), Add/Sum/Mul with another tensor of the same shape
   (residual connections), Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid,
-  HardSwish, and hard-swish spelled out as Add/Clip/Mul/Div (see
-  :mod:`nnrt_numpy.fusion_tails`).
+  HardSwish, hard-swish spelled out as Add/Clip/Mul/Div (see
+  :mod:`nnrt_numpy.fusion_tails`), and exact GELU (the Gelu op, or spelled out
+  as Div/Erf/Add/Mul/Mul: :mod:`nnrt_numpy.fusion_gelu`, float32 only).
 
 Squeeze-and-excitation blocks (GlobalAveragePool, two 1x1 Convs, Relu,
 HardSigmoid, Mul) are found first and run as one step
@@ -256,7 +257,9 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
         while True:
             users = readers.get(id(cur), [])
             if len(users) != 1 or users[0] is None:
-                same = lambda v: value_dtype(v) == ydt and v.shape is not None and tuple(v.shape) == yshape  # noqa: E731
+                def same(v: Value, _dt=ydt, _shape=yshape) -> bool:
+                    return value_dtype(v) == _dt and v.shape is not None and tuple(v.shape) == _shape
+
                 hs = match_hardswish(cur, readers, same)
                 if hs is None and ydt == np.float32:
                     hs = match_gelu(cur, readers, same)

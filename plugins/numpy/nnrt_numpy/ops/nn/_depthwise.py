@@ -2,9 +2,22 @@
 multiplier, stride, dilation and padding) in cache-sized pieces of (image,
 channel block), on the backend's thread pool.
 
-Two ways, chosen per input shape (:func:`choose_mode`, measured in CPU time
+Three ways, chosen per input shape (:func:`choose_mode`, measured in CPU time
 on one thread on the PP-OCR / MobileNet shapes, see
 ``benchmarks/bench_mobile.py --kernel-ab`` and docs/performance.md):
+
+* ``rows`` (inputs of at most :data:`ROWS_FACTOR` x the live kernel rows, output
+  rows of :data:`ROWS_W` or more pixels: PP-OCR's 2- to 12-row maps): the piece's
+  channels are copied into a scratch padded across only, the kernel-column
+  shifts of every input row are copied out (hin x kw rows of wo values per
+  channel, instead of kh x kw rows of ho x wp), and one batched BLAS product per
+  piece, ``(cb, mult * ho, hin * kw + 1) @ (cb, hin * kw + 1, wo)``, writes the
+  output: per channel a small GEMM whose weights are banded (output row r x
+  input row s holds kernel row (s - r * sh + pad) / dh, zeros elsewhere; the
+  bias times a row of ones in the last column).  It does hin / kh times the
+  multiply-adds of ``cols`` but copies kh times fewer values and runs a GEMM
+  per channel where ``cols`` runs a GEMV: 2-2.8x faster than ``cols`` on 2- and
+  3-row maps, 1.2-1.9x on 10- and 12-row ones, slower from about 5 x kh rows;
 
 * ``cols`` (the default): the piece's channels are copied into a
   zero-padded scratch plane, their im2col columns (channels, taps, pixels)
@@ -52,9 +65,8 @@ import numpy as np
 from ... import parallel
 from ._spatial import window_view
 
-__all__ = ["DepthwisePlan", "choose_mode", "ROWS_FACTOR", "ROWS_W", "BLOCK_BYTES", "MIN_SPLIT", "CL_ROW", "CL_SHORT", "CL_TAPS", "CL_WIDE",
-           "CL_LANES",
-           "PIECES", "MODE"]
+__all__ = ["DepthwisePlan", "choose_mode", "ROWS_FACTOR", "ROWS_W", "ROWS_BAND", "BLOCK_BYTES", "MIN_SPLIT",
+           "CL_ROW", "CL_SHORT", "CL_TAPS", "CL_WIDE", "CL_LANES", "PIECES", "MODE"]
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
@@ -75,6 +87,8 @@ MODE: str | None = None
 #: GEMM per channel instead of a GEMV: ``benchmarks/bench_mobile.py --kernel-ab``, docs/runtime.md)
 ROWS_FACTOR = 4
 ROWS_W = 12
+#: ... and banded weights of at most this many values per channel (large kernels over many rows: im2col)
+ROWS_BAND = 4096
 #: channels-last pieces take images until they have this many channels
 CL_LANES = 64
 #: a convolution of MIN_SPLIT or more multiply-adds is cut into at least this many pieces
@@ -138,7 +152,8 @@ class DepthwisePlan:
         self.frow = self.out[0] * self.padded[1] if self.flat else self.npix  # pixels of one im2col row
         if mode is None:
             cb, ipp = self._blocks("cl")
-            rows = len(self.padded) == 2 and self.kernel[0] > 1 and self.hin <= self.kernel[0] * ROWS_FACTOR
+            rows = (len(self.padded) == 2 and 1 < self.kernel[0] and self.hin <= self.kernel[0] * ROWS_FACTOR
+                    and self.mult * self.out[0] * (self.hin * self.kernel[1] + 1) <= ROWS_BAND)
             mode = choose_mode(self.taps, self.out[-1], cb * ipp, self.flat, rows)
         self.mode = mode
         self.cb, self.ipp = self._blocks(mode)

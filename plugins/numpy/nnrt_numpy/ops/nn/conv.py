@@ -4,8 +4,9 @@ Three strategies, chosen per call from static attributes:
 
 * 1x1 kernels without padding: a plain (grouped) matmul,
 * depthwise (one input channel per group), 1-D and 2-D: ``_depthwise.py``
-  (pieces of channels on the thread pool: im2col + one batched product, or
-  a channels-last einsum for large kernels over short rows); 3-D: a
+  (pieces of channels on the thread pool: im2col + one batched product, a
+  channels-last einsum for large kernels over short rows, or banded GEMMs per
+  channel for maps of few rows); 3-D: a
   multiply-add per kernel tap over the whole batch,
 * everything else: im2col through a strided window view, then one batched
   BLAS matmul over (batch, group).
