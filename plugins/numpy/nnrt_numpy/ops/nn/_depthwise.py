@@ -16,8 +16,9 @@ on one thread on the PP-OCR / MobileNet shapes, see
   input row s holds kernel row (s - r * sh + pad) / dh, zeros elsewhere; the
   bias times a row of ones in the last column).  It does hin / kh times the
   multiply-adds of ``cols`` but copies kh times fewer values and runs a GEMM
-  per channel where ``cols`` runs a GEMV: 2-2.8x faster than ``cols`` on 2- and
-  3-row maps, 1.2-1.9x on 10- and 12-row ones, slower from about 5 x kh rows;
+  per channel where ``cols`` runs a GEMV: 2-3x faster than ``cols`` on 2- and
+  3-row maps, 1.2-1.9x on 10- and 12-row ones, slower from about 5 x kh rows
+  (``benchmarks/bench_depthwise_ways.py``);
 
 * ``cols`` (the default): the piece's channels are copied into a
   zero-padded scratch plane, their im2col columns (channels, taps, pixels)
@@ -84,7 +85,7 @@ CL_WIDE = 192
 MODE: str | None = None
 #: ``rows`` for inputs of at most ROWS_FACTOR x (live kernel rows) rows and output rows of ROWS_W or more
 #: pixels (it does hin / kh x the multiply-adds of im2col, but copies kh x fewer values and runs one small
-#: GEMM per channel instead of a GEMV: ``benchmarks/bench_mobile.py --kernel-ab``, docs/runtime.md)
+#: GEMM per channel instead of a GEMV: ``benchmarks/bench_depthwise_ways.py``, docs/runtime.md)
 ROWS_FACTOR = 4
 ROWS_W = 12
 #: ... and banded weights of at most this many values per channel (large kernels over many rows: im2col)
