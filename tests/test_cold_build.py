@@ -97,3 +97,80 @@ def test_bad_files_still_get_the_checkers_error(tmp_path, edit, msg):
     for source in (path, path.read_bytes(), m):
         with pytest.raises(ModelLoadError, match=msg):
             load_onnx(source)
+
+
+# ------------------------------------------------------------ constant folding in rounds
+class _Counting:
+    """The NumPy backend, counting the partitions it compiles and refusing some ops."""
+
+    def __init__(self, refuse: frozenset[str] = frozenset()) -> None:
+        from nnrt_core.registry import default_registry
+        self.inner = default_registry().backend("numpy").backend
+        self.refuse = refuse
+        self.compiled: list[list[str]] = []
+
+    def capability(self, graph, options):
+        cap = self.inner.capability(graph, options)
+        for n in graph.nodes:
+            if n.op_type in self.refuse:
+                cap.supported.discard(n.name)
+                cap.rejected[n.name] = "refused by the test"
+        return cap
+
+    def compile(self, graph, options):
+        self.compiled.append([n.name for n in graph.nodes])
+        return self.inner.compile(graph, options)
+
+
+def _weights_model(neg_dims: bool = False) -> onnx.ModelProto:
+    """Three independent weights (two ConstantOfShape, one Range), a chain on one of them."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2, -3] if neg_dims else [2, 3])
+    shape2 = helper.make_tensor("shape2", TensorProto.INT64, [2], [2, 3])
+    lims = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in (("s", 0.0), ("e", 6.0), ("d", 1.0))]
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["w0"], name="make_w0",
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+        helper.make_node("ConstantOfShape", ["shape2"], ["w1"], name="make_w1",
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0])),
+        helper.make_node("Range", ["s", "e", "d"], ["r"], name="range"),
+        helper.make_node("Reshape", ["r", "shape2"], ["w2"], name="reshape_r"),  # reads "range": next round
+        helper.make_node("Add", ["x", "w0"], ["a"], name="add0"),
+        helper.make_node("Mul", ["a", "w1"], ["b"], name="mul1"),
+        helper.make_node("Add", ["b", "w2"], ["y"], name="add2"),
+    ]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [shape, shape2, *lims])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_independent_constant_nodes_are_evaluated_in_one_partition_per_round():
+    from nnrt_core.passes import fold_constants
+    g = load_onnx(_weights_model(), check=False).graph
+    ev = _Counting()
+    assert fold_constants(g, ev) == 4
+    assert ev.compiled == [["make_w0", "make_w1", "range"], ["reshape_r"]]
+    assert [n.name for n in g.nodes] == ["add0", "mul1", "add2"]
+    np.testing.assert_array_equal(g.initializers["w0"].const, np.full((2, 3), 0.5, np.float32))
+    np.testing.assert_array_equal(g.initializers["w1"].const, np.full((2, 3), 2.0, np.float32))
+    np.testing.assert_array_equal(g.initializers["w2"].const, np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def test_a_refused_node_stays_and_the_rest_of_its_round_folds():
+    from nnrt_core.passes import fold_constants
+    g = load_onnx(_weights_model(), check=False).graph
+    ev = _Counting(refuse=frozenset({"Range"}))
+    assert fold_constants(g, ev) == 2
+    assert ev.compiled == [["make_w0", "make_w1"]]
+    assert [n.name for n in g.nodes] == ["range", "reshape_r", "add0", "mul1", "add2"]
+
+
+def test_a_node_failing_at_evaluation_stays_and_the_others_fold_alone(caplog):
+    from nnrt_core.passes import fold_constants
+    g = load_onnx(_weights_model(neg_dims=True), check=False).graph
+    ev = _Counting()
+    with caplog.at_level("INFO", logger="nnrt.passes"):
+        assert fold_constants(g, ev) == 3
+    assert ev.compiled[0] == ["make_w0", "make_w1", "range"]  # the round failed: each node alone
+    assert ["make_w0"] in ev.compiled and ["make_w1"] in ev.compiled and ["range"] in ev.compiled
+    assert [n.name for n in g.nodes] == ["make_w0", "add0", "mul1", "add2"]
+    assert "constant folding skipped make_w0 (ConstantOfShape)" in caplog.text and "negative" in caplog.text
