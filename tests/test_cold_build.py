@@ -174,3 +174,21 @@ def test_a_node_failing_at_evaluation_stays_and_the_others_fold_alone(caplog):
     assert ["make_w0"] in ev.compiled and ["make_w1"] in ev.compiled and ["range"] in ev.compiled
     assert [n.name for n in g.nodes] == ["make_w0", "add0", "mul1", "add2"]
     assert "constant folding skipped make_w0 (ConstantOfShape)" in caplog.text and "negative" in caplog.text
+
+
+# ------------------------------------------------------------ export written in place
+def test_export_writes_each_value_its_own_type(light_dir):
+    from nnrt_core.frontends import to_onnx
+    model = load_onnx(light_dir / "light_squeezenet.onnx")
+    proto = to_onnx(model)
+    onnx.checker.check_model(proto)
+    want = {v.name: v.type for n in model.graph.nodes for v in n.outputs if v.type is not None}
+    got = {vi.name: vi.type for vi in proto.graph.value_info}
+    outputs = {v.name for v in model.graph.outputs}
+    assert set(got) == set(want) - outputs
+    back = load_onnx(proto.SerializeToString())  # the types as they were, each under its own name
+    assert {v.name: v.type for n in back.graph.nodes for v in n.outputs} == \
+        {v.name: v.type for n in model.graph.nodes for v in n.outputs}
+    first, second = proto.graph.value_info[0], proto.graph.value_info[1]  # copies of one cached type
+    first.type.tensor_type.elem_type = TensorProto.DOUBLE
+    assert second.type.tensor_type.elem_type == TensorProto.FLOAT
