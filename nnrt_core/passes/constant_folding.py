@@ -60,25 +60,28 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
     folded: list[Node] = []
     tried: set[int] = set()  # nodes the evaluator refused or failed on: not asked again
     while True:
-        batch = []
-        for node in list(graph.nodes):
+        batch, constants = [], []
+        for node in graph.nodes:
             if id(node) in tried or not _foldable(node) or node.name in protected:
                 continue
             value = _constant_value(node)
             if value is not None:  # most exporters write every weight as a Constant node: no backend needed
-                _freeze(graph, node, [value])
-                folded.append(node)
+                _freeze(graph, node, [value], detach=False)
+                constants.append(node)
             elif all(v is None or v.producer is None for v in node.inputs):
                 batch.append(node)
+        _drop(graph, constants)
+        folded += constants
         if not batch:
             break
         tried.update(id(n) for n in batch)
         done = _evaluate(graph, evaluator, batch)
+        for node, values in done:
+            _freeze(graph, node, values, detach=False)
+        _drop(graph, [n for n, _ in done])
+        folded += [n for n, _ in done]
         if not done:
             break
-        for node, values in done:
-            _freeze(graph, node, values)
-            folded.append(node)
     # drop initializers nothing reads any more (e.g. the shape inputs of folded nodes)
     GraphEditor(graph).drop_unread_initializers()
     return folded
@@ -135,17 +138,27 @@ def _constant_value(node: Node) -> np.ndarray | None:
     return value
 
 
-def _freeze(graph: Graph, node: Node, values: list[np.ndarray]) -> None:
-    """Replace ``node`` by initializers holding its output ``values``."""
+def _freeze(graph: Graph, node: Node, values: list[np.ndarray], *, detach: bool = True) -> None:
+    """Replace ``node`` by initializers holding its output ``values``
+    (``detach=False``: the caller takes it out of ``graph.nodes``, see :func:`_drop`)."""
     for i, v in enumerate(node.inputs):
         if v is not None:
             v.uses = [(n, j) for n, j in v.uses if not (n is node and j == i)]
-    graph.nodes.remove(node)
+    if detach:
+        graph.nodes.remove(node)
     node.graph = None
     for v, x in zip(node.outputs, values):
         v.producer, v.output_index = None, -1
         v.const = x
         graph.initializers[v.name] = v
+
+
+def _drop(graph: Graph, nodes: list[Node]) -> None:
+    """Take ``nodes`` out of ``graph.nodes`` in one pass (a ``list.remove`` each is
+    quadratic: real models write hundreds of weights as Constant nodes)."""
+    if nodes:
+        gone = {id(n) for n in nodes}
+        graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]
 
 
 class ConstantFolding(Pass):
