@@ -192,3 +192,75 @@ def test_export_writes_each_value_its_own_type(light_dir):
     first, second = proto.graph.value_info[0], proto.graph.value_info[1]  # copies of one cached type
     first.type.tensor_type.elem_type = TensorProto.DOUBLE
     assert second.type.tensor_type.elem_type == TensorProto.FLOAT
+
+
+# ------------------------------------------------------------ shape inference without the weights
+def _weighty_model() -> onnx.ModelProto:
+    """Conv weights as an initializer and as a Constant node, an int64 shape
+    initializer Reshape reads (kept: a shape), a declared value_info, and an
+    initializer also listed as a graph input (IR < 4 style)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 3, 3, 3)).astype(np.float32)
+    w2 = rng.standard_normal((8, 64, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((8, 8 * 2 * 2)).astype(np.float32)
+    nodes = [
+        helper.make_node("Constant", [], ["w2"], name="c_w2", value=onnx.numpy_helper.from_array(w2, "w2v")),
+        helper.make_node("Conv", ["x", "w"], ["h"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["h"], ["h2"], name="relu"),
+        helper.make_node("Conv", ["h2", "w2"], ["h3"], name="conv2", strides=[4, 4]),
+        helper.make_node("Reshape", ["h3", "shape"], ["flat"], name="flat"),
+        helper.make_node("Gemm", ["flat", "b"], ["y"], name="fc", transB=1),
+    ]
+    inits = [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(b, "b"),
+             onnx.numpy_helper.from_array(np.array([1, -1], np.int64), "shape")]
+    g = helper.make_graph(nodes, "weighty", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+                                             helper.make_tensor_value_info("b", TensorProto.FLOAT, [8, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])], inits,
+                          value_info=[helper.make_tensor_value_info("h2", TensorProto.FLOAT, [1, 64, None, None])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_lean_inference_gives_the_bytes_full_inference_gives(monkeypatch, light_dir, seen):
+    from nnrt_core.frontends.onnx import lean_inference
+    from nnrt_core.frontends.onnx.onnx_lite import P
+    monkeypatch.setattr(lean_inference, "LEAN_MIN_BYTES", 0)
+    weighty = _weighty_model().SerializeToString()
+    for data in (weighty, *(p.read_bytes() for p in sorted(light_dir.glob("*.onnx")))):
+        full = onnx_lite.infer_shapes(data, strict_mode=False, data_prop=True)
+        seen.clear()
+        lean = lean_inference.infer_shapes_lean(P.ModelProto.FromString(data), data, owned=True)
+        assert lean.SerializeToString() == full.SerializeToString()
+        ((_, sent),) = seen
+        if data is weighty:  # inference saw the model without its weights
+            assert sent.ByteSize() < len(data) // 4
+
+
+def test_lean_inference_strips_weights_only(monkeypatch, seen):
+    from nnrt_core.frontends.onnx import lean_inference
+    monkeypatch.setattr(lean_inference, "LEAN_MIN_BYTES", 0)
+    model = load_onnx(_weighty_model().SerializeToString())
+    ((_, checked), (_, sent)) = seen
+    assert isinstance(checked, bytes)
+    assert [t.name for t in sent.graph.initializer] == ["b", "shape"]  # "b" is a graph input: kept; shape: int64
+    assert [n.name for n in sent.graph.node] == ["conv1", "relu", "conv2", "flat", "fc"]  # Constant w2 left out
+    assert [vi.name for vi in sent.graph.input] == ["x", "b", "w2", "w"]
+    conv2, flat = model.graph.nodes[3], model.graph.nodes[4]
+    assert conv2.outputs[0].type.shape == (1, 8, 2, 2) and flat.outputs[0].type.shape == (1, 32)
+    w2 = model.graph.nodes[0].attributes["value"].value
+    assert w2.shape == (8, 64, 3, 3) and float(np.abs(w2).sum()) > 0  # the weights themselves are all there
+
+
+def test_a_callers_model_proto_is_not_modified_and_small_models_take_the_plain_path(monkeypatch, seen):
+    from nnrt_core.frontends.onnx import lean_inference
+    proto = _weighty_model()
+    before = proto.SerializeToString()
+    load_onnx(proto)
+    assert proto.SerializeToString() == before
+    assert seen[-1][1] is proto  # the caller's proto: the plain path, which copies
+    seen.clear()
+    load_onnx(before)  # a few KB: below LEAN_MIN_BYTES
+    assert seen[-1][1] == before
+    monkeypatch.setattr(lean_inference, "LEAN_MIN_BYTES", 0)
+    seen.clear()
+    load_onnx(_model().SerializeToString())  # nothing large: the lean model is the whole model, as bytes or not
+    assert seen[-1][0] == "infer"

@@ -24,6 +24,7 @@ from nnrt_core.frontends.onnx import onnx_lite
 from nnrt_core.frontends.onnx.convert import model_from_proto
 from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
 from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.lean_inference import infer_shapes_lean
 from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
 from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
 from nnrt_core.frontends.onnx.validate import validate_model
@@ -148,8 +149,8 @@ def load_onnx(
         apply_input_shapes(proto, input_shapes)
         data = None
     if infer_shapes and not typed:
-        try:  # the same message: the file's bytes, not serialized again
-            proto = onnx_lite.infer_shapes(proto if data is None else data, strict_mode=False, data_prop=True)
+        try:  # the file's bytes (the same message) or, for a large model, the model without its weights
+            proto = infer_shapes_lean(proto, data, owned=owned)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
         validate_model(proto, types=True, structure=False)  # element types against the schemas' constraints
