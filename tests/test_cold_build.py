@@ -264,3 +264,16 @@ def test_a_callers_model_proto_is_not_modified_and_small_models_take_the_plain_p
     seen.clear()
     load_onnx(_model().SerializeToString())  # nothing large: the lean model is the whole model, as bytes or not
     assert seen[-1][0] == "infer"
+
+
+def test_a_lean_inference_that_fails_falls_back_to_the_whole_model(monkeypatch, seen):
+    from nnrt_core.frontends.onnx import lean_inference
+
+    def broken(proto):
+        raise ValueError("lean copy failed")
+    monkeypatch.setattr(lean_inference, "LEAN_MIN_BYTES", 0)
+    monkeypatch.setattr(lean_inference, "_without_weights", broken)
+    data = _weighty_model().SerializeToString()
+    model = load_onnx(data)
+    assert [k for k, _ in seen] == ["check", "infer"] and seen[-1][1] == data  # the plain path, on the file's bytes
+    assert model.graph.nodes[4].outputs[0].type.shape == (1, 32)

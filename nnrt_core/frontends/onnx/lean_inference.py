@@ -47,8 +47,11 @@ def infer_shapes_lean(proto: P.ModelProto, data: bytes | None, *, owned: bool) -
     size = len(data) if data is not None else proto.ByteSize()
     if not owned or size < LEAN_MIN_BYTES or proto.functions or _has_subgraphs(proto.graph):
         return onnx_lite.infer_shapes(proto if data is None else data, strict_mode=False, data_prop=True)
-    lean, constants = _without_weights(proto)
-    inferred = onnx_lite.infer_shapes(lean, strict_mode=False, data_prop=True)
+    try:
+        lean, constants = _without_weights(proto)
+        inferred = onnx_lite.infer_shapes(lean, strict_mode=False, data_prop=True)
+    except Exception:  # whatever the lean copy trips on: the plain path decides (and its error is reported)
+        return onnx_lite.infer_shapes(proto if data is None else data, strict_mode=False, data_prop=True)
     g, ig = proto.graph, inferred.graph
     declared = {vi.name for vi in g.value_info}
     added = [vi for vi in ig.value_info if vi.name not in declared]
