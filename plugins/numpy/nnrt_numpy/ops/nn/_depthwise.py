@@ -4,7 +4,7 @@ channel block), on the backend's thread pool.
 
 Three ways, chosen per input shape (:func:`choose_mode`, measured in CPU time
 on one thread on the PP-OCR / MobileNet shapes, see
-``benchmarks/bench_mobile.py --kernel-ab`` and docs/performance.md):
+``benchmarks/bench_mobile.py --kernel-ab`` and docs/performance-history.md):
 
 * ``rows`` (inputs of at most :data:`ROWS_FACTOR` x the live kernel rows, output
   rows of :data:`ROWS_W` or more pixels: PP-OCR's 2- to 12-row maps): the piece's
@@ -51,7 +51,7 @@ and product, so two pieces run at once, but every return from one of those
 calls takes the GIL back: a piece is therefore four or five NumPy calls on
 views of its scratch set made once per set (``as_strided`` alone costs
 microseconds) and next to no Python, which is what lets two threads reach
-1.5-1.9x one thread (docs/performance.md).  A piece does the same calls on
+1.5-1.9x one thread (docs/performance-history.md).  A piece does the same calls on
 the same values whichever thread runs it, so the result does not depend on
 the thread count.
 """

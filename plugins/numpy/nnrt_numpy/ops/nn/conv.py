@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: 2-D depthwise convs with at most this many outputs take the per-tap loop of 3-D ones (tests raise it):
-#: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance.md)
+#: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance-history.md)
 TAP_LOOP_MAX = 0
 
 
