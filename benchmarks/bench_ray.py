@@ -23,7 +23,9 @@ replaces their ConstantOfShape weight fills by stored He-initialized weights
   the first batch's start to the last batch's end inside the actors (actor
   start-up excluded, reported apart), median of ``--repeats`` jobs.  Split
   into "in call" (the summed time inside the predictor's ``__call__``: our
-  predictor and the runs) and "between calls" (the rest of the window, per
+  predictor and the runs; its CPU time is also set against the plain loop's,
+  which tells our own extra work from cores shared with Ray's processes) and
+  "between calls" (the rest of the window, per
   batch: Ray's own per-batch cost, dispatch, block conversion, object store);
 * efficiency(N) = throughput(N) / (N x throughput(1)); overhead = time(ray 1) / time(plain);
 * start-up: seconds from ``NnrtPredictor(...)`` to a ready session in a fresh
@@ -88,10 +90,11 @@ class TimedPredictor(NnrtPredictor):
     """NnrtPredictor that stamps each output row with its batch's start and end (wall clock)."""
 
     def __call__(self, batch):
-        t0 = time.time()
+        t0, c0 = time.time(), time.thread_time()
         out = super().__call__(batch)
         n = len(out["row_id"])
         out["t_start"], out["t_end"] = np.full(n, t0), np.full(n, time.time())
+        out["cpu"] = np.full(n, time.thread_time() - c0)
         out["pid"] = np.full(n, os.getpid())
         return out
 
@@ -134,13 +137,14 @@ def load_model(name: str, real_weights: bool) -> bytes:
     return m.SerializeToString()
 
 
-def plain_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> float:
-    t0 = time.perf_counter()
+def plain_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this thread) of the runs over every batch."""
+    t0, c0 = time.perf_counter(), time.thread_time()
     for a in range(0, len(x), batch_size):
         b = x[a:a + batch_size]
         for i in range(len(b)):
             sess.run({name: b[i:i + 1]})
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.thread_time() - c0
 
 
 def predictor_loop(sess: Session, name: str, x: np.ndarray, batch_size: int) -> float:
@@ -181,11 +185,12 @@ class _Canned:
 
 
 def ray_window(ds, shipped, workers: int, batch_size: int, predictor: type = None
-               ) -> tuple[float, float, int, float, float, int, float]:
+               ) -> tuple[float, float, int, float, float, int, float, float]:
     """(window seconds, wall seconds with start-up, rows, skew, seconds in
     calls summed over actors, batches, rows per second summed over actors
-    each in its own window) of one job; skew: how much later than the first
-    actor the last one started its first batch."""
+    each in its own window, CPU seconds in calls summed over actors) of one
+    job; skew: how much later than the first actor the last one started its
+    first batch."""
     t0 = time.perf_counter()
     with_timing = ds.map_batches(
         predictor or TimedPredictor, batch_size=batch_size, batch_format="numpy", zero_copy_batch=True,
@@ -198,11 +203,12 @@ def ray_window(ds, shipped, workers: int, batch_size: int, predictor: type = Non
     for r in rows:
         first[r["pid"]] = min(first.get(r["pid"], r["t_start"]), r["t_start"])
     window = max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows)
-    calls = {(r["pid"], r["t_start"], r["t_end"]) for r in rows}
+    calls = {(r["pid"], r["t_start"], r["t_end"]): r["cpu"] for r in rows}
     busy = sum(b - a for _, a, b in calls)
     own = sum(sum(1 for r in rows if r["pid"] == pid)
               / (max(r["t_end"] for r in rows if r["pid"] == pid) - start) for pid, start in first.items())
-    return window, wall, len(rows), max(first.values()) - min(first.values()), busy, len(calls), own
+    return (window, wall, len(rows), max(first.values()) - min(first.values()), busy, len(calls), own,
+            sum(calls.values()))
 
 
 def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
@@ -226,7 +232,8 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         plain.append(plain_loop(sess, inp.name, x, args.batch_size))
         in_process.append(predictor_loop(sess, inp.name, x, args.batch_size))
     res = {"model": name, "rows": rows, "batch_size": args.batch_size, "driver_build_s": build,
-           "file_mb": warm.file_bytes / 1e6, "plain_s": statistics.median(plain),
+           "file_mb": warm.file_bytes / 1e6, "plain_s": statistics.median(w for w, _ in plain),
+           "plain_cpu_s": statistics.median(c for _, c in plain),
            "predictor_s": statistics.median(in_process),
            "startup_warm_s": statistics.median(starts["warm"]), "startup_cold_s": statistics.median(starts["cold"]),
            "startup_warm_cpu_s": cpu["warm"], "startup_cold_cpu_s": cpu["cold"], "load_before": load0}
@@ -241,6 +248,7 @@ def bench_model(name: str, args, cfg: ScheduleConfig) -> dict:
         res[f"ray{n}_start_skew_s"] = statistics.median(r[3] for r in runs)
         res[f"ray{n}_own_rows_per_s"] = statistics.median(r[6] for r in runs)
         res[f"ray{n}_in_call_s"] = statistics.median(r[4] / n for r in runs)  # per actor
+        res[f"ray{n}_in_call_cpu_s"] = statistics.median(r[7] / n for r in runs)
         res[f"ray{n}_between_calls_ms"] = statistics.median(
             (r[0] * n - r[4]) / max(r[5] - n, 1) * 1e3 for r in runs)  # per batch after each actor's first
     if args.noop:
@@ -310,7 +318,8 @@ def main(argv=None) -> int:
                   f"after the first's; efficiency with each actor's rows over its own window, the start skew "
                   f"left out: {r.get(f'efficiency{n}_own_windows', float('nan')):.2f})")
             print(f"      in calls {r[f'ray{n}_in_call_s']:.3f} s per actor ({r[f'ray{n}_in_call_s'] / r['plain_s']:.3f}x "
-                  f"the plain loop), between calls {r[f'ray{n}_between_calls_ms']:.1f} ms per batch (Ray's own)")
+                  f"the plain loop; CPU {r[f'ray{n}_in_call_cpu_s'] / r['plain_cpu_s']:.3f}x the plain loop's), "
+                  f"between calls {r[f'ray{n}_between_calls_ms']:.1f} ms per batch (Ray's own)")
         if "overhead_ray1_vs_plain" in r:
             print(f"  overhead ray 1 / plain: {r['overhead_ray1_vs_plain']:.3f}x")
         _print_noop(r, args.workers)

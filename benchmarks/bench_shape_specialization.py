@@ -1,7 +1,7 @@
 """Shape specialization: does the NPU take part without ``input_shapes``, and
 what does a run with a seen signature cost?
 
-    python benchmarks/bench_shape_specialization.py [--models-dir DIR] [--calls N]
+    python benchmarks/bench_shape_specialization.py [--models-dir DIR] [--rounds N]
 
 1. **NPU share.**  For every ``light`` model of the onnx wheel and every real
    model of ``benchmarks/real_models.py`` found under ``--models-dir`` (run

@@ -65,7 +65,10 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'nnrt_core' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    from nnrt_core.gc_pause import paused_gc
+
+    with paused_gc():  # an import makes no garbage (see nnrt_core/gc_pause.py)
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value
 

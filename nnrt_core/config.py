@@ -6,14 +6,13 @@ checked against the installed plugins when a session is built.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 from nnrt_core.errors import ConfigError
+from nnrt_core.record import FrozenRecord
 
 if TYPE_CHECKING:
     from nnrt_core.backend.base import CompileOptions
@@ -37,8 +36,11 @@ DEFAULT_BACKUP = "numpy"
 DEFAULT_SCHEDULER = "priority"
 
 
-@dataclass(frozen=True)
-class ScheduleConfig:
+#: the default of the mapping fields (each is copied into a new dict)
+_NO_ENTRIES: Mapping[str, Any] = MappingProxyType({})
+
+
+class ScheduleConfig(FrozenRecord):
     """Session configuration.
 
     backends
@@ -78,26 +80,43 @@ class ScheduleConfig:
         ``NNRT_MAX_TENSOR_BYTES`` (8 GiB when unset).
     """
 
-    backends: tuple[str, ...] | str = "auto"
-    backup: str | None = DEFAULT_BACKUP
-    scheduler: str = DEFAULT_SCHEDULER
-    num_threads: int = 0
-    precision: str = "fp32"
-    performance_mode: str = "none"
-    priority: str = "medium"
-    optimization_level: str = "basic"
-    cache_dir: str | None = None
-    cache_version: int = 1
-    pins: Mapping[str, str] = field(default_factory=dict)
-    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    devices: Mapping[str, str] = field(default_factory=dict)
-    strict: bool = False
-    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    specialize_shapes: str = "auto"
-    max_specializations: int = 8
-    max_tensor_bytes: int | None = None
+    __slots__ = ("backends", "backup", "scheduler", "num_threads", "precision", "performance_mode", "priority",
+                 "optimization_level", "cache_dir", "cache_version", "pins", "backend_options", "devices", "strict",
+                 "input_shapes", "specialize_shapes", "max_specializations", "max_tensor_bytes")
+    backends: tuple[str, ...] | str
+    backup: str | None
+    scheduler: str
+    num_threads: int
+    precision: str
+    performance_mode: str
+    priority: str
+    optimization_level: str
+    cache_dir: str | None
+    cache_version: int
+    pins: Mapping[str, str]
+    backend_options: Mapping[str, Mapping[str, Any]]
+    devices: Mapping[str, str]
+    strict: bool
+    input_shapes: Mapping[str, tuple[int, ...]]
+    specialize_shapes: str
+    max_specializations: int
+    max_tensor_bytes: int | None
 
-    def __post_init__(self) -> None:
+    def __init__(self, backends: tuple[str, ...] | str = "auto", backup: str | None = DEFAULT_BACKUP,
+                 scheduler: str = DEFAULT_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
+                 performance_mode: str = "none", priority: str = "medium", optimization_level: str = "basic",
+                 cache_dir: str | None = None, cache_version: int = 1, pins: Mapping[str, str] = _NO_ENTRIES,
+                 backend_options: Mapping[str, Mapping[str, Any]] = _NO_ENTRIES,
+                 devices: Mapping[str, str] = _NO_ENTRIES, strict: bool = False,
+                 input_shapes: Mapping[str, tuple[int, ...]] = _NO_ENTRIES, specialize_shapes: str = "auto",
+                 max_specializations: int = 8, max_tensor_bytes: int | None = None) -> None:
+        values = locals()
+        for name in self.__slots__:
+            object.__setattr__(self, name, values[name])
+        self._check()
+
+    def _check(self) -> None:
+        """Validate and normalise the fields (a ``ConfigError`` names the bad one)."""
         b = self.backends
         if isinstance(b, str):
             if b != "auto":
@@ -149,7 +168,7 @@ class ScheduleConfig:
     # ------------------------------------------------------------ building
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ScheduleConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = set(cls.fields())
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"unknown config keys {unknown}; valid keys: {', '.join(sorted(known))}")
@@ -159,7 +178,8 @@ class ScheduleConfig:
     def from_file(cls, path: str | os.PathLike) -> "ScheduleConfig":
         """Load from a ``.toml`` or ``.json`` file (a ``[nnrt]`` table in TOML is
         accepted too)."""
-        import tomllib  # only when a file is read
+        import json  # only when a file is read
+        import tomllib
 
         p = Path(path)
         if not p.is_file():
@@ -178,11 +198,10 @@ class ScheduleConfig:
             raise ConfigError(f"config file {str(p)!r} must hold a table/object")
         return cls.from_dict(data)
 
-    def replace(self, **changes: Any) -> "ScheduleConfig":
-        return dataclasses.replace(self, **changes)
-
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        import copy  # like dataclasses.asdict: nothing shared with the config
+
+        d = {k: copy.deepcopy(v) for k, v in self.as_dict().items()}
         d["backends"] = self.backends if self.backends == "auto" else list(self.backends)
         return d
 

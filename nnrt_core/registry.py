@@ -21,10 +21,8 @@ Environment variables:
 """
 from __future__ import annotations
 
-import logging
 import os
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 import pluggy
@@ -33,7 +31,10 @@ from nnrt_core.backend.base import Backend
 from nnrt_core.entry_points import EntryPointInfo, entry_points as installed_entry_points
 from nnrt_core.config import DEFAULT_BACKUP, DEFAULT_SCHEDULER
 from nnrt_core.errors import ConfigError, PluginError
+from nnrt_core.gc_pause import paused_gc
 from nnrt_core.hookspec import PROJECT, BackendSpec, FrontendSpec, SchedulerSpec
+from nnrt_core.logs import get_logger
+from nnrt_core.registry_records import BackendRecord, PluginRecord, SchedulerRecord
 
 __all__ = [
     "BACKEND_GROUP",
@@ -48,7 +49,7 @@ __all__ = [
     "custom_ops_problem",
 ]
 
-log = logging.getLogger("nnrt.registry")
+log = get_logger("nnrt.registry")
 
 BACKEND_GROUP = "nnrt.backends"
 SCHEDULER_GROUP = "nnrt.schedulers"
@@ -61,62 +62,6 @@ ENV_BLOCK = "NNRT_BLOCK_PLUGINS"
 EntryPointSource = Callable[[str], Iterable[Any]]  # objects like importlib.metadata.EntryPoint
 
 
-@dataclass
-class PluginRecord:
-    """One entry point (or programmatically registered plugin object)."""
-
-    name: str
-    group: str
-    distribution: str = ""
-    version: str = ""
-    status: str = "loaded"  #: loaded | failed | blocked | disabled | found (read, not imported yet)
-    reason: str | None = None
-
-
-@dataclass
-class BackendRecord:
-    """One backend offered by a plugin."""
-
-    name: str
-    plugin: str
-    backend: Backend | None = None
-    reason: str | None = None  #: why it is unavailable (None = available)
-    priority: int = 0
-    version: str = ""
-    device_type: str = ""
-
-    @property
-    def available(self) -> bool:
-        return self.backend is not None and self.reason is None
-
-    def to_dict(self) -> dict[str, Any]:
-        devices = []
-        if self.backend is not None:
-            try:
-                devices = [d.to_dict() for d in self.backend.devices()]
-            except Exception as e:  # listing must not break on a buggy plugin
-                devices = [{"error": f"{type(e).__name__}: {e}"}]
-        return {
-            "name": self.name,
-            "plugin": self.plugin,
-            "version": self.version,
-            "device_type": self.device_type,
-            "priority": self.priority,
-            "available": self.available,
-            "reason": self.reason,
-            "devices": devices,
-        }
-
-
-@dataclass
-class SchedulerRecord:
-    name: str
-    plugin: str
-    cls: type | None = None
-    description: str = ""
-
-
-@dataclass
 class Registry:
     """Loaded plugins, backends and schedulers.
 
@@ -132,11 +77,11 @@ class Registry:
     at construction.
     """
 
-    entry_points: EntryPointSource | None = None
-    env: Mapping[str, str] = field(default_factory=lambda: os.environ)
-    plugins: list[tuple[str, object]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
+    def __init__(self, entry_points: EntryPointSource | None = None, env: Mapping[str, str] | None = None,
+                 plugins: list[tuple[str, object]] | None = None) -> None:
+        self.entry_points = entry_points
+        self.env: Mapping[str, str] = os.environ if env is None else env
+        self.plugins: list[tuple[str, object]] = [] if plugins is None else plugins
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(BackendSpec)
         self.pm.add_hookspecs(SchedulerSpec)
@@ -186,7 +131,7 @@ class Registry:
     def _load_pending(self, group: str, name: str | None = None) -> None:
         """Import the pending plugins of ``group`` (only the entry point called
         ``name`` when given)."""
-        with self._lock:
+        with self._lock, paused_gc():  # plugin imports make no garbage (nnrt_core/gc_pause.py)
             todo = [(r, ep) for r, ep in self._pending[group] if name is None or ep.name == name]
             for rec, ep in todo:
                 self._pending[group].remove((rec, ep))

@@ -22,12 +22,12 @@ from nnrt_core.runtime.executor import Executor, StepObserver
 from nnrt_core.runtime.feeds import FeedValidator, TensorInfo, allocate_input, tensor_info
 from nnrt_core.runtime.memory_plan import MemoryPlan
 from nnrt_core.runtime.plan import RunPlan
-from nnrt_core.runtime.streams import RunFuture, RunPool, Stream, default_workers
 from nnrt_core.runtime.tensor import Tensor
 from nnrt_core.storage.files import write_atomic
 from nnrt_core.storage.session_file import SessionImage, encode, looks_like_session_file
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # streams (concurrent.futures, logging): imported by the async methods that use them
+    from nnrt_core.runtime.streams import RunFuture, RunPool, Stream
     from nnrt_core.tools.profiler import Trace
 
 __all__ = ["Session", "TensorInfo", "PartitionInfo", "load_model"]
@@ -128,8 +128,7 @@ class Session:
         return self.events
 
     placement_report = _from_plan("placement", "Where every node of the current plan runs and why.")
-    considered_plans = _from_plan("considered_plans", "The candidate placements a cost-based scheduler weighed, "
-                                                      "chosen first.")
+    considered_plans = _from_plan("considered_plans", "Candidate placements a cost scheduler weighed, chosen first.")
     pass_report = _from_plan("pass_report", "What the graph passes changed.")
     folded_nodes = _from_plan("folded_nodes", "Nodes constant-folded at build.")
     weight_sharing = _from_plan("weight_sharing", "Constants this session shares with other sessions.")
@@ -255,13 +254,13 @@ class Session:
     # ------------------------------------------------- async, streams, profiling
     def run_async(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None, *,
                   timeout: float | None = None) -> RunFuture:
-        """Start a run on the session's worker threads (one per core).  The
-        outputs, or the error (bad feeds included), arrive through the future;
-        ``future.cancel()`` stops a running run.  ``timeout`` counts from this
-        call.  The feed arrays must stay unchanged until the run ends."""
+        """Start a run on the session's worker threads (one per core).  The outputs, or the error (bad
+        feeds included), arrive through the future; ``future.cancel()`` stops a running run.  ``timeout``
+        counts from this call.  The feed arrays must stay unchanged until the run ends."""
         try:
             checked = dict(self.validate_feeds(feeds))
         except Exception as e:
+            from nnrt_core.runtime.streams import RunFuture
             fut = RunFuture()
             fut.set_exception(e)
             return fut
@@ -274,6 +273,7 @@ class Session:
             with Session._async_pool_lock:
                 pool = self._async_pool
                 if pool is None:
+                    from nnrt_core.runtime.streams import RunPool, default_workers
                     pool = self._async_pool = RunPool(self.run, default_workers())
         return pool
 
@@ -286,9 +286,9 @@ class Session:
 
     def stream(self, max_in_flight: int = 2, callback: Any = None,
                output_names: Sequence[str] | None = None, concurrency: int | str = "auto") -> Stream:
-        """A :class:`~nnrt_core.runtime.streams.Stream` keeping up to ``max_in_flight``
-        runs of this session going, reporting each to ``callback(completion)``;
-        ``concurrency`` ("auto" or a number) is how many execute at once."""
+        """A :class:`~nnrt_core.runtime.streams.Stream` keeping up to ``max_in_flight`` runs of this session
+        going, reporting each to ``callback(completion)``; ``concurrency`` ("auto" or a number): how many at once."""
+        from nnrt_core.runtime.streams import Stream
         return Stream(self, max_in_flight, callback, output_names, concurrency)
 
     def profile(self, feeds: Mapping[str, Any]) -> "Trace":

@@ -56,3 +56,36 @@ def test_erf_and_gelu_kernels(dtype) -> None:
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(g, 0.5 * x64 * (1 + scipy.special.erf(x64 / np.sqrt(2))),
                                atol=1e-6 if dtype == np.float32 else 1e-14)
+
+
+def test_gelu_float32_against_float64_on_a_dense_grid():
+    from scipy.special import erf
+
+    from nnrt_numpy.fast_erf import gelu_float32
+
+    x = np.linspace(-12, 12, 2_000_001).astype(np.float32)
+    x64 = x.astype(np.float64)
+    exact = x64 * 0.5 * (1 + erf(x64 / np.sqrt(2)))
+    err = np.abs(gelu_float32(x).astype(np.float64) - exact)
+    assert err.max() < 2e-6
+    assert (err / np.maximum(np.abs(x64), 1)).max() < 5e-7
+
+
+def test_gelu_float32_special_values_and_out():
+    from nnrt_numpy.fast_erf import gelu_float32
+
+    x = np.array([np.nan, np.inf, -np.inf, -1e30, -100, 0, 1e30], np.float32)
+    with np.errstate(invalid="ignore"):
+        y = gelu_float32(x)
+    assert np.isnan(y[0]) and y[1] == np.inf and np.isnan(y[2])  # -inf * 0, as the unfused form
+    assert y[3] == 0 and y[4] == 0 and y[5] == 0 and y[6] == np.float32(1e30)
+    # into a strided view, and in place
+    a = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    want = gelu_float32(a.copy())
+    buf = np.zeros((4, 12), np.float32)
+    gelu_float32(a, out=buf[:, ::2])
+    np.testing.assert_array_equal(buf[:, ::2], want)
+    assert not buf[:, 1::2].any()
+    b = a.copy()
+    assert gelu_float32(b, out=b) is b
+    np.testing.assert_array_equal(b, want)

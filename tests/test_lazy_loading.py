@@ -99,8 +99,17 @@ sess.run({sess.inputs[0].name: np.ones((1, 3, 224, 224), np.float32)})
 print(json.dumps({"lite": onnx_lite.is_lite(),
                   "onnx": loaded({"onnx", "ml_dtypes", "difflib", "asyncio"}) + [m for m in ["importlib.metadata"] if m in sys.modules],
                   "hashlib": "hashlib" in sys.modules,
+                  "stdlib": [m for m in %r if m in sys.modules],
+                  "nnrt": [m for m in %r if m in sys.modules],
+                  "gc_enabled": __import__("gc").isenabled(),
                   "placement": sorted(set(sess.placement.values()))}))
 """
+#: what a file session and its first run do not import (see docs/plugins.md#what-a-session-imports):
+#: logging and concurrent.futures (~3 ms, imported by the first log record that can be emitted and by
+#: asynchronous runs), dataclasses (nnrt_core.record), importlib.abc
+NOT_ON_FILE_SESSION = ("logging", "concurrent.futures", "dataclasses", "importlib.abc")
+#: nnrt modules for session files, the model cache and streams
+NNRT_NOT_ON_FILE_SESSION = ("nnrt_core.runtime.streams", "nnrt_numpy.stored", "nnrt_core.storage.model_cache")
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "numpy"])
@@ -109,13 +118,16 @@ def test_session_from_a_file_does_not_import_onnx(light_dir, backend):
     NumPy backend's compile) and the first run use the onnx wheel's
     extension and protos, not the package."""
     pytest.importorskip(backend)
-    out = _python(ORT_FILE_SESSION % (str(light_dir / "light_squeezenet.onnx"), backend))
+    out = _python(ORT_FILE_SESSION % (str(light_dir / "light_squeezenet.onnx"), backend, NOT_ON_FILE_SESSION,
+                                      NNRT_NOT_ON_FILE_SESSION))
     assert out["lite"], "the onnx wheel's files could not be loaded by path here"
     assert out["placement"] == [backend]
     assert "onnx" not in out["onnx"], out["onnx"]
     # nor ml_dtypes, asyncio or importlib.metadata (which onnx/__init__ imports)
     assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]
     assert not out["hashlib"], "hashlib (OpenSSL's binding, ~3 ms) is for cache keys and old files only"
+    assert out["stdlib"] == [] and out["nnrt"] == [], out
+    assert out["gc_enabled"], "imports pause the cyclic GC and must re-enable it"
 
 
 #: nnrt modules a plain session does not use, imported on first use
@@ -325,3 +337,58 @@ def test_constant_nodes_fold_without_a_backend():
     sess = Session(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     assert [n.op_type for n in sess.graph.nodes] == ["Add"]
     np.testing.assert_array_equal(sess.run({"x": np.zeros(2, np.float32)})["y"], [3.0, 6.0])
+
+
+def test_lazy_logger_levels_are_loggings():
+    import logging
+
+    from nnrt_core import logs
+    assert (logs.DEBUG, logs.INFO, logs.WARNING, logs.ERROR) == (logging.DEBUG, logging.INFO, logging.WARNING,
+                                                                 logging.ERROR)
+
+
+def test_lazy_logger_drops_info_until_logging_is_imported_and_emits_warnings():
+    """Before ``logging`` is imported nothing can enable INFO, so info records
+    are dropped without importing it; a warning imports it and reaches
+    logging's last-resort handler; once logging is configured, INFO goes
+    through with the caller as the record's origin."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        from nnrt_core.logs import INFO, get_logger
+        log = get_logger("nnrt.test")
+        log.info("dropped %s", 1)
+        log.debug("dropped too")
+        log.log(INFO, "dropped as well")
+        print("enabled", log.isEnabledFor(INFO), log.isEnabledFor(30), "logging" in sys.modules)
+        log.warning("loud %s", 2)
+        print("after warning", "logging" in sys.modules)
+        import logging
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(filename)s %(funcName)s %(message)s")
+        def caller():
+            log.info("now %s", 3)
+        caller()
+    """)], capture_output=True, text=True, cwd=ROOT, env=dict(os.environ), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["enabled False True False", "after warning True"], proc.stdout
+    err = proc.stderr.splitlines()
+    assert err[0] == "loud 2" and "dropped" not in proc.stderr, proc.stderr
+    assert err[1] == "INFO <string> caller now 3", err  # the record points at the caller, not at nnrt_core/logs.py
+
+
+def test_paused_gc_restores_the_collector():
+    import gc
+
+    from nnrt_core.gc_pause import paused_gc
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with paused_gc():
+            assert not gc.isenabled()
+            raise ValueError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()

@@ -73,10 +73,11 @@ def no_tap_loop(monkeypatch):
     monkeypatch.setattr(conv_module, "TAP_LOOP_MAX", -1)
 
 
-@pytest.fixture(params=["cols", "cl", "taps"])
+@pytest.fixture(params=["cols", "cl", "rows", "taps"])
 def mode(request, monkeypatch):
-    """Run the test with every plane taking the im2col way, the channels-last way, then the tap loop."""
-    monkeypatch.setattr(_depthwise, "MODE", "cols" if request.param == "cols" else "cl")
+    """Run the test with every plane taking the im2col way, the channels-last way, the banded
+    row-GEMM way, then the tap loop."""
+    monkeypatch.setattr(_depthwise, "MODE", "cl" if request.param == "taps" else request.param)
     if request.param == "taps":
         monkeypatch.setattr(conv_module, "TAP_LOOP_MAX", 1 << 62)
     return request.param
@@ -133,7 +134,7 @@ def test_thin_planes_and_kernels_larger_than_the_input(mode):
     check({"group": 3, "kernel_shape": [3, 7], "pads": [1, 3, 1, 3], "strides": [2, 1]}, 1, 3, (1, 2), 3, (3, 7))
 
 
-@pytest.mark.parametrize("mode", ["cols", "cl"])
+@pytest.mark.parametrize("mode", ["cols", "cl", "rows"])
 def test_many_pieces_on_two_threads_equal_onnxruntime(monkeypatch, mode):
     """One channel per piece (several pieces per image) on two threads, in either mode."""
     monkeypatch.setattr(_depthwise, "BLOCK_BYTES", 1)

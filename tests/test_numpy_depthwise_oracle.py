@@ -57,7 +57,7 @@ CASES = [pytest.param(shape, pad, sd[0], sd[1], id="c{}x{}x{}k{}-{}-s{}d{}".form
          for shape in SHAPES for pad in PADS for sd in STRIDES_DILATIONS if _fits(shape, pad, *sd)]
 
 
-@pytest.mark.parametrize("forced", [None, "cols", "cl"])
+@pytest.mark.parametrize("forced", [None, "cols", "cl", "rows"])
 @pytest.mark.parametrize("shape,pad,stride,dil", CASES)
 def test_depthwise_matches_the_definition(monkeypatch, forced, shape, pad, stride, dil):
     monkeypatch.setattr(_depthwise, "MODE", forced)
@@ -86,17 +86,19 @@ def test_the_way_each_shape_takes():
         out = [(h + 2 * (k // 2) - k) // s + 1, (w + 2 * (k // 2) - k) // s + 1]
         return _depthwise.DepthwisePlan(n, c, 1, (h, w), [k, k], [s, s], [1, 1], [k // 2] * 2, [k // 2] * 2, out,
                                         np.float32).mode
-    assert mode(1, 16, 3, 96, 3) == "cols"  # wide rows: im2col at every size
+    assert mode(1, 16, 3, 96, 3) == "rows"  # few input rows (<= 4 x kernel rows), outputs 12+ wide: banded GEMMs
+    assert mode(1, 384, 10, 15, 5) == "rows"
+    assert mode(8, 480, 12, 80, 5, 2) == "rows"
+    assert mode(1, 240, 12, 80, 5) == "rows"
+    assert mode(1, 128, 12, 160, 3) == "rows"
+    assert mode(1, 64, 24, 160, 3) == "cols"  # 24 rows > 4 x 3: im2col
+    assert mode(1, 16, 160, 240, 3) == "cols"
     assert mode(8, 64, 56, 56, 3) == "cols"
     assert mode(1, 544, 7, 7, 3) == "cl"  # short rows, many channels (ShuffleNet)
     assert mode(1, 136, 28, 28, 3, 2) == "cl"
     assert mode(1, 64, 14, 14, 3) == "cols"  # short rows, few channels
-    assert mode(1, 384, 10, 15, 5) == "cl"
     assert mode(8, 256, 28, 28, 5, 2) == "cl"
-    assert mode(8, 480, 12, 80, 5, 2) == "cl"  # strided 5x5, 480 channels in a piece
-    assert mode(1, 480, 12, 80, 5, 2) == "cols"  # cut into 4 pieces of 120 channels for the threads
-    assert mode(8, 480, 12, 80, 5) == "cols"  # stride 1: im2col copies whole rows
-    assert mode(1, 240, 12, 80, 5) == "cols"
+    assert mode(8, 480, 24, 80, 5) == "cols"  # stride 1: im2col copies whole rows
 
 @pytest.mark.parametrize("kernel,pads", [((3, 1), [1, 0, 1, 0]), ((1, 5), [0, 2, 0, 2]), ((3, 3), [0, 1, 2, 1])])
 def test_stride_1_im2col_runs_over_whole_padded_rows(kernel, pads):
@@ -118,3 +120,19 @@ def test_stride_1_im2col_runs_over_whole_padded_rows(kernel, pads):
         np.testing.assert_allclose(kern(x, w)[0], want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
     strided = _depthwise.DepthwisePlan(2, c, 1, (7, 11), [3, 3], [2, 1], [1, 1], [1, 1], [1, 1], [4, 11], np.float32)
     assert not strided.flat
+
+
+def test_rows_way_bounds_its_banded_weights():
+    """A large kernel over many rows would make big banded weights: im2col instead."""
+    def plan(h, k):
+        return _depthwise.DepthwisePlan(1, 8, 1, (h, 64), [k, k], [1, 1], [1, 1], [k // 2] * 2, [k // 2] * 2,
+                                        [h, 64], np.float32)
+    assert plan(12, 5).mode == "rows"  # 12 x (12 * 5 + 1) = 732 values per channel
+    big = plan(40, 11)  # 40 rows <= 4 x 11, but 40 x (40 * 11 + 1) = 17,640 values per channel
+    assert big.mode != "rows"
+    x = RNG.standard_normal((1, 8, 12, 64)).astype(np.float32)
+    w = RNG.standard_normal((8, 1, 5, 5)).astype(np.float32)
+    y = np.empty((1, 8, 12, 64), np.float32)
+    plan(12, 5).run(x, w, None, y)
+    want = conv_direct(x, w, (1, 1), [2, 2, 2, 2], (1, 1), 8)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))

@@ -1,7 +1,7 @@
 """Build-time shortcuts of the TFLite import and the NumPy compile that must not
 change what a build produces: shared small constants (QDQ parameters, Clip
 bounds), per-tensor quantization read without numpy (and still checked),
-``NodeInfo.of`` and the kernel registry's remembered lookups."""
+buffer tables read column-wise and the kernel registry's remembered lookups."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +15,7 @@ from nnrt_core import ScheduleConfig, Session  # noqa: E402
 from nnrt_core.errors import ModelLoadError  # noqa: E402
 from nnrt_core.frontends.tflite import load_tflite  # noqa: E402
 from nnrt_core.frontends.tflite.load import read_flat_model  # noqa: E402
-from nnrt_numpy.kernel import REGISTRY, Kernel, KernelRegistry, NodeInfo  # noqa: E402
-from nnrt_numpy.program import node_info  # noqa: E402
+from nnrt_numpy.kernel import REGISTRY, Kernel, KernelRegistry  # noqa: E402
 
 
 def _int8_chain() -> bytes:
@@ -56,18 +55,6 @@ def test_clip_bounds_are_shared_and_outputs_unchanged():
     sess = Session(model, ScheduleConfig(backends=["numpy"]))
     np.testing.assert_allclose(next(iter(sess.run({sess.inputs[0].name: feed}).values())),
                                litert_run(model, [feed])[0], rtol=1e-4, atol=1e-5)
-
-
-def test_node_info_of_equals_the_dataclass_and_refuses_missing_fields():
-    g = load_tflite(mobilenet_like(size=16, width=8, blocks=2, classes=4)).graph
-    for node in g.nodes:
-        info = node_info(node)
-        again = NodeInfo(**{k: getattr(info, k) for k in info.__dataclass_fields__})
-        assert info == again and repr(info) == repr(again)
-    with pytest.raises(TypeError, match="missing"):
-        NodeInfo.of(name="n", op_type="Relu")
-    with pytest.raises(AttributeError):
-        info.name = "other"  # still frozen
 
 
 def test_kernel_lookup_is_remembered_and_forgotten_when_a_kernel_registers():

@@ -17,16 +17,18 @@ Lifecycle of a partition::
 from __future__ import annotations
 
 import abc
-import logging
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.errors import CompileError, ExecutionError, NnrtError
 from nnrt_core.ir import Graph, Node
+from nnrt_core.logs import get_logger
+from nnrt_core.record import FrozenRecord, Record
 from nnrt_core.runtime.control import RunControl, accepts_control, enter, leave
+
+if TYPE_CHECKING:  # concurrent.futures imports logging: only asynchronous runs import it
+    from concurrent.futures import Future
 
 __all__ = [
     "DeviceInfo",
@@ -40,20 +42,26 @@ __all__ = [
     "warm_up_partition",
 ]
 
-log = logging.getLogger("nnrt.backend")
+log = get_logger("nnrt.backend")
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
+class DeviceInfo(FrozenRecord):
     """One device a backend can run on."""
 
+    __slots__ = ("id", "name", "type", "properties", "precisions", "available", "reason")
     id: str  #: stable id within the backend, e.g. "cpu:0", "npu:0"
     name: str
     type: str  #: "cpu", "gpu", "npu", ...
-    properties: Mapping[str, Any] = field(default_factory=dict)
-    precisions: tuple[str, ...] = ("fp32",)
-    available: bool = True
-    reason: str | None = None  #: why the device is unavailable
+    properties: Mapping[str, Any]
+    precisions: tuple[str, ...]
+    available: bool
+    reason: str | None  #: why the device is unavailable
+
+    def __init__(self, id: str, name: str, type: str, properties: Mapping[str, Any] | None = None,
+                 precisions: tuple[str, ...] = ("fp32",), available: bool = True, reason: str | None = None) -> None:
+        for k, v in (("id", id), ("name", name), ("type", type), ("precisions", precisions), ("available", available),
+                     ("reason", reason), ("properties", {} if properties is None else properties)):
+            object.__setattr__(self, k, v)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,31 +75,45 @@ class DeviceInfo:
         }
 
 
-@dataclass(frozen=True)
-class CompileOptions:
+class CompileOptions(FrozenRecord):
     """What a backend is asked to honour when compiling (from ScheduleConfig)."""
 
-    precision: str = "fp32"
-    num_threads: int = 0  #: 0 = backend default
-    performance_mode: str = "none"
-    priority: str = "medium"
-    device: str | None = None  #: device id or name; None = backend default
-    extra: Mapping[str, Any] = field(default_factory=dict)  #: per-backend extension attributes
+    __slots__ = ("precision", "num_threads", "performance_mode", "priority", "device", "extra", "serializable")
+    precision: str
+    num_threads: int  #: 0 = backend default
+    performance_mode: str
+    priority: str
+    device: str | None  #: device id or name; None = backend default
+    extra: Mapping[str, Any]  #: per-backend extension attributes
     #: the partition will be stored in the model cache: a backend may keep a
     #: form that loads faster on this machine (e.g. ORT's optimized graph)
-    serializable: bool = False
+    serializable: bool
+
+    def __init__(self, precision: str = "fp32", num_threads: int = 0, performance_mode: str = "none",
+                 priority: str = "medium", device: str | None = None, extra: Mapping[str, Any] | None = None,
+                 serializable: bool = False) -> None:
+        for k, v in (("precision", precision), ("num_threads", num_threads), ("performance_mode", performance_mode),
+                     ("priority", priority), ("device", device), ("extra", {} if extra is None else extra),
+                     ("serializable", serializable)):
+            object.__setattr__(self, k, v)
 
 
-@dataclass
-class Capability:
+class Capability(Record):
     """A backend's answer to "which of these nodes can you run?"."""
 
+    __slots__ = ("backend", "supported", "rejected", "fault")
     backend: str
-    supported: set[str] = field(default_factory=set)
-    rejected: dict[str, str] = field(default_factory=dict)  #: node name -> reason
+    supported: set[str]
+    rejected: dict[str, str]  #: node name -> reason
     #: set by ``Backend.capability`` when the backend's own check raised or answered
     #: garbage: every node is then rejected with this reason
-    fault: str | None = None
+    fault: str | None
+
+    def __init__(self, backend: str, supported: set[str] | None = None, rejected: dict[str, str] | None = None,
+                 fault: str | None = None) -> None:
+        self.backend, self.fault = backend, fault
+        self.supported = set() if supported is None else supported
+        self.rejected = {} if rejected is None else rejected
 
     def supports(self, node_name: str) -> bool:
         return node_name in self.supported
@@ -138,6 +160,7 @@ class CompiledPartition(abc.ABC):
 
     def run_async(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> "Future[dict[str, Any]]":
         """Submit a run; backends with device queues override this."""
+        from concurrent.futures import Future  # imports logging: not at module import
         fut: Future[dict[str, Any]] = Future()
         try:
             takes = control is not None and accepts_control(self.run)  # a subclass may override run(inputs)

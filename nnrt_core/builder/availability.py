@@ -60,7 +60,7 @@ def available_operations(model: Any, device: str, *, config: ScheduleConfig | No
         raise ConfigError(f"config must be a ScheduleConfig, got {type(cfg).__name__}")
     backend_name, device_info = _resolve(device, reg)
     graph = _graph_of(model, reg)
-    options = dataclasses.replace(cfg.compile_options(backend_name), device=device_info.id)
+    options = cfg.compile_options(backend_name).replace(device=device_info.id)
     backend = reg.backend(backend_name).backend
     assert backend is not None  # _resolve checked availability
     cap = backend.capability(graph, options)

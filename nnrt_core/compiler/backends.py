@@ -1,24 +1,27 @@
 """Stage 1: the backends a build may use, from the config and the registry."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from nnrt_core.backend.base import Backend
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.compiler.model import EventLog
 from nnrt_core.errors import ConfigError
 from nnrt_core.placement import with_backup
+from nnrt_core.record import FrozenRecord
 from nnrt_core.registry import Registry
 
 __all__ = ["BackendSelection", "select_backends", "host_evaluator"]
 
 
-@dataclass(frozen=True)
-class BackendSelection:
+class BackendSelection(FrozenRecord):
     """The selected available backends (priority order) and the backup."""
 
+    __slots__ = ("backends", "backup")
     backends: list[Backend]
     backup: Backend | None
+
+    def __init__(self, backends: list[Backend], backup: Backend | None) -> None:
+        object.__setattr__(self, "backends", backends)
+        object.__setattr__(self, "backup", backup)
 
     @property
     def candidates(self) -> list[Backend]:

@@ -2,7 +2,6 @@
 shortcuts."""
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from nnrt_core.compiler.backends import BackendSelection, host_evaluator, select_backends
@@ -17,6 +16,7 @@ from nnrt_core.compiler.budget import build_budget, check_static_sizes
 from nnrt_core.backend.base import warm_up_partition
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
+from nnrt_core.logs import get_logger
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.frontends import model_digest
 from nnrt_core.placement import Scheduler
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # imported when a session has a cache folder (``_open_cache``
 
 __all__ = ["compile_model", "load_compiled"]
 
-log = logging.getLogger("nnrt.session")
+log = get_logger("nnrt.session")
 
 
 def compile_model(model: Any, config: ScheduleConfig | None = None,

@@ -2,7 +2,6 @@
 :class:`CompiledModel` (steps, partitions, placement report, events)."""
 from __future__ import annotations
 
-import dataclasses
 
 from nnrt_core.compiler.backends import BackendSelection
 from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
@@ -82,7 +81,7 @@ def explain(graph: Graph, config: ScheduleConfig, selection: BackendSelection, s
                            [v.name for v in plan.outputs], types={v.name: v.type for v in plan.outputs})
              for plan, compiled in zip(placement.plans, placement.compiled)]
     constants = {v.name: v.const for v in graph.outputs if v.const is not None and v.producer is None}
-    placement = dataclasses.replace(placement, context=dataclasses.replace(placement.context, compiled={}))
+    placement = placement.replace(context=placement.context.replace(compiled={}))
     return CompiledModel(
         config=config, graph=graph, steps=steps, partitions=[partition_info(p) for p in placement.plans],
         placement=lambda: placement_report(graph, placement, selection, scheduler), events=events,

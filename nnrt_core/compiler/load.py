@@ -1,7 +1,6 @@
 """Stage 0: the model a build may transform, from whatever the user passed."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from nnrt_core.frontends import load_onnx, to_onnx, validate_graph
@@ -29,7 +28,7 @@ def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = No
         loaded.base_dir = src.base_dir
         return loaded
     if isinstance(model, Model):
-        return dataclasses.replace(model, graph=clone_graph(model.graph), metadata=dict(model.metadata))
+        return model.replace(graph=clone_graph(model.graph), metadata=dict(model.metadata))
     if isinstance(model, Graph):
         return Model(graph=clone_graph(model))
     if is_tflite_source(model):

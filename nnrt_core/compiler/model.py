@@ -3,9 +3,7 @@ offline files store and load), :class:`PartitionInfo` (a partition as users see
 it) and :class:`EventLog` (visible fallbacks and warnings of a build)."""
 from __future__ import annotations
 
-import logging
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -13,8 +11,10 @@ import numpy as np
 from nnrt_core.backend.base import Backend, CompiledPartition, describe_partition
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.ir import Graph
+from nnrt_core.logs import WARNING, get_logger
 from nnrt_core.passes import PassReport
 from nnrt_core.placement import NodePlacement, PlacementEvent, Scheduler
+from nnrt_core.record import FrozenRecord
 from nnrt_core.runtime.executor import ExecutionStep
 from nnrt_core.runtime.memory_plan import MemoryPlans
 from nnrt_core.storage.weights import SharingReport
@@ -24,7 +24,7 @@ __all__ = ["CompiledModel", "EventLog", "PartitionInfo"]
 #: report fields a build may hand over as callables (see ``CompiledModel.__getattr__``)
 _DEFERRED = ("placement", "estimates")
 
-log = logging.getLogger("nnrt.session")
+log = get_logger("nnrt.session")
 
 
 class EventLog(list[PlacementEvent]):
@@ -32,15 +32,15 @@ class EventLog(list[PlacementEvent]):
     logged as a warning and kept for the placement report."""
 
     def add(self, kind: str, backend: str, message: str, nodes: Sequence[str] = (), *,
-            level: int = logging.WARNING) -> None:
+            level: int = WARNING) -> None:
         self.append(PlacementEvent(kind, backend, message, list(nodes)))
         log.log(level, "%s", message)
 
 
-@dataclass(frozen=True)
-class PartitionInfo:
+class PartitionInfo(FrozenRecord):
     """One compiled partition as the user sees it."""
 
+    __slots__ = ("index", "backend", "nodes", "op_types", "inputs", "outputs", "details")
     index: int
     backend: str
     nodes: tuple[str, ...]
@@ -49,45 +49,61 @@ class PartitionInfo:
     outputs: tuple[str, ...]
     details: Mapping[str, Any]
 
+    def __init__(self, index: int, backend: str, nodes: tuple[str, ...], op_types: tuple[str, ...],
+                 inputs: tuple[str, ...], outputs: tuple[str, ...], details: Mapping[str, Any]) -> None:
+        for k, v in (("index", index), ("backend", backend), ("nodes", nodes), ("op_types", op_types),
+                     ("inputs", inputs), ("outputs", outputs), ("details", details)):
+            object.__setattr__(self, k, v)
+
     def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
+        d = self.as_dict()
         for k in ("nodes", "op_types", "inputs", "outputs"):
             d[k] = list(d[k])
         d["details"] = dict(self.details)
         return d
 
 
-@dataclass
 class CompiledModel:
     """A model placed, partitioned and compiled across backends.
 
     Built by :func:`nnrt_core.compiler.compile_model` from a source model, or
     loaded from a session file / cache entry (then ``graph`` holds only the
-    inputs and outputs, and ``scheduler`` is ``None``)."""
+    inputs and outputs, and ``scheduler`` is ``None``).
 
-    config: ScheduleConfig
-    graph: Graph
-    steps: list[ExecutionStep]  #: compiled partitions in execution order, with their backends and boundaries
-    partitions: list[PartitionInfo]  #: one per step (``details`` empty; :meth:`partition_infos` fills them)
-    #: where every node runs and why (a callable given here is called when first read)
-    placement: list[NodePlacement] | Callable[[], list[NodePlacement]]
-    events: EventLog
-    constants: dict[str, np.ndarray] = field(default_factory=dict)  #: graph outputs that are constants
-    backends: list[Backend] = field(default_factory=list)  #: selected (or, when loaded, used) backends
-    backup: Backend | None = None
-    scheduler: Scheduler | None = None
-    #: partition -> (seconds, source); a callable given here is called when first read
-    estimates: dict[int, tuple[float, str]] | Callable[[], dict[int, tuple[float, str]]] = field(default_factory=dict)
-    considered_plans: list[dict[str, Any]] = field(default_factory=list)
-    pass_report: PassReport = field(default_factory=lambda: PassReport("none"))
-    folded_nodes: int = 0
-    weight_sharing: SharingReport = field(default_factory=SharingReport)
-    stored_memory_stats: dict[str, Any] | None = None  #: figures read from a session file
-    cache_hit: bool = False
-    cache_path: str | None = None
-    build_times: dict[str, float] = field(default_factory=dict)  #: stage -> seconds (nnrt_core.compiler.timing)
+    Fields (keyword arguments of the constructor, all stored as attributes):
+    ``config``, ``graph``; ``steps`` (compiled partitions in execution order,
+    with their backends and boundaries); ``partitions`` (one
+    :class:`PartitionInfo` per step, ``details`` empty: :meth:`partition_infos`
+    fills them); ``placement`` (where every node runs and why) and
+    ``estimates`` (partition -> (seconds, source)), each a value or a callable
+    called when first read; ``events``; ``constants`` (graph outputs that are
+    constants); ``backends`` (selected, or when loaded used, backends);
+    ``backup``; ``scheduler``; ``considered_plans``; ``pass_report``;
+    ``folded_nodes``; ``weight_sharing``; ``stored_memory_stats`` (figures read
+    from a session file); ``cache_hit``; ``cache_path``; ``build_times``
+    (stage -> seconds, :mod:`nnrt_core.compiler.timing`)."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, config: ScheduleConfig, graph: Graph, steps: list[ExecutionStep],
+                 partitions: list[PartitionInfo], placement: list[NodePlacement] | Callable[[], list[NodePlacement]],
+                 events: EventLog, constants: dict[str, np.ndarray] | None = None,
+                 backends: list[Backend] | None = None, backup: Backend | None = None,
+                 scheduler: Scheduler | None = None,
+                 estimates: dict[int, tuple[float, str]] | Callable[[], dict[int, tuple[float, str]]] | None = None,
+                 considered_plans: list[dict[str, Any]] | None = None, pass_report: PassReport | None = None,
+                 folded_nodes: int = 0, weight_sharing: SharingReport | None = None,
+                 stored_memory_stats: dict[str, Any] | None = None, cache_hit: bool = False,
+                 cache_path: str | None = None, build_times: dict[str, float] | None = None) -> None:
+        self.config, self.graph, self.steps, self.partitions = config, graph, steps, partitions
+        self.placement, self.events, self.backup, self.scheduler = placement, events, backup, scheduler
+        self.constants = {} if constants is None else constants
+        self.backends = [] if backends is None else backends
+        self.estimates = {} if estimates is None else estimates
+        self.considered_plans = [] if considered_plans is None else considered_plans
+        self.pass_report = PassReport("none") if pass_report is None else pass_report
+        self.folded_nodes, self.stored_memory_stats = folded_nodes, stored_memory_stats
+        self.weight_sharing = SharingReport() if weight_sharing is None else weight_sharing
+        self.cache_hit, self.cache_path = cache_hit, cache_path
+        self.build_times = {} if build_times is None else build_times
         #: the memory plans of ``graph``'s intermediates (stored figures for a loaded model)
         self.memory_plans = MemoryPlans(self.graph, self.stored_memory_stats)
         self._deferred: dict[str, Callable[[], Any]] = {}

@@ -2,18 +2,18 @@
 refinement included, as a pass) before placement."""
 from __future__ import annotations
 
-import logging
 
 from nnrt_core.backend.base import Backend
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.frontends import refine_static_shapes
 from nnrt_core.ir import Graph, TensorType
+from nnrt_core.logs import get_logger
 from nnrt_core.passes import (BackendSupport, PassContext, PassManager, PassReport, StaticShapeRefinement,
                               default_passes)
 
 __all__ = ["optimize"]
 
-log = logging.getLogger("nnrt.session")
+log = get_logger("nnrt.session")
 
 
 def optimize(graph: Graph, config: ScheduleConfig, candidates: list[Backend],

@@ -2,8 +2,6 @@
 a partition that fails to compile gives its nodes back for re-placement."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from nnrt_core.backend.base import Capability, CompiledPartition
 from nnrt_core.backend.facts import shared_facts
 from nnrt_core.compiler.backends import BackendSelection
@@ -13,19 +11,24 @@ from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import CompileError, NnrtError, PlacementError
 from nnrt_core.ir import Graph
 from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, PlacementResult, Scheduler
+from nnrt_core.record import Record
 
 __all__ = ["Placement", "place_and_compile"]
 
 
-@dataclass
-class Placement:
+class Placement(Record):
     """The outcome of placing and compiling: the context the scheduler saw,
     its answer, the partitions and their compiled forms (same order)."""
 
+    __slots__ = ("context", "result", "plans", "compiled")
     context: PlacementContext
     result: PlacementResult
     plans: list[PartitionPlan]
     compiled: list[CompiledPartition]
+
+    def __init__(self, context: PlacementContext, result: PlacementResult, plans: list[PartitionPlan],
+                 compiled: list[CompiledPartition]) -> None:
+        self.context, self.result, self.plans, self.compiled = context, result, plans, compiled
 
 
 def place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSelection, scheduler: Scheduler,

@@ -4,7 +4,6 @@ so backends that need static shapes take part.  Plans are kept per signature
 in a bounded LRU; weights are shared through the process-wide weight store."""
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
@@ -14,6 +13,7 @@ from nnrt_core.compiler.model import CompiledModel, EventLog
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import InputError, NnrtError
 from nnrt_core.ir import TensorType, Value
+from nnrt_core.logs import INFO
 from nnrt_core.registry import Registry
 
 __all__ = ["Specializations", "Signature", "check_shapes", "free_inputs", "wants_specialization"]
@@ -110,7 +110,7 @@ class Specializations(Generic[Plan]):
         backends = sorted({st.backend.name for st in model.steps})
         self.events.add("specialized", "-", f"planned for input shapes {_text(shapes)}: "
                                             f"{len(model.steps)} partition(s) on {', '.join(backends)}",
-                        level=logging.INFO)
+                        level=INFO)
         return self.make_plan(model)
 
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Any
+
+from nnrt_core.record import Record
 
 __all__ = ["AttrKind", "Attribute"]
 
@@ -28,16 +29,22 @@ class AttrKind(enum.IntEnum):
     TYPE_PROTOS = 14
 
 
-@dataclass
-class Attribute:
+class Attribute(Record):
     """A node attribute.  ``value`` is a Python int/float/str, a numpy array
     (TENSOR), a :class:`~nnrt_core.ir.graph.Graph` (GRAPH), a
     :class:`~nnrt_core.ir.types.ValueType` (TYPE_PROTO) or a list of those."""
 
+    __slots__ = ("name", "kind", "value", "ref_attr_name")
     name: str
     kind: AttrKind
     value: Any
-    ref_attr_name: str | None = None  # attribute reference inside functions
+    ref_attr_name: str | None  # attribute reference inside functions
+
+    def __init__(self, name: str, kind: AttrKind, value: Any, ref_attr_name: str | None = None) -> None:
+        self.name = name
+        self.kind = kind
+        self.value = value
+        self.ref_attr_name = ref_attr_name
 
     def graphs(self) -> list[Any]:
         """The sub-graphs (:class:`~nnrt_core.ir.graph.Graph` objects) this attribute holds."""

@@ -9,7 +9,6 @@ may read values of enclosing graphs by reference ("outer scope").
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -18,6 +17,7 @@ from nnrt_core.errors import GraphError
 from nnrt_core.ir.attributes import Attribute, AttrKind
 from nnrt_core.ir.dtypes import DataType
 from nnrt_core.ir.types import Dim, TensorType, ValueType
+from nnrt_core.record import Record
 
 __all__ = ["Value", "Node", "Graph", "Model"]
 
@@ -380,20 +380,29 @@ class Graph:
         return f"Graph({self.name!r}, {len(self.nodes)} nodes)"
 
 
-@dataclass
-class Model:
+class Model(Record):
     """A top-level graph plus model-level metadata."""
 
+    __slots__ = ("graph", "ir_version", "producer_name", "producer_version", "domain", "model_version", "doc",
+                 "metadata", "base_dir", "__dict__")
     graph: Graph
-    ir_version: int = 8
-    producer_name: str = ""
-    producer_version: str = ""
-    domain: str = ""
-    model_version: int = 0
-    doc: str = ""
-    metadata: dict[str, str] = field(default_factory=dict)
+    ir_version: int
+    producer_name: str
+    producer_version: str
+    domain: str
+    model_version: int
+    doc: str
+    metadata: dict[str, str]
     #: folder the model was loaded from (external data is resolved inside it)
-    base_dir: str | None = None
+    base_dir: str | None
+
+    def __init__(self, graph: Graph, ir_version: int = 8, producer_name: str = "", producer_version: str = "",
+                 domain: str = "", model_version: int = 0, doc: str = "", metadata: dict[str, str] | None = None,
+                 base_dir: str | None = None) -> None:
+        self.graph, self.ir_version, self.producer_name, self.producer_version = graph, ir_version, producer_name, \
+            producer_version
+        self.domain, self.model_version, self.doc, self.base_dir = domain, model_version, doc, base_dir
+        self.metadata = {} if metadata is None else metadata
 
     @property
     def opset_imports(self) -> dict[str, int]:

@@ -1,21 +1,24 @@
 """Value types of the IR: tensors (element type plus shape), sequences and optionals."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from nnrt_core.ir.dtypes import DataType
+from nnrt_core.record import FrozenRecord
 
 __all__ = ["Dim", "TensorType", "SequenceType", "OptionalType", "ValueType"]
 
 Dim = int | str | None  # static size, symbolic name, or unknown
 
 
-@dataclass(frozen=True)
-class TensorType:
+class TensorType(FrozenRecord):
     """Element type plus shape; ``shape is None`` means unknown rank."""
 
+    __slots__ = ("dtype", "shape")
     dtype: DataType
-    shape: tuple[Dim, ...] | None = None
+    shape: tuple[Dim, ...] | None
+
+    def __init__(self, dtype: DataType, shape: tuple[Dim, ...] | None = None) -> None:
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "shape", shape)
 
     @property
     def rank(self) -> int | None:
@@ -32,17 +35,23 @@ class TensorType:
         return f"{self.dtype.name.lower()}[{dims}]"
 
 
-@dataclass(frozen=True)
-class SequenceType:
+class SequenceType(FrozenRecord):
+    __slots__ = ("elem",)
     elem: "ValueType | None"
+
+    def __init__(self, elem: "ValueType | None") -> None:
+        object.__setattr__(self, "elem", elem)
 
     def __str__(self) -> str:
         return f"seq({self.elem})"
 
 
-@dataclass(frozen=True)
-class OptionalType:
+class OptionalType(FrozenRecord):
+    __slots__ = ("elem",)
     elem: "ValueType | None"
+
+    def __init__(self, elem: "ValueType | None") -> None:
+        object.__setattr__(self, "elem", elem)
 
     def __str__(self) -> str:
         return f"optional({self.elem})"

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, ClassVar, Sequence
 
 from nnrt_core.errors import ConfigError
 from nnrt_core.ir import Graph, Node
+from nnrt_core.record import Record
 
 if TYPE_CHECKING:  # pragma: no cover
     from nnrt_core.backend.base import Backend
@@ -29,8 +29,7 @@ def level_rank(level: str) -> int:
         raise ConfigError(f"optimization level must be one of {', '.join(LEVELS)}; got {level!r}") from None
 
 
-@dataclass
-class PassContext:
+class PassContext(Record):
     """What passes may use besides the graph.
 
     evaluator
@@ -43,9 +42,14 @@ class PassContext:
         node names passes must leave in place (nodes pinned by the config).
     """
 
-    evaluator: "Backend | None" = None
-    supports: SupportCheck | None = None
-    protected: frozenset[str] = frozenset()
+    __slots__ = ("evaluator", "supports", "protected")
+    evaluator: "Backend | None"
+    supports: SupportCheck | None
+    protected: frozenset[str]
+
+    def __init__(self, evaluator: "Backend | None" = None, supports: SupportCheck | None = None,
+                 protected: frozenset[str] = frozenset()) -> None:
+        self.evaluator, self.supports, self.protected = evaluator, supports, protected
 
     def may_rewrite(self, *nodes: Node) -> bool:
         return not any(n.name in self.protected for n in nodes)
@@ -54,8 +58,7 @@ class PassContext:
         return self.supports is None or self.supports(fused, replaced)
 
 
-@dataclass
-class PassResult:
+class PassResult(Record):
     """What one run of a pass changed.
 
     ``rewrites`` counts pattern applications (a Conv+BN pair folded, a node
@@ -63,13 +66,19 @@ class PassResult:
     list; ``notes`` the first few rewrites in words.
     """
 
+    __slots__ = ("name", "rewrites", "nodes_removed", "nodes_added", "notes")
     name: str
-    rewrites: int = 0
-    nodes_removed: int = 0
-    nodes_added: int = 0
-    notes: list[str] = field(default_factory=list)
+    rewrites: int
+    nodes_removed: int
+    nodes_added: int
+    notes: list[str]
 
     MAX_NOTES: ClassVar[int] = 20
+
+    def __init__(self, name: str, rewrites: int = 0, nodes_removed: int = 0, nodes_added: int = 0,
+                 notes: list[str] | None = None) -> None:
+        self.name, self.rewrites, self.nodes_removed, self.nodes_added = name, rewrites, nodes_removed, nodes_added
+        self.notes = [] if notes is None else notes
 
     @property
     def changed(self) -> bool:

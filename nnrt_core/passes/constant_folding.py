@@ -8,7 +8,6 @@ backend (the embedded NumPy one), through the ordinary backend contract.
 """
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 
@@ -16,12 +15,13 @@ from nnrt_core.backend.base import Backend, CompileOptions
 from nnrt_core.errors import NnrtError
 from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
+from nnrt_core.logs import get_logger
 from nnrt_core.passes.base import Pass, PassContext, PassResult
 from nnrt_core.passes.rewrite import GraphEditor, static_shape
 
 __all__ = ["fold_constants", "ConstantFolding", "ShapeFolding", "NONDETERMINISTIC_OPS", "QDQ_OPS"]
 
-log = logging.getLogger("nnrt.passes")
+log = get_logger("nnrt.passes")
 
 #: ops whose outputs must not be frozen even with constant inputs
 NONDETERMINISTIC_OPS = frozenset({
@@ -51,32 +51,66 @@ def fold_constants(graph: Graph, evaluator: Backend, *, protected: frozenset[str
 
 
 def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[Node]:
+    """Fold in rounds: ``Constant`` nodes here, as they come; every other
+    node whose inputs are all constants now goes to the evaluator with the
+    others of its round, in one compiled partition (:func:`_evaluate`).
+    Nodes of a round read no other node of it, so each is evaluated alone,
+    on the same inputs, as one by one; the next round takes the nodes that
+    read their results (chains)."""
     folded: list[Node] = []
-    options = CompileOptions()
-    for node in list(graph.nodes):
-        if not _foldable(node) or node.name in protected:
-            continue
-        value = _constant_value(node)
-        if value is not None:  # most exporters write every weight as a Constant node: no backend needed
-            _freeze(graph, node, [value])
-            folded.append(node)
-            continue
-        try:
-            sub = extract_subgraph(graph, [node], [], node.outputs, name=f"fold_{node.name}")
-            if evaluator.capability(sub, options).rejected:
+    tried: set[int] = set()  # nodes the evaluator refused or failed on: not asked again
+    while True:
+        batch, constants = [], []
+        for node in graph.nodes:
+            if id(node) in tried or not _foldable(node) or node.name in protected:
                 continue
-            results = evaluator.compile(sub, options).run({})
-        except NnrtError as e:
-            log.info("constant folding skipped %s (%s): %s", node.name, node.op_type, e)
-            continue
-        values = [results[v.name] for v in node.outputs]
-        if not all(isinstance(x, np.ndarray) for x in values):
-            continue
-        _freeze(graph, node, values)
-        folded.append(node)
+            value = _constant_value(node)
+            if value is not None:  # most exporters write every weight as a Constant node: no backend needed
+                _freeze(graph, node, [value], detach=False)
+                constants.append(node)
+            elif all(v is None or v.producer is None for v in node.inputs):
+                batch.append(node)
+        _drop(graph, constants)
+        folded += constants
+        if not batch:
+            break
+        tried.update(id(n) for n in batch)
+        done = _evaluate(graph, evaluator, batch)
+        for node, values in done:
+            _freeze(graph, node, values, detach=False)
+        _drop(graph, [n for n, _ in done])
+        folded += [n for n, _ in done]
+        if not done:
+            break
     # drop initializers nothing reads any more (e.g. the shape inputs of folded nodes)
     GraphEditor(graph).drop_unread_initializers()
     return folded
+
+
+def _evaluate(graph: Graph, evaluator: Backend, nodes: list[Node]) -> list[tuple[Node, list[np.ndarray]]]:
+    """(node, output values) for the ``nodes`` (independent, constant
+    inputs) the evaluator runs: one partition for all of them; when it
+    refuses some, they are left out; when compiling or running it fails, each
+    node is tried alone so that only the failing ones stay unfolded."""
+    options = CompileOptions()
+    try:
+        sub = extract_subgraph(graph, nodes, [], [v for n in nodes for v in n.outputs], name=f"fold_{nodes[0].name}")
+        rejected = evaluator.capability(sub, options).rejected
+        if rejected:
+            keep = [n for n in nodes if n.name not in rejected]
+            return _evaluate(graph, evaluator, keep) if keep and len(keep) < len(nodes) else []
+        results = evaluator.compile(sub, options).run({})
+    except NnrtError as e:
+        if len(nodes) > 1:
+            return [r for n in nodes for r in _evaluate(graph, evaluator, [n])]
+        log.info("constant folding skipped %s (%s): %s", nodes[0].name, nodes[0].op_type, e)
+        return []
+    out = []
+    for n in nodes:
+        values = [results[v.name] for v in n.outputs]
+        if all(isinstance(x, np.ndarray) for x in values):
+            out.append((n, values))
+    return out
 
 
 #: numeric attribute forms of Constant -> the dtype they stand for (None: a tensor already)
@@ -104,17 +138,27 @@ def _constant_value(node: Node) -> np.ndarray | None:
     return value
 
 
-def _freeze(graph: Graph, node: Node, values: list[np.ndarray]) -> None:
-    """Replace ``node`` by initializers holding its output ``values``."""
+def _freeze(graph: Graph, node: Node, values: list[np.ndarray], *, detach: bool = True) -> None:
+    """Replace ``node`` by initializers holding its output ``values``
+    (``detach=False``: the caller takes it out of ``graph.nodes``, see :func:`_drop`)."""
     for i, v in enumerate(node.inputs):
         if v is not None:
             v.uses = [(n, j) for n, j in v.uses if not (n is node and j == i)]
-    graph.nodes.remove(node)
+    if detach:
+        graph.nodes.remove(node)
     node.graph = None
     for v, x in zip(node.outputs, values):
         v.producer, v.output_index = None, -1
         v.const = x
         graph.initializers[v.name] = v
+
+
+def _drop(graph: Graph, nodes: list[Node]) -> None:
+    """Take ``nodes`` out of ``graph.nodes`` in one pass (a ``list.remove`` each is
+    quadratic: real models write hundreds of weights as Constant nodes)."""
+    if nodes:
+        gone = {id(n) for n in nodes}
+        graph.nodes[:] = [n for n in graph.nodes if id(n) not in gone]
 
 
 class ConstantFolding(Pass):

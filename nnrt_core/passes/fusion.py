@@ -10,7 +10,6 @@ the Conv and the activation must also accept the fused node.
 """
 from __future__ import annotations
 
-import logging
 from typing import Callable, Sequence
 
 import numpy as np
@@ -20,12 +19,13 @@ from nnrt_core.errors import NnrtError
 from nnrt_core.ir import Attribute, AttrKind, Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
 from nnrt_core.ir.dtypes import DataType
+from nnrt_core.logs import get_logger
 from nnrt_core.passes.base import Pass, PassContext, PassResult
 from nnrt_core.passes.rewrite import GraphEditor, is_constant
 
 __all__ = ["ActivationFusion", "BackendSupport", "MS_DOMAIN", "FUSABLE_ACTIVATIONS"]
 
-log = logging.getLogger("nnrt.passes")
+log = get_logger("nnrt.passes")
 
 MS_DOMAIN = "com.microsoft"
 FUSABLE_ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid"})

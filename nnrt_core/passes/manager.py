@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from nnrt_core.errors import GraphError
@@ -16,6 +15,7 @@ from nnrt_core.passes.constant_folding import ConstantFolding, ShapeFolding
 from nnrt_core.passes.cse import CommonSubexpressionElimination
 from nnrt_core.passes.fusion import ActivationFusion
 from nnrt_core.passes.layout import TransposeReshapeCancellation
+from nnrt_core.record import Record
 
 __all__ = ["PassManager", "PassReport", "PassSummary", "default_passes", "ALL_PASSES"]
 
@@ -38,17 +38,23 @@ def default_passes(level: str) -> list[Pass]:
     return [cls() for cls in ALL_PASSES if rank > 0 and level_rank(cls.level) <= rank]
 
 
-@dataclass
-class PassSummary:
+class PassSummary(Record):
     """One pass's changes summed over the manager's iterations."""
 
+    __slots__ = ("name", "level", "rewrites", "nodes_removed", "nodes_added", "seconds", "notes")
     name: str
     level: str
-    rewrites: int = 0
-    nodes_removed: int = 0
-    nodes_added: int = 0
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
+    rewrites: int
+    nodes_removed: int
+    nodes_added: int
+    seconds: float
+    notes: list[str]
+
+    def __init__(self, name: str, level: str, rewrites: int = 0, nodes_removed: int = 0, nodes_added: int = 0,
+                 seconds: float = 0.0, notes: list[str] | None = None) -> None:
+        self.name, self.level, self.rewrites, self.nodes_removed = name, level, rewrites, nodes_removed
+        self.nodes_added, self.seconds = nodes_added, seconds
+        self.notes = [] if notes is None else notes
 
     def add(self, r: PassResult, seconds: float) -> None:
         self.rewrites += r.rewrites
@@ -59,21 +65,29 @@ class PassSummary:
         self.notes.extend(r.notes[:max(room, 0)])
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__, notes=list(self.notes))
+        return dict(self.as_dict(), notes=list(self.notes))
 
 
-@dataclass
-class PassReport:
+class PassReport(Record):
     """What a :class:`PassManager` run did to a graph."""
 
+    __slots__ = ("level", "nodes_before", "nodes_after", "ops_before", "ops_after", "iterations", "seconds", "passes")
     level: str
-    nodes_before: int = 0
-    nodes_after: int = 0
-    ops_before: dict[str, int] = field(default_factory=dict)
-    ops_after: dict[str, int] = field(default_factory=dict)
-    iterations: int = 0
-    seconds: float = 0.0
-    passes: dict[str, PassSummary] = field(default_factory=dict)
+    nodes_before: int
+    nodes_after: int
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+    iterations: int
+    seconds: float
+    passes: dict[str, PassSummary]
+
+    def __init__(self, level: str, nodes_before: int = 0, nodes_after: int = 0,
+                 ops_before: dict[str, int] | None = None, ops_after: dict[str, int] | None = None,
+                 iterations: int = 0, seconds: float = 0.0, passes: dict[str, PassSummary] | None = None) -> None:
+        self.level, self.nodes_before, self.nodes_after, self.iterations = level, nodes_before, nodes_after, iterations
+        self.ops_before = {} if ops_before is None else ops_before
+        self.ops_after = {} if ops_after is None else ops_after
+        self.seconds, self.passes = seconds, {} if passes is None else passes
 
     def rewrites(self, name: str) -> int:
         """Rewrites made by the pass called ``name`` (0 if it did not run)."""

@@ -2,13 +2,13 @@
 (:class:`PlacementResult`), and the records of a placement kept by a session."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from nnrt_core.backend.base import Backend, Capability, CompiledPartition
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError
 from nnrt_core.ir import Graph, Node
+from nnrt_core.record import Record
 
 __all__ = ["PartitionKey", "PlacementContext", "PlacementResult", "NodePlacement", "PlacementEvent", "with_backup"]
 
@@ -23,19 +23,27 @@ def with_backup(backends: list[Backend], backup: Backend | None) -> list[Backend
     return [*backends, backup]
 
 
-@dataclass
-class PlacementContext:
+class PlacementContext(Record):
     """Everything a scheduler may use to decide a placement."""
 
+    __slots__ = ("graph", "backends", "backup", "capabilities", "config", "pins", "compiled")
     graph: Graph
     backends: list[Backend]  #: selected available backends, highest priority first
     backup: Backend | None
     capabilities: dict[str, Capability]  #: backend name -> its answer
     config: ScheduleConfig
-    pins: Mapping[str, str] = field(default_factory=dict)
+    pins: Mapping[str, str]
     #: compiled partitions shared with the session (a scheduler that compiles
     #: to measure leaves them here so the session does not compile twice)
-    compiled: dict[PartitionKey, CompiledPartition] = field(default_factory=dict)
+    compiled: dict[PartitionKey, CompiledPartition]
+
+    def __init__(self, graph: Graph, backends: list[Backend], backup: Backend | None,
+                 capabilities: dict[str, Capability], config: ScheduleConfig, pins: Mapping[str, str] | None = None,
+                 compiled: dict[PartitionKey, CompiledPartition] | None = None) -> None:
+        self.graph, self.backends, self.backup, self.capabilities, self.config = graph, backends, backup, \
+            capabilities, config
+        self.pins = {} if pins is None else pins
+        self.compiled = {} if compiled is None else compiled
     def backend(self, name: str) -> Backend:
         """The selected (or backup) backend called ``name``."""
         for b in with_backup(self.backends, self.backup):
@@ -59,45 +67,64 @@ class PlacementContext:
         return out
 
 
-@dataclass
-class PlacementResult:
+class PlacementResult(Record):
     """A scheduler's answer: where every node runs, and what it knows about it."""
 
+    __slots__ = ("assignment", "reasons", "events", "estimates", "considered")
     assignment: dict[str, str]  #: node name -> backend name
     #: node name -> why the scheduler put it where it is (placement report)
-    reasons: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str]
     #: visible decisions (e.g. ``island_merged``) the session adds to its events
-    events: list["PlacementEvent"] = field(default_factory=list)
+    events: list["PlacementEvent"]
     #: partition -> (estimated seconds per run, source: "measured" | "cost model" | "analytic")
-    estimates: dict[PartitionKey, tuple[float, str]] = field(default_factory=dict)
+    estimates: dict[PartitionKey, tuple[float, str]]
     #: candidate placements a scheduler evaluated, the chosen one first, each a
     #: dict with at least ``label``, ``estimated_ms`` and ``chosen`` (``Session.considered_plans``)
-    considered: list[dict[str, Any]] = field(default_factory=list)
+    considered: list[dict[str, Any]]
+
+    def __init__(self, assignment: dict[str, str], reasons: dict[str, str] | None = None,
+                 events: list["PlacementEvent"] | None = None,
+                 estimates: dict[PartitionKey, tuple[float, str]] | None = None,
+                 considered: list[dict[str, Any]] | None = None) -> None:
+        self.assignment = assignment
+        self.reasons = {} if reasons is None else reasons
+        self.events = [] if events is None else events
+        self.estimates = {} if estimates is None else estimates
+        self.considered = [] if considered is None else considered
 
 
-@dataclass
-class NodePlacement:
+class NodePlacement(Record):
     """Where one node runs and why."""
 
+    __slots__ = ("node", "op_type", "backend", "partition", "reason", "rejected")
     node: str
     op_type: str
     backend: str
-    partition: int = -1
-    reason: str = ""
-    rejected: dict[str, str] = field(default_factory=dict)  #: backend -> reason
+    partition: int
+    reason: str
+    rejected: dict[str, str]  #: backend -> reason
+
+    def __init__(self, node: str, op_type: str, backend: str, partition: int = -1, reason: str = "",
+                 rejected: dict[str, str] | None = None) -> None:
+        self.node, self.op_type, self.backend, self.partition, self.reason = node, op_type, backend, partition, reason
+        self.rejected = {} if rejected is None else rejected
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return self.as_dict()
 
 
-@dataclass
-class PlacementEvent:
+class PlacementEvent(Record):
     """A visible fallback or warning raised while building a session."""
 
+    __slots__ = ("kind", "backend", "message", "nodes")
     kind: str  #: backend_unavailable | node_fallback | compile_fallback | option_ignored
     backend: str
     message: str
-    nodes: list[str] = field(default_factory=list)
+    nodes: list[str]
+
+    def __init__(self, kind: str, backend: str, message: str, nodes: list[str] | None = None) -> None:
+        self.kind, self.backend, self.message = kind, backend, message
+        self.nodes = [] if nodes is None else nodes
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return self.as_dict()

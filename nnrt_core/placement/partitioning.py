@@ -18,26 +18,32 @@ than running the island there.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping
 
 from nnrt_core.errors import PlacementError
 from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
+from nnrt_core.record import Record
 
 __all__ = ["PartitionPlan", "partition_graph", "whole_graph_view", "IslandMove", "merge_islands",
            "partition_neighbours"]
 
 
-@dataclass
-class PartitionPlan:
+class PartitionPlan(Record):
     """One partition: a backend and the nodes it runs, in execution order."""
 
+    __slots__ = ("index", "backend", "nodes", "inputs", "outputs")
     index: int
     backend: str
     nodes: list[Node]
-    inputs: list[Value] = field(default_factory=list)  #: non-constant values read from outside
-    outputs: list[Value] = field(default_factory=list)  #: values read by later partitions or the caller
+    inputs: list[Value]  #: non-constant values read from outside
+    outputs: list[Value]  #: values read by later partitions or the caller
+
+    def __init__(self, index: int, backend: str, nodes: list[Node], inputs: list[Value] | None = None,
+                 outputs: list[Value] | None = None) -> None:
+        self.index, self.backend, self.nodes = index, backend, nodes
+        self.inputs = [] if inputs is None else inputs
+        self.outputs = [] if outputs is None else outputs
 
     @property
     def name(self) -> str:
@@ -170,14 +176,17 @@ def _connect(graph: Graph, plans: list[PartitionPlan]) -> None:
         p.outputs = sorted(outs.values(), key=lambda v: pos[id(v)])
 
 
-@dataclass
-class IslandMove:
+class IslandMove(Record):
     """One island moved to a neighbouring backend by :func:`merge_islands`."""
 
+    __slots__ = ("nodes", "source", "target", "saved_seconds")
     nodes: list[str]
     source: str
     target: str
     saved_seconds: float  #: estimated latency saved per run
+
+    def __init__(self, nodes: list[str], source: str, target: str, saved_seconds: float) -> None:
+        self.nodes, self.source, self.target, self.saved_seconds = nodes, source, target, saved_seconds
 
     def describe(self) -> str:
         return (f"island of {len(self.nodes)} node(s) {self.nodes} moved from {self.source!r} into the "

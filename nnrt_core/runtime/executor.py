@@ -15,19 +15,21 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
 import time
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
 from nnrt_core.errors import ExecutionError, NnrtError
 from nnrt_core.ir.types import ValueType
+from nnrt_core.record import Record
 from nnrt_core.runtime.control import RunControl, accepts_control
 from nnrt_core.runtime.output_check import OutputCheck, describe_value
 from nnrt_core.runtime.tensor import Tensor
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["ExecutionStep", "Executor", "StepObserver", "unaliased"]
 
@@ -46,15 +48,23 @@ class StepObserver(Protocol):
         ...
 
 
-@dataclass
-class ExecutionStep:
+class ExecutionStep(Record):
+    """One compiled partition in execution order, with its backend and boundaries."""
+
+    __slots__ = ("compiled", "backend", "inputs", "outputs", "release", "types")
     compiled: CompiledPartition
     backend: Backend
     inputs: list[str]
     outputs: list[str]
-    release: list[str] = field(default_factory=list)  #: values dead after this step
+    release: list[str]  #: values dead after this step
     #: declared types of the outputs, where known (what :class:`OutputCheck` checks them against)
-    types: Mapping[str, ValueType] = field(default_factory=dict)
+    types: Mapping[str, ValueType]
+
+    def __init__(self, compiled: CompiledPartition, backend: Backend, inputs: list[str], outputs: list[str],
+                 release: list[str] | None = None, types: Mapping[str, ValueType] | None = None) -> None:
+        self.compiled, self.backend, self.inputs, self.outputs = compiled, backend, inputs, outputs
+        self.release = [] if release is None else release
+        self.types = {} if types is None else types
 
     def output_check(self) -> Callable[[Any], Any]:
         """The check of what this step's partition returns (``outs`` -> ``outs``
@@ -199,6 +209,8 @@ class Executor:
                         keep_on_device: bool = False, control: RunControl | None = None) -> list[Any]:
         """Dependency-driven run: device partitions are submitted as soon as
         their inputs exist, host partitions run here meanwhile."""
+        from concurrent.futures import FIRST_COMPLETED, wait  # imports logging: only runs with device partitions
+
         env: dict[str, Any] = dict(feeds)
         owner: dict[str, Backend | None] = dict(owners) if owners else {}
         on_host: dict[str, Any] = {}
@@ -329,6 +341,8 @@ def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Ba
 
 def _submitted(st: ExecutionStep, fut: Any) -> Future:
     """``fut`` when ``run_async`` returned a future, else :class:`ExecutionError`."""
+    from concurrent.futures import Future
+
     if not isinstance(fut, Future):
         raise ExecutionError(f"backend {st.backend.name!r} partition {st.compiled.name!r} run_async returned "
                              f"{describe_value(fut)} instead of a Future")

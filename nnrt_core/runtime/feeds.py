@@ -5,26 +5,30 @@ for the common case, a precise error otherwise) and synthetic feeds for tools
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.errors import InputError
 from nnrt_core.ir import Dim, OptionalType, SequenceType, TensorType, Value
+from nnrt_core.record import FrozenRecord
 from nnrt_core.runtime.tensor import Tensor
 
 __all__ = ["TensorInfo", "FeedValidator", "allocate_input", "fits", "tensor_info", "random_feeds", "shape_text"]
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+class TensorInfo(FrozenRecord):
     """Name, element type and shape of a session input or output."""
 
+    __slots__ = ("name", "dtype", "shape", "kind")
     name: str
     dtype: np.dtype | None
     shape: tuple[Dim, ...] | None
-    kind: str = "tensor"  #: tensor | sequence | optional
+    kind: str  #: tensor | sequence | optional
+
+    def __init__(self, name: str, dtype: np.dtype | None, shape: tuple[Dim, ...] | None, kind: str = "tensor") -> None:
+        for k, v in (("name", name), ("dtype", dtype), ("shape", shape), ("kind", kind)):
+            object.__setattr__(self, k, v)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "dtype": str(self.dtype) if self.dtype is not None else None,

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.ir import DataType, Graph, TensorType, Value
+from nnrt_core.record import Record
 
 __all__ = ["ALIGN", "align", "Buffer", "MemoryPlan", "MemoryPlans", "plan_offsets", "plan_graph", "lower_bound",
            "live_peak_bytes", "static_value_sizes"]
@@ -32,26 +32,34 @@ def align(n: int, a: int = ALIGN) -> int:
     return (n + a - 1) // a * a
 
 
-@dataclass
-class Buffer:
+class Buffer(Record):
     """A buffer to place: bytes and live range ``[first, last]`` in step indices."""
 
+    __slots__ = ("key", "size", "first", "last", "offset")
     key: Hashable
     size: int
     first: int
     last: int
-    offset: int = -1
+    offset: int
+
+    def __init__(self, key: Hashable, size: int, first: int, last: int, offset: int = -1) -> None:
+        self.key, self.size, self.first, self.last, self.offset = key, size, first, last, offset
 
 
-@dataclass
-class MemoryPlan:
+class MemoryPlan(Record):
     """Offsets of every planned buffer plus the figures for reports."""
 
+    __slots__ = ("buffers", "planned_peak_bytes", "naive_bytes", "lower_bound_bytes", "unplanned")
     buffers: list[Buffer]
     planned_peak_bytes: int
     naive_bytes: int
     lower_bound_bytes: int
-    unplanned: list[str] = field(default_factory=list)  #: values of unknown size
+    unplanned: list[str]  #: values of unknown size
+
+    def __init__(self, buffers: list[Buffer], planned_peak_bytes: int, naive_bytes: int, lower_bound_bytes: int,
+                 unplanned: list[str] | None = None) -> None:
+        self.buffers, self.planned_peak_bytes, self.naive_bytes = buffers, planned_peak_bytes, naive_bytes
+        self.lower_bound_bytes, self.unplanned = lower_bound_bytes, [] if unplanned is None else unplanned
 
     def offsets(self) -> dict[Hashable, int]:
         return {b.key: b.offset for b in self.buffers}

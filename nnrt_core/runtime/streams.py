@@ -2,29 +2,25 @@
 
 A ``Stream`` keeps up to ``max_in_flight`` requests of one session running at
 once (like CANN streams or OpenVINO's ``AsyncInferQueue``): ``submit`` blocks
-while the stream is full, every finished request is handed to the callback in
-completion order together with the caller's ``userdata``, and ``wait_all``
-waits for everything submitted so far.
+while it is full, every finished request goes to the callback in completion
+order with the caller's ``userdata``; ``wait_all`` waits for all submitted.
 
-Runs are independent: ``Session.run`` keeps no per-run state on the session,
-so requests share the compiled partitions and nothing else.  Throughput gains
-need backends that release the GIL while they compute (BLAS, ONNX Runtime).
+Runs share the compiled partitions and nothing else; throughput gains need
+backends that release the GIL while they compute (BLAS, ONNX Runtime).
 
 How many of the requests in flight *execute* at once is the stream's
 ``concurrency``: a number, or ``"auto"`` (the default), which measures the
 completion rate with all of them running and with one at a time and keeps
-the faster (OpenVINO's throughput hint picks its stream count for the same
-reason).  Several small requests side by side use cores one request cannot;
-a model whose weights do not fit the caches (VGG-19) runs faster one at a
-time with every BLAS thread.  The choice is remembered on the session for
-the next stream with the same ``max_in_flight`` and checked again now and
-then (the machine's load changes).
+the faster (as OpenVINO's throughput hint picks its stream count): several
+small requests side by side use cores one request cannot; a model whose
+weights do not fit the caches (VGG-19) runs faster one at a time.  The choice
+is remembered on the session for the next stream with the same
+``max_in_flight`` and checked again now and then (the load changes).
 
-Cancellation: ``RunFuture.cancel()`` on a request that has not started keeps
-it from running; on a running request it marks the future cancelled at once
-(``result()`` raises ``CancelledError``) and cancels the run's ``RunControl``:
-backends stop at their next check and the worker is free again (see
-docs/async.md).  The session stays usable either way.
+Cancellation: ``RunFuture.cancel()`` keeps a request that has not started
+from running; a running one is marked cancelled at once (``result()`` raises
+``CancelledError``) and its ``RunControl`` cancelled: backends stop at their
+next check (docs/async.md).  The session stays usable either way.
 """
 from __future__ import annotations
 
@@ -33,12 +29,12 @@ import time
 from collections import deque
 from concurrent.futures import CancelledError, Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import _base as _futures_base
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from nnrt_core.errors import ConfigError, ExecutionError
+from nnrt_core.record import Record
 from nnrt_core.runtime.control import RunControl, accepts_control
 from nnrt_core.runtime.thread_budget import CORES, share_of_cores, use_thread_budget
 
@@ -234,15 +230,19 @@ class ConcurrencyTuner:
         self._count = 0
 
 
-@dataclass
-class Completion:
+class Completion(Record):
     """One finished request of a ``Stream``, as handed to its callback."""
 
+    __slots__ = ("index", "userdata", "outputs", "error", "seconds")
     index: int  #: submission order, from 0
     userdata: Any
     outputs: Outputs | None  #: None when the run failed or was cancelled
     error: BaseException | None
     seconds: float  #: time the request spent on its worker (0 when cancelled before starting)
+
+    def __init__(self, index: int, userdata: Any, outputs: Outputs | None, error: BaseException | None,
+                 seconds: float) -> None:
+        self.index, self.userdata, self.outputs, self.error, self.seconds = index, userdata, outputs, error, seconds
 
     @property
     def ok(self) -> bool:
@@ -257,8 +257,8 @@ class Stream:
     ...         s.submit({"x": x}, userdata=i)
     ...     s.wait_all()
 
-    ``callback(completion)`` runs on a worker thread in completion order (one
-    at a time); it may ``submit`` more requests but not ``wait_all``/``close``.
+    ``callback(completion)`` runs on a worker thread in completion order (one at
+    a time); it may ``submit`` more requests but not ``wait_all``/``close``.
     A run's error reaches the callback as ``completion.error`` and its future;
     an exception raised by the callback itself is re-raised by ``wait_all``.
     Without a callback, ``wait_all`` returns the completions.

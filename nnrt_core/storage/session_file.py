@@ -21,12 +21,10 @@ backend named in the entry turns back into a partition with
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
 import struct
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +33,7 @@ from nnrt_core.storage import checksum
 from nnrt_core.storage.header_check import CHECKSUM_NAMES, check_header
 from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
+from nnrt_core.record import Record
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "NewerFormatError", "PartitionRecord", "SessionImage",
            "encode", "decode", "looks_like_session_file", "read_bytes", "read_session_file", "type_to_json",
@@ -56,10 +55,10 @@ MAX_HEADER_BYTES = 256 << 20
 MAX_FILE_BYTES = 64 << 30
 
 
-@dataclass
-class PartitionRecord:
+class PartitionRecord(Record):
     """One compiled partition as stored."""
 
+    __slots__ = ("index", "backend", "backend_version", "name", "nodes", "inputs", "outputs", "blob")
     index: int
     backend: str
     backend_version: str
@@ -69,19 +68,34 @@ class PartitionRecord:
     outputs: list[str]
     blob: bytes | memoryview
 
+    def __init__(self, index: int, backend: str, backend_version: str, name: str, nodes: list[tuple[str, str]],
+                 inputs: list[str], outputs: list[str], blob: bytes | memoryview) -> None:
+        self.index, self.backend, self.backend_version, self.name = index, backend, backend_version, name
+        self.nodes, self.inputs, self.outputs, self.blob = nodes, inputs, outputs, blob
 
-@dataclass
-class SessionImage:
+
+class SessionImage(Record):
     """What a session needs to run without its source model."""
 
+    __slots__ = ("config", "inputs", "outputs", "partitions", "placement", "events", "constants", "meta")
     config: dict[str, Any]
     inputs: list[tuple[str, ValueType | None]]
     outputs: list[tuple[str, ValueType | None]]
     partitions: list[PartitionRecord]
-    placement: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    constants: dict[str, np.ndarray] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
+    placement: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    constants: dict[str, np.ndarray]
+    meta: dict[str, Any]
+
+    def __init__(self, config: dict[str, Any], inputs: list[tuple[str, ValueType | None]],
+                 outputs: list[tuple[str, ValueType | None]], partitions: list[PartitionRecord],
+                 placement: list[dict[str, Any]] | None = None, events: list[dict[str, Any]] | None = None,
+                 constants: dict[str, np.ndarray] | None = None, meta: dict[str, Any] | None = None) -> None:
+        self.config, self.inputs, self.outputs, self.partitions = config, inputs, outputs, partitions
+        self.placement = [] if placement is None else placement
+        self.events = [] if events is None else events
+        self.constants = {} if constants is None else constants
+        self.meta = {} if meta is None else meta
 
 
 # ------------------------------------------------------------------ types
@@ -161,6 +175,8 @@ def encode(image: SessionImage) -> bytes:
         "placement": image.placement, "events": image.events, "meta": image.meta,
         "entries": entries,
     }
+    import json  # ~1 ms: only when a file is written or read
+
     head = json.dumps(header, separators=(",", ":"), default=str).encode("utf-8")
     fixed = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, len(head), checksum.ALGORITHMS["sha256"](head).digest())
     return b"".join([fixed, head, *chunks])
@@ -242,6 +258,8 @@ def decode(data: bytes | memoryview, *, what: str = "session file") -> SessionIm
     head_bytes = bytes(data[_FIXED.size:_FIXED.size + hlen])
     if checksum.ALGORITHMS["sha256"](head_bytes).digest() != hsha:
         raise SessionFileError(f"{what}: header checksum mismatch (the file is corrupted)")
+    import json
+
     try:
         head = json.loads(head_bytes.decode("utf-8"))
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors

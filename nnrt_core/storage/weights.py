@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 import xxhash
 
 from nnrt_core.ir import Graph
+from nnrt_core.record import Record
 
 __all__ = ["WeightStore", "SharingReport", "default_store", "share_graph_weights"]
 
@@ -27,14 +27,17 @@ __all__ = ["WeightStore", "SharingReport", "default_store", "share_graph_weights
 MIN_SHARED_BYTES = 4096
 
 
-@dataclass
-class SharingReport:
+class SharingReport(Record):
     """What interning one graph's constants found."""
 
-    arrays: int = 0  #: constant arrays big enough to share
-    bytes: int = 0  #: their bytes
-    shared_arrays: int = 0  #: of those, already held by another session
-    shared_bytes: int = 0
+    __slots__ = ("arrays", "bytes", "shared_arrays", "shared_bytes")
+    arrays: int  #: constant arrays big enough to share
+    bytes: int  #: their bytes
+    shared_arrays: int  #: of those, already held by another session
+    shared_bytes: int
+
+    def __init__(self, arrays: int = 0, bytes: int = 0, shared_arrays: int = 0, shared_bytes: int = 0) -> None:
+        self.arrays, self.bytes, self.shared_arrays, self.shared_bytes = arrays, bytes, shared_arrays, shared_bytes
 
 
 class WeightStore:

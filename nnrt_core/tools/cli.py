@@ -63,7 +63,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         "backends": [r.to_dict() for r in sorted(reg.backends.values(), key=lambda r: (-r.priority, r.name))],
         "schedulers": [{"name": s.name, "plugin": s.plugin, "description": s.description}
                        for s in reg.schedulers.values()],
-        "plugins": [dict(p.__dict__) for p in reg.plugin_records],
+        "plugins": [p.as_dict() for p in reg.plugin_records],
     }
     if args.json:
         print(json.dumps(data, indent=2, default=str))

@@ -87,10 +87,9 @@ def to_onnx(model: Model | Graph, *, ir_version: int | None = None,
     for node in graph.walk():
         if node.domain not in opsets:
             opsets[node.domain] = node.opset or 1
-    proto = helper.make_model(
-        graph_to_onnx(graph, external),
-        opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
-    )
+    proto = P.ModelProto(ir_version=P.IR_VERSION)  # helper.make_model, with the graph written in place
+    _fill_graph(proto.graph, graph, external)
+    proto.opset_import.extend(helper.make_opsetid(d, v) for d, v in sorted(opsets.items()))
     if isinstance(model, Model):
         proto.producer_name = model.producer_name
         proto.producer_version = model.producer_version
@@ -106,33 +105,56 @@ def to_onnx(model: Model | Graph, *, ir_version: int | None = None,
 
 def graph_to_onnx(graph: Graph, external: ExternalWeights | None = None) -> P.GraphProto:
     """``graph`` as a ``GraphProto`` (node output types as ``value_info``)."""
-    nodes = []
+    g = P.GraphProto()
+    _fill_graph(g, graph, external)
+    return g
+
+
+def _fill_graph(g: P.GraphProto, graph: Graph, external: ExternalWeights | None) -> None:
+    """Write ``graph`` into the empty ``g`` (``helper.make_graph`` of
+    ``helper.make_node`` s, built in place: no proto is copied)."""
     for n in graph.nodes:
         names = [v.name if v is not None else "" for v in n.inputs]
         while names and not names[-1]:  # trailing omitted inputs: the same node (ORT's LayerNormalization
             names.pop()                 # segfaults on an explicit empty last input)
-        nodes.append(
-            helper.make_node(
-                n.op_type,
-                names,
-                [v.name for v in n.outputs],
-                name=n.name,
-                domain=n.domain or None,
-                doc_string=n.doc or None,
-            )
-        )
-        nodes[-1].attribute.extend(attribute_to_proto(a) for a in n.attributes.values())
-    inputs = [value_info(v) for v in graph.inputs]
-    outputs = [value_info(v) for v in graph.outputs]
-    inits = [_initializer(v.const, v.name, external) for v in graph.initializers.values()]
-    typed = [
-        value_info(v)
-        for n in graph.nodes
-        for v in n.outputs
-        if v.name and v.type is not None and v not in graph.outputs
-    ]
-    return helper.make_graph(nodes, graph.name, inputs, outputs, inits, doc_string=graph.doc or None,
-                             value_info=typed)
+        p = g.node.add()
+        p.op_type = n.op_type
+        p.input.extend(names)
+        p.output.extend(v.name for v in n.outputs)
+        if n.name:
+            p.name = n.name
+        if n.doc:
+            p.doc_string = n.doc
+        if n.domain:
+            p.domain = n.domain
+        if n.attributes:
+            p.attribute.extend(attribute_to_proto(a) for a in n.attributes.values())
+    g.name = graph.name
+    types: dict[ValueType, P.TypeProto] = {}  # one TypeProto per distinct type, copied into each value_info
+    for vis, values in ((g.input, graph.inputs), (g.output, graph.outputs)):
+        for v in values:
+            _add_value_info(vis, v, types)
+    g.initializer.extend(_initializer(v.const, v.name, external) for v in graph.initializers.values())
+    outputs = {id(v) for v in graph.outputs}
+    for n in graph.nodes:
+        for v in n.outputs:
+            if v.name and v.type is not None and id(v) not in outputs:
+                _add_value_info(g.value_info, v, types)
+    if graph.doc:
+        g.doc_string = graph.doc
+
+
+def _add_value_info(vis: Any, v: Value, types: dict[ValueType, P.TypeProto]) -> None:
+    vi = vis.add()
+    vi.name = v.name
+    if v.type is not None:
+        try:
+            tp = types.get(v.type)
+            if tp is None:
+                tp = types[v.type] = type_to_proto(v.type)
+        except TypeError:  # a type holding a list: not hashable, not cached
+            tp = type_to_proto(v.type)
+        vi.type.CopyFrom(tp)
 
 
 def _initializer(arr: np.ndarray, name: str, external: ExternalWeights | None) -> P.TensorProto:

@@ -47,8 +47,9 @@ def is_mapped(t: P.TensorProto) -> bool:
 
 def load_external_data(proto: P.ModelProto, base_dir: str | None,
                        mapped: dict[str, np.ndarray] | None = None,
-                       regions: Mapping[str, Any] | None = None) -> None:
-    """Resolve external tensor data, refusing paths outside ``base_dir``.
+                       regions: Mapping[str, Any] | None = None) -> int:
+    """Resolve external tensor data, refusing paths outside ``base_dir``;
+    returns how many tensors had external data (0: ``proto`` is unchanged).
 
     ``regions``: in-memory external data, location -> read-only bytes-like
     (a compiled partition's weights region): a tensor whose ``location`` is
@@ -68,10 +69,12 @@ def load_external_data(proto: P.ModelProto, base_dir: str | None,
     """
     files: dict[str, io.FileIO] = {}  # real path -> the open file, one per file and load
     root = os.path.realpath(base_dir) if base_dir is not None else ""
+    resolved = 0
     try:
         for t in all_tensors(proto):
             if t.data_location != P.TensorProto.EXTERNAL:
                 continue
+            resolved += 1
             info = {e.key: e.value for e in t.external_data}
             if regions is not None and info.get("location") in regions:
                 _from_region(t, info, regions[info["location"]], mapped)
@@ -99,6 +102,7 @@ def load_external_data(proto: P.ModelProto, base_dir: str | None,
     finally:
         for f in files.values():
             f.close()
+    return resolved
 
 
 def _from_region(t: P.TensorProto, info: dict[str, str], region: Any,

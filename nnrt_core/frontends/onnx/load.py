@@ -13,7 +13,6 @@ protobuf (see
 from __future__ import annotations
 
 import heapq
-import logging
 import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -24,14 +23,16 @@ from nnrt_core.frontends.onnx import onnx_lite
 from nnrt_core.frontends.onnx.convert import model_from_proto
 from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
 from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.lean_inference import infer_shapes_lean
 from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
 from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
 from nnrt_core.frontends.onnx.validate import validate_model
 from nnrt_core.ir import Model
+from nnrt_core.logs import get_logger
 
 __all__ = ["ModelCheckError", "check_model", "load_onnx", "parse_model_proto", "sort_nodes"]
 
-log = logging.getLogger("nnrt.onnx")
+log = get_logger("nnrt.onnx")
 
 
 class ModelCheckError(ValueError):
@@ -54,32 +55,36 @@ def parse_model_proto(source: ModelSource) -> tuple[P.ModelProto, str | None]:
     External data is read into the tensors' ``raw_data`` (a copy);
     :func:`load_onnx` maps it instead.
     """
-    proto, base_dir = _parse_source(source)
+    proto, base_dir, _ = _parse_source(source)
     load_external_data(proto, base_dir)
     return proto, base_dir
 
 
-def _parse_source(source: ModelSource) -> tuple[P.ModelProto, str | None]:
-    """``source`` as a ``ModelProto`` (external data not resolved) and its folder."""
+def _parse_source(source: ModelSource) -> tuple[P.ModelProto, str | None, bytes | None]:
+    """``source`` as a ``ModelProto`` (external data not resolved), its
+    folder, and the bytes it was parsed from (``None`` for a ``ModelProto``)."""
     base_dir: str | None = None
+    data: bytes | None = None
     if isinstance(source, P.ModelProto):
         proto = source
     elif getattr(getattr(source, "DESCRIPTOR", None), "full_name", None) == "onnx.ModelProto":
         proto = _parse_bytes(source.SerializeToString(), "<ModelProto>")  # the class of another protobuf build
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        proto = _parse_bytes(bytes(source), "<bytes>")
+        data = bytes(source)
+        proto = _parse_bytes(data, "<bytes>")
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
             raise ModelLoadError(f"model file {str(path)!r} does not exist or is not a file")
         base_dir = str(path.resolve().parent)
-        proto = _parse_bytes(path.read_bytes(), str(path))
+        data = path.read_bytes()
+        proto = _parse_bytes(data, str(path))
     else:
         raise ModelLoadError(
             f"cannot load a model from {type(source).__name__}; expected a path, bytes, "
             "P.ModelProto or nnrt_core.ir.Model"
         )
-    return proto, base_dir
+    return proto, base_dir, data
 
 
 def _parse_bytes(data: bytes, what: str) -> P.ModelProto:
@@ -119,11 +124,13 @@ def load_onnx(
     some node output of the main graph has no declared tensor element type
     (or a node has sub-graphs).  The element types are checked against the
     schemas either way."""
-    proto, base_dir = _parse_source(source)
+    proto, base_dir, data = _parse_source(source)
     mapped: dict[str, np.ndarray] = {}  # external data read into arrays, see load_external_data
-    load_external_data(proto, base_dir, mapped, weights)
-    proto = _sorted_and_checked(proto, source, mapped, sort=sort, check=check)
+    if load_external_data(proto, base_dir, mapped, weights):
+        data = None  # ``data``: the bytes ``proto`` was parsed from while they still say the same
+    proto, data = _sorted_and_checked(proto, source, mapped, sort=sort, check=check, data=data)
     if proto.functions:
+        data = None
         try:
             proto = onnx_lite.inline_local_functions(proto)
         except Exception as e:  # pragma: no cover - depends on onnx internals
@@ -135,13 +142,15 @@ def load_onnx(
         if not owned:
             proto, owned = copy_model(proto), True
         clear_unknown_dims(proto)
+        data = None
     if input_shapes:
         if not owned:
             proto, owned = copy_model(proto), True
         apply_input_shapes(proto, input_shapes)
+        data = None
     if infer_shapes and not typed:
-        try:
-            proto = onnx_lite.infer_shapes(proto, strict_mode=False, data_prop=True)
+        try:  # the file's bytes (the same message) or, for a large model, the model without its weights
+            proto = infer_shapes_lean(proto, data, owned=owned)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
         validate_model(proto, types=True, structure=False)  # element types against the schemas' constraints
@@ -151,31 +160,34 @@ def load_onnx(
 
 
 def _sorted_and_checked(proto: P.ModelProto, source: ModelSource, mapped: Mapping[str, np.ndarray], *,
-                        sort: bool, check: bool) -> P.ModelProto:
+                        sort: bool, check: bool, data: bytes | None = None) -> tuple[P.ModelProto, bytes | None]:
     """``proto`` with its nodes in a valid order (sorted on a copy when
     ``sort`` and they are not: ONNX Runtime accepts unsorted graphs, e.g. from
     fp16 converters, so do we) and, with ``check``, passed by the checker.
     The checker refuses unsorted graphs, so a graph it passes needs no order
-    check: the order is looked at only when it fails (or with no checker)."""
+    check: the order is looked at only when it fails (or with no checker).
+    ``data``: the bytes ``proto`` was parsed from, which the checker then
+    reads (a serialization of ``proto`` parses to the same message); returned
+    as ``None`` once the nodes were sorted."""
     if check:
         try:
-            _check(proto, mapped)
-            return proto
+            _check(proto, mapped, data)
+            return proto, data
         except ModelLoadError:
             if not (sort and _needs_sorting(proto)):
                 raise
     elif not (sort and _needs_sorting(proto)):
-        return proto
+        return proto, data
     proto = copy_model(proto) if proto is source else proto
     sort_nodes(proto.graph)
     if check:
         _check(proto, mapped)
-    return proto
+    return proto, None
 
 
-def _check(proto: P.ModelProto, mapped: Mapping[str, np.ndarray]) -> None:
+def _check(proto: P.ModelProto, mapped: Mapping[str, np.ndarray], data: bytes | None = None) -> None:
     try:
-        onnx_lite.check_model(for_checker(proto) if mapped else proto)
+        onnx_lite.check_model(for_checker(proto) if mapped else proto if data is None else data)
     except (onnx_lite.ValidationError, ValueError) as e:
         raise ModelLoadError(f"ONNX model is invalid: {first_line(e)}") from e
 

@@ -28,21 +28,21 @@ import the real package through :func:`real_onnx`.
 """
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import importlib.util
-import logging
 import os
 import sys
 from types import ModuleType
 from typing import Any
+
+from nnrt_core.logs import get_logger
 
 __all__ = ["ENV_VAR", "IMPL", "MAXIMUM_PROTOBUF", "P", "InferenceError", "LiteOnnx", "PublicOnnx", "SchemaError",
            "ValidationError", "check_model", "get_all_schemas_with_history", "get_schema", "has_schema",
            "infer_node_outputs", "infer_shapes", "inline_local_functions", "is_lite", "load_lite",
            "onnx_opset_version", "real_onnx"]
 
-log = logging.getLogger("nnrt.onnx")
+log = get_logger("nnrt.onnx")
 
 #: ``NNRT_ONNX_LITE=0`` makes nnrt ``import onnx`` instead of loading its two files
 ENV_VAR = "NNRT_ONNX_LITE"
@@ -62,11 +62,12 @@ def real_onnx() -> ModuleType:
     return onnx
 
 
-class _BindExtension(importlib.abc.MetaPathFinder):
+class _BindExtension:
     """One shot: when ``onnx`` itself is imported later, its module gets the
     extension loaded here as its ``onnx_cpp2py_export`` attribute before its
     ``__init__`` runs (the import system binds a sub-module to its package
-    only when it loads it, and this one was loaded already)."""
+    only when it loads it, and this one was loaded already).  A meta-path
+    finder by protocol (``find_spec``): ``importlib.abc`` is not imported."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "onnx":

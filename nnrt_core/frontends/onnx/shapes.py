@@ -1,7 +1,6 @@
 """ONNX shape inference on IR graphs and nodes (IR -> ONNX -> inference -> IR)."""
 from __future__ import annotations
 
-import logging
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -13,10 +12,11 @@ from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.proto_build import make_node, make_tensor_value_info
 from nnrt_core.frontends.onnx.protos import first_line
 from nnrt_core.ir import Attribute, DataType, Graph, TensorType, ValueType
+from nnrt_core.logs import get_logger
 
 __all__ = ["DATA_LIMIT", "NodeInferenceError", "infer_node_types", "infer_static_types", "refine_static_shapes"]
 
-log = logging.getLogger("nnrt.onnx")
+log = get_logger("nnrt.onnx")
 
 #: initializers with more elements than this are handed to shape inference as
 #: typed inputs without data (no op infers a shape from a large tensor's values)

@@ -137,7 +137,7 @@ def _constant_of_shape_rule(n: NodeView) -> None:
 
 def _einsum_rule(n: NodeView) -> None:
     _, eq = n.attrs.get("equation", (None, ""))
-    if isinstance(eq, str) and not _EINSUM.fullmatch(eq):
+    if isinstance(eq, str) and not re.fullmatch(_EINSUM, eq):
         _fail(n, f"attribute 'equation' is {eq!r}; expected ASCII letters, ',', '...', '->' and spaces")
 
 
@@ -167,7 +167,7 @@ def _tfidf_rule(n: NodeView) -> None:
                  "(the n-gram lengths of the pool)")
 
 
-_EINSUM = re.compile(r"[A-Za-z,. >-]*")
+_EINSUM = r"[A-Za-z,. >-]*"  # compiled on first use (re caches it): Einsum nodes only
 
 #: op type -> extra check (the default domain)
 RULES: dict[str, Callable[[NodeView], None]] = {

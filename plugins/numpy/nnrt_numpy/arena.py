@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from nnrt_core.record import Record
 from nnrt_core.runtime.memory_plan import Buffer, lower_bound, plan_offsets
 
 __all__ = ["ArenaPlan", "plan_arena", "FRESH_OUTPUT_OPS"]
@@ -39,12 +39,15 @@ FRESH_OUTPUT_OPS = frozenset({"Softmax", "GlobalAveragePool", "GlobalMaxPool", "
 PREFAULT_LIMIT = 256 << 20
 
 
-@dataclass
-class _Slot:
+class _Slot(Record):
+    __slots__ = ("step", "shape", "dtype", "offset")
     step: int  #: index of the writing step
     shape: tuple[int, ...]
     dtype: np.dtype
-    offset: int = 0
+    offset: int
+
+    def __init__(self, step: int, shape: tuple[int, ...], dtype: np.dtype, offset: int = 0) -> None:
+        self.step, self.shape, self.dtype, self.offset = step, shape, dtype, offset
 
 
 class ArenaPlan:

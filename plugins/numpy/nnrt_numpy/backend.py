@@ -15,7 +15,6 @@ from nnrt_numpy import __version__, blas, parallel
 from nnrt_numpy.graph_facts import is_static_shape
 from nnrt_numpy.memory import prefault_heap, tune_allocator
 from nnrt_numpy.program import GraphProgram, why_unsupported
-from nnrt_numpy.stored import pack, unpack
 
 __all__ = ["NumpyBackend", "WARM_HEAP_BYTES", "DYNAMIC_WARM_BYTES"]
 
@@ -34,7 +33,7 @@ class NumpyPartition(CompiledPartition):
         self.program = GraphProgram(graph)
         self.graph = graph
         self.num_threads = num_threads
-        self.uses_blas = blas.available() and _uses_blas(graph)
+        self.uses_blas = _uses_blas(graph) and blas.available()  # BLAS found on first use
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         args = [inputs[n] for n in self.input_names]
@@ -74,6 +73,8 @@ class NumpyPartition(CompiledPartition):
     def serialize(self) -> bytes:
         """The partition as an ONNX model, its large weights in a region after
         it (see :mod:`nnrt_numpy.stored`)."""
+        from nnrt_numpy.stored import pack  # json and the ONNX writer: only for the cache and session files
+
         return pack(self.graph)
 
 
@@ -119,6 +120,8 @@ class NumpyBackend(Backend):
         return NumpyPartition(self, graph, options.num_threads)
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:
+        from nnrt_numpy.stored import unpack
+
         try:  # checked as any untrusted model (nodes in order: the checker refuses others)
             graph = unpack(blob)
         except (CompileError, ModelLoadError) as e:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["erf_float32", "ALPHA", "BETA"]
+__all__ = ["erf_float32", "gelu_float32", "ALPHA", "BETA"]
 
 #: odd numerator coefficients alpha_1 ... alpha_13 (of x, x^3, ... x^13)
 ALPHA = (-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04, -5.69250639462346e-05,
@@ -39,8 +39,7 @@ def erf_float32(x: np.ndarray) -> np.ndarray:
     computed in float32 and rounded back)."""
     src = np.asarray(x)
     flat = src.astype(np.float32, copy=False).reshape(-1)  # 1-D: ``out=`` works for 0-d input too
-    xc = np.minimum(flat, _FOUR)
-    np.maximum(xc, -_FOUR, out=xc)
+    xc = np.clip(flat, -_FOUR, _FOUR)  # one pass (minimum then maximum with a scalar: 4x slower), NaN stays NaN
     x2 = np.multiply(xc, xc)
     p = np.multiply(x2, _A[6])
     for a in _A[5:0:-1]:  # Horner in x^2: alpha_11 ... alpha_3
@@ -55,3 +54,50 @@ def erf_float32(x: np.ndarray) -> np.ndarray:
     np.add(q, _B[0], out=q)
     np.divide(p, q, out=p)
     return p.reshape(src.shape).astype(src.dtype, copy=False)
+
+
+# GELU(x) = x * (0.5 + 0.5 * erf(x / sqrt(2))), the same approximation with x / sqrt(2) and the
+# factor 0.5 folded into the coefficients (in float64, then rounded to float32): with u = clamp(x, +-4 sqrt(2))
+# and s = u^2, 0.5 * erf(u / sqrt(2)) = u * P'(s) / Q'(s), P'_k = alpha_k / (2 sqrt(2) 2^k), Q'_k = beta_k / 2^k
+_GA = tuple(np.float32(a / (2.0 * np.sqrt(2.0) * 2.0 ** k)) for k, a in enumerate(ALPHA))
+_GB = tuple(np.float32(b / 2.0 ** k) for k, b in enumerate(BETA))
+_GLIM = np.float32(4.0 * np.sqrt(2.0))
+_HALF = np.float32(0.5)
+_ZERO, _ONE = np.float32(0.0), np.float32(1.0)
+
+
+def _gelu_flat(x: np.ndarray, out: np.ndarray) -> None:
+    """GELU of the 1-D float32 ``x`` into ``out`` (same length; may be ``x`` itself): 27 passes."""
+    u = np.clip(x, -_GLIM, _GLIM)
+    s = np.multiply(u, u)
+    p = np.multiply(s, _GA[6])
+    for a in _GA[5:0:-1]:
+        np.add(p, a, out=p)
+        np.multiply(p, s, out=p)
+    np.add(p, _GA[0], out=p)
+    np.multiply(p, u, out=p)
+    q = np.multiply(s, _GB[4], out=u)  # u is not needed any more
+    for b in _GB[3:0:-1]:
+        np.add(q, b, out=q)
+        np.multiply(q, s, out=q)
+    np.add(q, _GB[0], out=q)
+    np.divide(p, q, out=p)
+    np.add(p, _HALF, out=p)
+    # Phi(x) is in [0, 1]: without the clamp, rounding left ~1e-8 where it is 0 and -inf * 1e-8 = -inf
+    np.clip(p, _ZERO, _ONE, out=p)
+    np.multiply(p, x, out=out)
+
+
+def gelu_float32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Exact-form GELU ``x * 0.5 * (1 + erf(x / sqrt(2)))`` of a float32 array (error below
+    2e-6 absolute and 1e-6 x |x|, see tests/test_fast_erf.py), one step of 27 whole-array
+    passes instead of the 29 of Div, :func:`erf_float32`, Add, Mul and Mul; into ``out``
+    (float32, ``x``'s shape; may be ``x``) or a fresh array.  NaN stays NaN, GELU(-inf) is
+    NaN as in the unfused form (0 * -inf)."""
+    src = np.ascontiguousarray(x, dtype=np.float32)
+    dst = out if out is not None and out.flags.c_contiguous and out.dtype == np.float32 else np.empty_like(src)
+    _gelu_flat(src.reshape(-1), dst.reshape(-1))
+    if out is not None and dst is not out:
+        np.copyto(out, dst.reshape(out.shape))
+        return out
+    return dst

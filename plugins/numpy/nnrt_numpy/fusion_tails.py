@@ -15,6 +15,8 @@ import numpy as np
 
 from nnrt_core.ir import Node, Value
 
+from nnrt_numpy.fast_erf import gelu_float32
+
 __all__ = ["hard_tail", "match_hardswish", "apply_hard"]
 
 
@@ -93,10 +95,12 @@ def _only_reader(readers: dict[int, list], v: Value) -> Node | None:
 
 
 def apply_hard(op: tuple, y: np.ndarray) -> None:
-    """Run a tail made here on ``y`` in place."""
+    """Run a tail made here (or the ``gelu`` tail of :mod:`nnrt_numpy.fusion_gelu`) on ``y`` in place."""
     kind = op[0]
     t = y.dtype.type
-    if kind == "hsig":  # as the HardSigmoid kernel: clip(x * alpha + beta, 0, 1)
+    if kind == "gelu":  # float32 only (nnrt_numpy.fusion_gelu)
+        gelu_float32(y, out=y)
+    elif kind == "hsig":  # as the HardSigmoid kernel: clip(x * alpha + beta, 0, 1)
         np.multiply(y, op[1], out=y)
         np.add(y, op[2], out=y)
         np.clip(y, t(0), t(1), out=y)

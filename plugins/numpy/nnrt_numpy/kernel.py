@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import importlib
 import threading
-from dataclasses import dataclass, field, fields as dataclass_fields
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from nnrt_core.errors import OpError
+from nnrt_core.record import FrozenRecord
 from nnrt_numpy import special
 from nnrt_numpy.limits import check_alloc
 from nnrt_numpy.op_index import OP_MODULES
@@ -30,8 +30,7 @@ __all__ = ["NodeInfo", "Kernel", "KernelRegistry", "REGISTRY", "register"]
 Shape = tuple  # tuple of int | str | None (symbolic or unknown dims)
 
 
-@dataclass(frozen=True)
-class NodeInfo:
+class NodeInfo(FrozenRecord):
     """What a kernel may know about its node at compile time.
 
     ``attrs`` holds decoded attribute values: ``int``, ``float``, ``str``,
@@ -40,32 +39,45 @@ class NodeInfo:
     omitted optional input has ``input_present[i] == False``.
     """
 
+    __slots__ = ("name", "op_type", "domain", "opset", "attrs", "num_inputs", "num_outputs", "input_present",
+                 "input_dtypes", "input_shapes", "const_inputs", "output_dtypes", "output_shapes", "compile_subgraph")
     name: str
     op_type: str
-    domain: str = ""
-    opset: int = 1
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-    num_inputs: int = 0
-    num_outputs: int = 1
-    input_present: tuple[bool, ...] = ()
-    input_dtypes: tuple[np.dtype | None, ...] = ()
-    input_shapes: tuple[Shape | None, ...] = ()
-    const_inputs: tuple[np.ndarray | None, ...] = ()
-    output_dtypes: tuple[np.dtype | None, ...] = ()
-    output_shapes: tuple[Shape | None, ...] = ()
+    domain: str
+    opset: int
+    attrs: Mapping[str, Any]
+    num_inputs: int
+    num_outputs: int
+    input_present: tuple[bool, ...]
+    input_dtypes: tuple[np.dtype | None, ...]
+    input_shapes: tuple[Shape | None, ...]
+    const_inputs: tuple[np.ndarray | None, ...]
+    output_dtypes: tuple[np.dtype | None, ...]
+    output_shapes: tuple[Shape | None, ...]
     # Builds a callable for a GRAPH attribute: runner(inputs: list, scope: Mapping) -> list
-    compile_subgraph: Callable[[Any], Callable[..., list]] | None = None
+    compile_subgraph: Callable[[Any], Callable[..., list]] | None
 
-    @classmethod
-    def of(cls, **fields: Any) -> "NodeInfo":
-        """``NodeInfo(**fields)`` given every field, made without the frozen ``__init__``'s
-        ``object.__setattr__`` per field (this runs for every node at capability and compile)."""
-        if fields.keys() != _FIELDS:
-            raise TypeError(f"NodeInfo.of needs every field and no other: missing {sorted(_FIELDS - fields.keys())}, "
-                            f"unknown {sorted(fields.keys() - _FIELDS)}")
-        info = object.__new__(cls)
-        info.__dict__.update(fields)
-        return info
+    def __init__(self, name: str, op_type: str, domain: str = "", opset: int = 1,
+                 attrs: Mapping[str, Any] | None = None, num_inputs: int = 0, num_outputs: int = 1,
+                 input_present: tuple[bool, ...] = (), input_dtypes: tuple[np.dtype | None, ...] = (),
+                 input_shapes: tuple[Shape | None, ...] = (), const_inputs: tuple[np.ndarray | None, ...] = (),
+                 output_dtypes: tuple[np.dtype | None, ...] = (), output_shapes: tuple[Shape | None, ...] = (),
+                 compile_subgraph: Callable[[Any], Callable[..., list]] | None = None) -> None:
+        put = object.__setattr__  # one call per field: this runs for every node at capability and compile
+        put(self, "name", name)
+        put(self, "op_type", op_type)
+        put(self, "domain", domain)
+        put(self, "opset", opset)
+        put(self, "attrs", {} if attrs is None else attrs)
+        put(self, "num_inputs", num_inputs)
+        put(self, "num_outputs", num_outputs)
+        put(self, "input_present", input_present)
+        put(self, "input_dtypes", input_dtypes)
+        put(self, "input_shapes", input_shapes)
+        put(self, "const_inputs", const_inputs)
+        put(self, "output_dtypes", output_dtypes)
+        put(self, "output_shapes", output_shapes)
+        put(self, "compile_subgraph", compile_subgraph)
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
@@ -81,9 +93,6 @@ class NodeInfo:
 
     def shape(self, index: int) -> Shape | None:
         return self.input_shapes[index] if index < len(self.input_shapes) else None
-
-
-_FIELDS = frozenset(f.name for f in dataclass_fields(NodeInfo))
 
 
 class Kernel:

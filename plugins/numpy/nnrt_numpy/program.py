@@ -47,7 +47,7 @@ def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
             in_shapes.append(v.type.shape if isinstance(v.type, TensorType) else None)
             consts.append(v.const)
     outs = node.outputs
-    return NodeInfo.of(
+    return NodeInfo(
         name=node.name,
         op_type=node.op_type,
         domain=node.domain,

@@ -1,7 +1,6 @@
 """``OnnxRuntimeBackend``: delegates partitions to ONNX Runtime sessions."""
 from __future__ import annotations
 
-import logging
 import threading
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
@@ -13,6 +12,7 @@ from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOpt
 from nnrt_core.errors import ConfigError
 from nnrt_core.frontends.onnx import ExternalWeights
 from nnrt_core.ir import DataType, Graph, Node
+from nnrt_core.logs import get_logger
 
 from nnrt_onnxruntime.capability import CapabilityCache, Prober
 from nnrt_onnxruntime.crash_guard import crash_risk
@@ -26,7 +26,7 @@ from nnrt_onnxruntime.providers import device_index, list_devices, provider_kind
 
 __all__ = ["OnnxRuntimeBackend"]
 
-log = logging.getLogger("nnrt.onnxruntime")
+log = get_logger("nnrt.onnxruntime")
 
 
 class OnnxRuntimeBackend(Backend):

@@ -20,7 +20,6 @@ rewritten) when unreadable or written by another onnxruntime version.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import threading
@@ -32,6 +31,7 @@ import xxhash
 
 from nnrt_core.frontends.onnx import graph_to_onnx
 from nnrt_core.ir import AttrKind, Node, OptionalType, SequenceType, TensorType, ValueType
+from nnrt_core.logs import get_logger
 from nnrt_core.storage.files import write_atomic
 
 from nnrt_onnxruntime.export import UntypedInputError, build_probe_model, quiet_session_options
@@ -47,7 +47,7 @@ __all__ = [
     "has_static_dims",
 ]
 
-log = logging.getLogger("nnrt.onnxruntime")
+log = get_logger("nnrt.onnxruntime")
 
 CACHE_FORMAT = 2  # 2: node signatures hashed with XXH3-128 (was sha1)
 ENV_CACHE_DIR = "NNRT_CACHE_DIR"
@@ -70,12 +70,13 @@ def first_line(e: BaseException | str) -> str:
     return text.splitlines()[0].strip() if text else type(e).__name__
 
 
-_SRC_RE = re.compile(r"/onnxruntime_src/\S+:\d+ (?:[^()]*\((?:[^()]|\([^()]*\))*\)(?: const)? )?")
+#: compiled on first use (re caches it): only error messages need it
+_SRC_RE = r"/onnxruntime_src/\S+:\d+ (?:[^()]*\((?:[^()]|\([^()]*\))*\)(?: const)? )?"
 
 
 def clean_ort_message(e: BaseException | str) -> str:
     """First line of an ORT error without its C++ source location/signature."""
-    return _SRC_RE.sub("", first_line(e)).strip()
+    return re.sub(_SRC_RE, "", first_line(e)).strip()
 
 
 # ------------------------------------------------------------- signatures

@@ -7,7 +7,6 @@ model is capped at :func:`max_ir_version`, found once per process by probing.
 from __future__ import annotations
 
 import functools
-import logging
 
 
 from nnrt_core.frontends.onnx import ExternalWeights, to_onnx
@@ -16,6 +15,7 @@ from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.ir import Graph, Node, OptionalType, SequenceType, TensorType, Value, ValueType
 from nnrt_core.ir.clone import clone_node
 from nnrt_core.ir.dtypes import DataType
+from nnrt_core.logs import get_logger
 
 __all__ = [
     "UntypedInputError",
@@ -27,7 +27,7 @@ __all__ = [
     "quiet_session_options",
 ]
 
-log = logging.getLogger("nnrt.onnxruntime")
+log = get_logger("nnrt.onnxruntime")
 
 #: highest IR version known for some onnxruntime releases (used when probing fails)
 _IR_TABLE = ((1, 20, 11), (1, 23, 12), (1, 31, 13))

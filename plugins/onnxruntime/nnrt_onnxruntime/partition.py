@@ -16,7 +16,6 @@ Two ways to run, chosen at compile time:
 from __future__ import annotations
 
 import json
-import logging
 import re
 import struct
 import threading
@@ -29,6 +28,7 @@ import numpy as np
 from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
 from nnrt_core.frontends.onnx import ExternalWeights
+from nnrt_core.logs import get_logger
 from nnrt_core.runtime.control import RunControl
 from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
@@ -47,13 +47,13 @@ from nnrt_onnxruntime.terminate import run_terminable
 
 __all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
 
-log = logging.getLogger("nnrt.onnxruntime")
+log = get_logger("nnrt.onnxruntime")
 
 MAGIC = b"NNRTORT\x01"
 #: 1: the partition's ONNX model; 2: adds ``model_length`` and, optionally,
 #: ORT's optimized graph with its weights region (see :mod:`.offline`)
 BLOB_FORMAT = 2
-_NODE_RE = re.compile(r"running (\S+) node\. Name:'([^']*)'")
+_NODE_RE = r"running (\S+) node\. Name:'([^']*)'"  # compiled on first use (re caches it): failed runs only
 
 
 def pack_blob(header: Mapping[str, Any], model: bytes, weights: bytes = b"") -> bytes:
@@ -276,7 +276,7 @@ class OrtPartition(CompiledPartition):
 
     def _error(self, e: BaseException) -> ExecutionError:
         text = str(e)
-        m = _NODE_RE.search(text)
+        m = re.search(_NODE_RE, text)
         where = ""
         if m:
             node = m.group(2)

@@ -1,12 +1,12 @@
 """Execution providers as nnrt devices, and ``CompileOptions`` -> ORT session options."""
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from nnrt_core.backend.base import CompileOptions, DeviceInfo
 from nnrt_core.errors import ConfigError
+from nnrt_core.logs import get_logger
+from nnrt_core.record import FrozenRecord
 
 __all__ = [
     "ProviderKind",
@@ -21,18 +21,24 @@ __all__ = [
     "device_index",
 ]
 
-log = logging.getLogger("nnrt.onnxruntime")
+log = get_logger("nnrt.onnxruntime")
 
 
-@dataclass(frozen=True)
-class ProviderKind:
+class ProviderKind(FrozenRecord):
     """How one ORT execution provider shows up as an nnrt device."""
 
+    __slots__ = ("short", "type", "memory", "precisions", "takes_device_id")
     short: str  #: device id prefix ("cuda" -> "cuda:0")
     type: str  #: nnrt device type: cpu | gpu | npu
     memory: str  #: OrtValue device type of its memory ("cpu", "cuda", "dml")
-    precisions: tuple[str, ...] = ("fp32",)
-    takes_device_id: bool = False
+    precisions: tuple[str, ...]
+    takes_device_id: bool
+
+    def __init__(self, short: str, type: str, memory: str, precisions: tuple[str, ...] = ("fp32",),
+                 takes_device_id: bool = False) -> None:
+        for k, v in (("short", short), ("type", type), ("memory", memory), ("precisions", precisions),
+                     ("takes_device_id", takes_device_id)):
+            object.__setattr__(self, k, v)
 
 
 #: known providers, in default-preference order (first available = default device;

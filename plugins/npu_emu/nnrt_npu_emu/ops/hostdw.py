@@ -1,6 +1,6 @@
 """2-D depthwise convolution (one fp32 filter per channel, channel
 multiplier 1) on the NumPy backend's host kernel,
-:class:`nnrt_numpy.ops.nn._depthwise.DepthwisePlan`: per-shape choice of
+:class:`nnrt_numpy.host_kernels.DepthwisePlan`: per-shape choice of
 im2col + one batched BLAS product (``cols``; whole padded rows per tap at
 stride 1) or a channels-last einsum (``cl``), pooled scratch, pieces of
 channels on the idle host threads (cut by shape only, not by the machine's
@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
-from nnrt_numpy.ops.nn._depthwise import MIN_SPLIT, DepthwisePlan
+from nnrt_numpy.host_kernels import MIN_SPLIT, DepthwisePlan  # the NumPy backend's depthwise kernel (public API)
 
 __all__ = ["depthwise_2d", "MAX_PLANS", "ENABLED"]
 

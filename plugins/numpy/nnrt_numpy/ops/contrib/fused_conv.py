@@ -9,7 +9,6 @@ fusion (optimization level ``all``) is never slower than Conv + Relu.  Other
 dtypes take the generic path (``quant/_conv.py:conv_nd``)."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
@@ -36,8 +35,8 @@ class FusedConv(Kernel):
         self.fast = None
         dt = node.dtype(0)
         if dt in _FAST and all(node.dtype(i) in (None, dt) for i in range(min(node.num_inputs, 4))):
-            info = dataclasses.replace(
-                node, op_type="Conv", domain="", opset=11, num_inputs=min(node.num_inputs, 3),
+            info = node.replace(
+                op_type="Conv", domain="", opset=11, num_inputs=min(node.num_inputs, 3),
                 input_present=node.input_present[:3], input_dtypes=node.input_dtypes[:3],
                 input_shapes=node.input_shapes[:3], const_inputs=node.const_inputs[:3])
             if Conv.check(info) is None:

@@ -2,9 +2,23 @@
 multiplier, stride, dilation and padding) in cache-sized pieces of (image,
 channel block), on the backend's thread pool.
 
-Two ways, chosen per input shape (:func:`choose_mode`, measured in CPU time
+Three ways, chosen per input shape (:func:`choose_mode`, measured in CPU time
 on one thread on the PP-OCR / MobileNet shapes, see
-``benchmarks/bench_mobile.py --kernel-ab`` and docs/performance.md):
+``benchmarks/bench_mobile.py --kernel-ab`` and docs/performance-history.md):
+
+* ``rows`` (inputs of at most :data:`ROWS_FACTOR` x the live kernel rows, output
+  rows of :data:`ROWS_W` or more pixels: PP-OCR's 2- to 12-row maps): the piece's
+  channels are copied into a scratch padded across only, the kernel-column
+  shifts of every input row are copied out (hin x kw rows of wo values per
+  channel, instead of kh x kw rows of ho x wp), and one batched BLAS product per
+  piece, ``(cb, mult * ho, hin * kw + 1) @ (cb, hin * kw + 1, wo)``, writes the
+  output: per channel a small GEMM whose weights are banded (output row r x
+  input row s holds kernel row (s - r * sh + pad) / dh, zeros elsewhere; the
+  bias times a row of ones in the last column).  It does hin / kh times the
+  multiply-adds of ``cols`` but copies kh times fewer values and runs a GEMM
+  per channel where ``cols`` runs a GEMV: 2-3x faster than ``cols`` on 2- and
+  3-row maps, 1.2-1.9x on 10- and 12-row ones, slower from about 5 x kh rows
+  (``benchmarks/bench_depthwise_ways.py``);
 
 * ``cols`` (the default): the piece's channels are copied into a
   zero-padded scratch plane, their im2col columns (channels, taps, pixels)
@@ -37,7 +51,7 @@ and product, so two pieces run at once, but every return from one of those
 calls takes the GIL back: a piece is therefore four or five NumPy calls on
 views of its scratch set made once per set (``as_strided`` alone costs
 microseconds) and next to no Python, which is what lets two threads reach
-1.5-1.9x one thread (docs/performance.md).  A piece does the same calls on
+1.5-1.9x one thread (docs/performance-history.md).  A piece does the same calls on
 the same values whichever thread runs it, so the result does not depend on
 the thread count.
 """
@@ -53,9 +67,8 @@ import numpy as np
 from ... import parallel
 from ._spatial import window_view
 
-__all__ = ["DepthwisePlan", "choose_mode", "BLOCK_BYTES", "MIN_SPLIT", "CL_ROW", "CL_SHORT", "CL_TAPS", "CL_WIDE",
-           "CL_LANES",
-           "PIECES", "MODE"]
+__all__ = ["DepthwisePlan", "choose_mode", "ROWS_FACTOR", "ROWS_W", "ROWS_BAND", "BLOCK_BYTES", "MIN_SPLIT",
+           "CL_ROW", "CL_SHORT", "CL_TAPS", "CL_WIDE", "CL_LANES", "PIECES", "MODE"]
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
@@ -69,20 +82,30 @@ CL_SHORT = 96
 #: strided convs with kernels of more than CL_TAPS taps take it from CL_WIDE channels x images
 CL_TAPS = 9
 CL_WIDE = 192
-#: "cols" or "cl" forces that way for every plan (tests); None chooses per shape
+#: "rows", "cols" or "cl" forces that way for every plan (tests); None chooses per shape
 MODE: str | None = None
+#: ``rows`` for inputs of at most ROWS_FACTOR x (live kernel rows) rows and output rows of ROWS_W or more
+#: pixels (it does hin / kh x the multiply-adds of im2col, but copies kh x fewer values and runs one small
+#: GEMM per channel instead of a GEMV: ``benchmarks/bench_depthwise_ways.py``, docs/runtime.md)
+ROWS_FACTOR = 4
+ROWS_W = 12
+#: ... and banded weights of at most this many values per channel (large kernels over many rows: im2col)
+ROWS_BAND = 4096
 #: channels-last pieces take images until they have this many channels
 CL_LANES = 64
 #: a convolution of MIN_SPLIT or more multiply-adds is cut into at least this many pieces
 PIECES = 4
 
 
-def choose_mode(taps: int, out_w: int, lanes: int, flat: bool) -> str:
-    """``cols`` or ``cl`` for a kernel of ``taps`` live taps, output rows of ``out_w``
-    pixels, ``lanes`` channels x images per channels-last piece, and whether im2col
-    copies whole padded rows (``flat``: stride 1)."""
+def choose_mode(taps: int, out_w: int, lanes: int, flat: bool, rows: bool = False) -> str:
+    """``rows``, ``cols`` or ``cl`` for a kernel of ``taps`` live taps, output rows of ``out_w``
+    pixels, ``lanes`` channels x images per channels-last piece, whether im2col
+    copies whole padded rows (``flat``: stride 1) and whether the input has few enough
+    rows for ``rows`` (``rows``)."""
     if MODE is not None:
         return MODE
+    if rows and out_w >= ROWS_W:
+        return "rows"
     if out_w < CL_ROW and lanes >= CL_SHORT:
         return "cl"
     return "cl" if taps > CL_TAPS and lanes >= CL_WIDE and not flat else "cols"
@@ -122,6 +145,7 @@ class DepthwisePlan:
         lo = [max(b, 0) for b in begin]
         self.padded = [i + b + max(e, 0) for i, b, e in zip(inner, lo, end)]
         self.inner = tuple(slice(b, b + i) for b, i in zip(lo, inner))
+        self.lo, self.hin = lo, inner[0]  # for ``rows``: top padding and height of the (cropped) input
         self.taps = math.prod(kernel)  # math.prod: a plan is made per node at compile, np.prod costs µs
         self.npix = math.prod(out)
         self.work = n * c * mult * self.npix * self.taps
@@ -130,7 +154,9 @@ class DepthwisePlan:
         self.frow = self.out[0] * self.padded[1] if self.flat else self.npix  # pixels of one im2col row
         if mode is None:
             cb, ipp = self._blocks("cl")
-            mode = choose_mode(self.taps, self.out[-1], cb * ipp, self.flat)
+            rows = (len(self.padded) == 2 and 1 < self.kernel[0] and self.hin <= self.kernel[0] * ROWS_FACTOR
+                    and self.mult * self.out[0] * (self.hin * self.kernel[1] + 1) <= ROWS_BAND)
+            mode = choose_mode(self.taps, self.out[-1], cb * ipp, self.flat, rows)
         self.mode = mode
         self.cb, self.ipp = self._blocks(mode)
         self.cblocks = -(-c // self.cb)
@@ -150,6 +176,8 @@ class DepthwisePlan:
         plane = math.prod(self.padded)
         if mode == "cols":
             plane += (self.taps + 1 + self.mult) * self.frow + (self.padded[1] if self.flat else 0)
+        elif mode == "rows":  # the plane is padded across only, columns of every input row x kernel column
+            plane = self.hin * self.padded[1] + (self.hin * self.kernel[1] + 1) * self.out[1]
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
         if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
             floor = min(c, CL_LANES) if mode == "cl" else 1
@@ -171,6 +199,11 @@ class DepthwisePlan:
         # zeros: the padding is never written again, and the pages are touched now
         if self.mode == "cl":
             return _Scratch(np.zeros(tuple(self.padded) + (self.ipp * self.cb,), self.dtype))
+        if self.mode == "rows":
+            k = self.hin * self.kernel[1]
+            cols = np.zeros((self.cb, k + 1, self.out[1]), self.dtype)
+            cols[:, k] = 1
+            return _Scratch(np.zeros((self.cb, self.hin, self.padded[1]), self.dtype), cols)
         # im2col columns: ``taps`` rows and one row of ones (the bias's "tap", see :meth:`weights`)
         cols = np.zeros((self.cb, self.taps + 1, self.frow), self.dtype)
         cols[:, self.taps] = 1
@@ -215,6 +248,8 @@ class DepthwisePlan:
         wt = wt.astype(self.dtype, copy=False)
         if self.mode == "cl":  # repeated for the images of a piece
             wt = np.ascontiguousarray(np.tile(wt.transpose(2, 3, 0, 1), (1, 1, self.ipp, 1)))
+        elif self.mode == "rows":
+            wt = self._banded(wt, bias)
         elif bias is None:
             wt = np.ascontiguousarray(wt.reshape(self.c, self.mult, self.taps))
         else:
@@ -230,7 +265,10 @@ class DepthwisePlan:
         key = (ni, nc)
         views = scratch.views.get(key)
         if views is None:
-            views = self._cl_views(scratch.bufs[0], ni, nc) if self.mode == "cl" else self._cols_views(scratch, nc)
+            if self.mode == "rows":
+                views = self._rows_views(scratch, nc)
+            else:
+                views = self._cl_views(scratch.bufs[0], ni, nc) if self.mode == "cl" else self._cols_views(scratch, nc)
             scratch.views[key] = views
         return views
 
@@ -249,7 +287,7 @@ class DepthwisePlan:
             work = self._cl
         else:
             wt, bcol = self.weights(w, bias), None
-            work = self._cols
+            work = self._rows if self.mode == "rows" else self._cols
         pieces = self._pieces
 
         def piece(i: int) -> None:
@@ -300,6 +338,45 @@ class DepthwisePlan:
             return
         np.matmul(wb, src, out=res)
         np.copyto(dst[0].reshape(live.shape), live)
+
+    def _banded(self, wt: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """``rows`` weights: (C, mult * ho, hin * kw [+ 1]), output row ``r`` x input row ``s`` holding
+        kernel row ``i`` where ``s = r * sh - top + i * dh`` (zeros where no kernel row meets that input
+        row), the bias (per channel, every output row) as the last column."""
+        (kh, kw), ho, sh, dh = self.kernel, self.out[0], self.strides[0], self.dil[0]
+        band = np.zeros((self.c, self.mult, ho, self.hin, kw), self.dtype)
+        for r in range(ho):
+            for i in range(kh):
+                s = r * sh - self.lo[0] + i * dh
+                if 0 <= s < self.hin:
+                    band[:, :, r, s] = wt[:, :, i]
+        band = band.reshape(self.c, self.mult * ho, self.hin * kw)
+        if bias is None:
+            return band
+        col = np.broadcast_to(bias.astype(self.dtype, copy=False).reshape(self.c, self.mult, 1, 1),
+                              (self.c, self.mult, ho, 1)).reshape(self.c, self.mult * ho, 1)
+        return np.ascontiguousarray(np.concatenate([band, col], axis=2))
+
+    def _rows_views(self, scratch: "_Scratch", nb: int) -> tuple:
+        """(interior of the planes padded across, window view (nb, hin, kw, wo), its im2col rows,
+        columns with the ones row) for ``nb`` channels."""
+        xp, cols = scratch.bufs[0][:nb], scratch.bufs[1][:nb]
+        st = xp.strides
+        (kw, sw, dw), wo = (self.kernel[1], self.strides[1], self.dil[1]), self.out[1]
+        win = np.lib.stride_tricks.as_strided(xp, (nb, self.hin, kw, wo), (st[0], st[1], dw * st[2], sw * st[2]),
+                                              writeable=False)
+        return xp[:, :, self.inner[1]], win, cols[:, :self.hin * kw].reshape(win.shape), cols
+
+    def _rows(self, xb: np.ndarray, wt: np.ndarray, bcol: None, c0: int, c1: int, views: tuple,
+              dst: np.ndarray) -> None:
+        """One piece (one image, channels ``c0:c1``) as a batch of small GEMMs, (mult * ho, hin * kw [+ 1])
+        @ (hin * kw [+ 1], wo) per channel, straight into ``dst`` (1, cb, mult, pixels)."""
+        interior, win, taps, cols = views
+        np.copyto(interior, xb[0])
+        np.copyto(taps, win)
+        wb = wt[c0:c1]
+        src = cols if wb.shape[2] == cols.shape[1] else cols[:, :wb.shape[2]]
+        np.matmul(wb, src, out=dst[0].reshape(c1 - c0, self.mult * self.out[0], self.out[1]))
 
     def _cl_views(self, xp: np.ndarray, ni: int, nc: int) -> tuple:
         """(where a piece's input goes, the window view the einsum reads) for ``ni`` images x ``nc`` channels."""

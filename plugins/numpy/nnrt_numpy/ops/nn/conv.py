@@ -4,8 +4,9 @@ Three strategies, chosen per call from static attributes:
 
 * 1x1 kernels without padding: a plain (grouped) matmul,
 * depthwise (one input channel per group), 1-D and 2-D: ``_depthwise.py``
-  (pieces of channels on the thread pool: im2col + one batched product, or
-  a channels-last einsum for large kernels over short rows); 3-D: a
+  (pieces of channels on the thread pool: im2col + one batched product, a
+  channels-last einsum for large kernels over short rows, or banded GEMMs per
+  channel for maps of few rows); 3-D: a
   multiply-add per kernel tap over the whole batch,
 * everything else: im2col through a strided window view, then one batched
   BLAS matmul over (batch, group).
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: 2-D depthwise convs with at most this many outputs take the per-tap loop of 3-D ones (tests raise it):
-#: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance.md)
+#: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance-history.md)
 TAP_LOOP_MAX = 0
 
 
@@ -296,7 +297,7 @@ class Conv(Kernel):
         except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)
             return
         b = node.const(2) if node.present(2) else None
-        plan.weights(w, b if plan.mode == "cols" and b is not None and b.dtype == w.dtype else None)
+        plan.weights(w, b if plan.mode in ("cols", "rows") and b is not None and b.dtype == w.dtype else None)
         plan.warm(min(parallel.CORES, plan.nblocks) if plan.work >= _depthwise().MIN_SPLIT else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
