@@ -16,7 +16,7 @@ from nnrt_core.ir import Graph, Node, OptionalType, SequenceType, TensorType, Va
 from nnrt_core.ir.clone import clone_node
 from nnrt_core.ir.dtypes import DataType
 from nnrt_core.logs import get_logger
-from nnrt_onnxruntime.exact_sigmoid import exact_sigmoids
+from nnrt_onnxruntime.precise import precise_kernels
 
 __all__ = [
     "UntypedInputError",
@@ -83,9 +83,9 @@ def export_partition(graph: Graph, external: ExternalWeights | None = None) -> P
     """A partition graph as an ONNX model onnxruntime accepts (boundary inputs
     and outputs, only the initializers it reads, its opset imports); with
     ``external``, its large initializers are left out and collected there.
-    float32 ``Sigmoid`` nodes become ``1 / (1 + exp(-x))`` (:mod:`.exact_sigmoid`)."""
+    float32 ``Sigmoid`` and global average pools get exact equivalents (:mod:`.precise`)."""
     model = to_onnx(graph, ir_version=max_ir_version(), external=external)
-    exact_sigmoids(model, graph)
+    precise_kernels(model, graph)
     return model
 
 

@@ -1,9 +1,10 @@
-"""ONNX Runtime's float32 ``Sigmoid`` against float64 and against the
-``1 / (1 + exp(-x))`` form the onnxruntime backend exports instead
-(``nnrt_onnxruntime/exact_sigmoid.py``): relative error per input range, and
-the run-time cost of the rewrite (median of interleaved runs, with the ratio).
+"""ONNX Runtime's float32 ``Sigmoid`` and global ``AveragePool`` against
+float64, and against what the onnxruntime backend exports instead
+(``nnrt_onnxruntime/precise.py``): ``1 / (1 + exp(-x))`` (relative error per
+input range, and the run-time cost: median of interleaved runs, with the
+ratio) and ``ReduceMean`` (relative error on 64x64 windows).
 
-    python benchmarks/bench_ort_sigmoid.py [--size 1000000] [--runs 21]
+    python benchmarks/bench_ort_precise.py [--size 1000000] [--runs 21]
 """
 from __future__ import annotations
 
@@ -38,6 +39,24 @@ def both(n: int) -> dict[str, ort.InferenceSession]:
     }
 
 
+def pooling() -> None:
+    """A 64x64 global average pool of NCHW data in [0.5, 1.5]: AveragePool vs ReduceMean."""
+    x = np.random.default_rng(1).uniform(0.5, 1.5, (1, 16, 64, 64)).astype(np.float32)
+    exact = x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
+    axes = helper.from_array(np.array([2, 3], np.int64), "axes")
+    cands = {"AveragePool": ([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[64, 64])], []),
+             "GlobalAveragePool": ([helper.make_node("GlobalAveragePool", ["x"], ["y"])], []),
+             "ReduceMean": ([helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=1)], [axes])}
+    print("global average pool of (1, 16, 64, 64) NCHW values in [0.5, 1.5]: max relative error against float64")
+    for name, (nodes, extra) in cands.items():
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", P.TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", P.TensorProto.FLOAT, None)])
+        g.initializer.extend(extra)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        print(f"  {name:18s} {float(np.abs(got - exact).max() / np.abs(exact).max()):.2e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=1_000_000, help="elements per timed run")
@@ -66,6 +85,7 @@ def main() -> None:
     for k, v in med.items():
         print(f"  {k:14s} {v:7.3f}")
     print(f"  ratio {med['1/(1+exp(-x))'] / med['Sigmoid']:.2f}x")
+    pooling()
 
 
 if __name__ == "__main__":
