@@ -16,6 +16,7 @@ from nnrt_core.ir import Graph, Node, OptionalType, SequenceType, TensorType, Va
 from nnrt_core.ir.clone import clone_node
 from nnrt_core.ir.dtypes import DataType
 from nnrt_core.logs import get_logger
+from nnrt_onnxruntime.precise import precise_kernels
 
 __all__ = [
     "UntypedInputError",
@@ -81,8 +82,11 @@ def max_ir_version() -> int:
 def export_partition(graph: Graph, external: ExternalWeights | None = None) -> P.ModelProto:
     """A partition graph as an ONNX model onnxruntime accepts (boundary inputs
     and outputs, only the initializers it reads, its opset imports); with
-    ``external``, its large initializers are left out and collected there."""
-    return to_onnx(graph, ir_version=max_ir_version(), external=external)
+    ``external``, its large initializers are left out and collected there.
+    float32 ``Sigmoid`` and global average pools get exact equivalents (:mod:`.precise`)."""
+    model = to_onnx(graph, ir_version=max_ir_version(), external=external)
+    precise_kernels(model, graph)
+    return model
 
 
 def relax_static_shapes(model: P.ModelProto) -> int:
