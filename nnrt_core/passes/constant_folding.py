@@ -17,6 +17,7 @@ from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
 from nnrt_core.logs import get_logger
 from nnrt_core.passes.base import Pass, PassContext, PassResult
+from nnrt_core.passes.host_fold import host_value
 from nnrt_core.passes.rewrite import GraphEditor, static_shape
 
 __all__ = ["fold_constants", "ConstantFolding", "ShapeFolding", "NONDETERMINISTIC_OPS", "QDQ_OPS"]
@@ -51,7 +52,8 @@ def fold_constants(graph: Graph, evaluator: Backend, *, protected: frozenset[str
 
 
 def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[Node]:
-    """Fold in rounds: ``Constant`` nodes here, as they come; every other
+    """Fold in rounds: ``Constant`` nodes and the trivial cases of
+    :mod:`~nnrt_core.passes.host_fold` here, as they come; every other
     node whose inputs are all constants now goes to the evaluator with the
     others of its round, in one compiled partition (:func:`_evaluate`).
     Nodes of a round read no other node of it, so each is evaluated alone,
@@ -65,8 +67,9 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
             if id(node) in tried or not _foldable(node) or node.name in protected:
                 continue
             value = _constant_value(node)
-            if value is not None:  # most exporters write every weight as a Constant node: no backend needed
-                _freeze(graph, node, [value], detach=False)
+            values = [value] if value is not None else host_value(node)
+            if values is not None:  # most exporters write every weight as a Constant node: no backend needed
+                _freeze(graph, node, values, detach=False)
                 constants.append(node)
             elif all(v is None or v.producer is None for v in node.inputs):
                 batch.append(node)
