@@ -144,3 +144,25 @@ def test_host_values_are_the_evaluators(monkeypatch, i):
     a, b = host.initializers["y"].const, kernels.initializers["y"].const
     assert a.dtype == b.dtype and a.shape == b.shape
     np.testing.assert_array_equal(a, b)
+
+
+def test_the_pass_report_lists_host_folds_where_the_evaluators_round_did(monkeypatch):
+    from nnrt_core.passes import constant_folding
+    from nnrt_core.passes.base import PassContext
+    shape = numpy_helper.from_array(np.array([2, 3], np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w0"], name="make_w0"),
+             helper.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(W[:6], "c")),
+             helper.make_node("Reshape", ["c", "shape"], ["w1"], name="reshape_c"),
+             helper.make_node("ConstantOfShape", ["shape"], ["w2"], name="make_w2"),
+             helper.make_node("Cast", ["w1"], ["w3"], name="cast_w1", to=TensorProto.DOUBLE)]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("w0", "w2")]
+    outs.append(helper.make_tensor_value_info("w3", TensorProto.DOUBLE, None))
+    g = helper.make_graph(nodes, "m", [], outs, [shape])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    def notes() -> list[str]:
+        ctx = PassContext(evaluator=_Counting())
+        return constant_folding.ConstantFolding().run(load_onnx(model, check=False).graph, ctx).notes
+    host = notes()
+    monkeypatch.setattr(constant_folding, "host_value", lambda node: None)
+    assert host == notes() and len(host) == 5, host

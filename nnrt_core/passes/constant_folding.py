@@ -62,28 +62,30 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
     folded: list[Node] = []
     tried: set[int] = set()  # nodes the evaluator refused or failed on: not asked again
     while True:
-        batch, constants = [], []
+        batch, constants, hosted = [], [], []
+        position = {id(n): i for i, n in enumerate(graph.nodes)}
         for node in graph.nodes:
             if id(node) in tried or not _foldable(node) or node.name in protected:
                 continue
             value = _constant_value(node)
-            values = [value] if value is not None else host_value(node)
-            if values is not None:  # most exporters write every weight as a Constant node: no backend needed
-                _freeze(graph, node, values, detach=False)
+            if value is not None:  # most exporters write every weight as a Constant node: no backend needed
+                _freeze(graph, node, [value], detach=False)
                 constants.append(node)
+            elif (values := host_value(node)) is not None:  # a trivial case: no backend either
+                _freeze(graph, node, values, detach=False)
+                hosted.append(node)
             elif all(v is None or v.producer is None for v in node.inputs):
                 batch.append(node)
-        _drop(graph, constants)
+        _drop(graph, constants + hosted)
         folded += constants
-        if not batch:
-            break
         tried.update(id(n) for n in batch)
-        done = _evaluate(graph, evaluator, batch)
+        done = _evaluate(graph, evaluator, batch) if batch else []
         for node, values in done:
             _freeze(graph, node, values, detach=False)
         _drop(graph, [n for n, _ in done])
-        folded += [n for n, _ in done]
-        if not done:
+        # listed as the evaluator's round would list them (graph order after the Constants)
+        folded += sorted(hosted + [n for n, _ in done], key=lambda n: position[id(n)])
+        if not done and not hosted:
             break
     # drop initializers nothing reads any more (e.g. the shape inputs of folded nodes)
     GraphEditor(graph).drop_unread_initializers()
