@@ -147,4 +147,6 @@ print(json.dumps({"before": before, "after": loaded({"nnrt_numpy"}),
     assert out["placement"] == ["onnxruntime"]
     ops = lambda mods: [m for m in mods if m.startswith("nnrt_numpy.ops.") and m.count(".") == 3]  # noqa: E731
     assert ops(out["before"]) == [], out["before"]
+    # nor the NumPy program and kernels' registry (imported on the backup's first check or compile)
+    assert {"nnrt_numpy.program", "nnrt_numpy.kernel", "nnrt_numpy.fusion"}.isdisjoint(out["before"]), out["before"]
     assert ops(out["after"]), "the report asks the backup about every node"
