@@ -2,7 +2,7 @@
 a partition that fails to compile gives its nodes back for re-placement."""
 from __future__ import annotations
 
-from nnrt_core.backend.base import Capability, CompiledPartition
+from nnrt_core.backend.base import Backend, Capability, CompiledPartition
 from nnrt_core.backend.facts import shared_facts
 from nnrt_core.compiler.backends import BackendSelection
 from nnrt_core.compiler.model import EventLog
@@ -10,6 +10,7 @@ from nnrt_core.compiler.timing import stage
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import CompileError, NnrtError, PlacementError
 from nnrt_core.ir import Graph
+from nnrt_core.placement.deferred import DeferredCapability
 from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, PlacementResult, Scheduler
 from nnrt_core.record import Record
 
@@ -43,12 +44,7 @@ def place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSe
 
 def _place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendSelection, scheduler: Scheduler,
                        events: EventLog) -> Placement:
-    caps: dict[str, Capability] = {b.name: b.capability(graph, config.compile_options(b.name))
-                                   for b in selection.candidates}
-    for name, cap in caps.items():
-        if cap.fault is not None:  # a broken plugin: its nodes go to the other backends
-            events.add("plugin_fault", name, f"backend {name!r}: {cap.fault}; its nodes fall back to other backends",
-                       sorted(cap.rejected))
+    caps = _capabilities(graph, config, selection, events)
     compiled_cache: dict[PartitionKey, CompiledPartition] = {}
     for _attempt in range(1 + len(graph.nodes) * max(1, len(caps))):
         ctx = PlacementContext(graph, selection.backends, selection.backup, caps, config, config.pins,
@@ -66,6 +62,30 @@ def _place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendS
                    f"backend {plan.backend!r} failed to compile partition {plan.name} "
                    f"({len(names)} nodes): {err}; re-placing its nodes", names)
     raise CompileError("placement did not converge")  # pragma: no cover - each attempt removes a (node, backend) pair
+
+
+def _capabilities(graph: Graph, config: ScheduleConfig, selection: BackendSelection,
+                  events: EventLog) -> dict[str, Capability]:
+    """Every candidate's capability answer (``plugin_fault`` events for broken
+    plugins).  A backup that is not a selected backend and answers node by node
+    is asked when its answer is first read (:class:`DeferredCapability`)."""
+    caps: dict[str, Capability] = {}
+    for b in selection.candidates:
+        if b is selection.backup and selection.backends and b not in selection.backends and _per_node(b):
+            caps[b.name] = DeferredCapability(b.name, lambda b=b: b.capability(graph, config.compile_options(b.name)))
+            continue
+        cap = caps[b.name] = b.capability(graph, config.compile_options(b.name))
+        if cap.fault is not None:  # a broken plugin: its nodes go to the other backends
+            events.add("plugin_fault", b.name, f"backend {b.name!r}: {cap.fault}; its nodes fall back to other "
+                       "backends", sorted(cap.rejected))
+    return caps
+
+
+def _per_node(backend: Backend) -> bool:
+    """``backend`` answers capability through the base class's per-node loop
+    (its ``_supports``): that answer can neither raise nor be malformed (no
+    ``plugin_fault``), so asking later changes no error and no event."""
+    return all("_capability" not in vars(k) for k in type(backend).__mro__ if k is not Backend)
 
 
 def _schedule(scheduler: Scheduler, ctx: PlacementContext) -> tuple[PlacementResult, list[PartitionPlan]]:

@@ -17,6 +17,7 @@ from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.clone import extract_subgraph
 from nnrt_core.logs import get_logger
 from nnrt_core.passes.base import Pass, PassContext, PassResult
+from nnrt_core.passes.host_fold import host_value
 from nnrt_core.passes.rewrite import GraphEditor, static_shape
 
 __all__ = ["fold_constants", "ConstantFolding", "ShapeFolding", "NONDETERMINISTIC_OPS", "QDQ_OPS"]
@@ -51,7 +52,8 @@ def fold_constants(graph: Graph, evaluator: Backend, *, protected: frozenset[str
 
 
 def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[Node]:
-    """Fold in rounds: ``Constant`` nodes here, as they come; every other
+    """Fold in rounds: ``Constant`` nodes and the trivial cases of
+    :mod:`~nnrt_core.passes.host_fold` here, as they come; every other
     node whose inputs are all constants now goes to the evaluator with the
     others of its round, in one compiled partition (:func:`_evaluate`).
     Nodes of a round read no other node of it, so each is evaluated alone,
@@ -60,7 +62,8 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
     folded: list[Node] = []
     tried: set[int] = set()  # nodes the evaluator refused or failed on: not asked again
     while True:
-        batch, constants = [], []
+        batch, constants, hosted = [], [], []
+        position = {id(n): i for i, n in enumerate(graph.nodes)}
         for node in graph.nodes:
             if id(node) in tried or not _foldable(node) or node.name in protected:
                 continue
@@ -68,19 +71,21 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
             if value is not None:  # most exporters write every weight as a Constant node: no backend needed
                 _freeze(graph, node, [value], detach=False)
                 constants.append(node)
+            elif (values := host_value(node)) is not None:  # a trivial case: no backend either
+                _freeze(graph, node, values, detach=False)
+                hosted.append(node)
             elif all(v is None or v.producer is None for v in node.inputs):
                 batch.append(node)
-        _drop(graph, constants)
+        _drop(graph, constants + hosted)
         folded += constants
-        if not batch:
-            break
         tried.update(id(n) for n in batch)
-        done = _evaluate(graph, evaluator, batch)
+        done = _evaluate(graph, evaluator, batch) if batch else []
         for node, values in done:
             _freeze(graph, node, values, detach=False)
         _drop(graph, [n for n, _ in done])
-        folded += [n for n, _ in done]
-        if not done:
+        # listed as the evaluator's round would list them (graph order after the Constants)
+        folded += sorted(hosted + [n for n, _ in done], key=lambda n: position[id(n)])
+        if not done and not hosted:
             break
     # drop initializers nothing reads any more (e.g. the shape inputs of folded nodes)
     GraphEditor(graph).drop_unread_initializers()

@@ -44,6 +44,7 @@ class PlacementContext(Record):
             capabilities, config
         self.pins = {} if pins is None else pins
         self.compiled = {} if compiled is None else compiled
+
     def backend(self, name: str) -> Backend:
         """The selected (or backup) backend called ``name``."""
         for b in with_backup(self.backends, self.backup):
@@ -56,6 +57,14 @@ class PlacementContext(Record):
         """Backends that can run ``node``, in priority order, backup last."""
         return [b for b in with_backup(self.backends, self.backup)
                 if self.capabilities[b.name].supports(node.name)]
+
+    def first_candidate(self, node: Node) -> Backend | None:
+        """``candidates(node)[0]`` (``None`` if there is none), asking no backend
+        after the first that claims ``node`` (the backup's answer may be deferred)."""
+        for b in with_backup(self.backends, self.backup):
+            if self.capabilities[b.name].supports(node.name):
+                return b
+        return None
 
     def rejections(self, node: Node) -> dict[str, str]:
         """backend name -> why it rejected ``node`` (for reports and errors)."""

@@ -43,7 +43,7 @@ class Scheduler(abc.ABC):
         strategy only implements ``_place``.
         """
         self._check_pins(ctx)
-        unplaceable = [n for n in ctx.graph.nodes if n.name not in ctx.pins and not ctx.candidates(n)]
+        unplaceable = [n for n in ctx.graph.nodes if n.name not in ctx.pins and ctx.first_candidate(n) is None]
         if unplaceable:
             raise UnsupportedNodeError(_describe_unplaceable(ctx, unplaceable))
         answer = self._place(ctx)

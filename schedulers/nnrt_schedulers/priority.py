@@ -19,7 +19,7 @@ class PriorityScheduler(Scheduler):
         out: dict[str, str] = {}
         for node in ctx.graph.nodes:
             pinned = ctx.pins.get(node.name)
-            out[node.name] = pinned if pinned is not None else ctx.candidates(node)[0].name
+            out[node.name] = pinned if pinned is not None else ctx.first_candidate(node).name  # type: ignore[union-attr]  # place() checked
         return PlacementResult(out)
 
 

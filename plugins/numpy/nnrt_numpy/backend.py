@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -14,7 +14,9 @@ from nnrt_core.runtime.memory_plan import live_peak_bytes
 from nnrt_numpy import __version__, blas, parallel
 from nnrt_numpy.graph_facts import is_static_shape
 from nnrt_numpy.memory import prefault_heap, tune_allocator
-from nnrt_numpy.program import GraphProgram, why_unsupported
+
+if TYPE_CHECKING:  # imported on the first capability check or compile (~20 ms in a fresh process)
+    from nnrt_numpy.program import GraphProgram
 
 __all__ = ["NumpyBackend", "WARM_HEAP_BYTES", "DYNAMIC_WARM_BYTES"]
 
@@ -29,8 +31,10 @@ DYNAMIC_WARM_BYTES = 16 << 20
 class NumpyPartition(CompiledPartition):
     def __init__(self, backend: Backend, graph: Graph, num_threads: int = 0) -> None:
         super().__init__(backend, graph)
+        from nnrt_numpy.program import GraphProgram
+
         tune_allocator()  # reuse freed activation memory (see nnrt_numpy/memory.py)
-        self.program = GraphProgram(graph)
+        self.program: GraphProgram = GraphProgram(graph)
         self.graph = graph
         self.num_threads = num_threads
         self.uses_blas = _uses_blas(graph) and blas.available()  # BLAS found on first use
@@ -114,6 +118,8 @@ class NumpyBackend(Backend):
         ]
 
     def _supports(self, node: Node, options: CompileOptions) -> str | None:
+        from nnrt_numpy.program import why_unsupported  # the kernels' registry: not for a backup never asked
+
         return why_unsupported(node)
 
     def _compile(self, graph: Graph, options: CompileOptions) -> CompiledPartition:
