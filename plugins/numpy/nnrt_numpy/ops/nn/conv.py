@@ -34,6 +34,10 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: 2-D depthwise convs with at most this many outputs take the per-tap loop of 3-D ones (tests raise it):
 #: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance-history.md)
 TAP_LOOP_MAX = 0
+#: im2col columns of one piece of a split convolution: at most about this many bytes (an L2 cache), so
+#: a piece's columns are still in cache when its GEMM reads them; a convolution whose whole im2col is
+#: larger runs in such pieces on one thread too (PP-OCR det's 3x3 convs: ~1.7x faster, docs/runtime.md)
+PIECE_BYTES = 1 << 20
 
 
 _LOADED: list[ModuleType] = []
@@ -156,6 +160,9 @@ class Conv(Kernel):
             k = parallel.threads() if macs >= 2 * parallel.MIN_MACS else 1  # (reads /proc/loadavg)
             if k > 1 and macs >= parallel.MIN_MACS * k:
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k)
+            if not (pointwise and all(s_ == 1 for s_ in strides)) and \
+                    n * c * math.prod(kernel) * npix * x.dtype.itemsize > PIECE_BYTES:  # im2col > cache
+                return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, 1)
             matmul = np.matmul  # already known to run on one thread
         if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
                 n * m * npix > TAP_LOOP_MAX:
@@ -217,6 +224,8 @@ class Conv(Kernel):
         jobs: list[tuple] = []
         if npix >= mg:  # ranges of output rows (each piece packs all weights: fewer weights than columns)
             rows = max(1, -(-ho // max(1, -(-per // (n * g)))), -(-64 // wo))
+            if not direct:  # columns of a piece within PIECE_BYTES
+                rows = max(1, -(-64 // wo), min(rows, PIECE_BYTES // (wmat.shape[-1] * wo * x.dtype.itemsize)))
             for bi in range(n):
                 for gi in range(g):
                     for r0 in range(0, ho, rows):
