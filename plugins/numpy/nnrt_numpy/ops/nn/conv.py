@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import math
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -69,6 +69,10 @@ class Conv(Kernel):
     #: ``__call__`` takes ``out=``: an array of the output's shape to write into
     #: (used to place outputs straight into a Concat buffer, see program.py)
     accepts_out = True
+    #: ``__call__`` takes ``epilogue=``: an in-place per-value function (a fused chain's
+    #: tails, see fusion.py) it applies to all of its output once; a convolution split over
+    #: threads applies it to each piece on the thread that computed it, while in cache
+    accepts_epilogue = True
 
     def _setup(self, node: NodeInfo) -> None:
         self.auto_pad = node.attr("auto_pad", "NOTSET")
@@ -130,20 +134,25 @@ class Conv(Kernel):
         return plan
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 out: np.ndarray | None = None) -> tuple[np.ndarray]:
+                 out: np.ndarray | None = None,
+                 epilogue: Callable[[np.ndarray], None] | None = None) -> tuple[np.ndarray]:
+        pending = [] if epilogue is None else [epilogue]  # _run_pieces takes it when it applies it
         if x.dtype == np.float16 or x.dtype.kind == "V":  # no BLAS for these: accumulate in float32
             b32 = None if b is None else b.astype(np.float32)
             y = self._run(x.astype(np.float32), w.astype(np.float32), b32).astype(x.dtype)
         else:
-            y = self._run(x, w, b, out)  # writes into ``out`` when it can
+            y = self._run(x, w, b, out, pending)  # writes into ``out`` when it can
         if out is not None and y is not out:
             if y.shape != out.shape:
                 raise self.fail(f"output shape {y.shape} differs from the planned {out.shape}")
             np.copyto(out, y)
             y = out
+        if pending:
+            pending[0](y)
         return (y,)
 
-    def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dest: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dest: np.ndarray | None = None,
+             pending: list | None = None) -> np.ndarray:
         nd, kernel, strides, dil, begin, end, out, pointwise, depthwise = self._plan(x.shape, w.shape)
         n, c = x.shape[:2]
         m = w.shape[0]
@@ -159,7 +168,8 @@ class Conv(Kernel):
             macs = n * m * npix * (c // g) * math.prod(kernel)
             k = parallel.threads() if macs >= 2 * parallel.MIN_MACS else 1  # (reads /proc/loadavg)
             if k > 1 and macs >= parallel.MIN_MACS * k:
-                return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k)
+                epi = pending.pop() if pending else None
+                return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k, epi)
             if not (pointwise and all(s_ == 1 for s_ in strides)) and \
                     n * c * math.prod(kernel) * npix * x.dtype.itemsize > PIECE_BYTES:  # im2col > cache
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, 1)
@@ -192,11 +202,12 @@ class Conv(Kernel):
         """The bias as an (m, 1) column: prepared at compile time for a constant bias."""
         return self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
 
-    def _run_pieces(self, x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k) -> np.ndarray:
+    def _run_pieces(self, x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k,
+                    epilogue: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
         """2-D Conv split into pieces run on ``k`` threads (nnrt_numpy.parallel):
         each piece builds its own im2col columns, runs its GEMM into its part
-        of the output and adds the bias there, so the copies run in parallel
-        too and stay in cache.  Pieces are ranges of output rows, or of output
+        of the output and adds the bias there (then runs ``epilogue`` on it),
+        so the copies and tails run in parallel too and stay in cache.  Pieces are ranges of output rows, or of output
         channels when there are fewer pixels than channels.  OpenBLAS may pick
         other kernels for the smaller products, so values can differ from the
         unsplit convolution in the last bits (as with OpenBLAS's own threads);
@@ -251,6 +262,8 @@ class Conv(Kernel):
             np.matmul(wmat[gi, m0:m1], cols, out=dst)
             if bias is not None:
                 dst += bias[gi * mg + m0: gi * mg + m1]
+            if epilogue is not None:
+                epilogue(dst)
 
         parallel.run_chunks(piece, len(jobs), k)
         return y
