@@ -164,8 +164,9 @@ def test_conv_split_into_pieces_equals_the_unsplit_conv(two_threads, monkeypatch
 
 @pytest.mark.parametrize("xs,ws,attrs", CONVS + [((3, 6, 11, 7), (5, 6, 3, 3), {"pads": [1, 1, 1, 1]})])
 def test_conv_cache_blocks_on_one_thread_equal_the_float64_convolution(monkeypatch, xs, ws, attrs):
-    """A convolution whose im2col exceeds ``PIECE_BYTES`` runs in row pieces even on one
-    thread: the same values as the whole-batch im2col and a float64 reference."""
+    """A convolution whose im2col exceeds ``PIECE_BYTES`` (and whose weights take at most half of
+    it) runs in row pieces even on one thread: the same values as the whole-batch im2col and a
+    float64 reference."""
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     b = RNG.standard_normal(ws[0]).astype(np.float32)
@@ -177,13 +178,17 @@ def test_conv_cache_blocks_on_one_thread_equal_the_float64_convolution(monkeypat
         calls: list[int] = []
         run = parallel.run_chunks
         monkeypatch.setattr(parallel, "run_chunks", lambda fn, n, k=None: (calls.append(n), run(fn, n, k)))
-        monkeypatch.setattr(conv_module, "PIECE_BYTES", 1)  # the smallest pieces: ceil(64 / width) rows
+        g = attrs.get("group", 1)
+        piece = 2 * w[: ws[0] // g].nbytes  # the smallest pieces allowed: twice one group's weights
+        monkeypatch.setattr(conv_module, "PIECE_BYTES", piece)
         got = k(x, w, b)[0]
     finally:
         parallel.set_threads(*prev)
     direct = attrs.get("strides", [1, 1]) == [1, 1] and ws[2:] == (1, 1)
-    assert calls == ([] if direct else calls[:1]) and (direct or calls[0] >= xs[0])
-    g = attrs.get("group", 1)
+    cols = xs[0] * xs[1] * ws[2] * ws[3] * got.shape[2] * got.shape[3] * 4
+    assert calls == ([] if direct or cols <= piece else calls[:1]) and (not calls or calls[0] >= xs[0])
+    if xs == (3, 6, 11, 7):
+        assert calls == [6]  # 3 images x 2 pieces of ceil(64 / 7) = 10 rows
     pads = attrs.get("pads", [0, 0, 0, 0])
     xp = pad_spatial(x.astype(np.float64), pads[:2], pads[2:])
     win = window_view(xp, list(ws[2:]), attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1]),

@@ -36,7 +36,8 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 TAP_LOOP_MAX = 0
 #: im2col columns of one piece of a split convolution: at most about this many bytes (an L2 cache), so
 #: a piece's columns are still in cache when its GEMM reads them; a convolution whose whole im2col is
-#: larger runs in such pieces on one thread too (PP-OCR det's 3x3 convs: ~1.7x faster, docs/runtime.md)
+#: larger runs in such pieces on one thread too (PP-OCR det's 3x3 convs: ~1.7x faster, docs/runtime.md),
+#: when its weights take at most half of it (every piece packs all the weights again)
 PIECE_BYTES = 1 << 20
 
 
@@ -170,8 +171,9 @@ class Conv(Kernel):
             if k > 1 and macs >= parallel.MIN_MACS * k:
                 epi = pending.pop() if pending else None
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k, epi)
-            if not (pointwise and all(s_ == 1 for s_ in strides)) and \
-                    n * c * math.prod(kernel) * npix * x.dtype.itemsize > PIECE_BYTES:  # im2col > cache
+            taps = (c // g) * math.prod(kernel)
+            if not (pointwise and all(s_ == 1 for s_ in strides)) and n * g * taps * npix * x.dtype.itemsize > \
+                    PIECE_BYTES >= 2 * (m // g) * taps * x.dtype.itemsize:  # im2col > cache > 2 x weights
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, 1)
             matmul = np.matmul  # already known to run on one thread
         if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
@@ -235,7 +237,7 @@ class Conv(Kernel):
         jobs: list[tuple] = []
         if npix >= mg:  # ranges of output rows (each piece packs all weights: fewer weights than columns)
             rows = max(1, -(-ho // max(1, -(-per // (n * g)))), -(-64 // wo))
-            if not direct:  # columns of a piece within PIECE_BYTES
+            if not direct and 2 * wmat[0].nbytes <= PIECE_BYTES:  # columns of a piece within PIECE_BYTES
                 rows = max(1, -(-64 // wo), min(rows, PIECE_BYTES // (wmat.shape[-1] * wo * x.dtype.itemsize)))
             for bi in range(n):
                 for gi in range(g):
