@@ -181,6 +181,7 @@ def test_conv_cache_blocks_on_one_thread_equal_the_float64_convolution(monkeypat
         g = attrs.get("group", 1)
         piece = 2 * w[: ws[0] // g].nbytes  # the smallest pieces allowed: twice one group's weights
         monkeypatch.setattr(conv_module, "PIECE_BYTES", piece)
+        monkeypatch.setattr(conv_module, "BLOCK_FROM", piece)
         got = k(x, w, b)[0]
     finally:
         parallel.set_threads(*prev)

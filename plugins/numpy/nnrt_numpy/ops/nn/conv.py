@@ -35,10 +35,13 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance-history.md)
 TAP_LOOP_MAX = 0
 #: im2col columns of one piece of a split convolution: at most about this many bytes (an L2 cache), so
-#: a piece's columns are still in cache when its GEMM reads them; a convolution whose whole im2col is
-#: larger runs in such pieces on one thread too (PP-OCR det's 3x3 convs: ~1.7x faster, docs/runtime.md),
-#: when its weights take at most half of it (every piece packs all the weights again)
+#: a piece's columns are still in cache when its GEMM reads them; a convolution whose weights take at
+#: most half of it (every piece packs all the weights again) runs in such pieces on one thread too
+#: (PP-OCR det's 3x3 convs: ~1.7x faster, docs/runtime.md) ...
 PIECE_BYTES = 1 << 20
+#: ... from this many bytes of whole im2col on (below, the ~10 us per piece cost more: 3-9 % slower
+#: at 0.3-3 ms convolutions of 0.4-7 MB of columns)
+BLOCK_FROM = 8 << 20
 
 
 _LOADED: list[ModuleType] = []
@@ -173,7 +176,7 @@ class Conv(Kernel):
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k, epi)
             taps = (c // g) * math.prod(kernel)
             if not (pointwise and all(s_ == 1 for s_ in strides)) and n * g * taps * npix * x.dtype.itemsize > \
-                    PIECE_BYTES >= 2 * (m // g) * taps * x.dtype.itemsize:  # im2col > cache > 2 x weights
+                    BLOCK_FROM and PIECE_BYTES >= 2 * (m // g) * taps * x.dtype.itemsize:  # 2 x weights fit
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, 1)
             matmul = np.matmul  # already known to run on one thread
         if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
