@@ -9,7 +9,10 @@ Three strategies, chosen per call from static attributes:
   channel for maps of few rows); 3-D: a
   multiply-add per kernel tap over the whole batch,
 * everything else: im2col through a strided window view, then one batched
-  BLAS matmul over (batch, group).
+  BLAS matmul over (batch, group); large ones in pieces of output rows
+  (columns of cache size, ``PIECE_BYTES``) on the idle cores, or on one
+  thread from ``BLOCK_FROM`` bytes of whole im2col.  A split convolution
+  runs a fused chain's per-value tails (``epilogue=``) on each piece.
 
 float16 and ml_dtypes (bfloat16...) inputs are computed in float32.
 """
