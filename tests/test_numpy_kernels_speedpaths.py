@@ -15,6 +15,7 @@ from nnrt_numpy import blas, parallel
 from nnrt_numpy.kernel import NodeInfo
 from nnrt_numpy.ops.nn._spatial import pad_spatial, same_pool_2d, window_reduce, window_view
 from nnrt_numpy.ops.nn.averagepool import AveragePool
+from nnrt_numpy.ops.nn import conv as conv_module
 from nnrt_numpy.ops.nn.conv import Conv
 from nnrt_numpy.ops.nn.maxpool import MaxPool
 
@@ -159,6 +160,45 @@ def test_conv_split_into_pieces_equals_the_unsplit_conv(two_threads, monkeypatch
         assert k(x, w, b, out=out)[0] is out
         np.testing.assert_array_equal(out, got)
         assert np.isnan(buf[:, :5]).all()
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONVS + [((3, 6, 11, 7), (5, 6, 3, 3), {"pads": [1, 1, 1, 1]})])
+def test_conv_cache_blocks_on_one_thread_equal_the_float64_convolution(monkeypatch, xs, ws, attrs):
+    """A convolution whose im2col exceeds ``PIECE_BYTES`` (and whose weights take at most half of
+    it) runs in row pieces even on one thread: the same values as the whole-batch im2col and a
+    float64 reference."""
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    b = RNG.standard_normal(ws[0]).astype(np.float32)
+    k = Conv(node("Conv", {"kernel_shape": list(ws[2:]), **attrs}, [xs, ws, (ws[0],)], [None, w, b]))
+    prev = parallel.set_threads(1)
+    try:
+        monkeypatch.setattr(conv_module, "PIECE_BYTES", 1 << 60)
+        whole = k(x, w, b)[0]
+        calls: list[int] = []
+        run = parallel.run_chunks
+        monkeypatch.setattr(parallel, "run_chunks", lambda fn, n, k=None: (calls.append(n), run(fn, n, k)))
+        g = attrs.get("group", 1)
+        piece = 2 * w[: ws[0] // g].nbytes  # the smallest pieces allowed: twice one group's weights
+        monkeypatch.setattr(conv_module, "PIECE_BYTES", piece)
+        monkeypatch.setattr(conv_module, "BLOCK_FROM", piece)
+        got = k(x, w, b)[0]
+    finally:
+        parallel.set_threads(*prev)
+    direct = attrs.get("strides", [1, 1]) == [1, 1] and ws[2:] == (1, 1)
+    cols = xs[0] * xs[1] * ws[2] * ws[3] * got.shape[2] * got.shape[3] * 4
+    assert calls == ([] if direct or cols <= piece else calls[:1]) and (not calls or calls[0] >= xs[0])
+    if xs == (3, 6, 11, 7):
+        assert calls == [6]  # 3 images x 2 pieces of ceil(64 / 7) = 10 rows
+    pads = attrs.get("pads", [0, 0, 0, 0])
+    xp = pad_spatial(x.astype(np.float64), pads[:2], pads[2:])
+    win = window_view(xp, list(ws[2:]), attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1]),
+                      got.shape[2:])  # (n, c, ho, wo, kh, kw)
+    cg, mg = xs[1] // g, ws[0] // g
+    want = np.concatenate([np.einsum("nchwij,mcij->nmhw", win[:, i * cg:(i + 1) * cg], w[i * mg:(i + 1) * mg])
+                           for i in range(g)], axis=1) + b[:, None, None]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, whole, rtol=1e-5, atol=1e-5)
 
 
 def test_depthwise_batched_path_matches_the_tap_loop():

@@ -9,7 +9,10 @@ Three strategies, chosen per call from static attributes:
   channel for maps of few rows); 3-D: a
   multiply-add per kernel tap over the whole batch,
 * everything else: im2col through a strided window view, then one batched
-  BLAS matmul over (batch, group).
+  BLAS matmul over (batch, group); large ones in pieces of output rows
+  (columns of cache size, ``PIECE_BYTES``) on the idle cores, or on one
+  thread from ``BLOCK_FROM`` bytes of whole im2col.  A split convolution
+  runs a fused chain's per-value tails (``epilogue=``) on each piece.
 
 float16 and ml_dtypes (bfloat16...) inputs are computed in float32.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import importlib
 import math
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -34,6 +37,14 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: 2-D depthwise convs with at most this many outputs take the per-tap loop of 3-D ones (tests raise it):
 #: ``_depthwise.py``'s im2col measured 1.5-3x faster on every shape down to 16 x 3 x 96 (docs/performance-history.md)
 TAP_LOOP_MAX = 0
+#: im2col columns of one piece of a split convolution: at most about this many bytes (an L2 cache), so
+#: a piece's columns are still in cache when its GEMM reads them; a convolution whose weights take at
+#: most half of it (every piece packs all the weights again) runs in such pieces on one thread too
+#: (PP-OCR det's 3x3 convs: ~1.7x faster, docs/runtime.md) ...
+PIECE_BYTES = 1 << 20
+#: ... from this many bytes of whole im2col on (below, the ~10 us per piece cost more: 3-9 % slower
+#: at 0.3-3 ms convolutions of 0.4-7 MB of columns)
+BLOCK_FROM = 8 << 20
 
 
 _LOADED: list[ModuleType] = []
@@ -65,6 +76,10 @@ class Conv(Kernel):
     #: ``__call__`` takes ``out=``: an array of the output's shape to write into
     #: (used to place outputs straight into a Concat buffer, see program.py)
     accepts_out = True
+    #: ``__call__`` takes ``epilogue=``: an in-place per-value function (a fused chain's
+    #: tails, see fusion.py) it applies to all of its output once; a convolution split over
+    #: threads applies it to each piece on the thread that computed it, while in cache
+    accepts_epilogue = True
 
     def _setup(self, node: NodeInfo) -> None:
         self.auto_pad = node.attr("auto_pad", "NOTSET")
@@ -126,20 +141,25 @@ class Conv(Kernel):
         return plan
 
     def __call__(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 out: np.ndarray | None = None) -> tuple[np.ndarray]:
+                 out: np.ndarray | None = None,
+                 epilogue: Callable[[np.ndarray], None] | None = None) -> tuple[np.ndarray]:
+        pending = [] if epilogue is None else [epilogue]  # _run_pieces takes it when it applies it
         if x.dtype == np.float16 or x.dtype.kind == "V":  # no BLAS for these: accumulate in float32
             b32 = None if b is None else b.astype(np.float32)
             y = self._run(x.astype(np.float32), w.astype(np.float32), b32).astype(x.dtype)
         else:
-            y = self._run(x, w, b, out)  # writes into ``out`` when it can
+            y = self._run(x, w, b, out, pending)  # writes into ``out`` when it can
         if out is not None and y is not out:
             if y.shape != out.shape:
                 raise self.fail(f"output shape {y.shape} differs from the planned {out.shape}")
             np.copyto(out, y)
             y = out
+        if pending:
+            pending[0](y)
         return (y,)
 
-    def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dest: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dest: np.ndarray | None = None,
+             pending: list | None = None) -> np.ndarray:
         nd, kernel, strides, dil, begin, end, out, pointwise, depthwise = self._plan(x.shape, w.shape)
         n, c = x.shape[:2]
         m = w.shape[0]
@@ -155,7 +175,12 @@ class Conv(Kernel):
             macs = n * m * npix * (c // g) * math.prod(kernel)
             k = parallel.threads() if macs >= 2 * parallel.MIN_MACS else 1  # (reads /proc/loadavg)
             if k > 1 and macs >= parallel.MIN_MACS * k:
-                return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k)
+                epi = pending.pop() if pending else None
+                return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k, epi)
+            taps = (c // g) * math.prod(kernel)
+            if not (pointwise and all(s_ == 1 for s_ in strides)) and n * g * taps * npix * x.dtype.itemsize > \
+                    BLOCK_FROM and PIECE_BYTES >= 2 * (m // g) * taps * x.dtype.itemsize:  # 2 x weights fit
+                return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, 1)
             matmul = np.matmul  # already known to run on one thread
         if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
                 n * m * npix > TAP_LOOP_MAX:
@@ -185,11 +210,12 @@ class Conv(Kernel):
         """The bias as an (m, 1) column: prepared at compile time for a constant bias."""
         return self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
 
-    def _run_pieces(self, x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k) -> np.ndarray:
+    def _run_pieces(self, x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k,
+                    epilogue: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
         """2-D Conv split into pieces run on ``k`` threads (nnrt_numpy.parallel):
         each piece builds its own im2col columns, runs its GEMM into its part
-        of the output and adds the bias there, so the copies run in parallel
-        too and stay in cache.  Pieces are ranges of output rows, or of output
+        of the output and adds the bias there (then runs ``epilogue`` on it),
+        so the copies and tails run in parallel too and stay in cache.  Pieces are ranges of output rows, or of output
         channels when there are fewer pixels than channels.  OpenBLAS may pick
         other kernels for the smaller products, so values can differ from the
         unsplit convolution in the last bits (as with OpenBLAS's own threads);
@@ -217,6 +243,8 @@ class Conv(Kernel):
         jobs: list[tuple] = []
         if npix >= mg:  # ranges of output rows (each piece packs all weights: fewer weights than columns)
             rows = max(1, -(-ho // max(1, -(-per // (n * g)))), -(-64 // wo))
+            if not direct and 2 * wmat[0].nbytes <= PIECE_BYTES:  # columns of a piece within PIECE_BYTES
+                rows = max(1, -(-64 // wo), min(rows, PIECE_BYTES // (wmat.shape[-1] * wo * x.dtype.itemsize)))
             for bi in range(n):
                 for gi in range(g):
                     for r0 in range(0, ho, rows):
@@ -242,6 +270,8 @@ class Conv(Kernel):
             np.matmul(wmat[gi, m0:m1], cols, out=dst)
             if bias is not None:
                 dst += bias[gi * mg + m0: gi * mg + m1]
+            if epilogue is not None:
+                epilogue(dst)
 
         parallel.run_chunks(piece, len(jobs), k)
         return y
