@@ -87,13 +87,17 @@ def _numpy_format(fmt: str):
     import nnrt_numpy.backend as numpy_backend
     import nnrt_numpy.stored as stored
 
-    before = numpy_backend.pack
+    # trees up to session 9 bound ``pack`` in the backend module at import; later ones import it on use
+    owners = [m for m in (numpy_backend, stored) if hasattr(m, "pack")]
+    before = [m.pack for m in owners]
     if fmt == "1" and hasattr(stored, "pack_onnx"):
-        numpy_backend.pack = stored.pack_onnx
+        for m in owners:
+            m.pack = stored.pack_onnx
     try:
         yield
     finally:
-        numpy_backend.pack = before
+        for m, f in zip(owners, before):
+            m.pack = f
 
 
 def _wall(starts: list) -> list[float]:
