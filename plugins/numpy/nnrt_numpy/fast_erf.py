@@ -40,20 +40,25 @@ def erf_float32(x: np.ndarray) -> np.ndarray:
     src = np.asarray(x)
     flat = src.astype(np.float32, copy=False).reshape(-1)  # 1-D: ``out=`` works for 0-d input too
     xc = np.clip(flat, -_FOUR, _FOUR)  # one pass (minimum then maximum with a scalar: 4x slower), NaN stays NaN
-    x2 = np.multiply(xc, xc)
-    p = np.multiply(x2, _A[6])
-    for a in _A[5:0:-1]:  # Horner in x^2: alpha_11 ... alpha_3
-        np.add(p, a, out=p)
-        np.multiply(p, x2, out=p)
-    np.add(p, _A[0], out=p)
-    np.multiply(p, xc, out=p)
-    q = np.multiply(x2, _B[4], out=xc)  # xc is not needed any more
-    for b in _B[3:0:-1]:
-        np.add(q, b, out=q)
-        np.multiply(q, x2, out=q)
-    np.add(q, _B[0], out=q)
-    np.divide(p, q, out=p)
+    p = _odd_rational(xc, np.multiply(xc, xc), _A, _B)
     return p.reshape(src.shape).astype(src.dtype, copy=False)
+
+
+def _odd_rational(u: np.ndarray, s: np.ndarray, num: tuple, den: tuple) -> np.ndarray:
+    """``u * P(s) / Q(s)`` with ``s = u * u`` (coefficients lowest power first, Horner in ``s``),
+    as a fresh array; ``u`` is overwritten (it ends up holding ``Q(s)``)."""
+    p = np.multiply(s, num[-1])
+    for c in num[-2:0:-1]:
+        np.add(p, c, out=p)
+        np.multiply(p, s, out=p)
+    np.add(p, num[0], out=p)
+    np.multiply(p, u, out=p)
+    q = np.multiply(s, den[-1], out=u)  # u is not needed any more
+    for c in den[-2:0:-1]:
+        np.add(q, c, out=q)
+        np.multiply(q, s, out=q)
+    np.add(q, den[0], out=q)
+    return np.divide(p, q, out=p)
 
 
 # GELU(x) = x * (0.5 + 0.5 * erf(x / sqrt(2))), the same approximation with x / sqrt(2) and the
@@ -69,19 +74,7 @@ _ZERO, _ONE = np.float32(0.0), np.float32(1.0)
 def _gelu_flat(x: np.ndarray, out: np.ndarray) -> None:
     """GELU of the float32 ``x`` into ``out`` (same shape; may be ``x`` itself): 27 passes."""
     u = np.clip(x, -_GLIM, _GLIM)
-    s = np.multiply(u, u)
-    p = np.multiply(s, _GA[6])
-    for a in _GA[5:0:-1]:
-        np.add(p, a, out=p)
-        np.multiply(p, s, out=p)
-    np.add(p, _GA[0], out=p)
-    np.multiply(p, u, out=p)
-    q = np.multiply(s, _GB[4], out=u)  # u is not needed any more
-    for b in _GB[3:0:-1]:
-        np.add(q, b, out=q)
-        np.multiply(q, s, out=q)
-    np.add(q, _GB[0], out=q)
-    np.divide(p, q, out=p)
+    p = _odd_rational(u, np.multiply(u, u), _GA, _GB)
     np.add(p, _HALF, out=p)
     # Phi(x) is in [0, 1]: without the clamp, rounding left ~1e-8 where it is 0 and -inf * 1e-8 = -inf
     np.clip(p, _ZERO, _ONE, out=p)
