@@ -4,9 +4,16 @@ vs a raw ``onnxruntime.InferenceSession`` on the same model.
 Both sides run in one process, interleaved call by call (the order flips
 every iteration), with the same thread settings; the script prints per-model
 medians and the nnrt/raw ratio, and exits non-zero when a target is missed
-(``--check``).
+(``--check``).  ``--interleave block`` alternates blocks of calls instead
+(the first call of each block not counted): with ORT's default threads on a
+2-core machine, each session's intra-op pool keeps spinning for a while after
+its run, so call by call one side's run shares the cores with the other
+side's spinning pool, whichever comes second (on 2026-11-24 the same two
+ResNet50 sessions gave nnrt/raw 1.06-1.27 in one process and 0.77 in another
+order); blocks time each side with the other's pool quiet.
 
-    python benchmarks/bench_onnxruntime_delegate.py [--iters N] [--threads T] [--check] [--breakdown]
+    python benchmarks/bench_onnxruntime_delegate.py [--iters N] [--threads T] [--interleave call|block]
+                                                    [--check] [--breakdown]
 
 Targets: ResNet50 (``light_resnet50.onnx`` from the onnx wheel) ratio <= 1.03;
 a one-node model (Add on 1x16 floats) ratio <= 1.3.
@@ -55,7 +62,10 @@ def feeds_for(sess: ort.InferenceSession, rng: np.random.Generator) -> dict[str,
     return out
 
 
-def interleave(a: Callable[[], object], b: Callable[[], object], iters: int, warmup: int) -> tuple[list[float], list[float]]:
+def interleave(a: Callable[[], object], b: Callable[[], object], iters: int, warmup: int,
+               block: int = 1) -> tuple[list[float], list[float]]:
+    """Times of ``iters`` calls of each side, in turns of ``block`` calls (the
+    order flips every turn; with ``block > 1`` a turn's first call is not counted)."""
     for _ in range(warmup):
         a()
         b()
@@ -65,12 +75,14 @@ def interleave(a: Callable[[], object], b: Callable[[], object], iters: int, war
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        for i in range(iters):
+        for i in range(max(1, iters // block)):
             first, second = ((a, ta), (b, tb)) if i % 2 == 0 else ((b, tb), (a, ta))
             for fn, acc in (first, second):
-                t0 = clock()
-                fn()
-                acc.append(clock() - t0)
+                for k in range(block + (block > 1)):
+                    t0 = clock()
+                    fn()
+                    if k or block == 1:
+                        acc.append(clock() - t0)
     finally:
         if gc_was:
             gc.enable()
@@ -78,7 +90,7 @@ def interleave(a: Callable[[], object], b: Callable[[], object], iters: int, war
 
 
 def bench(name: str, model: onnx.ModelProto | str, iters: int, warmup: int, threads: int,
-          breakdown: bool = False) -> float:
+          breakdown: bool = False, block: int = 1) -> float:
     so = ort.SessionOptions()
     if threads:
         so.intra_op_num_threads = threads
@@ -91,7 +103,7 @@ def bench(name: str, model: onnx.ModelProto | str, iters: int, warmup: int, thre
     got = list(nn.run(feeds).values())
     for r, g in zip(ref, got):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
-    t_nn, t_raw = interleave(lambda: nn.run(feeds), lambda: raw.run(None, feeds), iters, warmup)
+    t_nn, t_raw = interleave(lambda: nn.run(feeds), lambda: raw.run(None, feeds), iters, warmup, block)
     m_nn, m_raw = statistics.median(t_nn), statistics.median(t_raw)
     ratio = m_nn / m_raw
     target = TARGETS.get(name)
@@ -101,7 +113,7 @@ def bench(name: str, model: onnx.ModelProto | str, iters: int, warmup: int, thre
         # the backend's own share: its compiled partition called directly (no
         # Session feed checks, no executor), against the same raw session
         part = nn.compiled_model.compiled[0]
-        t_p, t_r = interleave(lambda: part.run(feeds), lambda: raw.run(None, feeds), iters, warmup)
+        t_p, t_r = interleave(lambda: part.run(feeds), lambda: raw.run(None, feeds), iters, warmup, block)
         m_p, m_r = statistics.median(t_p), statistics.median(t_r)
         print(f"{'':10s} partition.run {m_p * 1e6:10.1f} us   raw ort {m_r * 1e6:10.1f} us   "
               f"ratio {m_p / m_r:.3f}  (core Session.run overhead: {(m_nn - m_p) * 1e6:.1f} us)")
@@ -114,18 +126,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads on both sides (0 = ORT default)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     ap.add_argument("--models", default="add_1x16,resnet50")
+    ap.add_argument("--interleave", choices=["call", "block"], default="call",
+                    help="alternate call by call, or in blocks of calls (each side with the other's threads quiet)")
     ap.add_argument("--breakdown", action="store_true",
                     help="also time the compiled partition alone (the backend's own overhead)")
     args = ap.parse_args(argv)
-    print(f"onnxruntime {ort.__version__}, threads={args.threads or 'default'}, cpus={os.cpu_count()}")
-    models = {
-        "add_1x16": (add_model(), args.iters or 20000, 2000),
-        "resnet50": (resnet50_path(), args.iters or 60, 5),
+    print(f"onnxruntime {ort.__version__}, threads={args.threads or 'default'}, cpus={os.cpu_count()}, "
+          f"interleave={args.interleave}, load average {os.getloadavg()[0]:.2f}")
+    models = {  # calls per side, warm-up calls, block length
+        "add_1x16": (add_model(), args.iters or 20000, 2000, 500),
+        "resnet50": (resnet50_path(), args.iters or 60, 5, 5),
     }
     ok = True
     for name in args.models.split(","):
-        model, iters, warmup = models[name]
-        ratio = bench(name, model, iters, warmup, args.threads, args.breakdown)
+        model, iters, warmup, block = models[name]
+        ratio = bench(name, model, iters, warmup, args.threads, args.breakdown,
+                      block if args.interleave == "block" else 1)
         ok &= ratio <= TARGETS.get(name, float("inf"))
     return 0 if ok or not args.check else 1
 
