@@ -58,7 +58,9 @@ def test_reshape_zero_copies_the_input_dim():
 
 
 @pytest.mark.parametrize("shape,attrs", [([5, -1], {}), ([-1, -1], {}), ([3, -2], {}), ([7], {}),
-                                         ([0, 12], {"allowzero": 1})])
+                                         ([0, 12], {"allowzero": 1}),
+                                         # sizes whose int64 product wraps around to 12: 12 * (2**62 + 1) = 3 * 2**64 + 12
+                                         ([12, 2**62 + 1], {}), ([-1, 3, 2**62 + 1], {})])
 def test_reshapes_outside_the_trivial_cases_are_left_to_the_evaluator(shape, attrs):
     assert host_value(_node(_reshape(shape, **attrs))) is None
 

@@ -12,6 +12,8 @@ fresh writeable array, like the evaluator's.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from nnrt_core.ir import DataType, Node
@@ -49,11 +51,11 @@ def _reshape(node: Node) -> np.ndarray | None:
         return None
     dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
     if -1 in dims:
-        rest = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+        rest = math.prod(d for d in dims if d != -1)  # Python ints: exact, no int64 wrap-around
         if rest == 0 or x.size % rest:
             return None
         dims[dims.index(-1)] = x.size // rest
-    if int(np.prod(dims, dtype=np.int64)) != x.size:
+    if math.prod(dims) != x.size:
         return None
     return np.array(x.reshape(dims), copy=True)
 
