@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
 import json
 import os
 import subprocess
@@ -63,11 +62,20 @@ def tree_env(tree: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(parts)}
 
 
-def build(tree: str, path: str, backends: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, path, backends], capture_output=True, text=True,
+def run_child(tree: str, child: str, path: str, backends: str) -> dict:
+    """The ``RESULT`` json that script ``child`` prints for ``path`` and ``backends`` under ``tree``'s code."""
+    proc = subprocess.run([sys.executable, "-c", child, path, backends], capture_output=True, text=True,
                           env=tree_env(tree), cwd=tree)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     return json.loads(line[7:]) if line else {"crash": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
+
+
+def model_paths(globs: str) -> list[str]:
+    """The files of the comma-separated ``globs`` (``<onnx>``: the onnx package's folder; ``**`` recursive)."""
+    import onnx
+
+    light = os.path.dirname(onnx.__file__)
+    return sorted({p for g in globs.split(",") for p in glob.glob(g.replace("<onnx>", light), recursive=True)})
 
 
 def main() -> None:
@@ -76,12 +84,10 @@ def main() -> None:
     ap.add_argument("--models", default=f"{ONNX_LIGHT},{PYPI}", help="comma-separated globs (** recursive)")
     ap.add_argument("--backends", default="onnxruntime")
     args = ap.parse_args()
-    import onnx
-    light = os.path.dirname(onnx.__file__)
-    paths = sorted({p for g in args.models.split(",") for p in glob.glob(g.replace("<onnx>", light), recursive=True)})
+    paths = model_paths(args.models)
     differ = 0
     for path in paths:
-        ours, base = build(ROOT, path, args.backends), build(args.base, path, args.backends)
+        ours, base = (run_child(tree, CHILD, path, args.backends) for tree in (ROOT, args.base))
         same = ours == base
         differ += not same
         what = "same" if same else "DIFFERENT"

@@ -17,13 +17,12 @@ differs.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import subprocess
 import sys
 
-from ort_identity_ab import ONNX_LIGHT, PYPI, ROOT, tree_env
+from ort_identity_ab import ONNX_LIGHT, PYPI, ROOT, model_paths, run_child, tree_env
 
 MOBILE = "/tmp/pypi_models/**/*cls*.onnx"
 
@@ -64,13 +63,6 @@ except Exception as e:
 """
 
 
-def build(tree: str, path: str, backends: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, path, backends], capture_output=True, text=True,
-                          env=tree_env(tree), cwd=tree)
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    return json.loads(line[7:]) if line else {"crash": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
-
-
 def deferred(path: str, backends: str) -> str:
     proc = subprocess.run([sys.executable, "-c", PENDING, path, backends], capture_output=True, text=True,
                           env=tree_env(ROOT), cwd=ROOT)
@@ -85,14 +77,12 @@ def main() -> None:
     ap.add_argument("--configs", default="onnxruntime;onnxruntime,numpy;npu_emu",
                     help="';'-separated backends lists")
     args = ap.parse_args()
-    import onnx
-    light = os.path.dirname(onnx.__file__)
-    paths = sorted({p for g in args.models.split(",") for p in glob.glob(g.replace("<onnx>", light), recursive=True)})
+    paths = model_paths(args.models)
     differ = total = 0
     for path in paths:
         name = os.path.relpath(path, "/tmp") if path.startswith("/tmp") else os.path.basename(path)
         for backends in args.configs.split(";"):
-            ours, base = build(ROOT, path, backends), build(args.base, path, backends)
+            ours, base = (run_child(tree, CHILD, path, backends) for tree in (ROOT, args.base))
             total += 1
             same = ours == base
             differ += not same
