@@ -18,6 +18,7 @@ float16 and ml_dtypes (bfloat16...) inputs are computed in float32.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from types import ModuleType
@@ -47,16 +48,12 @@ PIECE_BYTES = 1 << 20
 BLOCK_FROM = 8 << 20
 
 
-_LOADED: list[ModuleType] = []
-
-
+@functools.cache
 def _depthwise() -> ModuleType:
     """``_depthwise.py``, imported by the first depthwise conv: models without one
     (most) do not pay for compiling it at every process start (then kept: a node asks
     several times at compile, ``import_module`` costs microseconds)."""
-    if not _LOADED:
-        _LOADED.append(importlib.import_module("._depthwise", __package__))
-    return _LOADED[0]
+    return importlib.import_module("._depthwise", __package__)
 
 
 def _im2col(x: np.ndarray, kernel, strides, dil, begin, end, out) -> np.ndarray:
