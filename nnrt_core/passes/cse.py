@@ -82,6 +82,7 @@ class CommonSubexpressionElimination(Pass):
     name = "common_subexpression_elimination"
     level = "basic"
     description = "merge nodes with identical op, attributes and inputs"
+    counts_readers = False  # keys are ops, attributes and inputs; deleting unread nodes rewires nothing
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()
