@@ -277,3 +277,35 @@ def test_a_lean_inference_that_fails_falls_back_to_the_whole_model(monkeypatch, 
     model = load_onnx(data)
     assert [k for k, _ in seen] == ["check", "infer"] and seen[-1][1] == data  # the plain path, on the file's bytes
     assert model.graph.nodes[4].outputs[0].type.shape == (1, 32)
+
+
+def test_a_build_pauses_the_collector_and_gives_it_back(monkeypatch):
+    """``compile_model`` runs with the cyclic GC paused (nnrt_core/gc_pause.py) and
+    leaves it as it found it, after a failed build too."""
+    import gc
+
+    from nnrt_core import ScheduleConfig, Session
+    from nnrt_core.compiler import build
+    from nnrt_core.errors import NnrtError
+
+    seen = []
+    optimize = build.optimize
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return optimize(*a, **k)
+
+    monkeypatch.setattr(build, "optimize", spy)
+    assert gc.isenabled()
+    Session(_model(), ScheduleConfig(backends=["numpy"]))
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(NnrtError):
+        Session(_model(nodes=[helper.make_node("NoSuchOp", ["x"], ["y"], name="bad")]),
+                ScheduleConfig(backends=["numpy"]))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        Session(_model(), ScheduleConfig(backends=["numpy"]))
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
