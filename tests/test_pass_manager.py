@@ -125,3 +125,18 @@ def test_unread_initializers_go_but_subgraph_and_output_reads_stay():
     g.outputs = [v for v in g.outputs if v.name != "y"]
     assert DeadNodeElimination().run(g).nodes_removed == 1
     assert sorted(g.initializers) == ["w_out"]
+
+
+def test_constant_folding_reaches_its_fixed_point_in_one_run_out_of_order():
+    from nnrt_core.passes import ConstantFolding
+    from onnx import numpy_helper
+    nodes = [helper.make_node("Neg", ["c"], ["n"], name="neg"),  # reads the Constant written after it
+             helper.make_node("Constant", [], ["c"], name="const",
+                              value=numpy_helper.from_array(np.arange(3, dtype=np.float32), "c")),
+             helper.make_node("Add", ["x", "n"], ["y"], name="add")]
+    g = graph_of(make(nodes, [("x", [3])], [("y", [3])]))
+    g.nodes[:] = [g.node_by_name(n) for n in ("neg", "const", "add")]  # undo the sort
+    cf = ConstantFolding()
+    assert cf.run(g, numpy_ctx()).rewrites == 2 and ops(g) == ["Add"]
+    np.testing.assert_array_equal(g.initializers["n"].const, -np.arange(3, dtype=np.float32))
+    assert not cf.run(g, numpy_ctx()).changed

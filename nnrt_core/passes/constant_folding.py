@@ -84,7 +84,7 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
         for node, values in done:
             _freeze(graph, node, values, detach=False)
         _drop(graph, [n for n, _ in done])
-        if not done and not hosted:
+        if not done and not hosted and not constants:  # nothing new is constant: a fixed point (idempotent)
             break
         # listed as the evaluator's round would list them (graph order after the Constants)
         position = {id(n): i for i, n in enumerate(nodes)}

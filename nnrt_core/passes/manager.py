@@ -119,7 +119,9 @@ class PassReport(Record):
 
 class PassManager:
     """Runs the passes of ``level`` (or the given ``passes``) over a graph
-    until none changes anything, at most ``max_iterations`` times.  Passes
+    until none changes anything, at most ``max_iterations`` sweeps; a sweep
+    runs only the passes the graph changed under since they last found
+    nothing (see docs/passes.md, the ``Pass`` flags).  Passes
     marked ``after_fixed_point`` run then; when they change the graph, the
     others run to a fixed point again (at most ``max_rounds`` more times).
 
