@@ -4,7 +4,7 @@ did (node and op counts after, rewrites per pass), the placement report
 node names, the events, and the outputs of one run (sha256 of their bytes),
 compared between this tree and ``--base``.
 
-    python benchmarks/build_identity_ab.py --base DIR [--models "GLOB,GLOB"] [--backends numpy]
+    python benchmarks/build_identity_ab.py --base DIR [--models "GLOB,GLOB"] [--backends numpy] [--level basic]
 
 Default models: every ``.tflite`` under /tmp/tflite_models and the ONNX
 models of ``benchmarks/real_models.py`` (/tmp/pypi_models).  Each tree runs
@@ -32,14 +32,14 @@ import hashlib, json, logging, sys
 import numpy as np
 logging.disable(logging.WARNING)
 from nnrt_core import ScheduleConfig, Session
-backends = sys.argv[1].split(",")
+backends, level = sys.argv[1].split(","), sys.argv[2]
 h = lambda b: hashlib.sha256(bytes(b)).hexdigest()[:16]
 for path in sys.stdin.read().split("\n"):
     if not path:
         continue
     out = {}
     try:
-        s = Session(path, ScheduleConfig(backends=backends))
+        s = Session(path, ScheduleConfig(backends=backends, optimization_level=level))
         r = s.pass_report
         out["passes"] = [r.nodes_before, r.nodes_after, r.ops_after,
                          {k: [v.rewrites, v.nodes_removed, v.nodes_added, v.notes] for k, v in r.passes.items()}]
@@ -72,9 +72,9 @@ for path in sys.stdin.read().split("\n"):
 """
 
 
-def run_tree(tree: str, paths: list[str], backends: str) -> dict[str, dict]:
+def run_tree(tree: str, paths: list[str], backends: str, level: str = "basic") -> dict[str, dict]:
     """path -> the child's result for every model, built under ``tree``'s code."""
-    proc = subprocess.run([sys.executable, "-c", CHILD, backends], input="\n".join(paths), capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", CHILD, backends, level], input="\n".join(paths), capture_output=True,
                           text=True, env=tree_env(tree), cwd=tree)
     found = dict(json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
     crash = {"crash": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
@@ -86,9 +86,10 @@ def main() -> None:
     ap.add_argument("--base", required=True)
     ap.add_argument("--models", default=DEFAULT_MODELS, help="comma-separated globs (** recursive)")
     ap.add_argument("--backends", default="numpy")
+    ap.add_argument("--level", default="basic", help="optimization level (none, basic, extended, all)")
     args = ap.parse_args()
     paths = model_paths(args.models)
-    ours, base = run_tree(ROOT, paths, args.backends), run_tree(args.base, paths, args.backends)
+    ours, base = (run_tree(tree, paths, args.backends, args.level) for tree in (ROOT, args.base))
     differ = 0
     for path in paths:
         a, b = ours[path], base[path]
