@@ -1,14 +1,21 @@
 """The ONNX Runtime backend's cold-start shortcuts (docs/plugins.md, "Cold
 start"): the IR version cap read from a table for known releases (and the
-table checked against a probe), probing for any other release."""
+table checked against a probe), probing for any other release; the export's
+direct paths for plain attributes and arrays write what the general ones do."""
 from __future__ import annotations
 
+import numpy as np
+import onnx
 import pytest
 
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("nnrt_onnxruntime")
 
+from nnrt_core.errors import GraphError  # noqa: E402
+from nnrt_core.frontends.onnx import proto_build  # noqa: E402
+from nnrt_core.frontends.onnx.export import attribute_to_proto  # noqa: E402
 from nnrt_core.frontends.onnx.onnx_lite import P  # noqa: E402
+from nnrt_core.ir import Attribute, AttrKind  # noqa: E402
 from nnrt_onnxruntime import export  # noqa: E402
 
 
@@ -51,3 +58,32 @@ def test_the_table_never_exceeds_what_the_exporter_writes(fresh_cap, monkeypatch
 def test_release_parsing(monkeypatch, version, want):
     monkeypatch.setattr(ort, "__version__", version)
     assert export.ort_release() == want
+
+
+@pytest.mark.parametrize("arr", [np.arange(6, dtype=np.float32).reshape(2, 3), np.array(3, np.int64),
+                                 np.zeros((0, 2), np.float16), np.array([True, False]),
+                                 np.arange(6, dtype=np.float64).reshape(3, 2).T, np.array([1 + 2j], np.complex64),
+                                 np.array(["a", "b"], dtype=object)])
+@pytest.mark.parametrize("name", ["w", None])
+def test_from_array_writes_what_onnx_writes(arr, name):
+    ours = proto_build.from_array(arr, name)
+    assert ours.SerializeToString() == onnx.numpy_helper.from_array(arr, name).SerializeToString()
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(ours), arr)
+
+
+@pytest.mark.parametrize("kind, value", [(AttrKind.INT, 3), (AttrKind.INT, True), (AttrKind.INTS, [1, -2, 1 << 40]),
+                                         (AttrKind.INTS, []), (AttrKind.FLOAT, 0.1),
+                                         (AttrKind.FLOATS, [0.5, float("inf")]), (AttrKind.INTS, (1, 2)),
+                                         (AttrKind.INTS, np.array([4, 5]))])
+def test_plain_attributes_are_written_as_make_attribute_writes_them(kind, value):
+    got = attribute_to_proto(Attribute("a", kind, value))
+    want = proto_build.make_attribute("a", list(value) if kind == AttrKind.INTS else value, attr_type=int(kind))
+    assert got.SerializeToString() == want.SerializeToString()
+
+
+@pytest.mark.parametrize("kind, value", [(AttrKind.INT, 1 << 63), (AttrKind.INTS, [1, 1 << 64]),
+                                         (AttrKind.FLOATS, [1.0, "x"]), (AttrKind.INT, "x"),
+                                         (AttrKind.FLOAT, 2)])
+def test_attributes_that_do_not_fit_are_graph_errors_naming_them(kind, value):
+    with pytest.raises(GraphError, match="attribute 'a'"):
+        attribute_to_proto(Attribute("a", kind, value))
