@@ -343,35 +343,43 @@ def _proto_types(g: P.GraphProto, types: dict[str, int]) -> dict[str, int]:
 _GRAPH_KINDS = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
 
 
-#: attribute type -> its value as the checks read it (``NodeView.attrs``), read directly
+#: attribute type -> its value as the checks read it (``NodeView.attrs``), read directly (lists as tuples:
+#: the values are part of the node's facts key)
 _READ: dict[int, Callable[[P.AttributeProto], Any]] = {
     AttributeProto.INT: lambda a: a.i,
-    AttributeProto.INTS: lambda a: list(a.ints),
+    AttributeProto.INTS: lambda a: tuple(a.ints),
     AttributeProto.TENSOR: lambda a: math.prod(a.t.dims),
     AttributeProto.STRING: lambda a: a.s.decode("utf-8", "replace"),
-    AttributeProto.STRINGS: lambda a: [s.decode("utf-8", "replace") for s in a.strings],
-    AttributeProto.FLOATS: lambda a: list(a.floats),
+    AttributeProto.STRINGS: lambda a: tuple(s.decode("utf-8", "replace") for s in a.strings),
+    AttributeProto.FLOATS: lambda a: tuple(a.floats),
 }
+_LIST_KINDS = frozenset({AttributeProto.INTS, AttributeProto.STRINGS, AttributeProto.FLOATS})
 
 
-def _proto_attrs(p: P.NodeProto, structure: bool) -> tuple[dict[str, tuple[int, Any]], list[P.GraphProto]]:
-    """``NodeView.attrs`` of ``p`` (graph attributes only when not ``structure``) and its sub-graphs."""
-    attrs: dict[str, tuple[int, Any]] = {}
+def _proto_attrs(p: P.NodeProto, structure: bool) -> tuple[tuple[tuple[str, int, Any], ...], list[P.GraphProto]]:
+    """``(name, type, value)`` of each attribute of ``p`` as ``NodeView.attrs``
+    reads it (graph attributes only when not ``structure``), and its sub-graphs."""
+    items: list[tuple[str, int, Any]] = []
     graphs: list[P.GraphProto] = []
     for a in p.attribute:
         kind = a.type
         if kind in _GRAPH_KINDS:
             graphs += [a.g] if kind == AttributeProto.GRAPH else list(a.graphs)
-            attrs[a.name] = (int(kind), None)
+            items.append((a.name, kind, None))
         elif not structure:
             continue  # attribute values are read for the structure checks only
         elif kind in _READ:
             if a.ref_attr_name and kind != AttributeProto.TENSOR:
                 get_attribute_value(a)  # raises, as before, for a reference outside a function
-            attrs[a.name] = (int(kind), _READ[kind](a))
+            items.append((a.name, kind, _READ[kind](a)))
         else:
-            attrs[a.name] = (int(kind), None)
-    return attrs, graphs
+            items.append((a.name, kind, None))
+    return tuple(items), graphs
+
+
+def _view_attrs(items: tuple[tuple[str, int, Any], ...]) -> dict[str, tuple[int, Any]]:
+    """``NodeView.attrs`` of the ``(name, type, value)`` triples (lists as lists)."""
+    return {name: (kind, list(value) if kind in _LIST_KINDS else value) for name, kind, value in items}
 
 
 def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int],
@@ -379,17 +387,19 @@ def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int],
     """Check the nodes of ``g``, each set of facts once (:mod:`~nnrt_core.frontends.onnx.node_facts`):
     the ``NodeView`` is built only for facts not seen passing before."""
     for k, p in enumerate(g.node):
-        if not structure and not p.input and not any(a.type in _GRAPH_KINDS for a in p.attribute):
+        inputs = tuple(p.input)
+        has_attrs = len(p.attribute) > 0
+        if not structure and not inputs and not (has_attrs and any(a.type in _GRAPH_KINDS for a in p.attribute)):
             continue  # the type checks read inputs only (Constant nodes: half of some models)
-        attrs, graphs = _proto_attrs(p, structure) if len(p.attribute) else ({}, ())
-        inputs, op, domain = p.input, p.op_type, p.domain
-        in_types = [types.get(x) for x in inputs] if types is not None else []
+        items, graphs = _proto_attrs(p, structure) if has_attrs else ((), ())
+        op, domain = p.op_type, p.domain
+        in_types = tuple(map(types.get, inputs)) if types is not None else ()
         version = opsets.get("" if domain == "ai.onnx" else domain)
-        key = proto_facts_key(op, domain, version, attrs, in_types, [bool(x) for x in inputs], len(p.output),
+        key = proto_facts_key(op, domain, version, items, in_types, tuple(map(bool, inputs)), len(p.output),
                               structure)
         if key not in PASSED:
-            view = NodeView(f"node {p.name or f'#{k}'!r} ({op})", op, domain, list(inputs), list(p.output), attrs,
-                            in_types)
+            view = NodeView(f"node {p.name or f'#{k}'!r} ({op})", op, domain, list(inputs), list(p.output),
+                            _view_attrs(items), list(in_types))
             validate_node(view, opsets, structure=structure)
             remember(key)
         for sub in graphs:
