@@ -87,3 +87,45 @@ def test_plain_attributes_are_written_as_make_attribute_writes_them(kind, value)
 def test_attributes_that_do_not_fit_are_graph_errors_naming_them(kind, value):
     with pytest.raises(GraphError, match="attribute 'a'"):
         attribute_to_proto(Attribute("a", kind, value))
+
+
+def _snapshot(graph) -> tuple:
+    """Everything of an IR graph a compile could change (ids included: the same objects)."""
+    from nnrt_core.frontends.onnx import to_onnx
+
+    return (to_onnx(graph).SerializeToString(), [id(n) for n in graph.nodes],
+            [(id(v), v.type, id(v.const)) for n in graph.nodes for v in (*n.inputs, *n.outputs) if v is not None],
+            {k: (id(v), v.const.tobytes()) for k, v in graph.initializers.items()})
+
+
+@pytest.mark.parametrize("model", ["light_squeezenet.onnx", "sigmoid_pool"])
+def test_compile_leaves_the_graph_as_it_was(light_dir, model):
+    """``compiles_read_only``: the session hands a whole-graph partition over
+    without a copy, so compile (export, exact kernels, session) must not change it."""
+    from onnx import TensorProto, helper
+
+    from nnrt_core import load_model
+    from nnrt_core.backend import CompileOptions
+    from nnrt_core.registry import Registry
+
+    if model == "sigmoid_pool":  # the nodes precise_kernels rewrites (in the exported proto only)
+        g = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+                               helper.make_node("GlobalAveragePool", ["s"], ["y"], name="gap")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 1, 1])])
+        source = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    else:
+        source = str(light_dir / model)
+    backend = Registry().backend("onnxruntime").backend
+    assert type(backend).compiles_read_only
+    graph = load_model(source).graph
+    before = _snapshot(graph)
+    part = backend.compile(graph, CompileOptions())
+    assert _snapshot(graph) == before
+    x = np.random.default_rng(0).standard_normal([d if isinstance(d, int) else 1 for d in graph.inputs[0].shape])
+    out = part.run({graph.inputs[0].name: x.astype(np.float32)})
+    raw = ort.InferenceSession(onnx.load(source).SerializeToString() if isinstance(source, str)
+                               else source.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = raw.run(None, {graph.inputs[0].name: x.astype(np.float32)})[0]
+    np.testing.assert_allclose(next(iter(out.values())), want, rtol=1e-5, atol=1e-6)
+    assert _snapshot(graph) == before
