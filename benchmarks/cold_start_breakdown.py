@@ -1,7 +1,7 @@
 """Where time to first inference goes, step by step, in fresh processes:
 raw ONNX Runtime against nnrt on the ONNX Runtime backend.
 
-    python benchmarks/cold_start_breakdown.py [--rounds 5] [--model mobile|light] [--batch 8] [--base DIR]
+    python benchmarks/cold_start_breakdown.py [--rounds 5] [--model mobile|light] [--batch 8] [--base DIR] [--cache DIR]
 
 Each child imports in a fixed order and times every step with the main
 thread's CPU time (``time.thread_time``, which other load on a shared
@@ -16,6 +16,11 @@ machine disturbs less than wall time) and wall time:
   ``onnx`` (the package), ``onnx.onnx_cpp2py_export`` (its extension, which
   nnrt loads by path without the package), protobuf, ``ml_dtypes``,
   ``nnrt_numpy`` and SciPy ended up imported.
+
+``--cache DIR`` builds the nnrt sides with the model cache
+(``ScheduleConfig(cache_dir=DIR/<side>)``, filled by each side's warm-up
+child), so every timed child is a cache hit: the time to first inference of
+a model compiled once before.
 
 ``--base DIR`` adds a third side: nnrt from another source tree (``DIR``
 and its plugin folders on ``PYTHONPATH``, e.g. ``git archive main`` unpacked
@@ -41,6 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = r"""
 import sys, time, json
 side, path, name, shape = sys.argv[1], sys.argv[2], sys.argv[3], [int(d) for d in sys.argv[4].split(",")]
+cache = sys.argv[5] if len(sys.argv) > 5 else None
 steps = []
 def mark(label, _t=[time.perf_counter(), time.thread_time()]):
     w, c = time.perf_counter(), time.thread_time()
@@ -62,7 +68,7 @@ else:
     from nnrt_core import ScheduleConfig, Session
     import nnrt_core.session
     mark("import nnrt_core (+Session)")
-    sess = Session(path, ScheduleConfig(backends=["onnxruntime"]))
+    sess = Session(path, ScheduleConfig(backends=["onnxruntime"], cache_dir=cache))
     mark("session")
     sess.run(feeds)
     mark("first run")
@@ -81,9 +87,11 @@ def tree_env(env: dict[str, str], tree: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(parts)}
 
 
-def run_child(side: str, model: dict, env: dict[str, str], cwd: str = ROOT) -> dict:
-    """One fresh process; ``cwd`` is the source tree (``-c`` puts it first on ``sys.path``)."""
+def run_child(side: str, model: dict, env: dict[str, str], cwd: str = ROOT, cache: str | None = None) -> dict:
+    """One fresh process; ``cwd`` is the source tree (``-c`` puts it first on ``sys.path``);
+    ``cache``: the nnrt side's model-cache folder."""
     args = [sys.executable, "-c", CHILD, side, str(model["path"]), model["input"], ",".join(map(str, model["shape"]))]
+    args += [cache] if cache else []
     proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
@@ -98,6 +106,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--keep-env", action="store_true")
     ap.add_argument("--base", help="another source tree run as a third, interleaved side (A/B)")
+    ap.add_argument("--cache", help="model-cache folder for the nnrt sides (each timed child a cache hit)")
     args = ap.parse_args()
     env = child_env(args.keep_env)
     (model,) = models([args.model], args.batch) or [None]
@@ -106,15 +115,17 @@ def main() -> None:
     sides = ["ort", "nnrt"] + (["base"] if args.base else [])
     envs = {"ort": env, "nnrt": env, "base": tree_env(env, args.base) if args.base else env}
     cwds = {"ort": ROOT, "nnrt": ROOT, "base": args.base or ROOT}
+    caches = {s: (os.path.join(args.cache, s) if args.cache and s != "ort" else None) for s in sides}
     names = {"ort": "raw ORT", "nnrt": "nnrt onnxruntime" + (" (this tree)" if args.base else ""),
              "base": f"nnrt onnxruntime (base {args.base})"}
     print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for side in sides:
-        run_child("ort" if side == "ort" else "nnrt", model, envs[side], cwds[side])  # warm-up
+        run_child("ort" if side == "ort" else "nnrt", model, envs[side], cwds[side], caches[side])  # warm-up
     rows: dict[str, list[dict]] = {s: [] for s in sides}
     for r in range(args.rounds):
         for side in sides[r % len(sides):] + sides[:r % len(sides)]:
-            rows[side].append(run_child("ort" if side == "ort" else "nnrt", model, envs[side], cwds[side]))
+            rows[side].append(run_child("ort" if side == "ort" else "nnrt", model, envs[side], cwds[side],
+                                        caches[side]))
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{model['key']}: medians of {args.rounds} fresh processes, ms (cpu = main thread CPU time); "
           f"load average at the end {load}")

@@ -39,7 +39,8 @@ from nnrt_core.frontends.onnx.schemas import (
     onnx_schema,
     onnxruntime_schemas,
 )
-from nnrt_core.frontends.onnx.validate import ir_node_view, validate_graph, validate_model, validate_node
+from nnrt_core.frontends.onnx.validate import ir_node_view, validate_graph, validate_node
+from nnrt_core.frontends.onnx.validate_proto import validate_model
 from nnrt_core.frontends.onnx.shapes import (
     NodeInferenceError,
     infer_node_types,

@@ -191,6 +191,21 @@ def value_info(v: Value) -> P.ValueInfoProto:
     return vi
 
 
+#: attribute kinds written without ``make_attribute`` when their value has the plain Python type
+_PLAIN_FIELDS = {AttrKind.INT: "i", AttrKind.INTS: "ints", AttrKind.FLOAT: "f", AttrKind.FLOATS: "floats"}
+_PLAIN_TYPES = {AttrKind.INT: (int, False), AttrKind.INTS: (int, True), AttrKind.FLOAT: (float, False),
+                AttrKind.FLOATS: (float, True)}
+
+
+def _plain(value: Any, want: tuple[type, bool]) -> bool:
+    """``value`` is exactly a ``want[0]`` (``bool`` is not an ``int`` here), or, when
+    ``want[1]``, a list of them."""
+    cls, many = want
+    if not many:
+        return type(value) is cls
+    return type(value) is list and all(type(x) is cls for x in value)
+
+
 def attribute_to_proto(a: Attribute) -> P.AttributeProto:
     """An IR attribute as an ``AttributeProto``; :class:`GraphError` when its value does not fit its kind."""
     value: Any = a.value
@@ -198,6 +213,12 @@ def attribute_to_proto(a: Attribute) -> P.AttributeProto:
     if a.ref_attr_name:
         p = P.AttributeProto(name=a.name, type=int(k), ref_attr_name=a.ref_attr_name)
         return p
+    field = _PLAIN_FIELDS.get(k)
+    if field is not None and _plain(value, _PLAIN_TYPES[k]):  # the usual ints and floats: set directly
+        try:
+            return P.AttributeProto(name=a.name, type=int(k), **{field: value})
+        except (TypeError, ValueError) as e:  # e.g. an int beyond int64
+            raise GraphError(f"attribute {a.name!r} ({k.name}) cannot be exported: {e}") from e
     if k == AttrKind.TENSOR:
         value = array_to_tensor(np.asarray(value), "")
     elif k == AttrKind.TENSORS:

@@ -26,7 +26,7 @@ from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.lean_inference import infer_shapes_lean
 from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
 from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
-from nnrt_core.frontends.onnx.validate import validate_model
+from nnrt_core.frontends.onnx.validate_proto import validate_model
 from nnrt_core.ir import Model
 from nnrt_core.logs import get_logger
 
@@ -136,7 +136,7 @@ def load_onnx(
         except Exception as e:  # pragma: no cover - depends on onnx internals
             raise ModelLoadError(f"could not inline the model's local functions: {first_line(e)}") from e
     typed = infer_shapes == "missing" and _fully_typed(proto.graph)  # no inference: one pass checks the types too
-    validate_model(proto, types=typed)  # attributes and arity native shape inference and backends trust
+    walk = validate_model(proto, types=typed)  # attributes and arity native shape inference and backends trust
     owned = proto is not source  # never modify a ModelProto the caller handed us
     if has_unknown_dims(proto):
         if not owned:
@@ -153,7 +153,8 @@ def load_onnx(
             proto = infer_shapes_lean(proto, data, owned=owned)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
-        validate_model(proto, types=True, structure=False)  # element types against the schemas' constraints
+        # element types against the schemas' constraints (inference adds types, not nodes: the walk's nodes)
+        validate_model(proto, types=True, structure=False, walk=walk)
     model = model_from_proto(proto, mapped)
     model.base_dir = base_dir
     return model

@@ -6,7 +6,7 @@ once per process.  A failing node is never remembered (it is checked, and
 named, every time)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from nnrt_core.ir import AttrKind, Node, TensorType, Value
 
@@ -46,16 +46,15 @@ def facts_key(node: Node, domain: str, version: int) -> tuple | None:
     return key
 
 
-def proto_facts_key(op_type: str, domain: str, version: int | None, attrs: Mapping[str, tuple[int, Any]],
-                    input_types: Sequence[int | None], named_inputs: Sequence[bool], n_outputs: int,
+def proto_facts_key(op_type: str, domain: str, version: int | None, attrs: tuple[tuple[str, int, Any], ...],
+                    input_types: tuple[int | None, ...], named_inputs: tuple[bool, ...], n_outputs: int,
                     structure: bool) -> tuple:
     """The facts key of a proto node checked against opset ``version``
     (``structure``: as ``validate_node`` is called): all its ``NodeView``
-    gives the checks but the node's name and value names (which inputs are
+    gives the checks (``attrs``: its ``(name, type, value)`` triples, list
+    values as tuples) but the node's name and value names (which inputs are
     named, the number of outputs).  Tagged "proto": never an IR node's key."""
-    return ("proto", structure, op_type, domain, version,
-            tuple((k, kind, tuple(v) if isinstance(v, list) else v) for k, (kind, v) in attrs.items()),
-            tuple(input_types), tuple(named_inputs), n_outputs)
+    return ("proto", structure, op_type, domain, version, attrs, input_types, named_inputs, n_outputs)
 
 
 def remember(key: tuple) -> None:

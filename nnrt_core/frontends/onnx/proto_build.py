@@ -38,6 +38,7 @@ _NATIVE: dict[int, tuple[np.dtype, str]] = {
 _STORAGE = {"float_data": np.float32, "int32_data": np.int32, "int64_data": np.int64, "double_data": np.float64,
             "uint64_data": np.uint64}
 _FROM_NP = {dt: elem for elem, (dt, _) in _NATIVE.items()}
+_LITTLE = sys.byteorder == "little"
 
 
 def tensor_dtype_to_np_dtype(elem: int) -> np.dtype:
@@ -78,6 +79,12 @@ def to_array(t: Any) -> np.ndarray:
 
 def from_array(arr: np.ndarray, name: str | None = None) -> Any:
     """``arr`` as a ``TensorProto`` (``onnx.numpy_helper.from_array``)."""
+    elem = _FROM_NP.get(arr.dtype) if _LITTLE and arr.dtype.isnative and arr.dtype != object else None
+    if elem is not None:  # the usual numeric array: its bytes as they are
+        t = T(data_type=elem, dims=arr.shape, raw_data=arr.tobytes())
+        if name:
+            t.name = name
+        return t
     if arr.dtype != object and not np.issubdtype(arr.dtype, np.str_) and \
             (not arr.dtype.isnative or arr.dtype not in _FROM_NP):
         return real_onnx().numpy_helper.from_array(arr, name)

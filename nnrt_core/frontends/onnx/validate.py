@@ -3,7 +3,8 @@
 onnx's C++ shape inference and ONNX Runtime trust attributes and arity that
 ``onnx.checker`` does not check: ``LayerNormalization(axis=2**63-1)`` or a
 ``Split`` whose ``num_outputs`` differs from its outputs crash the process.
-:func:`validate_model` (protos) and :func:`validate_graph` (IR) check every
+:func:`~nnrt_core.frontends.onnx.validate_proto.validate_model` (protos, in
+:mod:`~nnrt_core.frontends.onnx.validate_proto`) and :func:`validate_graph` (IR) check every
 node, sub-graphs included, against its onnx schema:
 
 * arity: input and output counts within the schema's bounds, no empty name
@@ -26,18 +27,16 @@ expected.  Nodes without an onnx schema (custom domains) are left to the backend
 from __future__ import annotations
 
 import functools
-import math
 import re
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.onnx_lite import P
-from nnrt_core.frontends.onnx.proto_build import get_attribute_value
 from nnrt_core.frontends.onnx.schema_facts import SchemaFacts, schema_facts
-from nnrt_core.frontends.onnx.node_facts import PASSED, facts_key, proto_facts_key, remember
+from nnrt_core.frontends.onnx.node_facts import PASSED, facts_key, remember
 from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value
 
-__all__ = ["MAX_LIST", "MAX_RANK", "NodeView", "RULES", "ir_node_view", "validate_graph", "validate_model",
+__all__ = ["MAX_LIST", "MAX_RANK", "NOT_TENSOR", "NodeView", "RULES", "elem_name", "ir_node_view", "validate_graph",
            "validate_node"]
 
 AttributeProto = P.AttributeProto
@@ -232,13 +231,14 @@ def _check_attribute(n: NodeView, name: str, kind: int, value: Any, schema: Sche
         if name == "pads" and v < 0 and n.op_type not in SIGNED_PADS:
             _fail(n, f"attribute 'pads' is {value}; expected values >= 0")
         if name in DTYPE_NAMES and kind == AttributeProto.INT and (
-                _elem_name(v) is None or (v == 0 and name != "output_dtype")):  # output_dtype 0: "from zero point"
+                elem_name(v) is None or (v == 0 and name != "output_dtype")):  # output_dtype 0: "from zero point"
             _fail(n, f"attribute {name!r} is {v}; expected an element type (a TensorProto.DataType other than "
                      "UNDEFINED)")
 
 
 @functools.lru_cache(maxsize=None)
-def _elem_name(t: int) -> str | None:
+def elem_name(t: int) -> str | None:
+    """``TensorProto.DataType`` ``t``'s name in lower case (``None`` for a number onnx does not know)."""
     try:
         return P.TensorProto.DataType.Name(t).lower()
     except ValueError:
@@ -268,7 +268,7 @@ def _check_types(n: NodeView, schema: SchemaFacts) -> None:
                 _fail(n, f"input {i} ({p.name!r}) is a sequence, map or optional; {n.op_type}-"
                          f"{schema.since_version} expects a tensor")
             continue
-        name = _elem_name(t) if t else None
+        name = elem_name(t) if t else None
         if name is None or name == "undefined" or not formal or i >= len(n.inputs) or not n.inputs[i]:
             continue
         p = formal[min(i, len(formal) - 1)]
@@ -285,7 +285,7 @@ def _check_types(n: NodeView, schema: SchemaFacts) -> None:
         first = bound.setdefault(p.type_str, (t, i))
         if first[0] != t:
             _fail(n, f"input {i} ({p.name!r}) has element type {name} but input {first[1]} has "
-                     f"{_elem_name(first[0])}; expected the same type (both are {p.type_str!r})")
+                     f"{elem_name(first[0])}; expected the same type (both are {p.type_str!r})")
 
 
 def _type_name(kind: int) -> str:
@@ -312,100 +312,6 @@ def validate_node(n: NodeView, opsets: Mapping[str, int], *, structure: bool = T
     rule = RULES.get(n.op_type) if domain == "" and structure else None
     if rule is not None:
         rule(n)
-
-
-# ------------------------------------------------------------ protos
-def _proto_types(g: P.GraphProto, types: dict[str, int]) -> dict[str, int]:
-    """Tensor element types ``g`` (and its sub-graphs) declare, by value name
-    (``NOT_TENSOR`` for sequences, maps and optionals); an unknown element
-    type is a :class:`ModelLoadError`."""
-    for vis in (g.input, g.value_info, g.output):
-        for vi in vis:
-            tp = vi.type
-            kind = tp.WhichOneof("value")
-            elem = tp.tensor_type.elem_type if kind == "tensor_type" else 0
-            if elem:
-                if _elem_name(elem) is None:
-                    raise ModelLoadError(f"graph {g.name!r}: value {vi.name!r} has unknown element type {elem}")
-                types.setdefault(vi.name, elem)
-            elif kind in ("sequence_type", "map_type", "optional_type"):
-                types.setdefault(vi.name, NOT_TENSOR)
-    for t in g.initializer:
-        types[t.name] = t.data_type
-    for p in g.node:
-        for a in p.attribute:
-            if a.type in _GRAPH_KINDS:
-                for sub in ([a.g] if a.type == AttributeProto.GRAPH else a.graphs):
-                    _proto_types(sub, types)
-    return types
-
-
-_GRAPH_KINDS = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
-
-
-#: attribute type -> its value as the checks read it (``NodeView.attrs``), read directly
-_READ: dict[int, Callable[[P.AttributeProto], Any]] = {
-    AttributeProto.INT: lambda a: a.i,
-    AttributeProto.INTS: lambda a: list(a.ints),
-    AttributeProto.TENSOR: lambda a: math.prod(a.t.dims),
-    AttributeProto.STRING: lambda a: a.s.decode("utf-8", "replace"),
-    AttributeProto.STRINGS: lambda a: [s.decode("utf-8", "replace") for s in a.strings],
-    AttributeProto.FLOATS: lambda a: list(a.floats),
-}
-
-
-def _proto_attrs(p: P.NodeProto, structure: bool) -> tuple[dict[str, tuple[int, Any]], list[P.GraphProto]]:
-    """``NodeView.attrs`` of ``p`` (graph attributes only when not ``structure``) and its sub-graphs."""
-    attrs: dict[str, tuple[int, Any]] = {}
-    graphs: list[P.GraphProto] = []
-    for a in p.attribute:
-        kind = a.type
-        if kind in _GRAPH_KINDS:
-            graphs += [a.g] if kind == AttributeProto.GRAPH else list(a.graphs)
-            attrs[a.name] = (int(kind), None)
-        elif not structure:
-            continue  # attribute values are read for the structure checks only
-        elif kind in _READ:
-            if a.ref_attr_name and kind != AttributeProto.TENSOR:
-                get_attribute_value(a)  # raises, as before, for a reference outside a function
-            attrs[a.name] = (int(kind), _READ[kind](a))
-        else:
-            attrs[a.name] = (int(kind), None)
-    return attrs, graphs
-
-
-def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int],
-                          types: Mapping[str, int] | None, structure: bool = True) -> None:
-    """Check the nodes of ``g``, each set of facts once (:mod:`~nnrt_core.frontends.onnx.node_facts`):
-    the ``NodeView`` is built only for facts not seen passing before."""
-    for k, p in enumerate(g.node):
-        if not structure and not p.input and not any(a.type in _GRAPH_KINDS for a in p.attribute):
-            continue  # the type checks read inputs only (Constant nodes: half of some models)
-        attrs, graphs = _proto_attrs(p, structure) if len(p.attribute) else ({}, ())
-        inputs, op, domain = p.input, p.op_type, p.domain
-        in_types = [types.get(x) for x in inputs] if types is not None else []
-        version = opsets.get("" if domain == "ai.onnx" else domain)
-        key = proto_facts_key(op, domain, version, attrs, in_types, [bool(x) for x in inputs], len(p.output),
-                              structure)
-        if key not in PASSED:
-            view = NodeView(f"node {p.name or f'#{k}'!r} ({op})", op, domain, list(inputs), list(p.output), attrs,
-                            in_types)
-            validate_node(view, opsets, structure=structure)
-            remember(key)
-        for sub in graphs:
-            _validate_proto_graph(sub, opsets, types, structure)
-
-
-def validate_model(proto: P.ModelProto, *, types: bool = False, structure: bool = True) -> None:
-    """Check every node of ``proto``'s graph (sub-graphs included; local
-    functions must be inlined first); :class:`ModelLoadError` for the first
-    violation.  With ``types`` the element types the graphs declare (after
-    shape inference: every value's) are checked against the schemas' type
-    constraints too; ``structure=False`` (with ``types``) checks only those,
-    for a model whose structure was validated before shape inference."""
-    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
-    _validate_proto_graph(proto.graph, opsets, _proto_types(proto.graph, {}) if types else None,
-                          structure or not types)
 
 
 # ------------------------------------------------------------ IR

@@ -48,6 +48,9 @@ class OnnxRuntimeBackend(Backend):
     supported_options = frozenset({"num_threads"})
     host_memory = True
     fresh_outputs = True  # ONNX Runtime returns new arrays, also for an Identity/Reshape of an input
+    #: compile only exports the partition (and reads its weights in place): a whole-graph
+    #: partition is handed over without a copy of the session graph
+    compiles_read_only = True
     #: force OrtValue I/O (None = only when the default device is not the CPU)
     ortvalue_io: ClassVar[bool | None] = None
 

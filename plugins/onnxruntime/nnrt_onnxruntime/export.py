@@ -2,7 +2,10 @@
 
 ONNX Runtime refuses models whose IR version is newer than it knows (onnx
 1.23 writes IR 14, onnxruntime 1.31 reads at most 13), so every exported
-model is capped at :func:`max_ir_version`, found once per process by probing.
+model is capped at :func:`max_ir_version`: read from a table for the
+onnxruntime releases it lists (each entry checked by probing, see
+``tests/test_onnxruntime_backend.py``), found once per process by
+:func:`probe_ir_version` for any other release.
 """
 from __future__ import annotations
 
@@ -21,6 +24,9 @@ from nnrt_onnxruntime.precise import precise_kernels
 __all__ = [
     "UntypedInputError",
     "max_ir_version",
+    "probe_ir_version",
+    "ort_release",
+    "KNOWN_IR_VERSIONS",
     "export_partition",
     "relax_static_shapes",
     "probe_type",
@@ -32,6 +38,9 @@ log = get_logger("nnrt.onnxruntime")
 
 #: highest IR version known for some onnxruntime releases (used when probing fails)
 _IR_TABLE = ((1, 20, 11), (1, 23, 12), (1, 31, 13))
+#: (major, minor) of an onnxruntime release -> the highest IR version it accepts, as probed;
+#: a release listed here is not probed (a probe builds a session: ~3-5 ms of a cold start)
+KNOWN_IR_VERSIONS: dict[tuple[int, int], int] = {(1, 32): 14}
 
 
 class UntypedInputError(ValueError):
@@ -51,9 +60,31 @@ def quiet_session_options(threads: int = 1):
     return so
 
 
+def ort_release() -> tuple[int, ...]:
+    """(major, minor) of the installed onnxruntime (fewer parts if its version string is odd)."""
+    import onnxruntime as ort
+
+    parts = []
+    for p in str(ort.__version__).split(".")[:2]:
+        if not p.isdigit():
+            break
+        parts.append(int(p))
+    return tuple(parts)
+
+
 @functools.cache
 def max_ir_version() -> int:
-    """The highest model IR version the installed onnxruntime accepts."""
+    """The highest model IR version the installed onnxruntime accepts, capped
+    at the one the exporter writes: from :data:`KNOWN_IR_VERSIONS`, else probed."""
+    known = KNOWN_IR_VERSIONS.get(ort_release())  # type: ignore[call-overload]
+    if known is not None:
+        return min(known, P.IR_VERSION)
+    return probe_ir_version()
+
+
+def probe_ir_version() -> int:
+    """The highest IR version (at most the exporter's) with which onnxruntime
+    builds a one-Identity model; a table guess when every probe fails."""
     import onnxruntime as ort
 
     graph = helper.make_graph(
@@ -70,7 +101,7 @@ def max_ir_version() -> int:
             return ir
         except Exception:
             continue
-    ver = tuple(int(p) for p in ort.__version__.split(".")[:2] if p.isdigit())
+    ver = ort_release()
     best = 7
     for major, minor, ir in _IR_TABLE:
         if ver >= (major, minor):
