@@ -1,7 +1,7 @@
 """A/B session build time of two source trees, interleaved model by model.
 
     python benchmarks/bench_build_ab.py --base /work/main [--rounds 3] [--runs 3]
-        [--models "/tmp/tflite_models/**/*.tflite"] [--only face,pose] [--json]
+        [--models "/tmp/tflite_models/**/*.tflite"] [--only face,pose] [--no-collect] [--json]
 
 On a shared machine the load moves build times by tens of percent between
 two runs of a benchmark, which hides changes of a few percent.  This script
@@ -15,6 +15,12 @@ minimum over all rounds (the figure least disturbed by other load) and the
 median, for the build and for the import, with the change from base to this
 tree.  The summary line gives the median change over all models.
 Models that fail to build in either tree are left out.
+
+Each build starts after a ``gc.collect()`` by default, so the collections a
+build leaves behind are not charged to it.  ``--no-collect`` runs the builds
+back to back as an application would, each paying what its predecessors
+left; then compare the mean (printed last), which includes the occasional
+full collection.
 """
 from __future__ import annotations
 
@@ -42,7 +48,7 @@ def _worker() -> None:
     from nnrt_core.errors import NnrtError
     cfg = ScheduleConfig(backends=["numpy"])
     for line in sys.stdin:
-        path, runs = line.rstrip("\n").split("\t")
+        path, runs, collect = line.rstrip("\n").split("\t")
         try:
             Session(path, cfg)  # warm: imports, plugin loading, first-call caches
         except (NnrtError, RuntimeError, ValueError):
@@ -50,11 +56,13 @@ def _worker() -> None:
             continue
         builds, loads = [], []
         for _ in range(int(runs)):
-            gc.collect()
+            if collect == "1":
+                gc.collect()
             t = time.process_time()
             Session(path, cfg)
             builds.append(time.process_time() - t)
-            gc.collect()
+            if collect == "1":
+                gc.collect()
             t = time.process_time()
             load_model(path)
             loads.append(time.process_time() - t)
@@ -64,7 +72,8 @@ def _worker() -> None:
 class _Tree:
     """A worker process running this script's ``--worker`` against one source tree."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, collect: bool = True) -> None:
+        self.collect = "1" if collect else "0"
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(str(root / p) for p in ("", "plugins/numpy", "schedulers"))
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"], env=env,
@@ -72,7 +81,7 @@ class _Tree:
 
     def measure(self, path: str, runs: int) -> list | None:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{path}\t{runs}\n")
+        self.proc.stdin.write(f"{path}\t{runs}\t{self.collect}\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
@@ -85,8 +94,9 @@ class _Tree:
         self.proc.wait()
 
 
-def compare(base: Path, paths: list[str], rounds: int, runs: int) -> tuple[list[dict], list[float]]:
-    trees = {"base": _Tree(base), "this": _Tree(HERE)}
+def compare(base: Path, paths: list[str], rounds: int, runs: int,
+            collect: bool = True) -> tuple[list[dict], list[float]]:
+    trees = {"base": _Tree(base, collect), "this": _Tree(HERE, collect)}
     got: dict[str, dict[str, list]] = {}
     loads = []
     try:
@@ -109,6 +119,7 @@ def compare(base: Path, paths: list[str], rounds: int, runs: int) -> tuple[list[
             builds = [x * 1e3 for v in d[name] for x in v[0]]
             imports = [x * 1e3 for v in d[name] for x in v[1]]
             row[name] = {"build_min_ms": min(builds), "build_median_ms": statistics.median(builds),
+                         "build_mean_ms": statistics.mean(builds),
                          "import_min_ms": min(imports), "import_median_ms": statistics.median(imports)}
         rows.append(row)
     return rows, loads
@@ -124,6 +135,9 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated substrings of model paths to keep")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=3, help="builds per model per round and tree")
+    ap.add_argument("--no-collect", action="store_true",
+                    help="no gc.collect() before each build: builds run back to back, each paying the "
+                         "collections the ones before it left (as in an application); compare means")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     paths = sorted(glob.glob(args.models, recursive=True))
@@ -132,7 +146,7 @@ def main() -> int:
     if not paths:
         print(f"no models match {args.models!r}", file=sys.stderr)
         return 1
-    rows, loads = compare(Path(args.base).resolve(), paths, args.rounds, args.runs)
+    rows, loads = compare(Path(args.base).resolve(), paths, args.rounds, args.runs, not args.no_collect)
     if args.json:
         print(json.dumps({"load_averages": loads, "rows": rows}, indent=2))
         return 0
@@ -151,6 +165,9 @@ def main() -> int:
         print(f"median change over {len(rows)} models (this tree vs {args.base}, minimum CPU time): "
               f"build {change:+.1%}, import {imp:+.1%}; load averages per round: "
               f"{', '.join(f'{x:.1f}' for x in loads)}")
+        mean = statistics.median(r["this"]["build_mean_ms"] / r["base"]["build_mean_ms"] for r in rows) - 1
+        print(f"median change of the mean build CPU time: {mean:+.1%}"
+              + (" (builds back to back, no gc.collect() between: GC work included)" if args.no_collect else ""))
     return 0
 
 

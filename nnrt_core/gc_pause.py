@@ -9,6 +9,13 @@ names) and the registry's plugin imports run inside ``paused_gc()``; the
 collector is re-enabled on exit (also when the import raises) if it was
 enabled on entry, and the objects made meanwhile are collected as usual
 afterwards.
+
+``compile_model`` builds inside ``paused_gc()`` too: a build makes thousands
+of IR objects that mostly live on in the session (4-7 young collections per
+TFLite build of ~100 nodes, and every few builds a full one over the whole
+heap).  Its little garbage (dropped nodes and values) is collected after
+the build; peak memory did not move on the largest models (BirdNET,
+PP-OCRv4 det, a 1118-node decoder: maxrss within 0.5 MB).
 """
 from __future__ import annotations
 

@@ -123,15 +123,16 @@ class _Counting:
 
 
 def _weights_model(neg_dims: bool = False) -> onnx.ModelProto:
-    """Three independent weights (two ConstantOfShape, one Range), a chain on one of them."""
+    """Three independent weights (a ConstantOfShape, folded on the host unless its shape is
+    negative, an Expand and a Range), a chain on one of them."""
     shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2, -3] if neg_dims else [2, 3])
     shape2 = helper.make_tensor("shape2", TensorProto.INT64, [2], [2, 3])
-    lims = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in (("s", 0.0), ("e", 6.0), ("d", 1.0))]
+    lims = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in (("s", 0.0), ("e", 6.0), ("d", 1.0),
+                                                                              ("two", 2.0))]
     nodes = [
         helper.make_node("ConstantOfShape", ["shape"], ["w0"], name="make_w0",
                          value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
-        helper.make_node("ConstantOfShape", ["shape2"], ["w1"], name="make_w1",
-                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0])),
+        helper.make_node("Expand", ["two", "shape2"], ["w1"], name="make_w1"),
         helper.make_node("Range", ["s", "e", "d"], ["r"], name="range"),
         helper.make_node("Reshape", ["r", "shape2"], ["w2"], name="reshape_r"),  # reads "range": next round
         helper.make_node("Add", ["x", "w0"], ["a"], name="add0"),
@@ -148,7 +149,8 @@ def test_independent_constant_nodes_are_evaluated_in_one_partition_per_round():
     g = load_onnx(_weights_model(), check=False).graph
     ev = _Counting()
     assert fold_constants(g, ev) == 4
-    assert ev.compiled == [["make_w0", "make_w1", "range"]]  # the Reshape of the next round: on the host
+    # make_w0 and the Reshape of the next round: on the host
+    assert ev.compiled == [["make_w1", "range"]]
     assert [n.name for n in g.nodes] == ["add0", "mul1", "add2"]
     np.testing.assert_array_equal(g.initializers["w0"].const, np.full((2, 3), 0.5, np.float32))
     np.testing.assert_array_equal(g.initializers["w1"].const, np.full((2, 3), 2.0, np.float32))
@@ -160,7 +162,7 @@ def test_a_refused_node_stays_and_the_rest_of_its_round_folds():
     g = load_onnx(_weights_model(), check=False).graph
     ev = _Counting(refuse=frozenset({"Range"}))
     assert fold_constants(g, ev) == 2
-    assert ev.compiled == [["make_w0", "make_w1"]]
+    assert ev.compiled == [["make_w1"]]  # make_w0 on the host
     assert [n.name for n in g.nodes] == ["range", "reshape_r", "add0", "mul1", "add2"]
 
 
@@ -277,3 +279,35 @@ def test_a_lean_inference_that_fails_falls_back_to_the_whole_model(monkeypatch, 
     model = load_onnx(data)
     assert [k for k, _ in seen] == ["check", "infer"] and seen[-1][1] == data  # the plain path, on the file's bytes
     assert model.graph.nodes[4].outputs[0].type.shape == (1, 32)
+
+
+def test_a_build_pauses_the_collector_and_gives_it_back(monkeypatch):
+    """``compile_model`` runs with the cyclic GC paused (nnrt_core/gc_pause.py) and
+    leaves it as it found it, after a failed build too."""
+    import gc
+
+    from nnrt_core import ScheduleConfig, Session
+    from nnrt_core.compiler import build
+    from nnrt_core.errors import NnrtError
+
+    seen = []
+    optimize = build.optimize
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return optimize(*a, **k)
+
+    monkeypatch.setattr(build, "optimize", spy)
+    assert gc.isenabled()
+    Session(_model(), ScheduleConfig(backends=["numpy"]))
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(NnrtError):
+        Session(_model(nodes=[helper.make_node("NoSuchOp", ["x"], ["y"], name="bad")]),
+                ScheduleConfig(backends=["numpy"]))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        Session(_model(), ScheduleConfig(backends=["numpy"]))
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()

@@ -1,6 +1,7 @@
 """Constant folding's trivial cases on the host (:mod:`nnrt_core.passes.host_fold`):
-a ``Reshape`` of a constant and an exact ``Cast`` fold without the evaluator
-backend, with the values it gives; every other case is left to it."""
+a ``Reshape`` of a constant, an exact ``Cast`` and a ``ConstantOfShape`` within the
+budget fold without the evaluator backend, with the values it gives; every other
+case is left to it."""
 from __future__ import annotations
 
 from typing import Any
@@ -33,6 +34,13 @@ def _reshape(shape: list[int], x: np.ndarray = W, **attrs: Any) -> onnx.ModelPro
 
 def _cast(x: np.ndarray, to: int) -> onnx.ModelProto:
     return _model(helper.make_node("Cast", ["w"], ["y"], name="c", to=to), [numpy_helper.from_array(x, "w")], to)
+
+
+def _cos(shape: list[int], value: np.ndarray | None = None, opset: int = 17) -> onnx.ModelProto:
+    attrs = {} if value is None else {"value": numpy_helper.from_array(value, "v")}
+    dt = TensorProto.FLOAT if value is None else helper.np_dtype_to_tensor_dtype(value.dtype)
+    return _model(helper.make_node("ConstantOfShape", ["s"], ["y"], name="cos", **attrs),
+                  [numpy_helper.from_array(np.array(shape, np.int64), "s")], dt, opset=opset)
 
 
 def _node(model: onnx.ModelProto):
@@ -130,7 +138,24 @@ print(json.dumps({"ops": [m for m in loaded({"nnrt_numpy"}) if m.startswith("nnr
 
 
 CASES = [_reshape([3, 4]), _reshape([0, -1], W.reshape(3, 4)), _reshape([-1]),
-         _cast(np.array([1, -2], np.int32), TensorProto.INT64), _cast(np.array([1, 0], np.bool_), TensorProto.FLOAT)]
+         _cast(np.array([1, -2], np.int32), TensorProto.INT64), _cast(np.array([1, 0], np.bool_), TensorProto.FLOAT),
+         _cos([2, 3]), _cos([4], np.array([7], np.int64)), _cos([2, 0, 1], np.array([1.5], np.float64)),
+         _cos([], np.array([True]))]
+
+
+@pytest.mark.parametrize("model", [_cos([2, -1]), _cos([3], opset=8)], ids=["negative", "opset-8"])
+def test_constant_of_shape_outside_the_trivial_cases_is_left_to_the_evaluator(model):
+    assert host_value(_node(model)) is None
+
+
+def test_a_constant_of_shape_over_the_budget_is_left_to_the_evaluator():
+    from nnrt_core.compiler.budget import build_budget
+    node = _node(_cos([64, 64]))
+    with build_budget(64 * 64 * 4 - 1):
+        assert host_value(node) is None
+    with build_budget(64 * 64 * 4):
+        (y,) = host_value(node)
+    assert y.shape == (64, 64) and y.dtype == np.float32 and y.flags.writeable and not y.any()
 
 
 @pytest.mark.parametrize("i", range(len(CASES)))

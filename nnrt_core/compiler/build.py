@@ -16,6 +16,7 @@ from nnrt_core.compiler.budget import build_budget, check_static_sizes
 from nnrt_core.backend.base import warm_up_partition
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
+from nnrt_core.gc_pause import paused_gc
 from nnrt_core.logs import get_logger
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.frontends import model_digest
@@ -47,7 +48,7 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
         from nnrt_core.compiler.isolate import build_isolated  # forks: only isolated builds need it
         build_isolated(compile_model, model, config, registry)
     times = BuildTimes()
-    with times.active():
+    with times.active(), paused_gc():  # a build makes many objects and little garbage (nnrt_core/gc_pause.py)
         built = _compile_timed(model, config, registry)
         with stage("warmup"):
             for step in built.steps:  # the first run's one-time costs, paid here

@@ -125,9 +125,10 @@ class Node:
     def all_inputs(self) -> list[Value]:
         """Explicit inputs (present ones) followed by outer-scope reads."""
         vals = [v for v in self.inputs if v is not None]
-        if not any(a.kind in _GRAPH_KINDS for a in self.attributes.values()):
-            return vals
-        return vals + [v for v in self.outer_inputs() if all(v is not x for x in vals)]
+        for a in self.attributes.values():  # a plain loop: called per node by passes, sorts and placement
+            if a.kind in _GRAPH_KINDS:
+                return vals + [v for v in self.outer_inputs() if all(v is not x for x in vals)]
+        return vals
 
     @property
     def qualified_op(self) -> str:

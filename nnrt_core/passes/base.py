@@ -52,6 +52,8 @@ class PassContext(Record):
         self.evaluator, self.supports, self.protected = evaluator, supports, protected
 
     def may_rewrite(self, *nodes: Node) -> bool:
+        if not self.protected:  # the common case: nothing pinned (asked for every node by every pass)
+            return True
         return not any(n.name in self.protected for n in nodes)
 
     def backend_supports(self, fused: Node, replaced: Sequence[Node]) -> bool:
@@ -111,6 +113,16 @@ class Pass(abc.ABC):
     #: of the graph has an op type in it; the pass manager skips it otherwise
     #: (a pass with side effects beyond its matches leaves this empty)
     requires_ops: ClassVar[tuple[frozenset[str], ...]] = ()
+    #: a second run right after a run that changed the graph changes nothing
+    #: (the pass manager does not run it again for its own changes)
+    idempotent: ClassVar[bool] = False
+    #: every rewrite deletes a node none of whose outputs is read, or an
+    #: initializer nothing reads (nothing else changes)
+    removes_only_unread: ClassVar[bool] = False
+    #: whether a match can depend on how many readers a value has (sole-reader
+    #: conditions...); False: deleting unread nodes cannot give the pass new
+    #: matches, so the manager does not re-run it after such a pass
+    counts_readers: ClassVar[bool] = True
 
     @abc.abstractmethod
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult: ...

@@ -20,18 +20,24 @@ class DeadNodeElimination(Pass):
     name = "dead_node_elimination"
     level = "basic"
     description = "remove nodes whose outputs nothing reads"
+    idempotent = True  # scans again until a scan removes nothing
+    removes_only_unread = True
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()
         res = self.result()
-        ed = GraphEditor(graph)
-        for node in reversed(list(graph.nodes)):  # readers first, so whole dead chains go in one sweep
-            if node.domain not in REMOVABLE_DOMAINS or not ctx.may_rewrite(node):
-                continue
-            if any(v.name and ed.is_read(v) for v in node.outputs):
-                continue
-            ed.detach(node)
-            res.record(f"removed unread {node.op_type} {node.name!r}", removed=1)
+        while True:  # once more after a removal: a graph out of order, or sub-graph reads, can leave dead chains
+            ed = GraphEditor(graph)
+            before = res.rewrites
+            for node in reversed(list(graph.nodes)):  # readers first, so whole dead chains go in one sweep
+                if node.domain not in REMOVABLE_DOMAINS or not ctx.may_rewrite(node):
+                    continue
+                if any(v.name and ed.is_read(v) for v in node.outputs):
+                    continue
+                ed.detach(node)
+                res.record(f"removed unread {node.op_type} {node.name!r}", removed=1)
+            if res.rewrites == before:
+                break
         ed.drop_unread_initializers()
         return res
 

@@ -35,11 +35,12 @@ QDQ_OPS = frozenset({"DequantizeLinear", "QuantizeLinear"})
 
 
 def _foldable(node: Node) -> bool:
+    # the input test first: it fails on almost every node of a graph with nothing to fold
+    if not all(v is None or (v.const is not None and v.producer is None) for v in node.inputs):
+        return False
     if node.op_type in NONDETERMINISTIC_OPS or node.op_type in QDQ_OPS or node.subgraphs() or node.domain not in ("", "ai.onnx"):
         return False
-    if any(not v.name for v in node.outputs):
-        return False
-    return all(v is None or (v.const is not None and v.producer is None) for v in node.inputs)
+    return all(v.name for v in node.outputs)
 
 
 def fold_constants(graph: Graph, evaluator: Backend, *, protected: frozenset[str] = frozenset()) -> int:
@@ -63,8 +64,8 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
     tried: set[int] = set()  # nodes the evaluator refused or failed on: not asked again
     while True:
         batch, constants, hosted = [], [], []
-        position = {id(n): i for i, n in enumerate(graph.nodes)}
-        for node in graph.nodes:
+        nodes = list(graph.nodes)  # the order before this round's drops (``folded`` lists by it)
+        for node in nodes:
             if id(node) in tried or not _foldable(node) or node.name in protected:
                 continue
             value = _constant_value(node)
@@ -83,10 +84,11 @@ def _fold(graph: Graph, evaluator: Backend, protected: frozenset[str]) -> list[N
         for node, values in done:
             _freeze(graph, node, values, detach=False)
         _drop(graph, [n for n, _ in done])
-        # listed as the evaluator's round would list them (graph order after the Constants)
-        folded += sorted(hosted + [n for n, _ in done], key=lambda n: position[id(n)])
-        if not done and not hosted:
+        if not done and not hosted and not constants:  # nothing new is constant: a fixed point (idempotent)
             break
+        # listed as the evaluator's round would list them (graph order after the Constants)
+        position = {id(n): i for i, n in enumerate(nodes)}
+        folded += sorted(hosted + [n for n, _ in done], key=lambda n: position[id(n)])
     # drop initializers nothing reads any more (e.g. the shape inputs of folded nodes)
     GraphEditor(graph).drop_unread_initializers()
     return folded
@@ -173,6 +175,8 @@ class ConstantFolding(Pass):
     name = "constant_folding"
     level = "basic"
     description = "evaluate nodes with constant inputs once"
+    idempotent = True  # folds in rounds until nothing is left to fold
+    counts_readers = False
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()
@@ -205,6 +209,7 @@ class ShapeFolding(Pass):
     name = "shape_folding"
     level = "basic"
     description = "Shape/Size of statically shaped values become constants"
+    counts_readers = False
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()

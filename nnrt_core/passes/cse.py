@@ -49,7 +49,7 @@ def _cheap_key(node: Node) -> Hashable | None:
     if node.op_type in NONDETERMINISTIC_OPS or node.domain not in ("", "ai.onnx", "ai.onnx.ml"):
         return None
     return (node.op_type, len(node.attributes), tuple(
-        None if v is None else ("const", np.shape(v.const)) if is_constant(v) else id(v)
+        None if v is None else ("const", v.const.shape) if v.const is not None and v.producer is None else id(v)
         for v in node.inputs))
 
 
@@ -82,6 +82,7 @@ class CommonSubexpressionElimination(Pass):
     name = "common_subexpression_elimination"
     level = "basic"
     description = "merge nodes with identical op, attributes and inputs"
+    counts_readers = False  # keys are ops, attributes and inputs; deleting unread nodes rewires nothing
 
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
         ctx = ctx or PassContext()

@@ -119,7 +119,9 @@ class PassReport(Record):
 
 class PassManager:
     """Runs the passes of ``level`` (or the given ``passes``) over a graph
-    until none changes anything, at most ``max_iterations`` times.  Passes
+    until none changes anything, at most ``max_iterations`` sweeps; a sweep
+    runs only the passes the graph changed under since they last found
+    nothing (see docs/passes.md, the ``Pass`` flags).  Passes
     marked ``after_fixed_point`` run then; when they change the graph, the
     others run to a fixed point again (at most ``max_rounds`` more times).
 
@@ -157,27 +159,43 @@ class PassManager:
         return report
 
     def _to_fixed_point(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport) -> bool:
-        """Run ``passes`` until none changes anything; True when any did."""
+        """Run ``passes`` until none changes anything; True when any did.  A
+        pass runs again only when the graph changed since it last found
+        nothing (:func:`_stale_after`), so a sweep skips the passes that
+        already looked at the graph as it is."""
         any_change = False
+        stale = set(range(len(passes)))  # passes that have not seen the graph as it is now
         for _ in range(self.max_iterations if passes else 0):
+            if not stale:
+                break
             report.iterations += 1
-            changed = self._run_each(graph, ctx, passes, report)
+            changed = self._run_each(graph, ctx, passes, report, stale)
             any_change |= changed
             if not changed:
                 break
         return any_change
 
-    def _run_each(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport) -> bool:
+    def _run_each(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport,
+                  stale: set[int] | None = None) -> bool:
+        """One sweep over ``passes`` (those in ``stale`` only, when given; it is updated)."""
         changed = False
         ops: set[str] | None = None  # the graph's op types, taken again after a pass changed it
-        for p in passes:
+        for i, p in enumerate(passes):
+            if stale is not None and i not in stale:
+                continue
             if p.requires_ops:
                 ops = ops if ops is not None else {n.op_type for n in graph.nodes}
                 if not all(ops & s for s in p.requires_ops):
+                    if stale is not None:
+                        stale.discard(i)
                     continue  # nothing it could match (Pass.requires_ops)
             t = time.perf_counter()
             result = p.run(graph, ctx)
             report.passes[p.name].add(result, time.perf_counter() - t)
+            if stale is not None:
+                stale.discard(i)
+                if result.changed:
+                    stale.update(_stale_after(p, passes))
             if result.changed:
                 ops = None
             changed |= result.changed
@@ -188,3 +206,17 @@ class PassManager:
                     raise GraphError(f"pass {p.name!r} broke the graph: {e}") from e
         return changed
 
+
+def _stale_after(changer: Pass, passes: list[Pass]) -> list[int]:
+    """Indices of the ``passes`` that may find something new once ``changer``
+    changed the graph: all, but ``changer`` itself when it is ``idempotent``
+    and, after a pass that only removes unread nodes, those that do not
+    count readers (``Pass.counts_readers``)."""
+    out = []
+    for i, q in enumerate(passes):
+        if q is changer:
+            if not q.idempotent:
+                out.append(i)
+        elif not (changer.removes_only_unread and not q.counts_readers):
+            out.append(i)
+    return out

@@ -104,11 +104,17 @@ class GraphEditor:
             self.subgraph_reads.add(id(new))
 
     def detach(self, node: Node) -> None:
-        """Remove ``node`` whatever reads its outputs (the caller rewires them)."""
+        """Remove ``node`` whatever reads its outputs (the caller rewires them).
+        The outer values its sub-graphs read lose those readers too."""
         g = self.graph
         for i, v in enumerate(node.inputs):
             if v is not None:
                 v.uses = [(n, j) for n, j in v.uses if not (n is node and j == i)]
+        subs = node.subgraphs()
+        if subs:
+            inner = {id(n) for sub in subs for n in sub.walk()}
+            for v in node.outer_inputs():
+                v.uses = [(n, j) for n, j in v.uses if id(n) not in inner]
         for v in node.outputs:
             if v.producer is node:
                 v.producer, v.output_index = None, -1
@@ -149,15 +155,13 @@ class GraphEditor:
         return True
 
     def drop_unread_initializers(self) -> int:
-        """Delete initializers nothing reads; returns how many."""
-        g = self.graph
-        read = {id(v) for n in g.nodes for v in n.all_inputs()} | self.outputs
-        dropped = 0
-        for name, v in list(g.initializers.items()):
-            if id(v) not in read:
-                del g.initializers[name]
-                dropped += 1
-        return dropped
+        """Delete initializers nothing reads (:meth:`is_read`: the use-def
+        links the graph keeps, graph outputs, sub-graph reads); returns how many."""
+        inits = self.graph.initializers
+        unread = [name for name, v in inits.items() if not self.is_read(v)]
+        for name in unread:
+            del inits[name]
+        return len(unread)
 
 
 def _graphs(g: Graph) -> Iterable[Graph]:

@@ -23,6 +23,7 @@ class StaticShapeRefinement(Pass):
     level = "basic"
     description = "re-infer static types hidden behind folded Shape chains"
     after_fixed_point: ClassVar[bool] = True
+    counts_readers: ClassVar[bool] = False
 
     def __init__(self, refine: Callable[[Graph], int]) -> None:
         self.refine = refine

@@ -60,10 +60,15 @@ class PlacementContext(Record):
 
     def first_candidate(self, node: Node) -> Backend | None:
         """``candidates(node)[0]`` (``None`` if there is none), asking no backend
-        after the first that claims ``node`` (the backup's answer may be deferred)."""
-        for b in with_backup(self.backends, self.backup):
-            if self.capabilities[b.name].supports(node.name):
+        after the first that claims ``node`` (the backup's answer may be deferred).
+        Asked for every node: no list of backends is built."""
+        caps, name = self.capabilities, node.name
+        for b in self.backends:
+            if caps[b.name].supports(name):
                 return b
+        backup = self.backup
+        if backup is not None and all(b is not backup for b in self.backends) and caps[backup.name].supports(name):
+            return backup
         return None
 
     def rejections(self, node: Node) -> dict[str, str]:

@@ -33,7 +33,8 @@ FACTS_TAG = "numpy.node_info"
 
 def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
     """What kernels may know about ``node`` at compile time (one pass over
-    its values: this runs for every node at capability and at compile)."""
+    its values, positional record fields: this runs for every node at
+    capability and at compile)."""
     present, in_dtypes, in_shapes, consts = [], [], [], []
     for v in node.inputs:
         if v is None:
@@ -42,28 +43,30 @@ def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
             in_shapes.append(None)
             consts.append(None)
         else:
+            t = v.type
             present.append(True)
-            in_dtypes.append(_declared_dtype(v))
-            in_shapes.append(v.type.shape if isinstance(v.type, TensorType) else None)
+            if isinstance(t, TensorType):
+                in_dtypes.append(_numpy_dtype(t.dtype))
+                in_shapes.append(t.shape)
+            else:
+                in_dtypes.append(None)
+                in_shapes.append(None)
             consts.append(v.const)
-    outs = node.outputs
-    return NodeInfo(
-        name=node.name,
-        op_type=node.op_type,
-        domain=node.domain,
-        opset=node.opset or 1,
-        attrs={k: a.value for k, a in node.attributes.items()},
-        num_inputs=len(node.inputs),
-        num_outputs=len(outs),
-        input_present=tuple(present),
-        input_dtypes=tuple(in_dtypes),
-        input_shapes=tuple(in_shapes),
-        const_inputs=tuple(consts),
-        output_dtypes=tuple(None if v is None else _declared_dtype(v) for v in outs),
-        output_shapes=tuple(v.type.shape if v is not None and isinstance(v.type, TensorType) else None
-                            for v in outs),
-        compile_subgraph=compile_subgraph,
-    )
+    out_dtypes, out_shapes = [], []
+    for v in node.outputs:
+        t = None if v is None else v.type
+        if isinstance(t, TensorType):
+            out_dtypes.append(_numpy_dtype(t.dtype))
+            out_shapes.append(t.shape)
+        else:
+            out_dtypes.append(None)
+            out_shapes.append(None)
+    # name, op_type, domain, opset, attrs, num_inputs, num_outputs, input_present, input_dtypes,
+    # input_shapes, const_inputs, output_dtypes, output_shapes, compile_subgraph
+    return NodeInfo(node.name, node.op_type, node.domain, node.opset or 1,
+                    {k: a.value for k, a in node.attributes.items()}, len(node.inputs), len(node.outputs),
+                    tuple(present), tuple(in_dtypes), tuple(in_shapes), tuple(consts), tuple(out_dtypes),
+                    tuple(out_shapes), compile_subgraph)
 
 
 def why_unsupported(node: Node) -> str | None:
