@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
+from onnx import numpy_helper
 
 from conftest import make_registry
 from fakes import fake_plugin
@@ -192,6 +193,25 @@ def test_average_pool_with_an_absurd_kernel_is_refused_fast(static):
     with pytest.raises((OpError, UnsupportedNodeError), match="kernel_shape\\[0\\] = 1000000.*larger than"):
         Session(model, ScheduleConfig(backends=["numpy"])).run({"x": np.zeros((1, 1, 4, 4), np.float32)})
     assert time.perf_counter() - t0 < 5.0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "npu_emu"])
+@pytest.mark.parametrize("length, pads, fits", [(3, [0, 0], False), (3, [1, 0], False), (3, [1, 1], True)])
+def test_conv_window_larger_than_the_padded_input_names_the_axis(backend, length, pads, fits):
+    """A free-length input shorter than the kernel (silero_vad's STFT Conv on a short chunk) is our
+    OpError naming the kernel and the padded axis, not numpy's reshape error; a window that fits runs."""
+    w = np.ones((3, 2, 5), np.float32)
+    model = _model([h.make_node("Conv", ["x", "w"], ["y"], pads=pads, name="conv")],
+                   [h.make_tensor_value_info("x", T.FLOAT, [1, 2, "L"])],
+                   [h.make_tensor_value_info("y", T.FLOAT, [1, 3, "M"])], [numpy_helper.from_array(w, "w")])
+    sess = Session(model, ScheduleConfig(backends=[backend]))
+    x = np.ones((1, 2, length), np.float32)
+    if fits:
+        np.testing.assert_allclose(sess.run({"x": x})["y"], np.full((1, 3, 1), 6.0, np.float32))
+        return
+    with pytest.raises(OpError, match=r"node 'conv'.*kernel_shape\[0\] = 5 .*larger than spatial axis 0 "
+                                      rf"of the input padded \({length} \+ pads {pads[0]}, {pads[1]}"):
+        sess.run({"x": x})
 
 
 def test_pool_window_that_fits_the_padded_input_still_runs():

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from ...kernel import Kernel, NodeInfo
-from ._spatial import resolve_pads
+from ._spatial import resolve_pads, window_misfit
 
 
 class PoolBase(Kernel):
@@ -65,14 +65,10 @@ class PoolBase(Kernel):
 
 
     def _check_window(self, spatial: tuple, begin: list[int], end: list[int]) -> None:
-        """A window larger than the padded input has no output position (ONNX
-        Runtime refuses it too); refused before any work, whatever its size."""
-        for i, (n, k, d, b, e) in enumerate(zip(spatial, self.kernel, self.dilations, begin, end)):
-            window = (k - 1) * d + 1
-            if n > 0 and window > n + b + e:
-                raise self.fail(f"kernel_shape[{i}] = {k} (dilation {d}: a window of {window}) is larger than "
-                                f"spatial axis {i} of the input padded ({n} + pads {b}, {e} = {n + b + e}); "
-                                f"the window must fit the padded input")
+        """Refused before any work, whatever the window's size (see :func:`window_misfit`)."""
+        misfit = window_misfit(spatial, self.kernel, self.dilations, begin, end)
+        if misfit is not None:
+            raise self.fail(misfit)
 
 
 def lowest(dtype: np.dtype) -> Any:

@@ -55,6 +55,19 @@ def resolve_pads(
     return begin, end, out, extra
 
 
+def window_misfit(spatial: Sequence[int], kernel: Sequence[int], dilations: Sequence[int],
+                  begin: Sequence[int], end: Sequence[int]) -> str | None:
+    """Why a kernel window does not fit the padded input (no output position:
+    ONNX Runtime refuses it too), or ``None`` when it fits on every axis."""
+    for i, (n, k, d, b, e) in enumerate(zip(spatial, kernel, dilations, begin, end)):
+        window = (k - 1) * d + 1
+        if n > 0 and window > n + b + e:
+            return (f"kernel_shape[{i}] = {k} (dilation {d}: a window of {window}) is larger than "
+                    f"spatial axis {i} of the input padded ({n} + pads {b}, {e} = {n + b + e}); "
+                    f"the window must fit the padded input")
+    return None
+
+
 def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0) -> np.ndarray:
     """Pad the trailing ``len(begin)`` dims of ``x`` with a constant (no copy when pads are 0).
 

@@ -29,7 +29,7 @@ import numpy as np
 from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
 from ...shared import shared
-from ._spatial import pad_spatial, resolve_pads, tap_slices, window_view
+from ._spatial import pad_spatial, resolve_pads, tap_slices, window_misfit, window_view
 
 if TYPE_CHECKING:
     from ._depthwise import DepthwisePlan
@@ -131,6 +131,9 @@ class Conv(Kernel):
                 f"input channels {xshape[1]} != weight channels {wshape[1]} * group {self.group}"
             )
         begin, end, out, _ = resolve_pads(self.auto_pad, xshape[2:], kernel, strides, dil, self.pads)
+        misfit = window_misfit(xshape[2:], kernel, dil, begin, end)
+        if misfit is not None:
+            raise self.fail(misfit)
         pointwise = all(k == 1 for k in kernel) and not any(begin) and not any(end)
         depthwise = wshape[1] == 1 and self.group == xshape[1] and self.group > 1
         plan = (nd, kernel, strides, dil, begin, end, out, pointwise, depthwise)
