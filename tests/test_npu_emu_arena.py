@@ -5,7 +5,9 @@ import gc
 import threading
 import weakref
 
-from nnrt_npu_emu.memory import DeviceArena
+import pytest
+
+from nnrt_npu_emu.memory import DeviceArena, DeviceMemoryError
 
 
 class _CollectingLock:
@@ -61,3 +63,25 @@ def test_a_finalizer_freeing_device_memory_inside_alloc_does_not_deadlock():
     gc.collect()
     assert arena.in_use == 0  # every deferred free was applied
     assert arena.alloc(1 << 20) == 0  # and coalesced back into one block
+
+
+def test_memory_held_by_cyclic_garbage_is_given_back_before_the_device_counts_as_full():
+    """Sessions dropped by the user keep their device buffers until their reference cycles are
+    collected: an allocation that finds the device full collects them once and succeeds."""
+    arena = DeviceArena(1 << 20, "test")
+    was_enabled = gc.isenabled()
+    gc.disable()  # the collector would otherwise run at a threshold, at random
+    try:
+        for _ in range(4):
+            owner = _Cycle()
+            weakref.finalize(owner, arena.free, arena.alloc(1 << 18))
+            del owner  # garbage, but still holding a quarter of the device
+        assert arena.in_use == 1 << 20
+        assert arena.alloc(1 << 19) is not None  # collected, then found
+        assert arena.in_use == 1 << 19
+        live = arena.alloc(1 << 19)  # noqa: F841 - held: the device is full of live blocks now
+        with pytest.raises(DeviceMemoryError, match="device memory of test exhausted: tensor needs 64 bytes, 0 bytes free"):
+            arena.alloc(1)
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -4,14 +4,18 @@ offsets are planned at compile time by the core's lifetime planner
 from __future__ import annotations
 
 import bisect
+import gc
 import threading
 
 import numpy as np
 
 from nnrt_core.errors import ExecutionError
+from nnrt_core.logs import get_logger
 from nnrt_core.runtime.memory_plan import ALIGN, Buffer, align, plan_offsets  # the core's lifetime planner
 
 __all__ = ["ALIGN", "align", "DeviceMemoryError", "DeviceArena", "Buffer", "plan_offsets"]
+
+log = get_logger("nnrt.npu_emu")
 
 
 class DeviceMemoryError(ExecutionError):
@@ -49,7 +53,30 @@ class DeviceArena:
             return sum(self._used.values())
 
     def alloc(self, nbytes: int, what: str = "tensor") -> int:
+        """The offset of a free block of ``nbytes`` (aligned).  When none is
+        left, the cyclic garbage collector runs once and the search is
+        repeated: sessions dropped by the user keep their device buffers
+        until their reference cycles are collected, and a user building
+        sessions in a loop must not see a full device because of them."""
         n = align(max(int(nbytes), 1))
+        off = self._first_fit(n)
+        if off is None:
+            before = self.in_use
+            gc.collect()  # outside the lock: finalizers free blocks through ``free``
+            off = self._first_fit(n)
+            log.info("device memory of %s full for %d bytes: garbage collection gave back %d bytes%s", self.name,
+                     n, before - self.in_use, "" if off is not None else ", not enough")
+        if off is not None:
+            return off
+        with self._lock:
+            free = sum(s for _, s in self._free)
+            largest = max((s for _, s in self._free), default=0)
+        raise DeviceMemoryError(
+            f"device memory of {self.name} exhausted: {what} needs {n} bytes, {free} bytes free "
+            f"(largest block {largest}) of {self.size}")
+
+    def _first_fit(self, n: int) -> int | None:
+        """Take the first free block of ``n`` aligned bytes; ``None`` when none is large enough."""
         with self._lock:
             self._drain()
             for i, (off, sz) in enumerate(self._free):
@@ -61,11 +88,7 @@ class DeviceArena:
                     self._used[off] = n
                     self.peak = max(self.peak, sum(self._used.values()))
                     return off
-            free = sum(s for _, s in self._free)
-            largest = max((s for _, s in self._free), default=0)
-        raise DeviceMemoryError(
-            f"device memory of {self.name} exhausted: {what} needs {n} bytes, {free} bytes free "
-            f"(largest block {largest}) of {self.size}")
+        return None
 
     def free(self, off: int) -> None:
         """Give the block at ``off`` back.  Never blocks: when the lock is
