@@ -92,6 +92,19 @@ def test_gemm_and_matmul_heads():
     check(model(nodes, [("x", [3, 16])], [("y", [3, 8])], inits), {"x": f32(3, 16)}, 2)
 
 
+def test_matmul_bias_chain_with_symbolic_rows():
+    """MatMul -> Add(bias) -> Relu over (N, T, C) with symbolic N and T (a sequence head): fused
+    although axis 1 is not static; a per-channel operand on that axis is not (it cannot be checked)."""
+    inits = {"M": f32(16, 12), "c": f32(12), "t": f32(1, 5, 1)}
+    nodes = [helper.make_node("MatMul", ["x", "M"], ["mm"]), helper.make_node("Add", ["mm", "c"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    m = model(nodes, [("x", ["N", "T", 16])], [("y", ["N", "T", 12])], inits)
+    for shape in [(1, 5, 16), (3, 7, 16)]:
+        check(m, {"x": f32(*shape)}, 2)
+    nodes = [helper.make_node("MatMul", ["x", "M"], ["mm"]), helper.make_node("Mul", ["mm", "t"], ["y"])]
+    check(model(nodes, [("x", ["N", "T", 16])], [("y", ["N", "T", 12])], inits), {"x": f32(2, 5, 16)}, 0)
+
+
 def test_no_fusion_when_intermediate_has_other_readers():
     inits = {"w": f32(4, 4, 1, 1)}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"]),

@@ -259,3 +259,21 @@ def test_elementwise_kernels_give_ieee_results_whatever_the_callers_error_settin
     np.testing.assert_array_equal(out["q"][:2], [np.inf, -np.inf])
     assert np.isnan(out["q"][2]) and np.isnan(out["l"][1]) and out["l"][2] == -np.inf
     assert [(str(w.message), w.filename) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+
+
+@pytest.mark.parametrize("xs,ws", [((40, 80), (80, 690)), ((1, 40, 80), (80, 690)), ((3, 40, 16), (3, 16, 50)),
+                                   ((2, 1, 300, 16), (3, 16, 9)), ((7, 16), (16,))])
+def test_matmul_split_over_threads_equals_numpy(two_threads, monkeypatch, xs, ws):
+    """The MatMul kernel splits a large float product over the threads (``parallel.matmul``);
+    forced on small ones here: numpy's values (up to BLAS rounding) and shapes, broadcasting too."""
+    from nnrt_numpy.ops.math.matmul import MatMul
+
+    monkeypatch.setattr(parallel, "MIN_MACS", 1)
+    a = RNG.standard_normal(xs).astype(np.float32)
+    b = RNG.standard_normal(ws).astype(np.float32)
+    k = MatMul(node("MatMul", {}, [xs, ws]))
+    got = k(a, b)[0]
+    assert got.shape == np.matmul(a, b).shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
+    with pytest.raises(Exception, match="incompatible shapes"):
+        k(a, RNG.standard_normal((5, 3)).astype(np.float32))

@@ -23,7 +23,8 @@ HardSigmoid, Mul) are found first and run as one step
 (:mod:`nnrt_numpy.fusion_se`).
 
 Shapes may be symbolic (a free batch or image size): equal symbols stand for
-equal sizes; the channel axis must be static.
+equal sizes; per-channel tails need a static channel axis (axis 1), the other
+tails do not (MatMul + bias over (N, T, C) with a symbolic T).
 
 When the head is a Conv (or ConvTranspose) with constant weights, the
 per-channel affine tails that directly follow it are folded into its weights
@@ -60,7 +61,7 @@ def _channel_vector(c: np.ndarray, shape: tuple) -> np.ndarray | None:
     """``c`` as a length-C vector when ``c`` broadcast onto ``shape`` (N, C, ...)
     varies along the channel axis only (and does not grow ``shape``)."""
     r = len(shape)
-    if r < 2 or c.ndim > r:
+    if r < 2 or c.ndim > r or not isinstance(shape[1], int):
         return None
     full = (1,) * (r - c.ndim) + c.shape
     if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, shape[1]):
@@ -182,12 +183,11 @@ def per_value_tails(ops: list[tuple]) -> Callable[[np.ndarray], None] | None:
 
 
 def _known(shape: Any) -> bool:
-    """Rank >= 1, every dimension an int or a symbol (equal symbols: equal sizes), the channel axis an int."""
+    """Rank >= 1, every dimension an int or a symbol (equal symbols: equal sizes).  A symbolic
+    axis 1 (MatMul's rows: (N, T, C)) takes no per-channel tails (:func:`_channel_vector`)."""
     if shape is None or len(shape) == 0:  # ufuncs return scalars for 0-d
         return False
-    if any(d is None or isinstance(d, bool) or not isinstance(d, (int, str)) for d in shape):
-        return False
-    return len(shape) < 2 or isinstance(shape[1], int)
+    return not any(d is None or isinstance(d, bool) or not isinstance(d, (int, str)) for d in shape)
 
 
 def _fits(cshape: tuple, yshape: tuple) -> bool:
@@ -360,7 +360,7 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
     overrides: dict[int, np.ndarray] = {}
     # fold the per-channel affine tails right after a constant-weight Conv into its weights
     k = 0
-    if head.op_type in ("Conv", "ConvTranspose") and len(yshape) >= 3:
+    if head.op_type in ("Conv", "ConvTranspose") and len(yshape) >= 3 and isinstance(yshape[1], int):
         w = head.inputs[1].const if len(head.inputs) > 1 and head.inputs[1] is not None else None
         bv = head.inputs[2] if len(head.inputs) > 2 else None
         b = bv.const if bv is not None and bv.name else None
