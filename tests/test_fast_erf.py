@@ -93,3 +93,18 @@ def test_gelu_float32_special_values_and_out():
     b = a.copy()
     assert gelu_float32(b, out=b) is b
     np.testing.assert_array_equal(b, want)
+
+
+def test_clip_ufunc_matches_np_clip():
+    """nnrt_numpy.ufuncs.clip (the ufunc without np.clip's wrapper) gives np.clip's values:
+    NaN kept, hi wins where lo > hi, in place and into a strided view."""
+    from nnrt_numpy.ufuncs import clip
+
+    x = np.array([np.nan, -np.inf, -2, -0.0, 0.5, 3, np.inf], np.float32)
+    for lo, hi in [(0, np.inf), (-1, 1), (2, 1), (-np.inf, 0)]:
+        lo, hi = np.float32(lo), np.float32(hi)
+        np.testing.assert_array_equal(clip(x, lo, hi), np.clip(x, lo, hi))
+        y = np.tile(x, 2)
+        clip(y[::2], lo, hi, out=y[::2])
+        np.testing.assert_array_equal(y[::2], np.clip(x, lo, hi))
+        np.testing.assert_array_equal(y[1::2], x)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnrt_numpy.ufuncs import clip
+
 __all__ = ["erf_float32", "gelu_float32", "ALPHA", "BETA", "GELU_R", "GELU_CLAMP"]
 
 #: odd numerator coefficients alpha_1 ... alpha_13 (of x, x^3, ... x^13)
@@ -43,7 +45,7 @@ def erf_float32(x: np.ndarray) -> np.ndarray:
     computed in float32 and rounded back)."""
     src = np.asarray(x)
     flat = src.astype(np.float32, copy=False).reshape(-1)  # 1-D: ``out=`` works for 0-d input too
-    xc = np.clip(flat, -_FOUR, _FOUR)  # one pass (minimum then maximum with a scalar: 4x slower), NaN stays NaN
+    xc = clip(flat, -_FOUR, _FOUR)  # one pass (minimum then maximum with a scalar: 4x slower), NaN stays NaN
     p = _odd_rational(xc, np.multiply(xc, xc), _A, _B)
     return p.reshape(src.shape).astype(src.dtype, copy=False)
 
@@ -82,7 +84,7 @@ _HALF = np.float32(0.5)
 
 def _gelu_flat(x: np.ndarray, out: np.ndarray) -> None:
     """GELU of the float32 ``x`` into ``out`` (same shape; may be ``x`` itself): 18 passes and a tanh."""
-    u = np.clip(x, -_GLIM, _GLIM)  # NaN stays NaN
+    u = clip(x, -_GLIM, _GLIM)  # NaN stays NaN
     s = np.multiply(u, u)
     p = np.multiply(s, _GR[-1])
     for c in _GR[-2:0:-1]:

@@ -49,6 +49,7 @@ from nnrt_numpy.fusion_se import SEChain, find_se
 from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish
 from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
+from nnrt_numpy.ufuncs import clip
 
 __all__ = ["Chain", "find_chains"]
 
@@ -135,7 +136,7 @@ def _apply(ops: list[tuple], y: np.ndarray, args: Sequence[Any]) -> np.ndarray:
     for op in ops:
         kind = op[0]
         if kind == "relu":  # clip: one SIMD pass, 2.6x faster than maximum with a scalar
-            np.clip(y, op[1], op[2], out=y)
+            clip(y, op[1], op[2], out=y)
         elif kind == "mul":
             np.multiply(y, op[1], out=y)
         elif kind == "add":
@@ -150,7 +151,7 @@ def _apply(ops: list[tuple], y: np.ndarray, args: Sequence[Any]) -> np.ndarray:
         elif kind == "leaky":
             np.multiply(y, op[1], out=y, where=y < 0)
         elif kind == "clip":  # max then min (hi wins when lo > hi), NaN kept: as np.clip, in one pass
-            np.clip(y, op[1], op[2], out=y)
+            clip(y, op[1], op[2], out=y)
         elif kind == "sigmoid":
             special.expit(y, out=y)
         else:

@@ -16,6 +16,7 @@ import numpy as np
 from nnrt_core.ir import Node, Value
 
 from nnrt_numpy.fast_erf import gelu_float32
+from nnrt_numpy.ufuncs import clip
 
 __all__ = ["hard_tail", "match_hardswish", "apply_hard"]
 
@@ -103,15 +104,15 @@ def apply_hard(op: tuple, y: np.ndarray) -> None:
     elif kind == "hsig":  # as the HardSigmoid kernel: clip(x * alpha + beta, 0, 1)
         np.multiply(y, op[1], out=y)
         np.add(y, op[2], out=y)
-        np.clip(y, t(0), t(1), out=y)
+        clip(y, t(0), t(1), out=y)
     elif kind == "hswish":  # as the HardSwish kernel: x * clip(x * (1/6) + 0.5, 0, 1)
         g = np.multiply(y, op[1])
         np.add(g, op[2], out=g)
-        np.clip(g, t(0), t(1), out=g)
+        clip(g, t(0), t(1), out=g)
         np.multiply(y, g, out=y)
     else:  # hswish3: Add, Clip, then Mul by x and Div (or Mul) by the constant, in the graph's order
         g = np.add(y, t(3))
-        np.clip(g, t(0), t(6), out=g)
+        clip(g, t(0), t(6), out=g)
         scale = np.divide if op[1] else np.multiply
         if op[3]:
             np.multiply(y, g, out=y)
