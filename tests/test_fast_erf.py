@@ -104,7 +104,7 @@ def test_clip_ufunc_matches_np_clip():
     for lo, hi in [(0, np.inf), (-1, 1), (2, 1), (-np.inf, 0)]:
         lo, hi = np.float32(lo), np.float32(hi)
         np.testing.assert_array_equal(clip(x, lo, hi), np.clip(x, lo, hi))
-        y = np.tile(x, 2)
+        y = np.repeat(x, 2)
         clip(y[::2], lo, hi, out=y[::2])
         np.testing.assert_array_equal(y[::2], np.clip(x, lo, hi))
         np.testing.assert_array_equal(y[1::2], x)
