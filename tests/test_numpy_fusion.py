@@ -269,13 +269,20 @@ def test_squeeze_excite_with_symbolic_batch_and_size_fuses():
 
 
 def _se_model(relu: bool = True, act: str = "HardSigmoid", mul_other: bool = False, extra_output: str | None = None,
-              bias: bool = True):
-    """x -> SE block -> y (GlobalAveragePool, 1x1 Conv, [Relu], 1x1 Conv, act, Mul)."""
+              bias: bool = True, pool: dict | None = None, opset: int = 17):
+    """x -> SE block -> y (GlobalAveragePool, or ReduceMean with ``pool``'s attributes / axes input,
+    1x1 Conv, [Relu], 1x1 Conv, act, Mul)."""
     inits = {"w1": f32(3, 12, 1, 1), "w2": f32(12, 3, 1, 1)}
     if bias:
         inits.update(b1=f32(3), b2=f32(12))
-    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
-             helper.make_node("Conv", ["g", "w1"] + (["b1"] if bias else []), ["s1"])]
+    if pool is None:
+        first = helper.make_node("GlobalAveragePool", ["x"], ["g"])
+    elif "axes_input" in pool:
+        inits["ax"] = np.array(pool["axes_input"], np.int64)
+        first = helper.make_node("ReduceMean", ["x", "ax"], ["g"], **{k: v for k, v in pool.items() if k != "axes_input"})
+    else:
+        first = helper.make_node("ReduceMean", ["x"], ["g"], **pool)
+    nodes = [first, helper.make_node("Conv", ["g", "w1"] + (["b1"] if bias else []), ["s1"])]
     if relu:
         nodes.append(helper.make_node("Relu", ["s1"], ["s2"]))
     nodes += [helper.make_node("Conv", ["s2" if relu else "s1", "w2"] + (["b2"] if bias else []), ["s3"]),
@@ -283,7 +290,28 @@ def _se_model(relu: bool = True, act: str = "HardSigmoid", mul_other: bool = Fal
               helper.make_node("Mul", ["s4", "z" if mul_other else "x"], ["y"])]
     inputs = [("x", [2, 12, 4, 7])] + ([("z", [2, 12, 4, 7])] if mul_other else [])
     outputs = [("y", [2, 12, 4, 7])] + ([(extra_output, [2, 12, 1, 1])] if extra_output else [])
-    return model(nodes, inputs, outputs, inits)
+    if "ax" in inits:  # an int64 initializer: model() makes float ones
+        m = model(nodes, inputs, outputs, {k: v for k, v in inits.items() if k != "ax"}, opset=opset)
+        m.graph.initializer.append(numpy_helper.from_array(inits["ax"], "ax"))
+        return m
+    return model(nodes, inputs, outputs, inits, opset=opset)
+
+
+@pytest.mark.parametrize("pool,opset,fused", [({"axes": [2, 3]}, 11, True), ({"axes": [-1, -2], "keepdims": 1}, 13, True),
+                                              ({"axes_input": [2, 3]}, 18, True), ({"axes": [3]}, 11, False),
+                                              ({"axes_input": [3]}, 18, False)])
+def test_squeeze_excite_with_reduce_mean_pooling(pool, opset, fused):
+    """PaddlePaddle's SE blocks pool with ReduceMean(axes=[2, 3], keepdims=1): one step too (the
+    mean to float rounding); a ReduceMean over other axes is left alone."""
+    m = _se_model(pool=pool, opset=opset)
+    feeds = {"x": f32(2, 12, 4, 7)}
+    got, want, prog = run_both(m, feeds)
+    assert any(type(st.chain).__name__ == "SEChain" for st in prog.steps) == fused
+    assert (len(prog.steps) == 1) == fused
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+    ort = pytest.importorskip("onnxruntime")
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("relu,bias", [(True, True), (False, True), (True, False)])
