@@ -239,6 +239,22 @@ def test_hard_swish_pattern_with_another_reader_is_not_fused():
     check(m, {"x": f32(1, 4, 3, 3, lo=-5, hi=5)}, 1)  # only Add + Clip, the Conv stays alone
 
 
+@pytest.mark.parametrize("order", [0, 1])
+def test_x_times_hard_sigmoid_of_x_fuses_bit_for_bit(order):
+    """BatchNormalization -> Mul(y, HardSigmoid(y)) over (N, C, T) (PP-OCRv6 rec tiny's neck): one
+    step, bit for bit; with another reader of the HardSigmoid it is not fused."""
+    inits = bn_inits("b", 6)
+    nodes = [bn("b", "x", "y"), helper.make_node("HardSigmoid", ["y"], ["h"], alpha=0.2, beta=0.5),
+             helper.make_node("Mul", ["y", "h"] if order else ["h", "y"], ["z"])]
+    m = model(nodes, [("x", ["N", 6, "T"])], [("z", ["N", 6, "T"])], inits)
+    x = f32(2, 6, 9, lo=-8, hi=8)
+    check(m, {"x": x}, 2)
+    got, want, _ = run_both(m, {"x": x})
+    np.testing.assert_array_equal(got[0], want[0])
+    m2 = model(nodes, [("x", ["N", 6, "T"])], [("z", ["N", 6, "T"]), ("h", ["N", 6, "T"])], inits)
+    check(m2, {"x": x}, 0)
+
+
 def test_hard_sigmoid_and_hard_swish_tails():
     inits = {"w": f32(5, 5, 1, 1), "w2": f32(5, 5, 1, 1)}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("HardSigmoid", ["c"], ["h"], alpha=0.3),

@@ -46,7 +46,7 @@ from nnrt_core.ir import Graph, Node, Value
 
 from nnrt_numpy.fusion_gelu import match_gelu
 from nnrt_numpy.fusion_se import SEChain, find_se
-from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish
+from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish, match_x_hardsigmoid
 from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
 from nnrt_numpy.ufuncs import clip
@@ -300,7 +300,7 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
                 def same(v: Value, _dt=ydt, _shape=yshape) -> bool:
                     return value_dtype(v) == _dt and v.shape is not None and tuple(v.shape) == _shape
 
-                hs = match_hardswish(cur, readers, same)
+                hs = match_hardswish(cur, readers, same) or match_x_hardsigmoid(cur, readers, same)
                 if hs is None and ydt == np.float32:
                     hs = match_gelu(cur, readers, same)
                 if hs is None or any(id(n) in taken or index.get(id(n), -1) <= index[id(nodes[-1])] for n in hs[0]):

@@ -1,7 +1,7 @@
 """Mobile-network activation tails for :mod:`nnrt_numpy.fusion`: HardSigmoid,
 HardSwish, and hard-swish spelled out as ``x * Clip(x + 3, 0, 6) / 6`` (how
 PaddlePaddle and many converters export it: Add, Clip, Div and a Mul that
-reads the head's output a second time).
+reads the head's output a second time) or as ``x * HardSigmoid(x)``.
 
 Each tail runs in place on the head's fresh output with the same float
 operations, in the same order, as the unfused kernels, so results are equal
@@ -16,9 +16,10 @@ import numpy as np
 from nnrt_core.ir import Node, Value
 
 from nnrt_numpy.fast_erf import gelu_float32
+from nnrt_numpy.graph_facts import value_dtype
 from nnrt_numpy.ufuncs import clip
 
-__all__ = ["hard_tail", "match_hardswish", "apply_hard"]
+__all__ = ["hard_tail", "match_hardswish", "match_x_hardsigmoid", "apply_hard"]
 
 
 def _attr(node: Node, name: str, default: float) -> float:
@@ -88,6 +89,27 @@ def match_hardswish(y: Value, readers: dict[int, list],
         return None
     nodes = [add, clip, mul, scale] if first else [add, clip, scale, mul]
     return nodes, ("hswish3", scale.op_type == "Div", k, first)
+
+
+def match_x_hardsigmoid(y: Value, readers: dict[int, list],
+                        same: Callable[[Value], bool]) -> tuple[list[Node], tuple] | None:
+    """``y``'s two readers forming ``Mul(y, HardSigmoid(y))`` (hard-swish with HardSigmoid's alpha
+    and beta: how some converters export it), the HardSigmoid's output read once: the nodes after
+    the head, in graph order, and the ``hswish`` tail op (the same float operations as the two
+    kernels: ``y * clip(y * alpha + beta, 0, 1)``)."""
+    users = readers.get(id(y), [])
+    if len(users) != 2 or any(u is None or u.domain not in ("", "ai.onnx") for u in users):
+        return None
+    hs = next((u for u in users if u.op_type == "HardSigmoid"), None)
+    mul = next((u for u in users if u.op_type == "Mul"), None)
+    if hs is None or mul is None or mul.opset < 7 or len(mul.inputs) != 2 or hs.inputs[0] is not y:
+        return None
+    if {id(v) for v in mul.inputs} != {id(y), id(hs.outputs[0])} or _only_reader(readers, hs.outputs[0]) is not mul:
+        return None
+    if not same(hs.outputs[0]) or not same(mul.outputs[0]):
+        return None
+    t = hard_tail(hs, value_dtype(hs.outputs[0]))  # same(): the head's float dtype
+    return [hs, mul], ("hswish", t[1], t[2])
 
 
 def _only_reader(readers: dict[int, list], v: Value) -> Node | None:
