@@ -105,6 +105,22 @@ def test_matmul_bias_chain_with_symbolic_rows():
     check(model(nodes, [("x", ["N", "T", 16])], [("y", ["N", "T", 12])], inits), {"x": f32(2, 5, 16)}, 0)
 
 
+def test_residual_add_with_other_symbols_fuses_and_still_broadcasts():
+    """Exported networks name the sizes of a residual Add's two inputs (and its output) with
+    different symbols (``unk__29`` vs ``unk__21``): the Add still fuses into the Conv (in place
+    when the sizes agree at run time; broadcast as the node would when they do not)."""
+    inits = {"w": f32(4, 4, 1, 1)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "r"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    m = model(nodes, [("x", ["N", 4, "H", "W"]), ("r", ["M", 4, "P", "Q"])], [("y", ["K", 4, "S", "T"])], inits)
+    check(m, {"x": f32(2, 4, 3, 5), "r": f32(2, 4, 3, 5)}, 2)
+    check(m, {"x": f32(1, 4, 3, 5), "r": f32(3, 4, 3, 5)}, 2)  # r broadcasts the Conv's output
+    # a static channel count that differs is not fused (it cannot be the same size)
+    m2 = model([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "r"], ["y"])],
+               [("x", ["N", 4, "H", "W"]), ("r", ["N", 1, "H", "W"])], [("y", ["N", 4, "H", "W"])], inits)
+    check(m2, {"x": f32(2, 4, 3, 5), "r": f32(2, 1, 3, 5)}, 0)
+
+
 def test_no_fusion_when_intermediate_has_other_readers():
     inits = {"w": f32(4, 4, 1, 1)}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"]),
