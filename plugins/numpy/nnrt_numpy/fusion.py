@@ -24,7 +24,10 @@ HardSigmoid, Mul) are found first and run as one step
 
 Shapes may be symbolic (a free batch or image size): equal symbols stand for
 equal sizes; per-channel tails need a static channel axis (axis 1), the other
-tails do not (MatMul + bias over (N, T, C) with a symbolic T).
+tails do not (MatMul + bias over (N, T, C) with a symbolic T).  A tail's
+declared shapes need only be possibly equal to the head's (other symbols:
+:func:`nnrt_numpy.fusion_shapes.may_equal`); a tensor operand of another size
+at run time is broadcast as the unfused node would.
 
 When the head is a Conv (or ConvTranspose) with constant weights, the
 per-channel affine tails that directly follow it are folded into its weights
