@@ -25,9 +25,10 @@ HardSigmoid, Mul) are found first and run as one step
 Shapes may be symbolic (a free batch or image size): equal symbols stand for
 equal sizes; per-channel tails need a static channel axis (axis 1), the other
 tails do not (MatMul + bias over (N, T, C) with a symbolic T).  A tail's
-declared shapes need only be possibly equal to the head's (other symbols:
-:func:`nnrt_numpy.fusion_shapes.may_equal`); a tensor operand of another size
-at run time is broadcast as the unfused node would.
+declared output may name the head's sizes with other symbols
+(:func:`nnrt_numpy.fusion_shapes.renames`) and a tensor operand's shape need
+only be possibly equal (:func:`nnrt_numpy.fusion_shapes.may_equal`); one of
+another size at run time is broadcast as the unfused node would.
 
 When the head is a Conv (or ConvTranspose) with constant weights, the
 per-channel affine tails that directly follow it are folded into its weights
@@ -49,7 +50,7 @@ from nnrt_core.ir import Graph, Node, Value
 
 from nnrt_numpy.fusion_gelu import match_gelu
 from nnrt_numpy.fusion_se import SEChain, find_se
-from nnrt_numpy.fusion_shapes import channel_vector, fits, known_shape, may_equal
+from nnrt_numpy.fusion_shapes import channel_vector, fits, known_shape, may_equal, renames
 from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish, match_x_hardsigmoid
 from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
@@ -189,7 +190,7 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
         return None
     out = node.outputs[0]
     odt = value_dtype(out)
-    if odt is None or odt != ydt or out.shape is None or not may_equal(tuple(out.shape), yshape):
+    if odt is None or odt != ydt or out.shape is None or not renames(tuple(out.shape), yshape):
         return None  # (a tail keeps its input's size: other symbols for it are the same sizes)
     t = ydt.type
     if op == "Relu":

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["channel_vector", "known_shape", "fits", "may_equal"]
+__all__ = ["channel_vector", "known_shape", "fits", "may_equal", "renames"]
 
 
 def channel_vector(c: np.ndarray, shape: tuple) -> np.ndarray | None:
@@ -42,3 +42,12 @@ def may_equal(a: Any, b: tuple) -> bool:
     broadcasts as the node would when they are not)."""
     return a is not None and len(a) == len(b) and all(x == y or isinstance(x, str) or isinstance(y, str)
                                                       for x, y in zip(a, b))
+
+
+def renames(out: Any, shape: tuple) -> bool:
+    """A tail's declared output shape ``out`` against its input's ``shape``: one rank, every
+    dimension equal or a symbol in ``out`` (other names for the same sizes).  A static size where
+    the input's is symbolic is refused: the step's output buffer could be planned for a size the
+    head does not produce."""
+    return out is not None and len(out) == len(shape) and all(o == y or isinstance(o, str)
+                                                              for o, y in zip(out, shape))
