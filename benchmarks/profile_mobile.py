@@ -1,7 +1,7 @@
 """Per-op-type time of a mobile model on the NumPy backend against ONNX Runtime's own per-op profile.
 
     python benchmarks/profile_mobile.py [--models ppocr_v6_rec_tiny,ppocr_v2_cls] [--batches 1,8] [--runs 15]
-                                        [--threads N] [--top 12]
+                                        [--threads N] [--top 12] [--per-node]
 
 nnrt side: the NumPy partition's program steps (fused chains count as one
 step, labelled by their op types) are wrapped in timers, so the figures are
@@ -66,17 +66,22 @@ def _programs(sess: Session) -> list:
     return progs
 
 
-def nnrt_profile(path: str, feeds: dict, runs: int, threads: int | None) -> tuple[dict, float, int]:
-    """{label: (wall ms, cpu ms, steps)}, median run ms, number of steps."""
+def nnrt_profile(path: str, feeds: dict, runs: int, threads: int | None,
+                 per_node: list | None = None) -> tuple[dict, float, int]:
+    """{label: (wall ms, cpu ms, steps)}, median run ms, number of steps; with
+    ``per_node`` a list, it gets (label, output shape, wall us, cpu us) per step."""
     cfg = ScheduleConfig(backends=["numpy"], **({"num_threads": threads} if threads else {}))
     sess = Session(path, cfg)
     times: dict[int, list] = defaultdict(list)
     labels: dict[int, str] = {}
+    shapes: dict[int, str] = {}
     nsteps = 0
     for prog in _programs(sess):
         for st in prog.steps:
             k = nsteps
             labels[k] = _label(st)
+            out = st.chain.output if st.chain is not None else st.node.outputs[0]
+            shapes[k] = "x".join(str(d) for d in (out.shape or ())) if out is not None else "?"
             inner = st.kernel
 
             def timed(*a, _inner=inner, _k=k, **kw):
@@ -96,7 +101,10 @@ def nnrt_profile(path: str, feeds: dict, runs: int, threads: int | None) -> tupl
         sess.run(feeds)
         total.append(time.perf_counter() - t0)
     by: dict[str, list] = defaultdict(lambda: [0.0, 0.0, 0])
-    for k, ts in times.items():
+    for k, ts in sorted(times.items()):
+        if per_node is not None:
+            per_node.append((labels[k], shapes[k], statistics.median(t[0] for t in ts) * 1e6,
+                             statistics.median(t[1] for t in ts) * 1e6))
         e = by[labels[k]]
         e[0] += statistics.median(t[0] for t in ts) * 1e3
         e[1] += statistics.median(t[1] for t in ts) * 1e3
@@ -136,6 +144,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--threads", type=int, default=None, help="nnrt num_threads and ORT intra_op_num_threads")
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--per-node", action="store_true", help="also print every step: label, output shape, us")
     args = ap.parse_args()
     root = rm.models_dir(None)
     specs = {s.key: s for s in rm.SPECS}
@@ -149,7 +158,8 @@ def main() -> int:
         for b in [int(x) for x in args.batches.split(",")]:
             feeds = {k: np.ascontiguousarray(np.repeat(v, b, axis=0)) for k, v in f0.items()}
             load0 = os.getloadavg()[0]
-            ours, run_ms, nsteps = nnrt_profile(str(path), feeds, args.runs, args.threads)
+            nodes: list | None = [] if args.per_node else None
+            ours, run_ms, nsteps = nnrt_profile(str(path), feeds, args.runs, args.threads, nodes)
             theirs, ort_ms = ort_profile(str(path), feeds, args.runs, args.threads)
             steps_ms = sum(v[0] for v in ours.values())
             print(f"\n{name} batch {b}: nnrt {run_ms:.2f} ms ({nsteps} steps, sum of steps {steps_ms:.2f} ms), "
@@ -159,6 +169,8 @@ def main() -> int:
             for lab, (w, c, n) in sorted(ours.items(), key=lambda kv: -kv[1][0])[:args.top]:
                 print(f"  {lab[:44]:<44} {n:3d} {w:8.3f} {c:7.3f} {w / n * 1e3:8.1f}")
             print(f"  {'(between steps)':<44} {'':>3} {run_ms - steps_ms:8.3f}")
+            for i, (lab, shp, w, c) in enumerate(nodes or []):
+                print(f"  step {i:3d} {lab[:40]:<40} {shp:<18} {w:8.1f} us wall {c:8.1f} us cpu")
             print(f"  {'ORT op':<44} {'n':>3} {'ms':>8}")
             for op, (ms, n) in sorted(theirs.items(), key=lambda kv: -kv[1][0])[:args.top]:
                 print(f"  {op:<44} {n:3d} {ms:8.3f}")

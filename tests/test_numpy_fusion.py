@@ -92,6 +92,40 @@ def test_gemm_and_matmul_heads():
     check(model(nodes, [("x", [3, 16])], [("y", [3, 8])], inits), {"x": f32(3, 16)}, 2)
 
 
+def test_matmul_bias_chain_with_symbolic_rows():
+    """MatMul -> Add(bias) -> Relu over (N, T, C) with symbolic N and T (a sequence head): fused
+    although axis 1 is not static; a per-channel operand on that axis is not (it cannot be checked)."""
+    inits = {"M": f32(16, 12), "c": f32(12), "t": f32(1, 5, 1)}
+    nodes = [helper.make_node("MatMul", ["x", "M"], ["mm"]), helper.make_node("Add", ["mm", "c"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    m = model(nodes, [("x", ["N", "T", 16])], [("y", ["N", "T", 12])], inits)
+    for shape in [(1, 5, 16), (3, 7, 16)]:
+        check(m, {"x": f32(*shape)}, 2)
+    nodes = [helper.make_node("MatMul", ["x", "M"], ["mm"]), helper.make_node("Mul", ["mm", "t"], ["y"])]
+    check(model(nodes, [("x", ["N", "T", 16])], [("y", ["N", "T", 12])], inits), {"x": f32(2, 5, 16)}, 0)
+
+
+def test_residual_add_with_other_symbols_fuses_and_still_broadcasts():
+    """Exported networks name the sizes of a residual Add's two inputs (and its output) with
+    different symbols (``unk__29`` vs ``unk__21``): the Add still fuses into the Conv (in place
+    when the sizes agree at run time; broadcast as the node would when they do not)."""
+    inits = {"w": f32(4, 4, 1, 1)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "r"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    m = model(nodes, [("x", ["N", 4, "H", "W"]), ("r", ["M", 4, "P", "Q"])], [("y", ["K", 4, "S", "T"])], inits)
+    check(m, {"x": f32(2, 4, 3, 5), "r": f32(2, 4, 3, 5)}, 2)
+    check(m, {"x": f32(1, 4, 3, 5), "r": f32(3, 4, 3, 5)}, 2)  # r broadcasts the Conv's output
+    # a static channel count that differs is not fused (it cannot be the same size)
+    m2 = model([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "r"], ["y"])],
+               [("x", ["N", 4, "H", "W"]), ("r", ["N", 1, "H", "W"])], [("y", ["N", 4, "H", "W"])], inits)
+    check(m2, {"x": f32(2, 4, 3, 5), "r": f32(2, 1, 3, 5)}, 0)
+    # a tail that declares static sizes where the head's are symbolic is not taken (its output
+    # buffer could be planned for sizes the head does not produce)
+    m3 = model([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
+               [("x", ["N", 4, "H", "W"])], [("y", [2, 4, 3, 5])], inits)
+    check(m3, {"x": f32(2, 4, 3, 5)}, 0)
+
+
 def test_no_fusion_when_intermediate_has_other_readers():
     inits = {"w": f32(4, 4, 1, 1)}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"]),
@@ -226,6 +260,22 @@ def test_hard_swish_pattern_with_another_reader_is_not_fused():
     check(m, {"x": f32(1, 4, 3, 3, lo=-5, hi=5)}, 1)  # only Add + Clip, the Conv stays alone
 
 
+@pytest.mark.parametrize("order", [0, 1])
+def test_x_times_hard_sigmoid_of_x_fuses_bit_for_bit(order):
+    """BatchNormalization -> Mul(y, HardSigmoid(y)) over (N, C, T) (PP-OCRv6 rec tiny's neck): one
+    step, bit for bit; with another reader of the HardSigmoid it is not fused."""
+    inits = bn_inits("b", 6)
+    nodes = [bn("b", "x", "y"), helper.make_node("HardSigmoid", ["y"], ["h"], alpha=0.2, beta=0.5),
+             helper.make_node("Mul", ["y", "h"] if order else ["h", "y"], ["z"])]
+    m = model(nodes, [("x", ["N", 6, "T"])], [("z", ["N", 6, "T"])], inits)
+    x = f32(2, 6, 9, lo=-8, hi=8)
+    check(m, {"x": x}, 2)
+    got, want, _ = run_both(m, {"x": x})
+    np.testing.assert_array_equal(got[0], want[0])
+    m2 = model(nodes, [("x", ["N", 6, "T"])], [("z", ["N", 6, "T"]), ("h", ["N", 6, "T"])], inits)
+    check(m2, {"x": x}, 0)
+
+
 def test_hard_sigmoid_and_hard_swish_tails():
     inits = {"w": f32(5, 5, 1, 1), "w2": f32(5, 5, 1, 1)}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("HardSigmoid", ["c"], ["h"], alpha=0.3),
@@ -256,13 +306,20 @@ def test_squeeze_excite_with_symbolic_batch_and_size_fuses():
 
 
 def _se_model(relu: bool = True, act: str = "HardSigmoid", mul_other: bool = False, extra_output: str | None = None,
-              bias: bool = True):
-    """x -> SE block -> y (GlobalAveragePool, 1x1 Conv, [Relu], 1x1 Conv, act, Mul)."""
+              bias: bool = True, pool: dict | None = None, opset: int = 17):
+    """x -> SE block -> y (GlobalAveragePool, or ReduceMean with ``pool``'s attributes / axes input,
+    1x1 Conv, [Relu], 1x1 Conv, act, Mul)."""
     inits = {"w1": f32(3, 12, 1, 1), "w2": f32(12, 3, 1, 1)}
     if bias:
         inits.update(b1=f32(3), b2=f32(12))
-    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
-             helper.make_node("Conv", ["g", "w1"] + (["b1"] if bias else []), ["s1"])]
+    if pool is None:
+        first = helper.make_node("GlobalAveragePool", ["x"], ["g"])
+    elif "axes_input" in pool:
+        inits["ax"] = np.array(pool["axes_input"], np.int64)
+        first = helper.make_node("ReduceMean", ["x", "ax"], ["g"], **{k: v for k, v in pool.items() if k != "axes_input"})
+    else:
+        first = helper.make_node("ReduceMean", ["x"], ["g"], **pool)
+    nodes = [first, helper.make_node("Conv", ["g", "w1"] + (["b1"] if bias else []), ["s1"])]
     if relu:
         nodes.append(helper.make_node("Relu", ["s1"], ["s2"]))
     nodes += [helper.make_node("Conv", ["s2" if relu else "s1", "w2"] + (["b2"] if bias else []), ["s3"]),
@@ -270,7 +327,28 @@ def _se_model(relu: bool = True, act: str = "HardSigmoid", mul_other: bool = Fal
               helper.make_node("Mul", ["s4", "z" if mul_other else "x"], ["y"])]
     inputs = [("x", [2, 12, 4, 7])] + ([("z", [2, 12, 4, 7])] if mul_other else [])
     outputs = [("y", [2, 12, 4, 7])] + ([(extra_output, [2, 12, 1, 1])] if extra_output else [])
-    return model(nodes, inputs, outputs, inits)
+    if "ax" in inits:  # an int64 initializer: model() makes float ones
+        m = model(nodes, inputs, outputs, {k: v for k, v in inits.items() if k != "ax"}, opset=opset)
+        m.graph.initializer.append(numpy_helper.from_array(inits["ax"], "ax"))
+        return m
+    return model(nodes, inputs, outputs, inits, opset=opset)
+
+
+@pytest.mark.parametrize("pool,opset,fused", [({"axes": [2, 3]}, 11, True), ({"axes": [-1, -2], "keepdims": 1}, 13, True),
+                                              ({"axes_input": [2, 3]}, 18, True), ({"axes": [3]}, 11, False),
+                                              ({"axes_input": [3]}, 18, False)])
+def test_squeeze_excite_with_reduce_mean_pooling(pool, opset, fused):
+    """PaddlePaddle's SE blocks pool with ReduceMean(axes=[2, 3], keepdims=1): one step too (the
+    mean to float rounding); a ReduceMean over other axes is left alone."""
+    m = _se_model(pool=pool, opset=opset)
+    feeds = {"x": f32(2, 12, 4, 7)}
+    got, want, prog = run_both(m, feeds)
+    assert any(type(st.chain).__name__ == "SEChain" for st in prog.steps) == fused
+    assert (len(prog.steps) == 1) == fused
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+    ort = pytest.importorskip("onnxruntime")
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("relu,bias", [(True, True), (False, True), (True, False)])

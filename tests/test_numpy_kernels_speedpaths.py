@@ -259,3 +259,47 @@ def test_elementwise_kernels_give_ieee_results_whatever_the_callers_error_settin
     np.testing.assert_array_equal(out["q"][:2], [np.inf, -np.inf])
     assert np.isnan(out["q"][2]) and np.isnan(out["l"][1]) and out["l"][2] == -np.inf
     assert [(str(w.message), w.filename) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+
+
+@pytest.mark.parametrize("xs,ws", [((40, 80), (80, 690)), ((1, 40, 80), (80, 690)), ((3, 40, 16), (3, 16, 50)),
+                                   ((2, 1, 300, 16), (3, 16, 9)), ((7, 16), (16,))])
+def test_matmul_split_over_threads_equals_numpy(two_threads, monkeypatch, xs, ws):
+    """The MatMul kernel splits a large float product over the threads (``parallel.matmul``);
+    forced on small ones here: numpy's values (up to BLAS rounding) and shapes, broadcasting too."""
+    from nnrt_numpy.ops.math.matmul import MatMul
+
+    monkeypatch.setattr(parallel, "MIN_MACS", 1)
+    a = RNG.standard_normal(xs).astype(np.float32)
+    b = RNG.standard_normal(ws).astype(np.float32)
+    k = MatMul(node("MatMul", {}, [xs, ws]))
+    got = k(a, b)[0]
+    assert got.shape == np.matmul(a, b).shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-4)
+    with pytest.raises(Exception, match="incompatible shapes"):
+        k(a, RNG.standard_normal((5, 3)).astype(np.float32))
+
+
+@pytest.mark.parametrize("shape,opset,axis", [((2, 40, 691), 13, -1), ((40, 691), 11, 1), ((3, 5, 7, 11), 11, 2)])
+def test_softmax_row_pieces_equal_the_whole_array_softmax(two_threads, monkeypatch, shape, opset, axis):
+    """A large Softmax over its last axis runs in row pieces on the threads: bit for bit the
+    one-thread values (the same operations per row)."""
+    from nnrt_numpy.ops.nn import softmax as softmax_module
+    from nnrt_numpy.kernel import REGISTRY
+
+    x = (RNG.standard_normal(shape) * 4).astype(np.float32)
+    info = NodeInfo(name="sm", op_type="Softmax", opset=opset, attrs={"axis": axis}, num_inputs=1, num_outputs=1,
+                    input_present=(True,), input_dtypes=(np.dtype(np.float32),), input_shapes=(shape,),
+                    const_inputs=(None,))
+    k = REGISTRY.lookup("", "Softmax", opset)(info)
+    prev = parallel.set_threads(1)
+    try:
+        want = k(x)[0]
+    finally:
+        parallel.set_threads(*prev)
+    monkeypatch.setattr(softmax_module, "SPLIT_FROM", 1)
+    got = k(x)[0]
+    assert got.shape == x.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    rows = x.reshape(-1, shape[-1]) if opset >= 13 else x.reshape(int(np.prod(shape[:axis])), -1)
+    ref = np.exp(rows.astype(np.float64) - rows.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got.reshape(rows.shape), ref / ref.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-8)

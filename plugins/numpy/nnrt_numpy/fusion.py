@@ -23,7 +23,12 @@ HardSigmoid, Mul) are found first and run as one step
 (:mod:`nnrt_numpy.fusion_se`).
 
 Shapes may be symbolic (a free batch or image size): equal symbols stand for
-equal sizes; the channel axis must be static.
+equal sizes; per-channel tails need a static channel axis (axis 1), the other
+tails do not (MatMul + bias over (N, T, C) with a symbolic T).  A tail's
+declared output may name the head's sizes with other symbols
+(:func:`nnrt_numpy.fusion_shapes.renames`) and a tensor operand's shape need
+only be possibly equal (:func:`nnrt_numpy.fusion_shapes.may_equal`); one of
+another size at run time is broadcast as the unfused node would.
 
 When the head is a Conv (or ConvTranspose) with constant weights, the
 per-channel affine tails that directly follow it are folded into its weights
@@ -45,27 +50,17 @@ from nnrt_core.ir import Graph, Node, Value
 
 from nnrt_numpy.fusion_gelu import match_gelu
 from nnrt_numpy.fusion_se import SEChain, find_se
-from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish
+from nnrt_numpy.fusion_shapes import channel_vector, fits, known_shape, may_equal, renames
+from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish, match_x_hardsigmoid
 from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
+from nnrt_numpy.ufuncs import clip
 
 __all__ = ["Chain", "find_chains"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: kernels whose first output is always a freshly allocated array
 _HEADS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Concat", "Sum", "Add", "Mul"}
-
-
-def _channel_vector(c: np.ndarray, shape: tuple) -> np.ndarray | None:
-    """``c`` as a length-C vector when ``c`` broadcast onto ``shape`` (N, C, ...)
-    varies along the channel axis only (and does not grow ``shape``)."""
-    r = len(shape)
-    if r < 2 or c.ndim > r:
-        return None
-    full = (1,) * (r - c.ndim) + c.shape
-    if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, shape[1]):
-        return None
-    return np.broadcast_to(c.reshape(-1) if c.size > 1 else c.reshape(1), (shape[1],))
 
 
 class Chain:
@@ -134,7 +129,7 @@ def _apply(ops: list[tuple], y: np.ndarray, args: Sequence[Any]) -> np.ndarray:
     for op in ops:
         kind = op[0]
         if kind == "relu":  # clip: one SIMD pass, 2.6x faster than maximum with a scalar
-            np.clip(y, op[1], op[2], out=y)
+            clip(y, op[1], op[2], out=y)
         elif kind == "mul":
             np.multiply(y, op[1], out=y)
         elif kind == "add":
@@ -149,7 +144,7 @@ def _apply(ops: list[tuple], y: np.ndarray, args: Sequence[Any]) -> np.ndarray:
         elif kind == "leaky":
             np.multiply(y, op[1], out=y, where=y < 0)
         elif kind == "clip":  # max then min (hi wins when lo > hi), NaN kept: as np.clip, in one pass
-            np.clip(y, op[1], op[2], out=y)
+            clip(y, op[1], op[2], out=y)
         elif kind == "sigmoid":
             special.expit(y, out=y)
         else:
@@ -181,22 +176,6 @@ def per_value_tails(ops: list[tuple]) -> Callable[[np.ndarray], None] | None:
     return epilogue
 
 
-def _known(shape: Any) -> bool:
-    """Rank >= 1, every dimension an int or a symbol (equal symbols: equal sizes), the channel axis an int."""
-    if shape is None or len(shape) == 0:  # ufuncs return scalars for 0-d
-        return False
-    if any(d is None or isinstance(d, bool) or not isinstance(d, (int, str)) for d in shape):
-        return False
-    return len(shape) < 2 or isinstance(shape[1], int)
-
-
-def _fits(cshape: tuple, yshape: tuple) -> bool:
-    """Whether a constant of shape ``cshape`` broadcasts onto ``yshape`` without growing it."""
-    if len(cshape) > len(yshape):
-        return False
-    return all(d == 1 or d == yd for d, yd in zip(cshape[::-1], yshape[::-1]))
-
-
 def _const_operand(node: Node, y: Value) -> tuple[int, np.ndarray | None, Value | None]:
     """For a binary node reading ``y``: (index of y, constant other operand or None, other Value)."""
     iy = 0 if node.inputs[0] is y else 1
@@ -211,8 +190,8 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
         return None
     out = node.outputs[0]
     odt = value_dtype(out)
-    if odt is None or odt != ydt or out.shape is None or tuple(out.shape) != yshape:
-        return None
+    if odt is None or odt != ydt or out.shape is None or not renames(tuple(out.shape), yshape):
+        return None  # (a tail keeps its input's size: other symbols for it are the same sizes)
     t = ydt.type
     if op == "Relu":
         return ("relu", t(0), t(np.inf))
@@ -252,14 +231,14 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
         if other is None or value_dtype(other) != ydt:
             return None
         if c is not None:
-            vec = _channel_vector(c, yshape)
+            vec = channel_vector(c, yshape)
             if vec is not None:
                 vec = vec.astype(ydt)
                 return ("mul" if op == "Mul" else "add", vec, "channel")
-            if not _fits(c.shape, yshape):
+            if not fits(c.shape, yshape):
                 return None
             return ("mul" if op == "Mul" else "add", np.ascontiguousarray(c, dtype=ydt), "const")
-        if other.shape is None or tuple(other.shape) != yshape:
+        if other.shape is None or not may_equal(tuple(other.shape), yshape):
             return None
         return ("mul_in" if op == "Mul" else "add_in", other)
     return None
@@ -283,7 +262,7 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
             continue
         y = head.outputs[0]
         ydt = value_dtype(y)
-        if ydt is None or ydt not in _FLOATS or not _known(y.shape):
+        if ydt is None or ydt not in _FLOATS or not known_shape(y.shape):
             continue
         yshape = tuple(y.shape)
         if head.op_type == "BatchNormalization" and _bn_affine(head, kernels[i]) is None:
@@ -292,14 +271,14 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
             continue
         nodes = [head]
         tails: list[tuple] = []
-        cur = y
+        cur, shape = y, yshape  # the chain's current value and its declared shape
         while True:
             users = readers.get(id(cur), [])
             if len(users) != 1 or users[0] is None:
-                def same(v: Value, _dt=ydt, _shape=yshape) -> bool:
+                def same(v: Value, _dt=ydt, _shape=shape) -> bool:
                     return value_dtype(v) == _dt and v.shape is not None and tuple(v.shape) == _shape
 
-                hs = match_hardswish(cur, readers, same)
+                hs = match_hardswish(cur, readers, same) or match_x_hardsigmoid(cur, readers, same)
                 if hs is None and ydt == np.float32:
                     hs = match_gelu(cur, readers, same)
                 if hs is None or any(id(n) in taken or index.get(id(n), -1) <= index[id(nodes[-1])] for n in hs[0]):
@@ -312,7 +291,7 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
             j = index.get(id(nxt))
             if j is None or id(nxt) in taken or j <= index[id(nodes[-1])]:
                 break
-            t = _tail(nxt, cur, ydt, yshape)
+            t = _tail(nxt, cur, ydt, shape)
             if t is None:
                 break
             if t[0] == "bn":
@@ -326,6 +305,7 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
             nodes.append(nxt)
             tails.append(t)
             cur = nxt.outputs[0]
+            shape = tuple(cur.shape)  # a residual Add's output may name its sizes otherwise
         if not tails:
             continue
         chains.append(_build(nodes, kernels[i], tails, yshape, ydt, make_kernel))
@@ -360,7 +340,7 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
     overrides: dict[int, np.ndarray] = {}
     # fold the per-channel affine tails right after a constant-weight Conv into its weights
     k = 0
-    if head.op_type in ("Conv", "ConvTranspose") and len(yshape) >= 3:
+    if head.op_type in ("Conv", "ConvTranspose") and len(yshape) >= 3 and isinstance(yshape[1], int):
         w = head.inputs[1].const if len(head.inputs) > 1 and head.inputs[1] is not None else None
         bv = head.inputs[2] if len(head.inputs) > 2 else None
         b = bv.const if bv is not None and bv.name else None

@@ -1,6 +1,6 @@
 """Squeeze-and-excitation blocks as one fused step of the NumPy program:
 
-    s = GlobalAveragePool(x)
+    s = GlobalAveragePool(x)           (or ReduceMean over axes 2, 3 with keepdims)
     s = Conv1x1(s) [-> Relu]           (C -> M channels, constant weights)
     s = Conv1x1(s) -> HardSigmoid      (M -> C channels, constant weights)
     y = Mul(x, s)
@@ -11,7 +11,10 @@ arithmetic (about 80 us per block; 7 blocks in PP-OCR cls).  The fused step
 computes the same NumPy operations on the same shapes in the same order (the
 pooled sum and division, the pointwise Conv kernel's ``(1, M, C) @ (N, 1, C,
 1)`` product and bias, the Relu / HardSigmoid tails, the broadcast Mul), so
-its output equals the unfused nodes' bit for bit.
+its output equals the unfused nodes' bit for bit.  PaddlePaddle's exports
+(PP-OCRv5/v6) spell the pooling as ``ReduceMean(axes=[2, 3], keepdims=1)``;
+that block is taken too (the mean then matches the ReduceMean kernel's to
+float rounding: numpy's ``mean`` over two axes sums in another order).
 
 Every intermediate value must have exactly one reader and not be a graph
 output; the weights must be constants of the input's float dtype.
@@ -138,6 +141,25 @@ def _match(gap: Node, readers: dict[int, list]) -> SEChain | None:
     return SEChain(nodes, x, [conv1, conv2], relu, tail)
 
 
+def _is_spatial_mean(node: Node) -> bool:
+    """GlobalAveragePool, or ReduceMean of a 4-D input over axes 2 and 3 keeping the dimensions."""
+    if node.domain not in ("", "ai.onnx") or node.subgraphs() or len(node.outputs) != 1 or not node.inputs:
+        return False
+    if node.op_type == "GlobalAveragePool":
+        return True
+    if node.op_type != "ReduceMean" or (node.attributes["keepdims"].value if "keepdims" in node.attributes else 1) != 1:
+        return False
+    x = node.inputs[0]
+    if x is None or x.shape is None or len(x.shape) != 4:
+        return False
+    if (node.opset or 1) >= 18:
+        ax = node.inputs[1] if len(node.inputs) > 1 else None
+        axes = None if ax is None or ax.const is None else [int(a) for a in np.asarray(ax.const).reshape(-1)]
+    else:
+        axes = list(node.attributes["axes"].value) if "axes" in node.attributes else None
+    return axes is not None and sorted(a % 4 for a in axes) == [2, 3] and len(axes) == 2
+
+
 def find_se(graph: Graph, readers: dict[int, list] | None = None) -> list[SEChain]:
     """The squeeze-and-excitation blocks of ``graph`` (nodes in graph order, none shared);
     ``readers``: the graph's ``value_readers`` when the caller has them."""
@@ -145,7 +167,7 @@ def find_se(graph: Graph, readers: dict[int, list] | None = None) -> list[SEChai
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     found: list[SEChain] = []
     for node in graph.nodes:
-        if node.op_type != "GlobalAveragePool" or node.domain not in ("", "ai.onnx") or node.subgraphs():
+        if node.op_type not in ("GlobalAveragePool", "ReduceMean") or not _is_spatial_mean(node):
             continue
         se = _match(node, readers)
         if se is not None and all(index[id(a)] < index[id(b)] for a, b in zip(se.nodes, se.nodes[1:])):

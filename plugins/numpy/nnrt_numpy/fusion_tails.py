@@ -1,7 +1,7 @@
 """Mobile-network activation tails for :mod:`nnrt_numpy.fusion`: HardSigmoid,
 HardSwish, and hard-swish spelled out as ``x * Clip(x + 3, 0, 6) / 6`` (how
 PaddlePaddle and many converters export it: Add, Clip, Div and a Mul that
-reads the head's output a second time).
+reads the head's output a second time) or as ``x * HardSigmoid(x)``.
 
 Each tail runs in place on the head's fresh output with the same float
 operations, in the same order, as the unfused kernels, so results are equal
@@ -16,8 +16,10 @@ import numpy as np
 from nnrt_core.ir import Node, Value
 
 from nnrt_numpy.fast_erf import gelu_float32
+from nnrt_numpy.graph_facts import value_dtype
+from nnrt_numpy.ufuncs import clip
 
-__all__ = ["hard_tail", "match_hardswish", "apply_hard"]
+__all__ = ["hard_tail", "match_hardswish", "match_x_hardsigmoid", "apply_hard"]
 
 
 def _attr(node: Node, name: str, default: float) -> float:
@@ -89,6 +91,27 @@ def match_hardswish(y: Value, readers: dict[int, list],
     return nodes, ("hswish3", scale.op_type == "Div", k, first)
 
 
+def match_x_hardsigmoid(y: Value, readers: dict[int, list],
+                        same: Callable[[Value], bool]) -> tuple[list[Node], tuple] | None:
+    """``y``'s two readers forming ``Mul(y, HardSigmoid(y))`` (hard-swish with HardSigmoid's alpha
+    and beta: how some converters export it), the HardSigmoid's output read once: the nodes after
+    the head, in graph order, and the ``hswish`` tail op (the same float operations as the two
+    kernels: ``y * clip(y * alpha + beta, 0, 1)``)."""
+    users = readers.get(id(y), [])
+    if len(users) != 2 or any(u is None or u.domain not in ("", "ai.onnx") for u in users):
+        return None
+    hs = next((u for u in users if u.op_type == "HardSigmoid"), None)
+    mul = next((u for u in users if u.op_type == "Mul"), None)
+    if hs is None or mul is None or mul.opset < 7 or len(mul.inputs) != 2 or hs.inputs[0] is not y:
+        return None
+    if {id(v) for v in mul.inputs} != {id(y), id(hs.outputs[0])} or _only_reader(readers, hs.outputs[0]) is not mul:
+        return None
+    if not same(hs.outputs[0]) or not same(mul.outputs[0]):
+        return None
+    t = hard_tail(hs, value_dtype(hs.outputs[0]))  # same(): the head's float dtype
+    return [hs, mul], ("hswish", t[1], t[2])
+
+
 def _only_reader(readers: dict[int, list], v: Value) -> Node | None:
     users = readers.get(id(v), [])
     return users[0] if len(users) == 1 else None
@@ -103,15 +126,15 @@ def apply_hard(op: tuple, y: np.ndarray) -> None:
     elif kind == "hsig":  # as the HardSigmoid kernel: clip(x * alpha + beta, 0, 1)
         np.multiply(y, op[1], out=y)
         np.add(y, op[2], out=y)
-        np.clip(y, t(0), t(1), out=y)
+        clip(y, t(0), t(1), out=y)
     elif kind == "hswish":  # as the HardSwish kernel: x * clip(x * (1/6) + 0.5, 0, 1)
         g = np.multiply(y, op[1])
         np.add(g, op[2], out=g)
-        np.clip(g, t(0), t(1), out=g)
+        clip(g, t(0), t(1), out=g)
         np.multiply(y, g, out=y)
     else:  # hswish3: Add, Clip, then Mul by x and Div (or Mul) by the constant, in the graph's order
         g = np.add(y, t(3))
-        np.clip(g, t(0), t(6), out=g)
+        clip(g, t(0), t(6), out=g)
         scale = np.divide if op[1] else np.multiply
         if op[3]:
             np.multiply(y, g, out=y)

@@ -1,9 +1,12 @@
 """MatMul (numpy ``matmul`` semantics, including 1-D promotion).  float16 and
-ml_dtypes inputs (bfloat16...) are multiplied in float32 and rounded back."""
+ml_dtypes inputs (bfloat16...) are multiplied in float32 and rounded back.
+Large float products are split over the idle cores (:func:`nnrt_numpy.parallel.matmul`:
+BLAS runs single-threaded inside a partition's run)."""
 from __future__ import annotations
 
 import numpy as np
 
+from ... import parallel
 from ...kernel import Kernel, register
 from ...limits import may_exceed
 
@@ -23,6 +26,9 @@ class MatMul(Kernel):
                 self.check_alloc(batch + a.shape[-2:-1] + b.shape[-1:] * (b.ndim > 1), a.dtype)
             if a.dtype.kind == "V" or a.dtype == np.float16:  # no BLAS: multiply in float32
                 return (np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype),)
+            if b.ndim > 1 and max(a.size * b.shape[-1], b.size * a.shape[-2 if a.ndim > 1 else 0]) \
+                    >= 2 * parallel.MIN_MACS:  # (a cheap estimate of the multiply-adds first: ~5 us less per call)
+                return (parallel.matmul(a, b),)  # split when a core is idle
             return (np.matmul(a, b),)
         except ValueError as e:
             raise self.fail(f"incompatible shapes {a.shape} and {b.shape}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernel import Kernel, register
+from ...ufuncs import clip
 
 
 @register
@@ -14,5 +15,5 @@ class Relu(Kernel):
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray]:
         if x.dtype.kind == "f" and x.dtype.itemsize >= 4:  # clip: one SIMD pass, 2-2.6x faster than maximum(x, 0)
             t = x.dtype.type
-            return (np.clip(x, t(0), t(np.inf)),)
+            return (clip(x, t(0), t(np.inf)),)
         return (np.maximum(x, x.dtype.type(0)),)

@@ -1,0 +1,132 @@
+"""Where splitting a kernel over two threads pays on the NumPy backend: mobile
+models run under several split thresholds, alternated in one process.
+
+    python benchmarks/bench_split_thresholds.py [--models ppocr_v6_rec_tiny,ppocr_v2_cls]
+        [--batches 1,8] [--rounds 5] [--runs 7] [--configs current,1thread,...]
+
+A configuration sets ``nnrt_numpy.parallel.MIN_MACS`` (GEMM / Conv splits;
+a product splits from ``2 * MIN_MACS`` multiply-adds) and
+``_depthwise.MIN_SPLIT`` (depthwise pieces), or runs on one thread
+(``1thread``: ``num_threads=1``).  For every model and batch the sessions of
+all configurations are built once, then ``--rounds`` rounds each time every
+configuration in turn for ``--runs`` calls (blocks, so a configuration's
+helper thread state is its own); printed: per configuration the median wall
+ms over all calls, the median process CPU ms per call (both threads), and
+the ratio of wall to the ``current`` configuration.  The 1-minute load
+average is printed with every model: with other jobs on the two cores, the
+second core is not idle and splits measure them too.
+
+A second part (``--handoff``) times a GIL-free GEMM cut in two pieces on one
+thread and on two (``parallel.run_chunks``), the cost of handing a piece to
+the helper thread.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from nnrt_core import ScheduleConfig, Session
+from nnrt_numpy import blas, parallel
+from nnrt_numpy.ops.nn import _depthwise
+
+sys.path.insert(0, str(Path(__file__).parent))
+import real_models as rm  # noqa: E402
+
+#: name -> (parallel.MIN_MACS, _depthwise.MIN_SPLIT, threads or None)
+CONFIGS = {
+    "current": (parallel.MIN_MACS, _depthwise.MIN_SPLIT, None),
+    "1thread": (parallel.MIN_MACS, _depthwise.MIN_SPLIT, 1),
+    "gemm8M": (8_000_000, _depthwise.MIN_SPLIT, None),
+    "gemm16M": (16_000_000, _depthwise.MIN_SPLIT, None),
+    "gemm8M_dw4M": (8_000_000, 4 << 20, None),
+    "gemm16M_dw4M": (16_000_000, 4 << 20, None),
+    "gemm16M_dw8M": (16_000_000, 8 << 20, None),
+}
+
+
+def handoff(sizes=(128, 256, 512, 1024, 2048), reps: int = 200) -> None:
+    parallel.start_helpers()
+    blas.enter(1)
+    try:
+        print(f"hand-off (GEMM 128x128xN in two pieces), load {os.getloadavg()[0]:.2f}")
+        for n in sizes:
+            a = np.random.rand(128, 128).astype(np.float32)
+            b = np.random.rand(128, n).astype(np.float32)
+            o = np.empty((128, n), np.float32)
+            jobs = [(a, b[:, :n // 2], o[:, :n // 2]), (a, b[:, n // 2:], o[:, n // 2:])]
+
+            def piece(i: int) -> None:
+                x, y, z = jobs[i]
+                np.matmul(x, y, out=z)
+
+            r: dict[int, list] = {1: [], 2: []}
+            for _ in range(reps):
+                for k in (1, 2):
+                    t0 = time.perf_counter()
+                    parallel.run_chunks(piece, 2, k)
+                    r[k].append(time.perf_counter() - t0)
+            a1, a2 = (statistics.median(r[k]) * 1e6 for k in (1, 2))
+            print(f"  128x128x{n:<5} ({128 * 128 * n / 1e6:5.1f} M MACs): one thread {a1:7.1f} us, "
+                  f"two {a2:7.1f} us, ratio {a2 / a1:.2f}", flush=True)
+    finally:
+        blas.leave()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="ppocr_v6_rec_tiny,ppocr_v2_cls")
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--configs", default="current,1thread,gemm8M,gemm16M_dw8M")
+    ap.add_argument("--handoff", action="store_true", help="also time the two-piece hand-off")
+    args = ap.parse_args()
+    if args.handoff:
+        handoff()
+    configs = args.configs.split(",")
+    root = rm.models_dir(None)
+    specs = {s.key: s for s in rm.SPECS}
+    for name in args.models.split(","):
+        path = rm.model_path(root, specs[name])
+        if path is None:
+            print(f"{name}: not found under {root}")
+            continue
+        names_in = [i.name for i in ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()]
+        f0 = specs[name].feeds(names_in)[0]
+        for b in [int(x) for x in args.batches.split(",")]:
+            feeds = {k: np.ascontiguousarray(np.repeat(v, b, axis=0)) for k, v in f0.items()}
+            sess = {}
+            for c in configs:  # built under its thresholds (depthwise plans size their pieces at build)
+                parallel.MIN_MACS, _depthwise.MIN_SPLIT, th = CONFIGS[c]
+                sess[c] = Session(str(path), ScheduleConfig(backends=["numpy"], **({"num_threads": th} if th else {})))
+            wall: dict[str, list] = {c: [] for c in configs}
+            cpu: dict[str, list] = {c: [] for c in configs}
+            load0 = os.getloadavg()[0]
+            for _ in range(args.rounds):
+                for c in configs:
+                    parallel.MIN_MACS, _depthwise.MIN_SPLIT, _ = CONFIGS[c]
+                    sess[c].run(feeds)
+                    for _ in range(args.runs):
+                        t0, c0 = time.perf_counter(), time.process_time()
+                        sess[c].run(feeds)
+                        wall[c].append(time.perf_counter() - t0)
+                        cpu[c].append(time.process_time() - c0)
+            parallel.MIN_MACS, _depthwise.MIN_SPLIT, _ = CONFIGS["current"]
+            base = statistics.median(wall[configs[0]])
+            print(f"\n{name} batch {b} (load {load0:.2f} -> {os.getloadavg()[0]:.2f})")
+            for c in configs:
+                w = statistics.median(wall[c])
+                print(f"  {c:<14} wall {w * 1e3:8.2f} ms  cpu {statistics.median(cpu[c]) * 1e3:8.2f} ms  "
+                      f"wall / {configs[0]} {w / base:5.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
