@@ -53,18 +53,18 @@ def erf_float32(x: np.ndarray) -> np.ndarray:
 def _odd_rational(u: np.ndarray, s: np.ndarray, num: tuple, den: tuple) -> np.ndarray:
     """``u * P(s) / Q(s)`` with ``s = u * u`` (coefficients lowest power first, Horner in ``s``),
     as a fresh array; ``u`` is overwritten (it ends up holding ``Q(s)``)."""
-    p = np.multiply(s, num[-1])
-    for c in num[-2:0:-1]:
+    p = _horner(s, num)
+    np.multiply(p, u, out=p)
+    return np.divide(p, _horner(s, den, out=u), out=p)  # u is not needed any more
+
+
+def _horner(s: np.ndarray, coeffs: tuple, out: np.ndarray | None = None) -> np.ndarray:
+    """``P(s)`` (coefficients lowest power first) by Horner's rule, into ``out`` or a fresh array."""
+    p = np.multiply(s, coeffs[-1], out=out)
+    for c in coeffs[-2:0:-1]:
         np.add(p, c, out=p)
         np.multiply(p, s, out=p)
-    np.add(p, num[0], out=p)
-    np.multiply(p, u, out=p)
-    q = np.multiply(s, den[-1], out=u)  # u is not needed any more
-    for c in den[-2:0:-1]:
-        np.add(q, c, out=q)
-        np.multiply(q, s, out=q)
-    np.add(q, den[0], out=q)
-    return np.divide(p, q, out=p)
+    return np.add(p, coeffs[0], out=p)
 
 
 # GELU(x) = x * Phi(x) with Phi(x) = 0.5 + 0.5 * tanh(g(x)), g(x) = atanh(erf(x / sqrt(2))): g is odd and
@@ -86,12 +86,8 @@ def _gelu_flat(x: np.ndarray, out: np.ndarray) -> None:
     """GELU of the float32 ``x`` into ``out`` (same shape; may be ``x`` itself): 18 passes and a tanh."""
     u = clip(x, -_GLIM, _GLIM)  # NaN stays NaN
     s = np.multiply(u, u)
-    p = np.multiply(s, _GR[-1])
-    for c in _GR[-2:0:-1]:
-        np.add(p, c, out=p)
-        np.multiply(p, s, out=p)
-    np.add(p, _GR[0], out=p)
-    np.multiply(p, u, out=p)
+    p = _horner(s, _GR)
+    np.multiply(p, u, out=p)  # g(x) ~= u * R(u^2)
     np.tanh(p, out=p)
     np.multiply(p, _HALF, out=p)
     np.add(p, _HALF, out=p)
