@@ -39,7 +39,8 @@ import numpy as np
 
 from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
-__all__ = ["run_chunks", "threads", "set_threads", "matmul", "start_helpers"]
+__all__ = ["run_chunks", "threads", "set_threads", "matmul", "start_helpers", "work_us", "worth_splitting",
+           "split_threads", "SPLIT_US", "RATES", "HANDOFF_US"]
 
 _local = threading.local()
 
@@ -160,8 +161,37 @@ def run_chunks(fn: Callable[[int], None], n: int, nthreads: int | None = None) -
         raise job.error
 
 
-#: GEMMs below this many multiply-adds per thread run in one piece (about 0.1 ms of BLAS)
+#: µs the caller loses when it hands a piece to the helper thread and waits for it (waking a blocked
+#: thread on the other vCPU, both ways; ``benchmarks/bench_split_thresholds.py --handoff``)
+HANDOFF_US = 70.0
+#: one thread's throughput per kind of splittable work, units (multiply-adds, values) per µs:
+#: "gemm" a BLAS product (1x1 Conv, MatMul), "im2col" a k x k Conv with its column copies,
+#: "depthwise" a depthwise Conv plan, "softmax" values of a last-axis Softmax
+#: (``benchmarks/bench_split_ops.py``, docs/runtime.md)
+RATES = {"gemm": 40_000.0, "im2col": 40_000.0, "depthwise": 5_243.0, "softmax": 5_243.0}
+#: a kernel splits when its work would take at least this many µs on one thread: the one rule every
+#: splitting kernel asks (:func:`worth_splitting`), measured per kind as where two threads start to beat
+#: one (``benchmarks/bench_split_ops.py``)
+SPLIT_US = 200.0
+#: GEMM pieces hold at least this many multiply-adds (about 0.1 ms of BLAS): how finely a split cuts
 MIN_MACS = 4_000_000
+
+
+def work_us(kind: str, units: float) -> float:
+    """Estimated µs of one thread for ``units`` of work of ``kind`` (a key of :data:`RATES`)."""
+    return units / RATES[kind]
+
+
+def worth_splitting(kind: str, units: float) -> bool:
+    """Whether ``units`` of work of ``kind`` are enough to pay the hand-off of a split
+    (:data:`SPLIT_US`; does not look at the idle cores, see :func:`split_threads`)."""
+    return units >= RATES[kind] * SPLIT_US
+
+
+def split_threads(kind: str, units: float) -> int:
+    """Threads a kernel with ``units`` of work of ``kind`` should use now: 1 below the
+    :func:`worth_splitting` cut (without reading the load), else :func:`threads`."""
+    return threads() if units >= RATES[kind] * SPLIT_US else 1
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, pieces: int = 0) -> np.ndarray:
@@ -176,8 +206,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, pieces: 
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     batch = int(np.prod(lead)) if lead else 1
     macs = batch * m * kk * n
-    k = threads() if macs >= 2 * MIN_MACS else 1
-    if k <= 1 or macs < MIN_MACS * k:
+    k = split_threads("gemm", macs)
+    if k <= 1:
         return np.matmul(a, b, out=out)
     if out is None:
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
