@@ -34,7 +34,7 @@ def _model(nodes, inits, x_shape, y_name="y"):
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
                           [helper.make_tensor_value_info(y_name, TensorProto.FLOAT, [f"d{i}" for i in range(len(x_shape))])],
                           [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
 
 
 def _rand(*shape) -> np.ndarray:
@@ -58,13 +58,19 @@ def matmul(t: int, kk: int, n: int):
 
 
 def softmax(rows: int, n: int):
-    return _model([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], {}, [rows, n]), _rand(rows, n), rows * n
+    """Softmax over (rows, n), beside a MatMul of n multiply-adds per row (a graph without a
+    BLAS op does not set the run's thread limit: nnrt_numpy/backend.py)."""
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1), helper.make_node("MatMul", ["x", "v"], ["z"])]
+    model = _model(nodes, {"v": _rand(n, 1)}, [rows, n])
+    model.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, ["r", 1]))
+    return model, _rand(rows, n), rows * n
 
 
 #: kind -> (work kind of parallel.work_us, [builders of growing size])
 LADDERS = {
     "gemm1x1": ("gemm", [lambda s=s: conv(64, 64, s, 1) for s in (16, 24, 32, 40, 48, 64, 80)]),
     "conv1x1_gelu": ("gemm", [lambda s=s: conv(64, 64, s, 1, tail="Gelu") for s in (16, 24, 32, 40, 48, 64)]),
+    "conv1x1_hswish": ("gemm", [lambda s=s: conv(64, 64, s, 1, tail="HardSwish") for s in (16, 24, 32, 40, 48, 64)]),
     "conv3x3": ("im2col", [lambda s=s: conv(32, 32, s, 3) for s in (12, 16, 20, 24, 32, 40, 48)]),
     "dw3x3": ("depthwise", [lambda s=s: conv(64, 64, s, 3, group=64) for s in (16, 24, 32, 48, 64, 96, 128)]),
     "matmul": ("gemm", [lambda n=n: matmul(40, 80, n) for n in (512, 1024, 2048, 3072, 4096, 6906)]),
@@ -98,7 +104,10 @@ def run_kind(kind: str, reps: int, rounds: int) -> None:
         finally:
             parallel.SPLIT_US = saved
         a1, a2 = (statistics.median(med[k]) * 1e6 for k in (1, 2))
-        print(f"  work {work / 1e6:7.2f} M  est {parallel.work_us(wk, work):7.1f} us  one thread {a1:8.1f} us  "
+        est = parallel.work_us(wk, work)
+        if wk == "depthwise":  # plus the copies of the padded input planes (DepthwisePlan.est_us)
+            est += parallel.work_us("dw_input", x.shape[1] * (x.shape[2] + 2) * (x.shape[3] + 2))
+        print(f"  work {work / 1e6:7.2f} M  est {est:7.1f} us  one thread {a1:8.1f} us  "
               f"two (forced split) {a2:8.1f} us  ratio {a2 / a1:5.2f}  load {os.getloadavg()[0]:.2f}", flush=True)
 
 

@@ -162,17 +162,20 @@ def run_chunks(fn: Callable[[int], None], n: int, nthreads: int | None = None) -
 
 
 #: µs the caller loses when it hands a piece to the helper thread and waits for it (waking a blocked
-#: thread on the other vCPU, both ways; ``benchmarks/bench_split_thresholds.py --handoff``)
-HANDOFF_US = 70.0
-#: one thread's throughput per kind of splittable work, units (multiply-adds, values) per µs:
-#: "gemm" a BLAS product (1x1 Conv, MatMul), "im2col" a k x k Conv with its column copies,
-#: "depthwise" a depthwise Conv plan, "softmax" values of a last-axis Softmax
-#: (``benchmarks/bench_split_ops.py``, docs/runtime.md)
-RATES = {"gemm": 40_000.0, "im2col": 40_000.0, "depthwise": 5_243.0, "softmax": 5_243.0}
+#: thread on the other vCPU, both ways: 60-200 µs on the 2-vCPU VM, ``bench_split_thresholds.py --handoff``)
+HANDOFF_US = 150.0
+#: one thread's throughput per kind of splittable work, units per µs, measured with
+#: ``benchmarks/bench_split_ops.py`` (docs/runtime.md): "gemm" multiply-adds of a BLAS product (1x1 Conv,
+#: MatMul), "im2col" multiply-adds of a k x k Conv with its column copies, "depthwise" multiply-adds of a
+#: depthwise plan plus "dw_input" values of its padded input planes (the copies cost more than the
+#: products there), "softmax" values of a last-axis Softmax
+RATES = {"gemm": 35_000.0, "im2col": 25_000.0, "depthwise": 30_000.0, "dw_input": 1_000.0, "softmax": 1_000.0}
 #: a kernel splits when its work would take at least this many µs on one thread: the one rule every
-#: splitting kernel asks (:func:`worth_splitting`), measured per kind as where two threads start to beat
-#: one (``benchmarks/bench_split_ops.py``)
-SPLIT_US = 200.0
+#: splitting kernel asks (:func:`worth_splitting`).  A 2-way split takes t / 2 + hand-off, so it pays
+#: from t = 2 x :data:`HANDOFF_US`; measured per kind, two threads beat one from 300-450 µs of work
+#: (``bench_split_ops.py``), and in whole models 400 lost nothing against 350 / 500 / 800
+#: (``bench_split_thresholds.py``)
+SPLIT_US = 2 * HANDOFF_US + 100.0
 #: GEMM pieces hold at least this many multiply-adds (about 0.1 ms of BLAS): how finely a split cuts
 MIN_MACS = 4_000_000
 
@@ -182,16 +185,16 @@ def work_us(kind: str, units: float) -> float:
     return units / RATES[kind]
 
 
-def worth_splitting(kind: str, units: float) -> bool:
-    """Whether ``units`` of work of ``kind`` are enough to pay the hand-off of a split
-    (:data:`SPLIT_US`; does not look at the idle cores, see :func:`split_threads`)."""
-    return units >= RATES[kind] * SPLIT_US
+def worth_splitting(us: float) -> bool:
+    """Whether work estimated at ``us`` µs of one thread (:func:`work_us`) pays the hand-off of a
+    split (:data:`SPLIT_US`; does not look at the idle cores, see :func:`split_threads`)."""
+    return us >= SPLIT_US
 
 
-def split_threads(kind: str, units: float) -> int:
-    """Threads a kernel with ``units`` of work of ``kind`` should use now: 1 below the
-    :func:`worth_splitting` cut (without reading the load), else :func:`threads`."""
-    return threads() if units >= RATES[kind] * SPLIT_US else 1
+def split_threads(us: float) -> int:
+    """Threads a kernel with work estimated at ``us`` µs of one thread should use now: 1 below
+    the :func:`worth_splitting` cut (without reading the load), else :func:`threads`."""
+    return threads() if us >= SPLIT_US else 1
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, pieces: int = 0) -> np.ndarray:
@@ -206,7 +209,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, pieces: 
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     batch = int(np.prod(lead)) if lead else 1
     macs = batch * m * kk * n
-    k = split_threads("gemm", macs)
+    k = split_threads(work_us("gemm", macs))
     if k <= 1:
         return np.matmul(a, b, out=out)
     if out is None:

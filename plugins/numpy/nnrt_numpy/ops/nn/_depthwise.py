@@ -72,9 +72,9 @@ __all__ = ["DepthwisePlan", "choose_mode", "ROWS_FACTOR", "ROWS_W", "ROWS_BAND",
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
-#: multiply-adds below which a convolution runs on one thread, as of import: the split decision is
-#: :func:`nnrt_numpy.parallel.worth_splitting` ("depthwise"); kept for callers outside this plugin
-MIN_SPLIT = int(parallel.RATES["depthwise"] * parallel.SPLIT_US)
+#: multiply-adds from which the NPU emulator's host depthwise splits (nnrt_npu_emu/ops/hostdw.py); this
+#: backend's own Conv kernel asks :func:`nnrt_numpy.parallel.worth_splitting` with :attr:`DepthwisePlan.est_us`
+MIN_SPLIT = 1 << 20
 #: output rows shorter than this take the channels-last einsum when a piece holds at least
 #: CL_SHORT channels x images (ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15)
 CL_ROW = 16
@@ -149,6 +149,9 @@ class DepthwisePlan:
         self.taps = math.prod(kernel)  # math.prod: a plan is made per node at compile, np.prod costs µs
         self.npix = math.prod(out)
         self.work = n * c * mult * self.npix * self.taps
+        #: estimated µs of one thread: the products and the copies of the padded input planes
+        self.est_us = parallel.work_us("depthwise", self.work) + parallel.work_us("dw_input", n * c * math.prod(
+            self.padded))
         # stride 1: im2col rows run over whole padded rows (see _cols); they need one spare zero row
         self.flat = len(self.padded) == 2 and self.strides == [1, 1]
         self.frow = self.out[0] * self.padded[1] if self.flat else self.npix  # pixels of one im2col row
@@ -179,7 +182,7 @@ class DepthwisePlan:
         elif mode == "rows":  # the plane is padded across only, columns of every input row x kernel column
             plane = self.hin * self.padded[1] + (self.hin * self.kernel[1] + 1) * self.out[1]
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
-        if parallel.worth_splitting("depthwise", self.work) and n * -(-c // cb) < PIECES:  # enough pieces for the threads
+        if parallel.worth_splitting(self.est_us) and n * -(-c // cb) < PIECES:  # enough pieces for the threads
             floor = min(c, CL_LANES) if mode == "cl" else 1
             cb = max(floor, min(cb, c // -(-PIECES // n)))
         cb = -(-c // -(-c // cb))  # balanced blocks

@@ -173,7 +173,7 @@ class Conv(Kernel):
         matmul = parallel.matmul  # splits a large product when threads are free
         if not depthwise and nd == 2 and x.dtype == w.dtype and dtype.kind == "f" and x.flags.c_contiguous:
             macs = n * m * npix * (c // g) * math.prod(kernel)
-            k = parallel.split_threads("gemm" if pointwise else "im2col", macs)  # (reads /proc/loadavg)
+            k = parallel.split_threads(parallel.work_us("gemm" if pointwise else "im2col", macs))
             if k > 1:
                 epi = pending.pop() if pending else None
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k, epi)
@@ -328,7 +328,7 @@ class Conv(Kernel):
             return
         b = node.const(2) if node.present(2) else None
         plan.weights(w, b if plan.mode in ("cols", "rows") and b is not None and b.dtype == w.dtype else None)
-        plan.warm(min(parallel.CORES, plan.nblocks) if parallel.worth_splitting("depthwise", plan.work) else 1)
+        plan.warm(min(parallel.CORES, plan.nblocks) if parallel.worth_splitting(plan.est_us) else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
                         dest: np.ndarray | None) -> np.ndarray:
@@ -343,7 +343,7 @@ class Conv(Kernel):
         if b is not None and b.shape != (m,):
             raise self.fail(f"bias B has shape {list(b.shape)}; expected [{m}]")
         x4 = x if x.ndim == 4 else x.reshape(x.shape[:2] + (1,) + x.shape[2:])
-        k = parallel.split_threads("depthwise", plan.work)
+        k = parallel.split_threads(plan.est_us)
         plan.run(x4, w, None if b is None else b.astype(x.dtype, copy=False), y, nthreads=k)
         return y
 

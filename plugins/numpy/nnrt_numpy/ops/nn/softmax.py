@@ -14,8 +14,9 @@ from ...kernel import Kernel, NodeInfo, register
 
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """Softmax along ``axis``; a float Softmax over its last axis runs in row pieces on the idle cores
-    when its values are worth splitting (:func:`nnrt_numpy.parallel.worth_splitting` "softmax")."""
-    if axis == x.ndim - 1 and parallel.worth_splitting("softmax", x.size) and x.dtype.kind == "f" and x.ndim >= 2:
+    when its values are worth splitting (:func:`nnrt_numpy.parallel.worth_splitting`)."""
+    if axis == x.ndim - 1 and x.ndim >= 2 and x.dtype.kind == "f" and \
+            parallel.worth_splitting(parallel.work_us("softmax", x.size)):
         rows = x.size // x.shape[-1]
         k = min(parallel.threads(), rows)  # (reads /proc/loadavg)
         if k > 1:
