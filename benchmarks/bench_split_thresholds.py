@@ -4,10 +4,11 @@ models run under several split thresholds, alternated in one process.
     python benchmarks/bench_split_thresholds.py [--models ppocr_v6_rec_tiny,ppocr_v2_cls]
         [--batches 1,8] [--rounds 5] [--runs 7] [--configs current,1thread,...]
 
-A configuration sets the split rule ``nnrt_numpy.parallel.SPLIT_US`` and
-``RATES`` (``current``; ``old``: the cut-offs before the rule, GEMM / Conv
+A configuration sets the split rule ``nnrt_numpy.parallel.SPLIT_US``,
+``COLD_SPLIT_US`` and ``RATES`` (``current``; ``old``: the cut-offs before the rule, GEMM / Conv
 from 8 M multiply-adds, depthwise from 1 M, Softmax from 1 M values;
-``us200`` / ``us500`` / ``us800``: other ``SPLIT_US``), or runs on one thread
+``us200`` / ``us350`` / ``us500`` / ``us800``: ``SPLIT_US`` and
+``COLD_SPLIT_US`` both that value), or runs on one thread
 (``1thread``: ``num_threads=1``).  For every model and batch the sessions of
 all configurations are built once, then ``--rounds`` rounds each time every
 configuration in turn for ``--runs`` calls (blocks, so a configuration's
@@ -42,19 +43,17 @@ import real_models as rm  # noqa: E402
 #: the cut-offs before the split rule (bfce14a): GEMM / Conv splits from 8 M multiply-adds,
 #: depthwise from 1 M (1 << 20), Softmax from 1 M values, as rates under SPLIT_US = 200
 OLD_RATES = {"gemm": 40_000.0, "im2col": 40_000.0, "depthwise": 5_243.0, "dw_input": 1e18, "softmax": 5_243.0}
-#: name -> (parallel.SPLIT_US, parallel.RATES, threads or None)
+#: name -> (parallel.SPLIT_US, parallel.COLD_SPLIT_US, parallel.RATES, threads or None)
 CONFIGS = {
-    "current": (parallel.SPLIT_US, dict(parallel.RATES), None),
-    "1thread": (parallel.SPLIT_US, dict(parallel.RATES), 1),
-    "old": (200.0, OLD_RATES, None),
-    "us200": (200.0, dict(parallel.RATES), None),
-    "us500": (500.0, dict(parallel.RATES), None),
-    "us800": (800.0, dict(parallel.RATES), None),
+    "current": (parallel.SPLIT_US, parallel.COLD_SPLIT_US, dict(parallel.RATES), None),
+    "1thread": (parallel.SPLIT_US, parallel.COLD_SPLIT_US, dict(parallel.RATES), 1),
+    "old": (200.0, 200.0, OLD_RATES, None),
+    **{f"us{u}": (float(u), float(u), dict(parallel.RATES), None) for u in (200, 350, 500, 800)},
 }
 
 
 def _set(c: str) -> int | None:
-    parallel.SPLIT_US, rates, th = CONFIGS[c]
+    parallel.SPLIT_US, parallel.COLD_SPLIT_US, rates, th = CONFIGS[c]
     parallel.RATES.clear()
     parallel.RATES.update(rates)
     return th

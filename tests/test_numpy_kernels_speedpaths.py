@@ -141,6 +141,7 @@ CONVS = [  # x shape, w shape, attrs
 @pytest.mark.parametrize("xs,ws,attrs", CONVS)
 def test_conv_split_into_pieces_equals_the_unsplit_conv(two_threads, monkeypatch, xs, ws, attrs):
     monkeypatch.setattr(parallel, "SPLIT_US", 0.0)  # split even these small convolutions
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
     monkeypatch.setattr(parallel, "MIN_MACS", 1)  # in many pieces
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
@@ -270,6 +271,7 @@ def test_matmul_split_over_threads_equals_numpy(two_threads, monkeypatch, xs, ws
     from nnrt_numpy.ops.math.matmul import MatMul
 
     monkeypatch.setattr(parallel, "SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
     monkeypatch.setattr(parallel, "MIN_MACS", 1)  # in many pieces
     a = RNG.standard_normal(xs).astype(np.float32)
     b = RNG.standard_normal(ws).astype(np.float32)
@@ -298,6 +300,7 @@ def test_softmax_row_pieces_equal_the_whole_array_softmax(two_threads, monkeypat
     finally:
         parallel.set_threads(*prev)
     monkeypatch.setattr(parallel, "SPLIT_US", 0.0)  # split even this small Softmax
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
     got = k(x)[0]
     assert got.shape == x.shape and got.dtype == np.float32
     np.testing.assert_array_equal(got, want)

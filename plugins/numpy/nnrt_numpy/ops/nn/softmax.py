@@ -18,7 +18,7 @@ def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     if axis == x.ndim - 1 and x.ndim >= 2 and x.dtype.kind == "f" and \
             parallel.worth_splitting(parallel.work_us("softmax", x.size)):
         rows = x.size // x.shape[-1]
-        k = min(parallel.threads(), rows)  # (reads /proc/loadavg)
+        k = min(parallel.split_threads(parallel.work_us("softmax", x.size)), rows)
         if k > 1:
             return _softmax_rows(x.reshape(rows, -1), k).reshape(x.shape)
     y = x - x.max(axis=axis, keepdims=True)
