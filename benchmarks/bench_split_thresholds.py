@@ -42,7 +42,8 @@ import real_models as rm  # noqa: E402
 
 #: the cut-offs before the split rule (bfce14a): GEMM / Conv splits from 8 M multiply-adds,
 #: depthwise from 1 M (1 << 20), Softmax from 1 M values, as rates under SPLIT_US = 200
-OLD_RATES = {"gemm": 40_000.0, "im2col": 40_000.0, "depthwise": 5_243.0, "dw_input": 1e18, "softmax": 5_243.0}
+OLD_RATES = {"gemm": 40_000.0, "im2col": 40_000.0, "depthwise": 5_243.0, "dw_input": 1e18, "softmax": 5_243.0,
+             "tail": 1e18}
 #: name -> (parallel.SPLIT_US, parallel.COLD_SPLIT_US, parallel.RATES, threads or None)
 CONFIGS = {
     "current": (parallel.SPLIT_US, parallel.COLD_SPLIT_US, dict(parallel.RATES), None),

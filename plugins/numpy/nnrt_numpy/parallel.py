@@ -175,8 +175,10 @@ WARM_US = 1000.0
 #: ``benchmarks/bench_split_ops.py`` (docs/runtime.md): "gemm" multiply-adds of a BLAS product (1x1 Conv,
 #: MatMul), "im2col" multiply-adds of a k x k Conv with its column copies, "depthwise" multiply-adds of a
 #: depthwise plan plus "dw_input" values of its padded input planes (the copies cost more than the
-#: products there), "softmax" values of a last-axis Softmax
-RATES = {"gemm": 35_000.0, "im2col": 25_000.0, "depthwise": 30_000.0, "dw_input": 1_000.0, "softmax": 1_000.0}
+#: products there), "softmax" values of a last-axis Softmax, "tail" output values of the fused tail a
+#: split Conv runs on its pieces (hard-swish, six ops: ~1.2 ns a value; GELU ~2.2: ``profile_mobile.py``)
+RATES = {"gemm": 35_000.0, "im2col": 25_000.0, "depthwise": 30_000.0, "dw_input": 1_000.0, "softmax": 1_000.0,
+         "tail": 1_000.0}
 #: a kernel splits when its work would take at least this many µs on one thread: the one rule every
 #: splitting kernel asks (:func:`split_threads`).  A 2-way split takes t / 2 + hand-off, so it pays from
 #: t = 2 x hand-off; measured per kind, two threads beat one from 300-450 µs of work with a warm helper

@@ -173,7 +173,8 @@ class Conv(Kernel):
         matmul = parallel.matmul  # splits a large product when threads are free
         if not depthwise and nd == 2 and x.dtype == w.dtype and dtype.kind == "f" and x.flags.c_contiguous:
             macs = n * m * npix * (c // g) * math.prod(kernel)
-            k = parallel.split_threads(parallel.work_us("gemm" if pointwise else "im2col", macs))
+            us = parallel.work_us("gemm" if pointwise else "im2col", macs)
+            k = parallel.split_threads(us + parallel.work_us("tail", n * m * npix) if pending else us)
             if k > 1:
                 epi = pending.pop() if pending else None
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k, epi)
