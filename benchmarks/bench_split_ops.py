@@ -5,7 +5,7 @@
 
 For every kind a ladder of one-node (or one-chain) ONNX models of growing
 size runs in two sessions: ``num_threads=1`` and ``num_threads=2`` with every
-split forced (``nnrt_numpy.parallel.SPLIT_US = 0``: each kernel splits
+split forced (``nnrt_numpy.parallel.SPLIT_US`` and ``COLD_SPLIT_US`` 0: each kernel splits
 whatever its size, into the pieces it would cut at that size).  The two are
 alternated call by call; printed per size: the work (multiply-adds or
 values), the estimated one-thread µs of that work by
@@ -83,8 +83,8 @@ def run_kind(kind: str, reps: int, rounds: int) -> None:
     print(f"\n{kind} (work as {wk}; load {os.getloadavg()[0]:.2f})")
     for build in ladder:
         model, x, work = build()
-        saved = parallel.SPLIT_US
-        parallel.SPLIT_US = 0.0  # forced: plans made at build split too
+        saved = parallel.SPLIT_US, parallel.COLD_SPLIT_US
+        parallel.SPLIT_US = parallel.COLD_SPLIT_US = 0.0  # forced: plans made at build split too
         try:
             s1 = Session(model.SerializeToString(), ScheduleConfig(backends=["numpy"], num_threads=1))
             s2 = Session(model.SerializeToString(), ScheduleConfig(backends=["numpy"], num_threads=2))
@@ -102,7 +102,7 @@ def run_kind(kind: str, reps: int, rounds: int) -> None:
                 for k in (1, 2):
                     med[k].append(statistics.median(t[k]))
         finally:
-            parallel.SPLIT_US = saved
+            parallel.SPLIT_US, parallel.COLD_SPLIT_US = saved
         a1, a2 = (statistics.median(med[k]) * 1e6 for k in (1, 2))
         est = parallel.work_us(wk, work)
         if wk == "depthwise":  # plus the copies of the padded input planes (DepthwisePlan.est_us)
