@@ -4,9 +4,11 @@ models run under several split thresholds, alternated in one process.
     python benchmarks/bench_split_thresholds.py [--models ppocr_v6_rec_tiny,ppocr_v2_cls]
         [--batches 1,8] [--rounds 5] [--runs 7] [--configs current,1thread,...]
 
-A configuration sets ``nnrt_numpy.parallel.MIN_MACS`` (GEMM / Conv splits;
-a product splits from ``2 * MIN_MACS`` multiply-adds) and
-``_depthwise.MIN_SPLIT`` (depthwise pieces), or runs on one thread
+A configuration sets the split rule ``nnrt_numpy.parallel.SPLIT_US``,
+``COLD_SPLIT_US`` and ``RATES`` (``current``; ``old``: the cut-offs before the rule, GEMM / Conv
+from 8 M multiply-adds, depthwise from 1 M, Softmax from 1 M values;
+``us200`` / ``us350`` / ``us500`` / ``us800``: ``SPLIT_US`` and
+``COLD_SPLIT_US`` both that value), or runs on one thread
 (``1thread``: ``num_threads=1``).  For every model and batch the sessions of
 all configurations are built once, then ``--rounds`` rounds each time every
 configuration in turn for ``--runs`` calls (blocks, so a configuration's
@@ -34,21 +36,28 @@ import onnxruntime as ort
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_numpy import blas, parallel
-from nnrt_numpy.ops.nn import _depthwise
 
 sys.path.insert(0, str(Path(__file__).parent))
 import real_models as rm  # noqa: E402
 
-#: name -> (parallel.MIN_MACS, _depthwise.MIN_SPLIT, threads or None)
+#: the cut-offs before the split rule (bfce14a): GEMM / Conv splits from 8 M multiply-adds,
+#: depthwise from 1 M (1 << 20), Softmax from 1 M values, as rates under SPLIT_US = 200
+OLD_RATES = {"gemm": 40_000.0, "im2col": 40_000.0, "depthwise": 5_243.0, "dw_input": 1e18, "softmax": 5_243.0,
+             "tail": 1e18}
+#: name -> (parallel.SPLIT_US, parallel.COLD_SPLIT_US, parallel.RATES, threads or None)
 CONFIGS = {
-    "current": (parallel.MIN_MACS, _depthwise.MIN_SPLIT, None),
-    "1thread": (parallel.MIN_MACS, _depthwise.MIN_SPLIT, 1),
-    "gemm8M": (8_000_000, _depthwise.MIN_SPLIT, None),
-    "gemm16M": (16_000_000, _depthwise.MIN_SPLIT, None),
-    "gemm8M_dw4M": (8_000_000, 4 << 20, None),
-    "gemm16M_dw4M": (16_000_000, 4 << 20, None),
-    "gemm16M_dw8M": (16_000_000, 8 << 20, None),
+    "current": (parallel.SPLIT_US, parallel.COLD_SPLIT_US, dict(parallel.RATES), None),
+    "1thread": (parallel.SPLIT_US, parallel.COLD_SPLIT_US, dict(parallel.RATES), 1),
+    "old": (200.0, 200.0, OLD_RATES, None),
+    **{f"us{u}": (float(u), float(u), dict(parallel.RATES), None) for u in (200, 350, 500, 800)},
 }
+
+
+def _set(c: str) -> int | None:
+    parallel.SPLIT_US, parallel.COLD_SPLIT_US, rates, th = CONFIGS[c]
+    parallel.RATES.clear()
+    parallel.RATES.update(rates)
+    return th
 
 
 def handoff(sizes=(128, 256, 512, 1024, 2048), reps: int = 200) -> None:
@@ -85,7 +94,7 @@ def main() -> int:
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--configs", default="current,1thread,gemm8M,gemm16M_dw8M")
+    ap.add_argument("--configs", default="current,1thread,old,us500")
     ap.add_argument("--handoff", action="store_true", help="also time the two-piece hand-off")
     args = ap.parse_args()
     if args.handoff:
@@ -104,21 +113,21 @@ def main() -> int:
             feeds = {k: np.ascontiguousarray(np.repeat(v, b, axis=0)) for k, v in f0.items()}
             sess = {}
             for c in configs:  # built under its thresholds (depthwise plans size their pieces at build)
-                parallel.MIN_MACS, _depthwise.MIN_SPLIT, th = CONFIGS[c]
+                th = _set(c)
                 sess[c] = Session(str(path), ScheduleConfig(backends=["numpy"], **({"num_threads": th} if th else {})))
             wall: dict[str, list] = {c: [] for c in configs}
             cpu: dict[str, list] = {c: [] for c in configs}
             load0 = os.getloadavg()[0]
             for _ in range(args.rounds):
                 for c in configs:
-                    parallel.MIN_MACS, _depthwise.MIN_SPLIT, _ = CONFIGS[c]
+                    _set(c)
                     sess[c].run(feeds)
                     for _ in range(args.runs):
                         t0, c0 = time.perf_counter(), time.process_time()
                         sess[c].run(feeds)
                         wall[c].append(time.perf_counter() - t0)
                         cpu[c].append(time.process_time() - c0)
-            parallel.MIN_MACS, _depthwise.MIN_SPLIT, _ = CONFIGS["current"]
+            _set("current")
             base = statistics.median(wall[configs[0]])
             print(f"\n{name} batch {b} (load {load0:.2f} -> {os.getloadavg()[0]:.2f})")
             for c in configs:

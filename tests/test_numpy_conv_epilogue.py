@@ -50,7 +50,9 @@ def test_split_conv_runs_per_value_tails_on_its_pieces(monkeypatch, tail, ksize)
     pieces: list[tuple] = []
     apply = fusion.apply_hard
     monkeypatch.setattr(fusion, "apply_hard", lambda op, y: (pieces.append(y.shape), apply(op, y))[1])
-    monkeypatch.setattr(parallel, "MIN_MACS", 1)  # split even this small convolution
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)  # split even this small convolution
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "MIN_MACS", 1)  # in many pieces
     prev = parallel.set_threads(2)
     try:
         got = fused.run([x])[0]

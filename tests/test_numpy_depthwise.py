@@ -138,7 +138,8 @@ def test_thin_planes_and_kernels_larger_than_the_input(mode):
 def test_many_pieces_on_two_threads_equal_onnxruntime(monkeypatch, mode):
     """One channel per piece (several pieces per image) on two threads, in either mode."""
     monkeypatch.setattr(_depthwise, "BLOCK_BYTES", 1)
-    monkeypatch.setattr(_depthwise, "MIN_SPLIT", 0)
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)  # pieces for the threads whatever the size
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
     monkeypatch.setattr(_depthwise, "MODE", mode)
     prev = parallel.set_threads(2)
     try:
@@ -172,7 +173,8 @@ def test_channels_last_pieces_hold_several_images_when_channels_are_few(monkeypa
 
 @pytest.mark.parametrize("c,n", [(6, 1), (5, 1), (130, 1), (3, 2)])
 def test_large_convolutions_get_enough_pieces_and_every_channel(monkeypatch, c, n):
-    monkeypatch.setattr(_depthwise, "MIN_SPLIT", 0)
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)  # pieces for the threads whatever the size
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
     monkeypatch.setattr(_depthwise, "CL_LANES", 2)
     prev = parallel.set_threads(2)
     try:

@@ -113,7 +113,8 @@ def record_threads(monkeypatch) -> set[int]:
 
 
 def test_num_threads_1_runs_every_piece_on_the_calling_thread(monkeypatch):
-    monkeypatch.setattr(_depthwise, "MIN_SPLIT", 0)
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
     monkeypatch.setattr(_depthwise, "BLOCK_BYTES", 1)
     seen = record_threads(monkeypatch)
     m = dw_model(2, 6, 12, 10)
@@ -128,7 +129,8 @@ def test_num_threads_1_runs_every_piece_on_the_calling_thread(monkeypatch):
 
 
 def test_errors_inside_threaded_pieces_reach_the_caller(monkeypatch):
-    monkeypatch.setattr(_depthwise, "MIN_SPLIT", 0)
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
     monkeypatch.setattr(_depthwise, "BLOCK_BYTES", 1)
     plan, out = plan_for(2, 4, 1, (6, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), "cols")
 

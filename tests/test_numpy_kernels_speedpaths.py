@@ -140,7 +140,9 @@ CONVS = [  # x shape, w shape, attrs
 
 @pytest.mark.parametrize("xs,ws,attrs", CONVS)
 def test_conv_split_into_pieces_equals_the_unsplit_conv(two_threads, monkeypatch, xs, ws, attrs):
-    monkeypatch.setattr(parallel, "MIN_MACS", 1)  # split even these small convolutions
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)  # split even these small convolutions
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "MIN_MACS", 1)  # in many pieces
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     b = RNG.standard_normal(ws[0]).astype(np.float32)
@@ -268,7 +270,9 @@ def test_matmul_split_over_threads_equals_numpy(two_threads, monkeypatch, xs, ws
     forced on small ones here: numpy's values (up to BLAS rounding) and shapes, broadcasting too."""
     from nnrt_numpy.ops.math.matmul import MatMul
 
-    monkeypatch.setattr(parallel, "MIN_MACS", 1)
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "MIN_MACS", 1)  # in many pieces
     a = RNG.standard_normal(xs).astype(np.float32)
     b = RNG.standard_normal(ws).astype(np.float32)
     k = MatMul(node("MatMul", {}, [xs, ws]))
@@ -283,7 +287,6 @@ def test_matmul_split_over_threads_equals_numpy(two_threads, monkeypatch, xs, ws
 def test_softmax_row_pieces_equal_the_whole_array_softmax(two_threads, monkeypatch, shape, opset, axis):
     """A large Softmax over its last axis runs in row pieces on the threads: bit for bit the
     one-thread values (the same operations per row)."""
-    from nnrt_numpy.ops.nn import softmax as softmax_module
     from nnrt_numpy.kernel import REGISTRY
 
     x = (RNG.standard_normal(shape) * 4).astype(np.float32)
@@ -296,7 +299,8 @@ def test_softmax_row_pieces_equal_the_whole_array_softmax(two_threads, monkeypat
         want = k(x)[0]
     finally:
         parallel.set_threads(*prev)
-    monkeypatch.setattr(softmax_module, "SPLIT_FROM", 1)
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)  # split even this small Softmax
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
     got = k(x)[0]
     assert got.shape == x.shape and got.dtype == np.float32
     np.testing.assert_array_equal(got, want)

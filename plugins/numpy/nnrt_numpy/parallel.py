@@ -33,13 +33,15 @@ import itertools
 import os
 import queue
 import threading
+import time
 from typing import Callable
 
 import numpy as np
 
 from nnrt_core.runtime.thread_budget import CORES, thread_budget
 
-__all__ = ["run_chunks", "threads", "set_threads", "matmul", "start_helpers"]
+__all__ = ["run_chunks", "threads", "set_threads", "matmul", "start_helpers", "work_us", "worth_splitting",
+           "split_threads", "SPLIT_US", "COLD_SPLIT_US", "RATES", "HANDOFF_US", "COLD_HANDOFF_US", "WARM_US"]
 
 _local = threading.local()
 
@@ -156,12 +158,60 @@ def run_chunks(fn: Callable[[int], None], n: int, nthreads: int | None = None) -
     finally:
         _local.inside = False
     job.event.wait()
+    _last_split[0] = time.perf_counter()
     if job.error is not None:
         raise job.error
 
 
-#: GEMMs below this many multiply-adds per thread run in one piece (about 0.1 ms of BLAS)
+#: µs the caller loses when it hands a piece to the helper thread and waits for it (waking a blocked
+#: thread on the other vCPU, both ways: 60-150 µs on the 2-vCPU VM while the helper ran a piece less than
+#: :data:`WARM_US` ago, ``bench_split_thresholds.py --handoff``) ...
+HANDOFF_US = 150.0
+#: ... and after the helper slept longer (the host lets the idle vCPU go: 130-300 µs after 3-10 ms idle)
+COLD_HANDOFF_US = 250.0
+#: how long after the end of a split the helper counts as warm
+WARM_US = 1000.0
+#: one thread's throughput per kind of splittable work, units per µs, measured with
+#: ``benchmarks/bench_split_ops.py`` (docs/runtime.md): "gemm" multiply-adds of a BLAS product (1x1 Conv,
+#: MatMul), "im2col" multiply-adds of a k x k Conv with its column copies, "depthwise" multiply-adds of a
+#: depthwise plan plus "dw_input" values of its padded input planes (the copies cost more than the
+#: products there), "softmax" values of a last-axis Softmax, "tail" output values of the fused tail a
+#: split Conv runs on its pieces (hard-swish, six ops: ~1.2 ns a value; GELU ~2.2: ``profile_mobile.py``)
+RATES = {"gemm": 35_000.0, "im2col": 25_000.0, "depthwise": 30_000.0, "dw_input": 1_000.0, "softmax": 1_000.0,
+         "tail": 1_000.0}
+#: a kernel splits when its work would take at least this many µs on one thread: the one rule every
+#: splitting kernel asks (:func:`split_threads`).  A 2-way split takes t / 2 + hand-off, so it pays from
+#: t = 2 x hand-off; measured per kind, two threads beat one from 300-450 µs of work with a warm helper
+#: (``bench_split_ops.py``) ...
+SPLIT_US = 2 * HANDOFF_US + 50.0
+#: ... and from :data:`COLD_SPLIT_US` when no split ended in the last :data:`WARM_US`
+COLD_SPLIT_US = 2 * COLD_HANDOFF_US + 50.0
+_last_split = [0.0]  # perf_counter() at the end of the last split run on two or more threads
+
+
+#: GEMM pieces hold at least this many multiply-adds (about 0.1 ms of BLAS): how finely a split cuts
 MIN_MACS = 4_000_000
+
+
+def work_us(kind: str, units: float) -> float:
+    """Estimated µs of one thread for ``units`` of work of ``kind`` (a key of :data:`RATES`)."""
+    return units / RATES[kind]
+
+
+def worth_splitting(us: float) -> bool:
+    """Whether work estimated at ``us`` µs of one thread (:func:`work_us`) may pay the hand-off of a
+    split with a warm helper (:data:`SPLIT_US`): for cutting pieces at build; a kernel decides at run
+    time with :func:`split_threads`."""
+    return us >= SPLIT_US
+
+
+def split_threads(us: float) -> int:
+    """Threads a kernel with work estimated at ``us`` µs of one thread should use now: 1 below
+    :data:`SPLIT_US`, and below :data:`COLD_SPLIT_US` when the helper has slept for :data:`WARM_US`
+    (both without reading the load), else :func:`threads`."""
+    if us < SPLIT_US or (us < COLD_SPLIT_US and (time.perf_counter() - _last_split[0]) * 1e6 > WARM_US):
+        return 1
+    return threads()
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, pieces: int = 0) -> np.ndarray:
@@ -176,8 +226,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, pieces: 
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     batch = int(np.prod(lead)) if lead else 1
     macs = batch * m * kk * n
-    k = threads() if macs >= 2 * MIN_MACS else 1
-    if k <= 1 or macs < MIN_MACS * k:
+    k = split_threads(work_us("gemm", macs))
+    if k <= 1:
         return np.matmul(a, b, out=out)
     if out is None:
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))

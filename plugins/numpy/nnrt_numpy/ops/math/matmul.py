@@ -26,8 +26,8 @@ class MatMul(Kernel):
                 self.check_alloc(batch + a.shape[-2:-1] + b.shape[-1:] * (b.ndim > 1), a.dtype)
             if a.dtype.kind == "V" or a.dtype == np.float16:  # no BLAS: multiply in float32
                 return (np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype),)
-            if b.ndim > 1 and max(a.size * b.shape[-1], b.size * a.shape[-2 if a.ndim > 1 else 0]) \
-                    >= 2 * parallel.MIN_MACS:  # (a cheap estimate of the multiply-adds first: ~5 us less per call)
+            if b.ndim > 1 and parallel.worth_splitting(parallel.work_us("gemm", max(
+                    a.size * b.shape[-1], b.size * a.shape[-2 if a.ndim > 1 else 0]))):  # (a cheap estimate first)
                 return (parallel.matmul(a, b),)  # split when a core is idle
             return (np.matmul(a, b),)
         except ValueError as e:

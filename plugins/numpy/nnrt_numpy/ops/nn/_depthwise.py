@@ -46,7 +46,7 @@ In ``cols`` the bias is one more "tap" of the product (a row of ones in the
 columns, written with the scratch), not a pass over the output.
 
 Pieces run on :func:`nnrt_numpy.parallel.run_chunks` when the convolution is
-large enough (:data:`MIN_SPLIT`).  NumPy releases the GIL inside each copy
+large enough (:func:`nnrt_numpy.parallel.worth_splitting`).  NumPy releases the GIL inside each copy
 and product, so two pieces run at once, but every return from one of those
 calls takes the GIL back: a piece is therefore four or five NumPy calls on
 views of its scratch set made once per set (``as_strided`` alone costs
@@ -72,8 +72,8 @@ __all__ = ["DepthwisePlan", "choose_mode", "ROWS_FACTOR", "ROWS_W", "ROWS_BAND",
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
-#: multiply-adds below which a convolution runs on one thread (two threads measured 1.2-1.65x one
-#: from 1-3 M, 0.8x at 0.5-0.6 M: ``benchmarks/bench_depthwise_threads.py``)
+#: multiply-adds from which the NPU emulator's host depthwise splits (nnrt_npu_emu/ops/hostdw.py); this
+#: backend's own Conv kernel asks :func:`nnrt_numpy.parallel.worth_splitting` with :attr:`DepthwisePlan.est_us`
 MIN_SPLIT = 1 << 20
 #: output rows shorter than this take the channels-last einsum when a piece holds at least
 #: CL_SHORT channels x images (ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15)
@@ -93,7 +93,7 @@ ROWS_W = 12
 ROWS_BAND = 4096
 #: channels-last pieces take images until they have this many channels
 CL_LANES = 64
-#: a convolution of MIN_SPLIT or more multiply-adds is cut into at least this many pieces
+#: a convolution worth splitting is cut into at least this many pieces
 PIECES = 4
 
 
@@ -149,6 +149,9 @@ class DepthwisePlan:
         self.taps = math.prod(kernel)  # math.prod: a plan is made per node at compile, np.prod costs µs
         self.npix = math.prod(out)
         self.work = n * c * mult * self.npix * self.taps
+        #: estimated µs of one thread: the products and the copies of the padded input planes
+        self.est_us = parallel.work_us("depthwise", self.work) + parallel.work_us("dw_input", n * c * math.prod(
+            self.padded))
         # stride 1: im2col rows run over whole padded rows (see _cols); they need one spare zero row
         self.flat = len(self.padded) == 2 and self.strides == [1, 1]
         self.frow = self.out[0] * self.padded[1] if self.flat else self.npix  # pixels of one im2col row
@@ -179,7 +182,7 @@ class DepthwisePlan:
         elif mode == "rows":  # the plane is padded across only, columns of every input row x kernel column
             plane = self.hin * self.padded[1] + (self.hin * self.kernel[1] + 1) * self.out[1]
         cb = max(1, min(c, BLOCK_BYTES // (plane * self.dtype.itemsize)))
-        if self.work >= MIN_SPLIT and n * -(-c // cb) < PIECES:  # enough pieces for the threads
+        if parallel.worth_splitting(self.est_us) and n * -(-c // cb) < PIECES:  # enough pieces for the threads
             floor = min(c, CL_LANES) if mode == "cl" else 1
             cb = max(floor, min(cb, c // -(-PIECES // n)))
         cb = -(-c // -(-c // cb))  # balanced blocks

@@ -173,8 +173,9 @@ class Conv(Kernel):
         matmul = parallel.matmul  # splits a large product when threads are free
         if not depthwise and nd == 2 and x.dtype == w.dtype and dtype.kind == "f" and x.flags.c_contiguous:
             macs = n * m * npix * (c // g) * math.prod(kernel)
-            k = parallel.threads() if macs >= 2 * parallel.MIN_MACS else 1  # (reads /proc/loadavg)
-            if k > 1 and macs >= parallel.MIN_MACS * k:
+            us = parallel.work_us("gemm" if pointwise else "im2col", macs)
+            k = parallel.split_threads(us + parallel.work_us("tail", n * m * npix) if pending else us)
+            if k > 1:
                 epi = pending.pop() if pending else None
                 return self._run_pieces(x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k, epi)
             taps = (c // g) * math.prod(kernel)
@@ -328,7 +329,7 @@ class Conv(Kernel):
             return
         b = node.const(2) if node.present(2) else None
         plan.weights(w, b if plan.mode in ("cols", "rows") and b is not None and b.dtype == w.dtype else None)
-        plan.warm(min(parallel.CORES, plan.nblocks) if plan.work >= _depthwise().MIN_SPLIT else 1)
+        plan.warm(min(parallel.CORES, plan.nblocks) if parallel.worth_splitting(plan.est_us) else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
                         dest: np.ndarray | None) -> np.ndarray:
@@ -343,7 +344,7 @@ class Conv(Kernel):
         if b is not None and b.shape != (m,):
             raise self.fail(f"bias B has shape {list(b.shape)}; expected [{m}]")
         x4 = x if x.ndim == 4 else x.reshape(x.shape[:2] + (1,) + x.shape[2:])
-        k = parallel.threads() if plan.work >= _depthwise().MIN_SPLIT else 1
+        k = parallel.split_threads(plan.est_us)
         plan.run(x4, w, None if b is None else b.astype(x.dtype, copy=False), y, nthreads=k)
         return y
 

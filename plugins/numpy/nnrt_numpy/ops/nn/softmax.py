@@ -12,16 +12,13 @@ from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
 
 
-#: a float Softmax over its last axis of at least this many values (about 1 ms on one thread) runs
-#: in row pieces on the idle cores: five NumPy calls per piece, each releasing the GIL; handing a
-#: piece to the helper thread costs ~0.1 ms on this 2-core VM (benchmarks/bench_split_thresholds.py)
-SPLIT_FROM = 1 << 20
-
-
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    if x.size >= SPLIT_FROM and axis == x.ndim - 1 and x.dtype.kind == "f" and x.ndim >= 2:
+    """Softmax along ``axis``; a float Softmax over its last axis runs in row pieces on the idle cores
+    when its values are worth splitting (:func:`nnrt_numpy.parallel.worth_splitting`)."""
+    if axis == x.ndim - 1 and x.ndim >= 2 and x.dtype.kind == "f" and \
+            parallel.worth_splitting(parallel.work_us("softmax", x.size)):
         rows = x.size // x.shape[-1]
-        k = min(parallel.threads(), rows)
+        k = min(parallel.split_threads(parallel.work_us("softmax", x.size)), rows)
         if k > 1:
             return _softmax_rows(x.reshape(rows, -1), k).reshape(x.shape)
     y = x - x.max(axis=axis, keepdims=True)
