@@ -182,21 +182,19 @@ def real(names: list[str], batches: list[int], runs: int, mode: str, quiet: bool
     import real_models as rm
 
     root = rm.models_dir(None)
-    specs = {s.key: s for s in rm.SPECS}
     rows = []
     if not quiet:
         print(f"\n{'model':<20} {'batch':>5} {'nnrt ms':>9} {'ORT ms':>9} {'ratio':>6} {'first/steady':>12} "
               f"{'rel err':>8}")
     for name in names:
-        path = rm.model_path(root, specs[name])
-        if path is None:
+        found = rm.model_feeds(name, root)
+        if found is None:
             if not quiet:
                 print(f"{name:<20} (not found under {root}; python benchmarks/real_models.py --download)")
             continue
-        names_in = [i.name for i in ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()]
-        f0 = specs[name].feeds(names_in)[0]
+        path, f0 = found
         for b in batches:
-            feeds = {k: np.ascontiguousarray(np.repeat(v, b, axis=0)) for k, v in f0.items()}
+            feeds = rm.batch_of(f0, b)
             r = {"model": name, "batch": b, **compare(str(path), feeds, runs, mode)}
             rows.append(r)
             if not quiet:

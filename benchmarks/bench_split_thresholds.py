@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_numpy import blas, parallel
@@ -101,16 +100,14 @@ def main() -> int:
         handoff()
     configs = args.configs.split(",")
     root = rm.models_dir(None)
-    specs = {s.key: s for s in rm.SPECS}
     for name in args.models.split(","):
-        path = rm.model_path(root, specs[name])
-        if path is None:
+        found = rm.model_feeds(name, root)
+        if found is None:
             print(f"{name}: not found under {root}")
             continue
-        names_in = [i.name for i in ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()]
-        f0 = specs[name].feeds(names_in)[0]
+        path, f0 = found
         for b in [int(x) for x in args.batches.split(",")]:
-            feeds = {k: np.ascontiguousarray(np.repeat(v, b, axis=0)) for k, v in f0.items()}
+            feeds = rm.batch_of(f0, b)
             sess = {}
             for c in configs:  # built under its thresholds (depthwise plans size their pieces at build)
                 th = _set(c)

@@ -29,7 +29,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import onnxruntime as ort
 
 from nnrt_core import ScheduleConfig, Session
@@ -147,16 +146,14 @@ def main() -> int:
     ap.add_argument("--per-node", action="store_true", help="also print every step: label, output shape, us")
     args = ap.parse_args()
     root = rm.models_dir(None)
-    specs = {s.key: s for s in rm.SPECS}
     for name in args.models.split(","):
-        path = rm.model_path(root, specs[name])
-        if path is None:
+        found = rm.model_feeds(name, root)
+        if found is None:
             print(f"{name}: not found under {root}")
             continue
-        names_in = [i.name for i in ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()]
-        f0 = specs[name].feeds(names_in)[0]
+        path, f0 = found
         for b in [int(x) for x in args.batches.split(",")]:
-            feeds = {k: np.ascontiguousarray(np.repeat(v, b, axis=0)) for k, v in f0.items()}
+            feeds = rm.batch_of(f0, b)
             load0 = os.getloadavg()[0]
             nodes: list | None = [] if args.per_node else None
             ours, run_ms, nsteps = nnrt_profile(str(path), feeds, args.runs, args.threads, nodes)

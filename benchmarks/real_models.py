@@ -270,15 +270,25 @@ def model_path(root: Path, spec: Spec) -> Path | None:
 def first_step_feeds(root: Path) -> list[tuple[str, Path, Feeds]]:
     """(key, model file, the first step's feeds) for every spec whose model is
     under ``root`` (fp16 copies derived as in the table)."""
-    out = []
-    for spec in SPECS:
-        path = model_path(root, spec)
-        if path is None:
-            continue
-        g = onnx.load(path, load_external_data=False).graph
-        inits = {t.name for t in g.initializer}
-        out.append((spec.key, path, spec.feeds([i.name for i in g.input if i.name not in inits])[0]))
-    return out
+    found = ((spec.key, model_feeds(spec.key, root)) for spec in SPECS)
+    return [(key, *pf) for key, pf in found if pf is not None]
+
+
+def model_feeds(key: str, root: Path) -> tuple[Path, Feeds] | None:
+    """The model file of spec ``key`` under ``root`` and its first step's
+    feeds (batch 1), or ``None`` when the model is not there."""
+    spec = next(s for s in SPECS if s.key == key)
+    path = model_path(root, spec)
+    if path is None:
+        return None
+    g = onnx.load(path, load_external_data=False).graph
+    inits = {t.name for t in g.initializer}
+    return path, spec.feeds([i.name for i in g.input if i.name not in inits])[0]
+
+
+def batch_of(feeds: Feeds, batch: int) -> Feeds:
+    """``feeds`` repeated ``batch`` times along the first axis (contiguous)."""
+    return {k: np.ascontiguousarray(np.repeat(v, batch, axis=0)) for k, v in feeds.items()}
 
 
 # ----------------------------------------------------------- inspection
