@@ -4,11 +4,12 @@
 
 For the microbenchmark shapes of ``bench_mobile.py`` and the depthwise
 shapes of the PP-OCR models (batch 1 and 8), one ``DepthwisePlan`` per
-shape (bias, float32, every shape split into pieces: ``MIN_SPLIT`` set to 0
-here) runs with ``nthreads=1`` and ``nthreads=2``, interleaved call by
-call; prints the median wall time of each, the speedup, the multiply-adds
-(to read the ``MIN_SPLIT`` cut-off off the table), CPU time of one thread,
-and checks that both results are equal bit for bit.
+shape (bias, float32, every shape split into pieces: ``parallel.SPLIT_US``
+set to 0 here) runs with ``nthreads=1`` and ``nthreads=2``, interleaved call
+by call; prints the median wall time of each, the speedup, the
+multiply-adds, CPU time of one thread (to set the split rule's
+``SPLIT_US`` cut-off and depthwise rate from the table), and checks that
+both results are equal bit for bit.
 
 Two threads only help when the second core is idle.  On a shared machine a
 sample is kept only when ``/proc/loadavg`` shows no other runnable task just
@@ -100,8 +101,8 @@ def main() -> int:
     ap.add_argument("--max-wait", type=float, default=20.0, help="seconds per shape to collect quiet samples")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    split = _depthwise.MIN_SPLIT
-    _depthwise.MIN_SPLIT = 0  # every shape in pieces, to see where splitting stops paying
+    split = parallel.SPLIT_US
+    parallel.SPLIT_US = 0  # every plan cut into pieces (DepthwisePlan asks worth_splitting), to see where it stops paying
     parallel.start_helpers()
     load0 = os.getloadavg()[0]
     if not args.json:
@@ -118,10 +119,10 @@ def main() -> int:
                   f"{r['bit_equal']}", flush=True)
     load1 = os.getloadavg()[0]
     if args.json:
-        print(json.dumps({"rows": rows, "load_average": [load0, load1], "min_split": split}, indent=2))
+        print(json.dumps({"rows": rows, "load_average": [load0, load1], "split_us": split}, indent=2))
     else:
-        print(f"load average (1 min) after: {load1:.2f}; the Conv kernel splits from MIN_SPLIT = {split / 1e6:.1f} M "
-              "multiply-adds")
+        print(f"load average (1 min) after: {load1:.2f}; the Conv kernel splits from an estimated {split:.0f} µs of "
+              "one thread (parallel.SPLIT_US)")
     return 0 if all(r["bit_equal"] for r in rows) else 1
 
 

@@ -8,7 +8,7 @@ them from, so those modules can change shape behind it.
 """
 from __future__ import annotations
 
-from nnrt_numpy.ops.nn._depthwise import MIN_SPLIT, DepthwisePlan
+from nnrt_numpy.ops.nn._depthwise import DepthwisePlan
 from nnrt_numpy.ops.nn._spatial import pooled_reduce
 
-__all__ = ["DepthwisePlan", "MIN_SPLIT", "pooled_reduce"]
+__all__ = ["DepthwisePlan", "pooled_reduce"]

@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
-from nnrt_numpy.host_kernels import MIN_SPLIT, DepthwisePlan  # the NumPy backend's depthwise kernel (public API)
+from nnrt_numpy.host_kernels import DepthwisePlan  # the NumPy backend's depthwise kernel (public API)
 
 __all__ = ["depthwise_2d", "MAX_PLANS", "ENABLED"]
 
@@ -67,5 +67,5 @@ def depthwise_2d(x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Seq
            tuple(int(v) for v in strides), tuple(int(v) for v in dil), (int(pads[0]), int(pads[1])),
            (int(pads[2]), int(pads[3])), tuple(int(v) for v in osz), mode)
     plan = _plan(key)
-    plan.run(x, w, None, y, parallel.threads() if plan.work >= MIN_SPLIT else 1)
+    plan.run(x, w, None, y, parallel.split_threads(plan.est_us))  # the NumPy backend's one split rule
     return True

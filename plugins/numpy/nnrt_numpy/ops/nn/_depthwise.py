@@ -67,14 +67,11 @@ import numpy as np
 from ... import parallel
 from ._spatial import window_view
 
-__all__ = ["DepthwisePlan", "choose_mode", "ROWS_FACTOR", "ROWS_W", "ROWS_BAND", "BLOCK_BYTES", "MIN_SPLIT",
+__all__ = ["DepthwisePlan", "choose_mode", "ROWS_FACTOR", "ROWS_W", "ROWS_BAND", "BLOCK_BYTES",
            "CL_ROW", "CL_SHORT", "CL_TAPS", "CL_WIDE", "CL_LANES", "PIECES", "MODE"]
 
 #: bytes of scratch (padded planes + im2col columns) per piece
 BLOCK_BYTES = 2 << 20
-#: multiply-adds from which the NPU emulator's host depthwise splits (nnrt_npu_emu/ops/hostdw.py); this
-#: backend's own Conv kernel asks :func:`nnrt_numpy.parallel.worth_splitting` with :attr:`DepthwisePlan.est_us`
-MIN_SPLIT = 1 << 20
 #: output rows shorter than this take the channels-last einsum when a piece holds at least
 #: CL_SHORT channels x images (ShuffleNet's 14- and 7-wide maps, PP-OCR's 10 x 15)
 CL_ROW = 16
