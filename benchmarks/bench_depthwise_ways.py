@@ -13,28 +13,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from nnrt_numpy.ops.nn._depthwise import DepthwisePlan
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_mobile import thread_cpu_s  # noqa: E402
 
 #: PP-OCR / MobileNet depthwise shapes (N, C, H, W, K, SH): few-row maps, 12-row maps, taller ones
 SHAPES = [(8, 200, 2, 96, 5, 1), (8, 88, 3, 96, 5, 1), (1, 480, 3, 80, 5, 1), (1, 160, 3, 80, 3, 1),
           (1, 480, 6, 80, 5, 2), (1, 96, 6, 80, 3, 1), (1, 240, 12, 80, 5, 1), (1, 48, 12, 80, 3, 1),
           (1, 128, 12, 160, 3, 1), (1, 384, 10, 15, 5, 1), (8, 240, 12, 80, 5, 1), (1, 64, 24, 160, 3, 1),
           (1, 544, 7, 7, 3, 1), (1, 544, 14, 14, 3, 1), (1, 64, 56, 56, 3, 1), (8, 256, 28, 28, 5, 2)]
-
-
-def cpu_us(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        t = time.thread_time()
-        fn()
-        times.append(time.thread_time() - t)
-    return statistics.median(times) * 1e6
 
 
 def main() -> int:
@@ -58,7 +51,7 @@ def main() -> int:
         for mode in ("cols", "cl", "rows"):
             plan = DepthwisePlan(*geo, mode=mode)
             y = np.empty((n, c, ho, w), np.float32)
-            us[mode] = cpu_us(lambda: plan.run(x, wt, b, y, 1), args.runs)
+            us[mode] = thread_cpu_s(lambda: plan.run(x, wt, b, y, 1), args.runs) * 1e6
             outs[mode] = y
         diff = max(float(np.abs(outs[m] - outs["cols"]).max()) for m in ("cl", "rows"))
         picks = DepthwisePlan(*geo).mode

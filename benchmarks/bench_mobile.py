@@ -203,19 +203,24 @@ def real(names: list[str], batches: list[int], runs: int, mode: str, quiet: bool
     return rows
 
 
+def thread_cpu_s(fn, runs: int) -> float:
+    """Median CPU seconds of this thread over ``runs`` calls of ``fn``, after one untimed call."""
+    fn()
+    times = []
+    for _ in range(runs):
+        t = time.thread_time()
+        fn()
+        times.append(time.thread_time() - t)
+    return statistics.median(times)
+
+
 def kernel_ab(runs: int, quiet: bool) -> list[dict]:
     """CPU ms (one thread) of the previous and the new depthwise code of the Conv kernel."""
     from nnrt_numpy.kernel import NodeInfo
     from nnrt_numpy.ops.nn.conv import Conv
 
     def cpu_ms(fn) -> float:
-        fn()
-        times = []
-        for _ in range(runs):
-            t = time.thread_time()
-            fn()
-            times.append(time.thread_time() - t)
-        return statistics.median(times) * 1e3
+        return thread_cpu_s(fn, runs) * 1e3
 
     cases = [(label, (n, c, h, w), k, (s, s), d, p, m) for label, n, c, h, w, k, s, d, p, m in SHAPES]
     cases += [(f"PP-OCR {n}x{c}x{h}x{w} k{k} s{sh}{sw}", (n, c, h, w), k, (sh, sw), 1, k // 2, 1)
