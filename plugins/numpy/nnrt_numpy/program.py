@@ -37,30 +37,18 @@ def node_info(node: Node, compile_subgraph: Any = None) -> NodeInfo:
     capability and at compile)."""
     present, in_dtypes, in_shapes, consts = [], [], [], []
     for v in node.inputs:
-        if v is None:
-            present.append(False)
-            in_dtypes.append(None)
-            in_shapes.append(None)
-            consts.append(None)
-        else:
-            t = v.type
-            present.append(True)
-            if isinstance(t, TensorType):
-                in_dtypes.append(_numpy_dtype(t.dtype))
-                in_shapes.append(t.shape)
-            else:
-                in_dtypes.append(None)
-                in_shapes.append(None)
-            consts.append(v.const)
+        t = None if v is None else v.type
+        tensor = isinstance(t, TensorType)
+        present.append(v is not None)
+        in_dtypes.append(_numpy_dtype(t.dtype) if tensor else None)
+        in_shapes.append(t.shape if tensor else None)
+        consts.append(None if v is None else v.const)
     out_dtypes, out_shapes = [], []
     for v in node.outputs:
         t = None if v is None else v.type
-        if isinstance(t, TensorType):
-            out_dtypes.append(_numpy_dtype(t.dtype))
-            out_shapes.append(t.shape)
-        else:
-            out_dtypes.append(None)
-            out_shapes.append(None)
+        tensor = isinstance(t, TensorType)
+        out_dtypes.append(_numpy_dtype(t.dtype) if tensor else None)
+        out_shapes.append(t.shape if tensor else None)
     # name, op_type, domain, opset, attrs, num_inputs, num_outputs, input_present, input_dtypes,
     # input_shapes, const_inputs, output_dtypes, output_shapes, compile_subgraph
     return NodeInfo(node.name, node.op_type, node.domain, node.opset or 1,
