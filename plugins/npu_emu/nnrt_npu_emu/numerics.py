@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnrt_numpy.ufuncs import clip as _clip  # the clip ufunc itself: np.clip's wrapper costs more than a small store
+
 __all__ = [
     "STORAGE", "FP16_MAX", "storage_dtype", "f32", "erf", "quantize", "dequantize", "requantize",
     "qparams_shape", "tolerance", "round_fp16", "is_fp16_value",
@@ -24,10 +26,6 @@ def f32(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == np.float32 else a.astype(np.float32)
 
 
-try:  # the clip ufunc itself: np.clip's Python wrapper costs more than clipping a small store
-    from numpy._core.umath import clip as _clip
-except ImportError:  # pragma: no cover  (numpy < 2)
-    _clip = np.clip
 
 _F16_LO, _F16_HI = np.float32(-FP16_MAX), np.float32(FP16_MAX)
 _EXP_BITS = np.uint32(0x7F800000)
