@@ -14,9 +14,8 @@ from ...kernel import Kernel, NodeInfo, register
 
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """Softmax along ``axis``; a float Softmax over its last axis runs in row pieces on the idle cores
-    when its values are worth splitting (:func:`nnrt_numpy.parallel.worth_splitting`)."""
-    if axis == x.ndim - 1 and x.ndim >= 2 and x.dtype.kind == "f" and \
-            parallel.worth_splitting(parallel.work_us("softmax", x.size)):
+    when its values are worth splitting (:func:`nnrt_numpy.parallel.split_threads`)."""
+    if axis == x.ndim - 1 and x.ndim >= 2 and x.dtype.kind == "f" and x.size:
         rows = x.size // x.shape[-1]
         k = min(parallel.split_threads(parallel.work_us("softmax", x.size)), rows)
         if k > 1:
