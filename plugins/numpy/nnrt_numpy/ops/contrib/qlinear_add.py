@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from nnrt_numpy.kernel import Kernel, register
 
-from ._qelementwise import dequant, quant
+from ._qelementwise import binary
 from ._util import MS
 
 
@@ -17,12 +19,4 @@ class QLinearAdd(Kernel):
     since_version = 1
 
     def __call__(self, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp=None) -> Sequence[Any]:
-        fa = dequant(a, a_scale, a_zp, self.fail, "A")
-        fb = dequant(b, b_scale, b_zp, self.fail, "B")
-        if a.dtype != b.dtype:
-            raise self.fail("A and B must have the same type")
-        try:
-            s = fa + fb
-        except ValueError:
-            raise self.fail(f"shapes {a.shape} and {b.shape} do not broadcast") from None
-        return (quant(s, c_scale, c_zp, a.dtype, self.fail, "C"),)
+        return (binary(a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp, np.add, self.fail),)
