@@ -2,9 +2,24 @@
 Attention / MultiHeadAttention contrib operators."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
+
+
+def read_head_attrs(kernel: Any, node: Any) -> None:
+    """Set ``num_heads``, ``unidirectional``, ``scale`` (None: 1/sqrt(head size))
+    and ``filter_value`` on ``kernel`` from the attributes that Attention and
+    MultiHeadAttention share; ``kernel.fail`` names what is wrong."""
+    if node.attr("num_heads") is None:
+        raise kernel.fail("the 'num_heads' attribute is required")
+    kernel.num_heads = int(node.attr("num_heads"))
+    if kernel.num_heads <= 0:
+        raise kernel.fail("num_heads must be positive")
+    kernel.unidirectional = bool(node.attr("unidirectional", 0))
+    sc = node.attr("scale")
+    kernel.scale = None if sc is None or float(sc) == 0.0 else float(sc)
+    kernel.filter_value = float(node.attr("mask_filter_value", -10000.0))
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
-from ._attention import attend, causal_mask, key_mask, merge_heads, split_heads
+from ._attention import attend, causal_mask, key_mask, merge_heads, read_head_attrs, split_heads
 from ._util import MS
 
 
@@ -21,19 +21,11 @@ class Attention(Kernel):
     since_version = 1
 
     def _setup(self, node: NodeInfo) -> None:
-        if node.attr("num_heads") is None:
-            raise self.fail("the 'num_heads' attribute is required")
-        self.num_heads = int(node.attr("num_heads"))
-        if self.num_heads <= 0:
-            raise self.fail("num_heads must be positive")
+        read_head_attrs(self, node)
         sizes = node.attr("qkv_hidden_sizes")
         self.qkv_sizes = None if sizes is None else [int(v) for v in sizes]
         if self.qkv_sizes is not None and (len(self.qkv_sizes) != 3 or self.qkv_sizes[0] != self.qkv_sizes[1]):
             raise self.fail(f"qkv_hidden_sizes must be [H, H, Hv], got {self.qkv_sizes}")
-        self.unidirectional = bool(node.attr("unidirectional", 0))
-        sc = node.attr("scale")
-        self.scale = None if sc is None or float(sc) == 0.0 else float(sc)
-        self.filter_value = float(node.attr("mask_filter_value", -10000.0))
         if int(node.attr("do_rotary", 0)):
             raise self.fail("do_rotary is not supported")
         if int(node.attr("past_present_share_buffer", 0)):

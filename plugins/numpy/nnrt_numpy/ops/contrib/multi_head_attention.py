@@ -11,7 +11,7 @@ import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
-from ._attention import attend, causal_mask, key_mask, merge_heads, split_heads
+from ._attention import attend, causal_mask, key_mask, merge_heads, read_head_attrs, split_heads
 from ._util import MS
 
 
@@ -22,15 +22,7 @@ class MultiHeadAttention(Kernel):
     since_version = 1
 
     def _setup(self, node: NodeInfo) -> None:
-        if node.attr("num_heads") is None:
-            raise self.fail("the 'num_heads' attribute is required")
-        self.num_heads = int(node.attr("num_heads"))
-        if self.num_heads <= 0:
-            raise self.fail("num_heads must be positive")
-        self.unidirectional = bool(node.attr("unidirectional", 0))
-        sc = node.attr("scale")
-        self.scale = None if sc is None or float(sc) == 0.0 else float(sc)
-        self.filter_value = float(node.attr("mask_filter_value", -10000.0))
+        read_head_attrs(self, node)
         if node.present(8) or node.present(9):
             raise self.fail("past_sequence_length / cache_indirection (buffer sharing, beam search) are not supported")
 
