@@ -277,7 +277,9 @@ def first_step_feeds(root: Path) -> list[tuple[str, Path, Feeds]]:
 def model_feeds(key: str, root: Path) -> tuple[Path, Feeds] | None:
     """The model file of spec ``key`` under ``root`` and its first step's
     feeds (batch 1), or ``None`` when the model is not there."""
-    spec = next(s for s in SPECS if s.key == key)
+    spec = next((s for s in SPECS if s.key == key), None)
+    if spec is None:
+        raise SystemExit(f"unknown model {key!r}; known: {', '.join(s.key for s in SPECS)}")
     path = model_path(root, spec)
     if path is None:
         return None
