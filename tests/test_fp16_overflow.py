@@ -204,3 +204,61 @@ def test_core_policies_with_a_fake_fp16_backend(device_memory):
     np.testing.assert_allclose(fell.run({"x": BIG})["y"], want, rtol=1e-5)
     assert set(fell.placement.values()) == {"numpy"}
     assert [e.kind for e in fell.events if "overflow" in e.kind] == ["overflow_fallback"]
+
+
+# ----------------------------------------------- dynamic quantization stays off fp16
+FP32_CHIP = """
+[[chip]]
+name = "test-npu-f32"
+vendor = "nnrt-test"
+dtypes = ["fp32", "fp16"]
+macs_per_cycle = {fp32 = 512, fp16 = 1024}
+clock_mhz = 800
+bandwidth_gbps = 25.6
+onchip_kib = 2048
+device_memory_mib = 64
+launch_cycles = 400
+max_rank = 4
+"""
+
+
+def dynamic_quant_model() -> Any:
+    """x -> Mul -> Relu -> DynamicQuantizeLinear (the path into the quantizer), and x -> Sigmoid (not on it)."""
+    g = h.make_graph([h.make_node("Mul", ["x", "two"], ["m"], name="scale"),
+                      h.make_node("Relu", ["m"], ["r"], name="relu"),
+                      h.make_node("DynamicQuantizeLinear", ["r"], ["q", "s", "z"], name="dql"),
+                      h.make_node("Sigmoid", ["x"], ["y"], name="sigmoid")],
+                     "dq", [h.make_tensor_value_info("x", T.FLOAT, [4, 64])],
+                     [h.make_tensor_value_info("q", T.UINT8, [4, 64]), h.make_tensor_value_info("s", T.FLOAT, []),
+                      h.make_tensor_value_info("z", T.UINT8, []), h.make_tensor_value_info("y", T.FLOAT, [4, 64])],
+                     [h.make_tensor("two", T.FLOAT, [], [2.0])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_an_fp16_chip_declines_the_path_into_a_dynamic_quantizer(tmp_path):
+    sess = Session(dynamic_quant_model(), ScheduleConfig(**NPU))
+    report = {p.node: p for p in sess.placement_report}
+    assert report["sigmoid"].backend == "npu_emu"
+    for name in ("scale", "relu"):
+        assert report[name].backend == "numpy"
+        assert "feeds DynamicQuantizeLinear 'dql'" in report[name].rejected["npu_emu"]
+    x = RNG.normal(0, 1, (4, 64)).astype(np.float32)
+    ref = Session(dynamic_quant_model(), ScheduleConfig(backends=["numpy"])).run({"x": x})
+    got = sess.run({"x": x})
+    np.testing.assert_array_equal(got["q"], ref["q"])  # the quantizer saw fp32 values: the same int8 codes
+    chip = tmp_path / "chip.toml"
+    chip.write_text(FP32_CHIP)
+    fp32 = Session(dynamic_quant_model(), ScheduleConfig(
+        **NPU, backend_options={"npu_emu": {"profile_file": str(chip), "profile": "test-npu-f32"}}))
+    assert fp32.placement["relu"] == "npu_emu"  # an fp32 chip keeps them
+
+
+def test_cli_flag_sets_the_policy():
+    import argparse
+
+    from nnrt_core.tools.cli_config import add_config_flags, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_config_flags(p)
+    assert config_from_args(p.parse_args(["--on-overflow", "raise"])).on_overflow == "raise"
+    assert config_from_args(p.parse_args([])).on_overflow == "fallback"
