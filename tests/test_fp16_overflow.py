@@ -262,3 +262,19 @@ def test_cli_flag_sets_the_policy():
     add_config_flags(p)
     assert config_from_args(p.parse_args(["--on-overflow", "raise"])).on_overflow == "raise"
     assert config_from_args(p.parse_args([])).on_overflow == "fallback"
+
+
+def test_concurrent_runs_fall_back_once_and_all_get_the_fp32_result():
+    sess = Session(rms_model(), ScheduleConfig(**NPU))
+    feeds = [BIG * (1 + i / 10) for i in range(6)]
+    futures = [sess.run_async({"x": x}) for x in feeds]
+    for fut, x in zip(futures, feeds):
+        np.testing.assert_allclose(fut.result()["y"], rms(x), rtol=1e-5)
+    assert [e.kind for e in sess.events if "overflow" in e.kind] == ["overflow_fallback"]
+
+
+def test_a_profiled_run_falls_back_too():
+    sess = Session(rms_model(), ScheduleConfig(**NPU))
+    trace = sess.profile({"x": BIG})
+    np.testing.assert_allclose(trace.outputs["y"], rms(BIG), rtol=1e-5)
+    assert set(sess.placement.values()) == {"numpy"}
