@@ -18,12 +18,14 @@ if TYPE_CHECKING:
     from nnrt_core.backend.base import CompileOptions
 
 __all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "OPTIMIZATION_LEVELS",
-           "SPECIALIZE_SHAPES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER"]
+           "SPECIALIZE_SHAPES", "OVERFLOW_POLICIES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER"]
 
 PRECISIONS = ("fp32", "fp16", "int8")
 SPECIALIZE_SHAPES = ("auto", "always", "never")
+#: what a run does when a reduced-precision partition's stores overflow (``on_overflow``)
+OVERFLOW_POLICIES = ("fallback", "warn", "raise")
 #: options that change how a session runs, not what it compiles (left out of cache keys)
-RUNTIME_OPTIONS = ("specialize_shapes", "max_specializations", "max_tensor_bytes")
+RUNTIME_OPTIONS = ("specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow")
 PERFORMANCE_MODES = ("none", "low", "medium", "high", "extreme")
 PRIORITIES = ("low", "medium", "high")
 OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
@@ -78,11 +80,21 @@ class ScheduleConfig(FrozenRecord):
         compute; a bigger one is refused with ``MemoryBudgetError`` before it
         is allocated, and at build when shapes are static.  ``None``:
         ``NNRT_MAX_TENSOR_BYTES`` (8 GiB when unset).
+    on_overflow
+        what a run does when a partition computing in reduced precision
+        reports that its stores saturated (a value beyond fp16's +-65504, or
+        NaN from finite inputs; ``NumericOverflowError``): ``"fallback"``
+        (default) moves the partition's nodes to ``backup`` (pins, a new
+        plan), runs again and keeps the new plan; ``"warn"`` returns the
+        saturated result with a ``numeric_overflow`` event and a logged
+        warning; ``"raise"`` raises ``ExecutionError`` naming the node.
+        Without a backup (or for a session loaded from a compiled file)
+        ``"fallback"`` raises.  See docs/runtime.md.
     """
 
     __slots__ = ("backends", "backup", "scheduler", "num_threads", "precision", "performance_mode", "priority",
                  "optimization_level", "cache_dir", "cache_version", "pins", "backend_options", "devices", "strict",
-                 "input_shapes", "specialize_shapes", "max_specializations", "max_tensor_bytes")
+                 "input_shapes", "specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow")
     backends: tuple[str, ...] | str
     backup: str | None
     scheduler: str
@@ -101,6 +113,7 @@ class ScheduleConfig(FrozenRecord):
     specialize_shapes: str
     max_specializations: int
     max_tensor_bytes: int | None
+    on_overflow: str
 
     def __init__(self, backends: tuple[str, ...] | str = "auto", backup: str | None = DEFAULT_BACKUP,
                  scheduler: str = DEFAULT_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
@@ -109,7 +122,8 @@ class ScheduleConfig(FrozenRecord):
                  backend_options: Mapping[str, Mapping[str, Any]] = _NO_ENTRIES,
                  devices: Mapping[str, str] = _NO_ENTRIES, strict: bool = False,
                  input_shapes: Mapping[str, tuple[int, ...]] = _NO_ENTRIES, specialize_shapes: str = "auto",
-                 max_specializations: int = 8, max_tensor_bytes: int | None = None) -> None:
+                 max_specializations: int = 8, max_tensor_bytes: int | None = None,
+                 on_overflow: str = "fallback") -> None:
         values = locals()
         for name in self.__slots__:
             object.__setattr__(self, name, values[name])
@@ -157,6 +171,7 @@ class ScheduleConfig(FrozenRecord):
         object.__setattr__(self, "backend_options", {k: dict(v) for k, v in self.backend_options.items()})
         object.__setattr__(self, "input_shapes", _input_shapes(self.input_shapes))
         _choice("specialize_shapes", self.specialize_shapes, SPECIALIZE_SHAPES)
+        _choice("on_overflow", self.on_overflow, OVERFLOW_POLICIES)
         if not isinstance(self.max_specializations, int) or isinstance(self.max_specializations, bool) \
                 or not 1 <= self.max_specializations <= 1024:
             raise ConfigError(f"max_specializations must be an integer in 1..1024, got {self.max_specializations!r}")

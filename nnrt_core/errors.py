@@ -16,6 +16,7 @@ __all__ = [
     "PlacementError",
     "CompileError",
     "ExecutionError",
+    "NumericOverflowError",
     "OpError",
     "InputError",
     "SessionFileError",
@@ -65,6 +66,21 @@ class CompileError(NnrtError):
 
 class ExecutionError(NnrtError):
     """A compiled partition failed while running."""
+
+
+class NumericOverflowError(ExecutionError):
+    """A partition computing in reduced precision (an fp16 NPU) saturated:
+    a store met a value beyond its type's range (or NaN from finite inputs).
+    The run went on like the chip's does; ``outputs`` holds what it returned.
+    ``partition``, ``backend``, ``node`` (the first node whose store
+    overflowed, where known) and ``value`` (a value that did not fit) say
+    where; ``ScheduleConfig.on_overflow`` says what the session does."""
+
+    def __init__(self, message: str, *, partition: str = "", backend: str = "", node: str | None = None,
+                 value: float | None = None, outputs: dict | None = None) -> None:
+        super().__init__(message)
+        self.partition, self.backend, self.node, self.value = partition, backend, node, value
+        self.outputs = {} if outputs is None else outputs
 
 
 class OpError(NnrtError, ValueError):

@@ -54,6 +54,8 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
             for step in built.steps:  # the first run's one-time costs, paid here
                 warm_up_partition(step.compiled)
     built.build_times = dict(times)
+    if built.config.on_overflow == "fallback" and not looks_like_session_file(model):
+        built.source, built.registry = model, registry  # an fp16 overflow may rebuild it (compiler.overflow)
     return built
 
 

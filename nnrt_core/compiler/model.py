@@ -104,6 +104,10 @@ class CompiledModel:
         self.weight_sharing = SharingReport() if weight_sharing is None else weight_sharing
         self.cache_hit, self.cache_path = cache_hit, cache_path
         self.build_times = {} if build_times is None else build_times
+        #: the source model and registry a run's overflow fallback rebuilds from (``compile_model``
+        #: sets them when ``config.on_overflow`` is "fallback"; see nnrt_core.compiler.overflow)
+        self.source: Any = None
+        self.registry: Any = None
         #: the memory plans of ``graph``'s intermediates (stored figures for a loaded model)
         self.memory_plans = MemoryPlans(self.graph, self.stored_memory_stats)
         self._deferred: dict[str, Callable[[], Any]] = {}

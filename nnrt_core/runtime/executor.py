@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
-from nnrt_core.errors import ExecutionError, NnrtError
+from nnrt_core.errors import ExecutionError, NnrtError, NumericOverflowError
 from nnrt_core.ir.types import ValueType
 from nnrt_core.record import Record
 from nnrt_core.runtime.control import RunControl, accepts_control
 from nnrt_core.runtime.output_check import OutputCheck, describe_value
+from nnrt_core.runtime.overflow import Refit
 from nnrt_core.runtime.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -125,6 +126,9 @@ class Executor:
         # per step: run / run_async take a RunControl (partitions written before it do not)
         self._ctl_run = [accepts_control(st.compiled.run) for st in self.steps]
         self._ctl_async = [accepts_control(st.compiled.run_async) for st in self.steps]
+        #: what a run does when a partition reports an fp16 overflow (``step(step, error)`` returns
+        #: the outputs to go on with, or raises; :mod:`nnrt_core.runtime.overflow`); ``None``: raise
+        self.overflow: Any = None
 
     def run(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
             keep_on_device: bool = False, control: RunControl | None = None) -> list[Any]:
@@ -133,17 +137,31 @@ class Executor:
         produced on a device come back as :class:`~nnrt_core.runtime.tensor.Tensor`
         without a copy to the host.  ``control`` (deadline, cancellation,
         memory budget) goes to every partition that takes it and is checked
-        before each partition."""
-        if self._single is not None and not owners:
-            single = self._single
-            outs = self.checks[0](single.run(feeds, control=control) if control is not None and self._ctl_run[0]
-                                  else single.run(feeds))
-            results = [outs[name] for name in self.graph_outputs]
-        elif self.overlap:
-            results = self._run_overlapped(feeds, owners, keep_on_device, control)
-        else:
-            results = self._run_sequential(feeds, owners, keep_on_device, control=control)
+        before each partition.  A partition's fp16 overflow is handled by
+        :attr:`overflow` (a ``"fallback"`` runs again on a new plan)."""
+        try:
+            if self._single is not None and not owners:
+                single = self._single
+                try:
+                    outs = (single.run(feeds, control=control) if control is not None and self._ctl_run[0]
+                            else single.run(feeds))
+                except NumericOverflowError as e:
+                    outs = self._overflowed(0, e)
+                outs = self.checks[0](outs)
+                results = [outs[name] for name in self.graph_outputs]
+            elif self.overlap:
+                results = self._run_overlapped(feeds, owners, keep_on_device, control)
+            else:
+                results = self._run_sequential(feeds, owners, keep_on_device, control=control)
+        except Refit:
+            return self.overflow.refit(self, lambda ex: ex.run(feeds, owners, keep_on_device, control))
         return unaliased(results, feeds, self._aliasable) if self._aliasable else results
+
+    def _overflowed(self, index: int, err: NumericOverflowError) -> Mapping[str, Any]:
+        """The outputs step ``index`` goes on with after its overflow (the policy's), or raises."""
+        if self.overflow is None:
+            raise err
+        return self.overflow.step(self.steps[index], err)
 
     def _call(self, index: int, args: dict[str, Any], control: RunControl | None,
               asynchronous: bool = False) -> Any:
@@ -152,10 +170,13 @@ class Executor:
         st = self.steps[index]
         method, takes = ((st.compiled.run_async, self._ctl_async[index]) if asynchronous
                          else (st.compiled.run, self._ctl_run[index]))
-        if control is None:
-            return method(args)
-        control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
-        return method(args, control=control) if takes else method(args)
+        try:
+            if control is None:
+                return method(args)
+            control.check(lambda: f"partition {st.compiled.name!r} on backend {st.backend.name!r} (before it started)")
+            return method(args, control=control) if takes else method(args)
+        except NumericOverflowError as e:
+            return self._overflowed(index, e)
 
     def _run_sequential(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
                         keep_on_device: bool = False, observer: "StepObserver | None" = None,
@@ -171,7 +192,7 @@ class Executor:
             args, n = _step_args(st, env, owner, on_host, observer)
             copies += n
             outs = self.checks[index](self._call(index, args, control) if observer is None
-                                      else observer.run_step(index, st, args))
+                                      else self._observe(index, args, observer))
             for name in st.outputs:
                 env[name] = outs[name]
                 owner[name] = b
@@ -267,17 +288,34 @@ class Executor:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for fut in sorted(finished, key=lambda f: pending[f]):
                     i = pending.pop(fut)
-                    finish(i, fut.result())
+                    finish(i, self._result(i, fut))
                     done += 1
         except BaseException:
             wait(list(pending))  # never leave device work running on released buffers
             raise
         return self._results(env, owner, on_host, copies, keep_on_device)
 
+    def _observe(self, index: int, args: dict[str, Any], observer: StepObserver) -> Mapping[str, Any]:
+        """``observer.run_step`` of step ``index``, an overflow handled like ``_call``'s."""
+        try:
+            return observer.run_step(index, self.steps[index], args)
+        except NumericOverflowError as e:
+            return self._overflowed(index, e)
+
+    def _result(self, index: int, fut: Future) -> Mapping[str, Any]:
+        """The outputs of step ``index``'s finished ``run_async``."""
+        try:
+            return fut.result()
+        except NumericOverflowError as e:
+            return self._overflowed(index, e)
+
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> list[np.ndarray]:
         """``run`` with every partition and copy reported to ``observer``
         (sequential, for profiling; ``run`` itself carries no hooks)."""
-        return unaliased(self._run_sequential(feeds, observer=observer), feeds, self._aliasable)
+        try:
+            return unaliased(self._run_sequential(feeds, observer=observer), feeds, self._aliasable)
+        except Refit:
+            return self.overflow.refit(self, lambda ex: ex.run_observed(feeds, observer))
 
 
 def unaliased(results: list[Any], feeds: Mapping[str, Any], indices: Sequence[int] | None = None) -> list[Any]:

@@ -1,15 +1,22 @@
-"""A compiled model ready to run: the model and the executor over its steps."""
+"""A compiled model ready to run: the model and the executor over its steps,
+with the model's ``on_overflow`` policy (:mod:`nnrt_core.runtime.overflow`)."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from nnrt_core.compiler.model import CompiledModel
+from nnrt_core.errors import NumericOverflowError
 from nnrt_core.record import FrozenRecord
-from nnrt_core.runtime.executor import Executor
+from nnrt_core.runtime.executor import ExecutionStep, Executor
+from nnrt_core.runtime.overflow import OverflowGuard
 
 __all__ = ["RunPlan"]
 
 
 class RunPlan(FrozenRecord):
-    """A compiled model and the executor over its steps."""
+    """A compiled model and the executor over its steps.  Under
+    ``on_overflow="fallback"`` :meth:`replan` replaces both in place (the
+    session and its specializations hold this object)."""
 
     __slots__ = ("model", "executor")
     model: CompiledModel
@@ -21,6 +28,32 @@ class RunPlan(FrozenRecord):
 
     @classmethod
     def of(cls, model: CompiledModel) -> "RunPlan":
-        g = model.graph
-        return cls(model, Executor(model.steps, [v.name for v in g.outputs], model.constants,
-                                   [v.name for v in g.inputs]))
+        plan = cls(model, _executor(model))
+        plan._guard()
+        return plan
+
+    def _guard(self) -> None:
+        model = self.model
+        why = ("the session was loaded from a compiled file" if model.source is None
+               else "the config has no backup backend" if model.config.backup is None else "")
+        self.executor.overflow = OverflowGuard(model.config.on_overflow, model.events,
+                                               None if why else self.replan, why)
+
+    def replan(self, seen: Sequence[tuple[ExecutionStep, NumericOverflowError]]) -> Executor:
+        """Rebuild without the partitions in ``seen`` (their nodes on the
+        backup: :func:`~nnrt_core.compiler.overflow.refit_model`) and run that
+        plan from now on; returns its executor.  Called under the old plan's lock."""
+        from nnrt_core.compiler.overflow import refit_model  # the compiler: only when a fallback happens
+
+        if not any(st is seen[0][0] for st in self.executor.steps):  # another run replanned meanwhile
+            return self.executor
+        model = refit_model(self.model, seen)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "executor", _executor(model))
+        self._guard()
+        return self.executor
+
+
+def _executor(model: CompiledModel) -> Executor:
+    g = model.graph
+    return Executor(model.steps, [v.name for v in g.outputs], model.constants, [v.name for v in g.inputs])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nnrt_core.config import PERFORMANCE_MODES, PRECISIONS, PRIORITIES, ScheduleConfig
+from nnrt_core.config import OVERFLOW_POLICIES, PERFORMANCE_MODES, PRECISIONS, PRIORITIES, ScheduleConfig
 from nnrt_core.errors import InputError
 
 __all__ = ["add_config_flags", "config_from_args"]
@@ -21,6 +21,8 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--performance-mode", choices=PERFORMANCE_MODES)
     p.add_argument("--priority", choices=PRIORITIES)
     p.add_argument("--num-threads", type=int)
+    p.add_argument("--on-overflow", choices=OVERFLOW_POLICIES,
+                   help="when an fp16 partition saturates: move it to the backup (default), warn, or raise")
     p.add_argument("--pin", action="append", default=[], metavar="NODE=BACKEND",
                    help="force a node onto a backend (repeatable)")
     p.add_argument("--strict", action="store_true", help="refuse options a backend does not support")
@@ -50,7 +52,7 @@ def config_from_args(args: argparse.Namespace) -> ScheduleConfig:
         changes["backends"] = args.backends
     if args.backup:
         changes["backup"] = None if args.backup.lower() == "none" else args.backup
-    for flag in ("scheduler", "precision", "performance_mode", "priority", "num_threads"):
+    for flag in ("scheduler", "precision", "performance_mode", "priority", "num_threads", "on_overflow"):
         value = getattr(args, flag)
         if value is not None:
             changes[flag] = value

@@ -11,7 +11,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
-from nnrt_core.errors import CompileError, ConfigError, ExecutionError, InputError, RunStoppedError
+from nnrt_core.errors import (CompileError, ConfigError, ExecutionError, InputError, NumericOverflowError,
+                              RunStoppedError)
 from nnrt_core.ir import Graph
 from nnrt_core.runtime.control import RunControl, current_control
 from nnrt_npu_emu.binding import BoundProgram
@@ -20,6 +21,7 @@ from nnrt_npu_emu.cost import RunProfile, summarize
 from nnrt_npu_emu.device import NPU_POWER_W, NpuDevice, NpuTensor, TransferStats
 from nnrt_npu_emu.lowering import Analysis, lower_graph, why_unsupported
 from nnrt_npu_emu.memory import DeviceMemoryError
+from nnrt_npu_emu.numerics import FP16_MAX
 from nnrt_npu_emu.ops import Unsupported
 from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, load_profiles
 from nnrt_npu_emu.program import Operand, Program
@@ -29,6 +31,11 @@ from nnrt_numpy.memory import prefault_heap
 from nnrt_numpy.parallel import start_helpers
 
 __all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
+
+def _nonfinite(tensors: Sequence["NpuTensor"]) -> bool:
+    """Whether a float input holds inf or NaN (then a non-finite store is the input's, not the chip's)."""
+    return any(t.dtype.kind == "f" and not np.isfinite(t.data).all() for t in tensors)
+
 
 class NpuPartition(CompiledPartition):
     """A device program loaded on one chip (weights and workspace resident in
@@ -48,6 +55,9 @@ class NpuPartition(CompiledPartition):
         self.last_profile: Mapping[str, Any] | None = None
         self.runs = 0
         self._bound: BoundProgram | None = None
+        #: value name -> the node that computes it (an instruction is labelled by its outputs;
+        #: empty for a partition loaded from a compiled file)
+        self.producers: dict[str, str] = {}
         arena = device.arena
         self._const_off = arena.alloc(max(program.const_size, 1), f"weights of {name}")
         self._fin_c = weakref.finalize(self, arena.free, self._const_off)
@@ -84,13 +94,16 @@ class NpuPartition(CompiledPartition):
 
         def job() -> dict[str, Any]:
             try:
-                self._execute(bound, outs, control)
+                overflow = self._execute(bound, outs, control)
             except RunStoppedError:
                 raise
             except Exception as e:
                 raise ExecutionError(f"partition {self.name!r} on {self.device.id} failed: "
                                      f"{type(e).__name__}: {e}") from e
-            return dict(zip(self.output_names, outs))
+            result = dict(zip(self.output_names, outs))
+            if overflow is not None and not (not np.isfinite(overflow[1]) and _nonfinite(bound)):
+                raise self._overflow_error(overflow, result)
+            return result
 
         return job
 
@@ -118,16 +131,30 @@ class NpuPartition(CompiledPartition):
             self._bound = BoundProgram(self.program, self.device.arena, self._ws_off, self._const_off)
         return self._bound
 
-    def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor], control: RunControl | None = None) -> None:
+    def _execute(self, ins: list[NpuTensor], outs: list[NpuTensor],
+                 control: RunControl | None = None) -> tuple[int, float] | None:
+        """Run the bound program; the first instruction whose fp16 store saturated, or ``None``."""
         bound = self.bound
         trace: list[float] = []
         t0 = time.perf_counter()
         with np.errstate(all="ignore"), blas_threads():
-            bound.run(ins, outs, trace, control)
+            overflow = bound.run(ins, outs, trace, control)
         wall = time.perf_counter() - t0
         self.runs += 1
         self.last_profile = RunProfile(self.estimate, wall, trace)
         self.backend.last_profile = self.last_profile
+        return overflow
+
+    def _overflow_error(self, overflow: tuple[int, float], outputs: dict[str, Any]) -> NumericOverflowError:
+        """The chip's float-status flag as an error carrying the run's (saturated) outputs."""
+        k, value = overflow
+        label = self.program.instrs[k].node  # its output values, or input:/output: of a boundary cast
+        node = self.producers.get(label.split(",")[0], label)
+        what = "NaN from finite inputs" if value != value else f"{value:.4g}, beyond fp16's +-{FP16_MAX:g}"
+        return NumericOverflowError(
+            f"partition {self.name!r} on {self.device.id} ({self.program.precision}): the store of node {node!r} "
+            f"saturated ({what}); the result differs from fp32",
+            partition=self.name, backend=self.backend.name, node=node, value=value, outputs=outputs)
 
     def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run the program literally (:meth:`Program.execute`): every operand
@@ -312,6 +339,7 @@ class NpuEmuBackend(Backend):
             part = NpuPartition(self, dev, low.program, low.weights, graph.name)
         except DeviceMemoryError as e:
             raise CompileError(f"npu_emu cannot load partition {graph.name!r}: {e}") from None
+        part.producers = {v.name: n.name for n in graph.nodes for v in n.outputs}
         self._current = dev
         return part
 

@@ -32,7 +32,7 @@ from nnrt_core.runtime.control import RunControl
 from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.hostfuse import STORE_BOUNDS, plan_steps
 from nnrt_npu_emu.memory import DeviceArena
-from nnrt_npu_emu.numerics import round_fp16
+from nnrt_npu_emu.numerics import store_fp16
 from nnrt_npu_emu.ops import KERNELS, STORE_KERNELS
 from nnrt_npu_emu.program import Operand, Program
 
@@ -50,25 +50,28 @@ SPLIT_ROUND = 1 << 20
 
 
 def round_store(a: np.ndarray, scratch: np.ndarray, lo: np.float32 = STORE_BOUNDS[0],
-                hi: np.float32 = STORE_BOUNDS[1], src: np.ndarray | None = None) -> None:
-    """:func:`round_fp16` of the fp16 store ``a`` (clamped to ``lo``/``hi``;
-    the values read from ``src`` when given): elementwise, so large stores
-    are cut into pieces that :func:`nnrt_numpy.parallel.run_chunks` runs on
-    the threads it finds idle (same bits whichever thread rounds)."""
+                hi: np.float32 = STORE_BOUNDS[1], src: np.ndarray | None = None) -> float | None:
+    """:func:`~nnrt_npu_emu.numerics.store_fp16` of the fp16 store ``a``
+    (clamped to ``lo``/``hi``; the values read from ``src`` when given):
+    elementwise, so large stores are cut into pieces that
+    :func:`nnrt_numpy.parallel.run_chunks` runs on the threads it finds idle
+    (same bits whichever thread rounds).  Returns a value that did not fit
+    fp16, or ``None``."""
     n = a.size
     k = parallel.threads() if n >= SPLIT_ROUND else 1
     if k <= 1:
-        round_fp16(a, scratch, lo, hi, src)
-        return
+        return store_fp16(a, scratch, lo, hi, src)
     flat = a.reshape(-1)
     src_flat = None if src is None else src.reshape(-1)
     step = -(-n // min(2 * k, n // (SPLIT_ROUND // 2)))
+    bad: list[float | None] = [None] * -(-n // step)
 
     def piece(i: int) -> None:
         s = slice(i * step, min(n, (i + 1) * step))
-        round_fp16(flat[s], scratch[s], lo, hi, None if src_flat is None else src_flat[s])
+        bad[i] = store_fp16(flat[s], scratch[s], lo, hi, None if src_flat is None else src_flat[s])
 
-    parallel.run_chunks(piece, -(-n // step), k)
+    parallel.run_chunks(piece, len(bad), k)
+    return next((b for b in bad if b is not None), None)
 
 
 class Store:
@@ -76,21 +79,27 @@ class Store:
     fused activation) and rounding, of the whole output (``store()``) or of
     a piece (``store(sel)``, ``sel`` maps an array of the output's shape to
     the piece: a kernel's epilogue while the piece is in cache).  ``src``:
-    where the kernel wrote the values (default: ``out`` itself)."""
+    where the kernel wrote the values (default: ``out`` itself).  ``bad``:
+    the first value that did not fit fp16 since the run cleared it (sticky,
+    like a chip's float-status register)."""
 
-    __slots__ = ("out", "src", "scratch", "lo", "hi")
+    __slots__ = ("out", "src", "scratch", "lo", "hi", "bad")
 
     def __init__(self, out: np.ndarray, scratch: np.ndarray, bounds: tuple[np.float32, np.float32],
                  src: np.ndarray | None = None) -> None:
         self.out, self.src, self.lo, self.hi = out, src, bounds[0], bounds[1]
         self.scratch = scratch[:out.size].reshape(out.shape)
+        self.bad: float | None = None
 
     def __call__(self, sel: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         if sel is None:
-            round_store(self.out.reshape(-1), self.scratch.reshape(-1), self.lo, self.hi,
-                        None if self.src is None else self.src.reshape(-1))
+            bad = round_store(self.out.reshape(-1), self.scratch.reshape(-1), self.lo, self.hi,
+                              None if self.src is None else self.src.reshape(-1))
         else:
-            round_fp16(sel(self.out), sel(self.scratch), self.lo, self.hi, None if self.src is None else sel(self.src))
+            bad = store_fp16(sel(self.out), sel(self.scratch), self.lo, self.hi,
+                             None if self.src is None else sel(self.src))
+        if bad is not None and self.bad is None:
+            self.bad = bad
 
 
 class IOSlot:
@@ -163,13 +172,16 @@ class BoundProgram:
         return w
 
     def run(self, ins: Sequence[Any], outs: Sequence[Any], trace: list[float] | None = None,
-            control: RunControl | None = None) -> None:
+            control: RunControl | None = None) -> tuple[int, float] | None:
         """Run every instruction; ``ins``/``outs`` are the run's tensors (each
         with an ``offset`` into the arena).  ``trace`` collects host seconds per
         instruction; a stopped ``control`` (deadline, cancel) stops the run
-        before the next instruction."""
-        view, scratch = self.arena.view, self._scratch
+        before the next instruction.  Returns ``None``, or the first
+        instruction whose fp16 store saturated and the value that did not fit
+        (the run goes on, saturating, like the chip)."""
+        view = self.arena.view
         watch = control if control is not None and control.watched else None
+        overflow: tuple[int, float] | None = None
 
         def resolve(x: Any) -> Any:
             if x.__class__ is IOSlot:
@@ -186,8 +198,15 @@ class BoundProgram:
                 fn([None if x is None else resolve(x) for x in args], [resolve(x) for x in res], attrs)
                 for store in stores:
                     store()
+                    if store.bad is not None:
+                        overflow = overflow or (k, store.bad)
+                        store.bad = None
             else:
                 fn([None if x is None else resolve(x) for x in args], res, attrs, epilogue)
+                if epilogue.bad is not None:
+                    overflow = overflow or (k, epilogue.bad)
+                    epilogue.bad = None
             if trace is not None:
                 trace.append(time.perf_counter() - t0)
                 trace.extend([0.0] * (count - 1))  # a fused activation costs no pass of its own
+        return overflow

@@ -8,7 +8,7 @@ from nnrt_numpy.ufuncs import clip as _clip  # the clip ufunc itself: np.clip's 
 
 __all__ = [
     "STORAGE", "FP16_MAX", "storage_dtype", "f32", "erf", "quantize", "dequantize", "requantize",
-    "qparams_shape", "tolerance", "round_fp16", "is_fp16_value",
+    "qparams_shape", "tolerance", "round_fp16", "store_fp16", "out_of_range", "is_fp16_value",
 ]
 
 #: compute precision -> storage dtype of float activations and weights
@@ -36,6 +36,9 @@ _INV_STEP_BITS = np.uint32((127 + 10 + 127) << 23)
 #: added to the (floored) exponent bits of x: the bits of 1.5 * 2**(e + 13), whose float32 step is x's fp16 step
 _MAGIC_BITS = np.uint32((13 << 23) | 0x400000)
 _ZERO = np.float32(0.0)
+#: the bits of 2**15, fp16's largest exponent: a store whose values reach it is checked exactly
+_BIG_BITS = np.uint32((127 + 15) << 23)
+_max = np.maximum.reduce  # the ufunc's reduce: ndarray.max's Python wrapper costs a microsecond
 
 
 def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 = _F16_LO,
@@ -43,14 +46,29 @@ def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 
     """Round the fp32 array ``x`` in place to fp16 values (returns ``x``): the
     chip's store, bit for bit ``clip(x, +-FP16_MAX).astype(float16)``
     widened back (round half to even, subnormals, NaN stays NaN, the sign of
-    zero kept) in six vectorised passes after the clamp instead of numpy's
-    scalar casts (five when ``lo`` is positive: :func:`_round_positive`).
+    zero kept).  :func:`store_fp16` does the work and also says whether the
+    store saturated; see it for the arguments."""
+    store_fp16(x, scratch, lo, hi, src)
+    return x
 
+
+def store_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 = _F16_LO,
+               hi: np.float32 = _F16_HI, src: np.ndarray | None = None) -> float | None:
+    """:func:`round_fp16`'s store; returns ``None``, or the value that did
+    not fit (a finite value beyond +-FP16_MAX that the clamp ``lo``/``hi``
+    saturated, an infinity, or NaN: the chip's float-status overflow flag).
+
+    Rounding: six vectorised passes after the clamp instead of numpy's
+    scalar casts (five when ``lo`` is positive: :func:`_round_positive`).
     With ``e`` the exponent of ``x`` (at least -14, where fp16 subnormals
     start), ``x * 2**(10 - e)`` is exact and its integer grid is the fp16
     grid at ``x``: ``rint`` rounds it half to even (keeping the sign of a
     zero) and dividing by the same power of two scales back exactly.  The
     power of two comes from the exponent bits by one integer subtraction.
+    The overflow check costs one reduction: the largest exponent of the
+    unclamped values (their bits, which the rounding needs anyway, taken
+    before the clamp and capped at fp16's largest exponent after it); only a
+    store reaching 2**15 is looked at exactly (:func:`out_of_range`).
 
     ``x`` may be any float32 view (a piece of a larger output); ``scratch``: a
     uint32 array of ``x``'s shape, or a flat one of at least ``x.size``
@@ -65,16 +83,38 @@ def round_fp16(x: np.ndarray, scratch: np.ndarray | None = None, lo: np.float32 
         scratch = np.empty(n, np.uint32)
     if scratch.shape != x.shape:
         scratch = scratch.reshape(-1)[:n].reshape(x.shape)
-    _clip(x if src is None else src, lo, hi, out=x)  # the chip's stores saturate
+    s = x if src is None else src
     if lo > _ZERO:  # a positive clamp (a fused Relu): no sign to keep, one pass fewer
-        return _round_positive(x, scratch)
-    scale = np.bitwise_and(x.view(np.uint32), _EXP_BITS, out=scratch)  # 2**e (NaN: all ones)
-    _clip(scale, _MIN_NORMAL_BITS, _EXP_BITS, out=scale)  # (clip is faster than maximum)
+        bad = out_of_range(s, lo, hi) if n and not _max(s, None) <= _F16_HI else None  # NaN: not <=
+        _clip(s, lo, hi, out=x)
+        _round_positive(x, scratch)
+        return bad
+    scale = np.bitwise_and(s.view(np.uint32), _EXP_BITS, out=scratch)  # 2**e of the unclamped values
+    bad = out_of_range(s, lo, hi) if n and _max(scale, None) >= _BIG_BITS else None
+    _clip(s, lo, hi, out=x)  # the chip's stores saturate
+    if lo != _F16_LO or hi != _F16_HI:  # a narrower clamp: the exponents of the clamped values
+        np.bitwise_and(x.view(np.uint32), _EXP_BITS, out=scale)
+    _clip(scale, _MIN_NORMAL_BITS, _BIG_BITS, out=scale)  # (clip is faster than maximum); NaN: 2**15
     np.subtract(_INV_STEP_BITS, scale, out=scale)  # 2**(10 - e); NaN's gives a finite power: NaN stays NaN
     np.multiply(x, scale.view(np.float32), out=x)
     np.rint(x, out=x)
     np.divide(x, scale.view(np.float32), out=x)  # exact: a power of two (as fast as a product here)
-    return x
+    return bad
+
+
+def out_of_range(a: np.ndarray, lo: np.float32 = _F16_LO, hi: np.float32 = _F16_HI) -> float | None:
+    """The first kind of value in ``a`` (fp32, before the store's clamp
+    ``lo``/``hi``) that an fp16 store cannot hold: NaN, or the largest
+    magnitude beyond +-FP16_MAX on a side the clamp leaves at fp16's range
+    (a fused Relu6 legitimately clamps 1e6 to 6); ``None`` when all fit."""
+    if np.isnan(a).any():
+        return float("nan")
+    top, bottom = float(a.max()), float(a.min())
+    if hi >= _F16_HI and top > FP16_MAX:
+        return top
+    if lo <= _F16_LO and bottom < -FP16_MAX:
+        return bottom
+    return None
 
 
 def _round_positive(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:

@@ -11,7 +11,8 @@ from nnrt_npu_emu.numerics import STORAGE
 from nnrt_npu_emu.ops import KERNELS, OPS, Unsupported
 from nnrt_npu_emu.profiles import ChipProfile
 
-__all__ = ["Analysis", "QGroup", "float_precision", "FLOAT_DTYPES", "QUANT_DTYPES", "FUSED_ACTIVATIONS"]
+__all__ = ["Analysis", "QGroup", "float_precision", "dynamic_quant_upstream", "FLOAT_DTYPES", "QUANT_DTYPES",
+           "FUSED_ACTIVATIONS"]
 
 #: float element types the chip computes in
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
@@ -36,6 +37,28 @@ def float_precision(profile: ChipProfile, requested: str) -> str | None:
     return None
 
 
+def dynamic_quant_upstream(graph: Graph) -> dict[int, str]:
+    """``id`` of every node on a path into a ``DynamicQuantizeLinear`` -> the
+    name of the first such quantizer found.  Dynamic quantization takes its
+    scale and zero point from the data at run time, so fp16 rounding anywhere
+    upstream moves values across int8 steps, which the integer matrix
+    products after it amplify (T5's encoder: 0.42 relative error with every
+    overflowing partition off the chip, 0.32 with the quantizers' direct
+    producers off too, 4e-8 with all of this set off; docs/scheduling.md)."""
+    out: dict[int, str] = {}
+    for q in graph.nodes:
+        if q.op_type != "DynamicQuantizeLinear" or q.domain not in ("", "ai.onnx"):
+            continue
+        stack = [v.producer for v in q.inputs if v is not None and v.producer is not None]
+        while stack:
+            n = stack.pop()
+            if id(n) in out:
+                continue
+            out[id(n)] = q.name
+            stack.extend(v.producer for v in n.inputs if v is not None and v.producer is not None)
+    return out
+
+
 @dataclass
 class QGroup:
     """A folded DQ -> op [-> Relu/Clip] -> Q pattern run in int8."""
@@ -56,6 +79,8 @@ class Analysis:
         self.precision = self.fprec or "fp32"
         self.wdtype = STORAGE[self.precision]
         self.int8 = "int8" in profile.dtypes
+        #: nodes feeding a dynamic quantizer (:func:`dynamic_quant_upstream`): kept off fp16 compute
+        self.dynamic_quant_inputs = dynamic_quant_upstream(graph) if self.precision == "fp16" else {}
         self._consts: dict[int, np.ndarray] = {}
         self.folded: set[int] = set()  # ids of nodes evaluated at compile time
         self._foldable_values: set[int] = set()

@@ -22,6 +22,11 @@ def why_unsupported(node: Node, an: Analysis) -> str | None:
         return f"op {node.op_type} is not in the NPU op set"
     if not p.supports_op(node.op_type):
         return f"chip {p.name!r} does not support op {node.op_type}"
+    q = an.dynamic_quant_inputs.get(id(node))
+    if q is not None:
+        # a folded constant too: the chip would hold it in fp16
+        return (f"feeds DynamicQuantizeLinear {q!r}: dynamic quantization takes its scale from the data, and fp16 "
+                "rounding upstream moves its int8 steps (kept for an fp32 backend)")
     if id(node) in an.folded:
         try:
             for v in node.outputs:
