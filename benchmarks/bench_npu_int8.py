@@ -50,7 +50,8 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.quantization import quantize
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # test-support modules: the digits CNN, He weights for light models
+sys.path.insert(0, str(ROOT / "tests"))  # test-support modules: the digits CNN
+sys.path.insert(0, str(ROOT / "examples"))  # He weights for light models
 from light_weights import he_initialized  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

@@ -8,7 +8,7 @@ file) against cold (a session build in the actor).
 Models: the onnx wheel's ``light`` SqueezeNet and ResNet50 (input [1, 3, 224,
 224], so each actor runs its batch one row at a time).  ``--real-weights``
 replaces their ConstantOfShape weight fills by stored He-initialized weights
-(tests/light_weights.py), as a real model file holds them.  Every session has
+(examples/light_weights.py), as a real model file holds them.  Every session has
 ``num_threads=1`` (one intra-op thread per actor) on a local Ray instance with
 ``--cpus`` CPUs (default: every core).
 
@@ -130,7 +130,7 @@ def _startup(shipped, config: ScheduleConfig) -> tuple[float, float]:
 def load_model(name: str, real_weights: bool) -> bytes:
     m = onnx.load(str(LIGHT / MODELS[name]))
     if real_weights:
-        sys.path.insert(0, str(ROOT / "tests"))
+        sys.path.insert(0, str(ROOT / "examples"))
         from light_weights import he_initialized
 
         m = he_initialized(m)

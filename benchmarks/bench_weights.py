@@ -85,7 +85,7 @@ def python_path(root: Path) -> str:
 
 def build_model(folder: Path) -> Path:
     """light_resnet50 with He weights, all of them in ``folder/model.data``."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "examples"))
     from light_weights import he_initialized
 
     m = he_initialized(onnx.load(str(LIGHT / "light_resnet50.onnx")))

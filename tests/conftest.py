@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 from nnrt_core.registry import Registry
 
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+# examples/light_weights.py (informative weights for the light models) is shared with the demo and benchmarks
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 BUILTIN = {"numpy", "priority"}
 
 
