@@ -73,7 +73,8 @@ else:
     from nnrt_core import ScheduleConfig, Session
     t1 = time.perf_counter()
     static = {name: shape} if kind == "npu_emu" else None
-    sess = Session(path, ScheduleConfig(backends=[kind], input_shapes=static))
+    # on_overflow="warn": the light models' placeholder weights exceed fp16 on the NPU, and this times the chip
+    sess = Session(path, ScheduleConfig(backends=[kind], input_shapes=static, on_overflow="warn"))
     run = sess.run
 t2, c2 = time.perf_counter(), time.thread_time()
 feeds = {name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
