@@ -235,3 +235,34 @@ def test_bad_depthwise_inputs_are_named_errors():
 def test_tiny_maps(shape, mode):
     n, h, w_ = shape
     check({"group": 2, "kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}, n, 2, (h, w_), 2, (3, 3))
+
+
+@pytest.mark.parametrize("hw,kernel,strides,dil,pads", [
+    ((6, 9), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    ((5, 12), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2)),
+    ((4, 10), (3, 5), (1, 1), (2, 1), (2, 2, 0, 2)),
+    ((7, 8), (3, 3), (3, 1), (1, 1), (0, 1, 2, 1)),
+])
+def test_banded_weights_match_the_row_by_row_layout(hw, kernel, strides, dil, pads):
+    """``rows`` weights (made with one fancy-indexed copy) equal the band written output row by
+    kernel row, with the bias column, bit for bit."""
+    c, mult = 3, 2
+    ho = [(s + p0 + p1 - d * (k - 1) - 1) // st + 1
+          for s, k, st, d, p0, p1 in zip(hw, kernel, strides, dil, pads[:2], pads[2:])]
+    plan = _depthwise.DepthwisePlan(1, c, mult, hw, kernel, strides, dil, pads[:2], pads[2:], ho,
+                                    np.float32, mode="rows")
+    w = RNG.standard_normal((c * mult, 1) + kernel).astype(np.float32)
+    bias = RNG.standard_normal(c * mult).astype(np.float32)
+    wt = w.reshape((c, mult) + kernel)[(Ellipsis,) + plan.live]
+    (kh, kw), rows_out = plan.kernel, plan.out[0]
+    want = np.zeros((c, mult, rows_out, plan.hin, kw), np.float32)
+    for r in range(rows_out):
+        for i in range(kh):
+            s = r * plan.strides[0] - plan.lo[0] + i * plan.dil[0]
+            if 0 <= s < plan.hin:
+                want[:, :, r, s] = wt[:, :, i]
+    want = np.concatenate([want.reshape(c, mult * rows_out, plan.hin * kw),
+                           np.repeat(bias.reshape(c, mult, 1), rows_out, axis=1).reshape(c, mult * rows_out, 1)],
+                          axis=2)
+    got = plan.weights(w, bias)
+    assert got.shape == want.shape and np.array_equal(got, want)

@@ -345,11 +345,11 @@ class DepthwisePlan:
         row), the bias (per channel, every output row) as the last column."""
         (kh, kw), ho, sh, dh = self.kernel, self.out[0], self.strides[0], self.dil[0]
         band = np.zeros((self.c, self.mult, ho, self.hin, kw), self.dtype)
-        for r in range(ho):
-            for i in range(kh):
-                s = r * sh - self.lo[0] + i * dh
-                if 0 <= s < self.hin:
-                    band[:, :, r, s] = wt[:, :, i]
+        # every (output row, kernel row) pair at once: one fancy-indexed copy, not ho * kh slice copies
+        r, i = np.divmod(np.arange(ho * kh), kh)
+        s = r * sh - self.lo[0] + i * dh
+        hit = (s >= 0) & (s < self.hin)  # distinct (r, s) pairs: no element is written twice
+        band[:, :, r[hit], s[hit]] = wt[:, :, i[hit]]
         band = band.reshape(self.c, self.mult * ho, self.hin * kw)
         if bias is None:
             return band
