@@ -266,3 +266,12 @@ def test_banded_weights_match_the_row_by_row_layout(hw, kernel, strides, dil, pa
                           axis=2)
     got = plan.weights(w, bias)
     assert got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_banded_weights_without_bias_have_no_bias_column():
+    plan = _depthwise.DepthwisePlan(1, 2, 1, (5, 9), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), [5, 9],
+                                    np.float32, mode="rows")
+    w = RNG.standard_normal((2, 1, 3, 3)).astype(np.float32)
+    got = plan.weights(w)
+    assert got.shape == (2, 5, 5 * 3) and got.flags.c_contiguous
+    assert np.array_equal(got.reshape(2, 5, 5, 3)[:, 1, 0:3], w[:, 0])  # output row 1 reads input rows 0-2

@@ -344,18 +344,19 @@ class DepthwisePlan:
         kernel row ``i`` where ``s = r * sh - top + i * dh`` (zeros where no kernel row meets that input
         row), the bias (per channel, every output row) as the last column."""
         (kh, kw), ho, sh, dh = self.kernel, self.out[0], self.strides[0], self.dil[0]
-        band = np.zeros((self.c, self.mult, ho, self.hin, kw), self.dtype)
+        width = self.hin * kw
+        # written in place in the result (one allocation): a band array and a concatenate with the
+        # bias column cost two more arrays of its size, and their page faults, per node
+        out = np.zeros((self.c, self.mult, ho, width + (bias is not None)), self.dtype)
         # every (output row, kernel row) pair at once: one fancy-indexed copy, not ho * kh slice copies
         r, i = np.divmod(np.arange(ho * kh), kh)
         s = r * sh - self.lo[0] + i * dh
         hit = (s >= 0) & (s < self.hin)  # distinct (r, s) pairs: no element is written twice
-        band[:, :, r[hit], s[hit]] = wt[:, :, i[hit]]
-        band = band.reshape(self.c, self.mult * ho, self.hin * kw)
-        if bias is None:
-            return band
-        col = np.broadcast_to(bias.astype(self.dtype, copy=False).reshape(self.c, self.mult, 1, 1),
-                              (self.c, self.mult, ho, 1)).reshape(self.c, self.mult * ho, 1)
-        return np.ascontiguousarray(np.concatenate([band, col], axis=2))
+        cols = s[hit, None] * kw + np.arange(kw)  # input row s's kw columns
+        out[:, :, r[hit, None], cols] = wt[:, :, i[hit]]
+        if bias is not None:
+            out[:, :, :, width] = bias.astype(self.dtype, copy=False).reshape(self.c, self.mult, 1)
+        return out.reshape(self.c, self.mult * ho, out.shape[3])
 
     def _rows_views(self, scratch: "_Scratch", nb: int) -> tuple:
         """(interior of the planes padded across, window view (nb, hin, kw, wo), its im2col rows,
