@@ -275,3 +275,28 @@ def test_banded_weights_without_bias_have_no_bias_column():
     got = plan.weights(w)
     assert got.shape == (2, 5, 5 * 3) and got.flags.c_contiguous
     assert np.array_equal(got.reshape(2, 5, 5, 3)[:, 1, 0:3], w[:, 0])  # output row 1 reads input rows 0-2
+
+
+@pytest.mark.parametrize("mode,stride", [("cols", 1), ("cols", 2), ("rows", 1), ("rows", 2)])
+def test_scratch_columns_made_empty_are_written_before_they_are_read(monkeypatch, mode, stride):
+    """The im2col columns and product buffers are ``np.empty``: filled with NaN (the row of
+    ones aside) before the run, the result is still the same, every read element written first."""
+    monkeypatch.setattr(_depthwise, "MODE", mode)
+    attrs = {"group": 6, "kernel_shape": [3, 3], "pads": [1, 1, 1, 2], "strides": [stride, stride]}
+    x = RNG.standard_normal((1, 6, 7, 13)).astype(np.float32)
+    w = RNG.standard_normal((12, 1, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(12).astype(np.float32)
+    k = Conv(conv_node(attrs, x.shape, w, b))
+    plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+    assert plan.mode == mode
+    want = k(x, w, b)[0].copy()
+    plan.warm(1)
+    for scratch in plan._pool:
+        cols = scratch.bufs[1]
+        ones = cols.shape[1] - 1
+        cols[:, :ones] = np.nan
+        for extra in scratch.bufs[2:]:
+            extra[...] = np.nan
+    got = k(x, w, b)[0]
+    assert np.array_equal(got, want)
+    np.testing.assert_allclose(got, ort_conv(attrs, x, w, b), rtol=1e-4, atol=1e-4)
