@@ -74,3 +74,21 @@ def test_saved_session_keeps_its_plan_figures(tmp_path, light_dir):
     loaded = Session(sess.save(tmp_path / "s.nnrt"))
     for k in ("planned_peak_bytes", "naive_bytes", "lower_bound_bytes"):
         assert loaded.stats()[k] == sess.stats()[k]
+
+
+def test_live_peak_bytes_is_the_lower_bound_of_the_graphs_buffers(light_dir):
+    """The one-walk ``live_peak_bytes`` (warm-up of every NumPy partition) equals ``lower_bound``
+    of the graph's planned buffers, on real graphs (optimized and not) and one with symbolic sizes."""
+    from nnrt_core.frontends import load_onnx
+    from nnrt_core.runtime.memory_plan import _buffers, live_peak_bytes
+
+    graphs = [load_onnx(_dynamic_model()).graph]
+    for name in ("light_resnet50.onnx", "light_squeezenet.onnx", "light_inception_v1.onnx"):
+        if (light_dir / name).is_file():
+            for level in ("none", "basic"):
+                graphs.append(Session(light_dir / name, ScheduleConfig(backends=["numpy"], optimization_level=level))
+                              .graph)
+    assert len(graphs) >= 3
+    for g in graphs:
+        assert live_peak_bytes(g) == lower_bound(_buffers(g, {})[0])
+    assert live_peak_bytes(graphs[0]) == 0 and live_peak_bytes(graphs[1]) > 0

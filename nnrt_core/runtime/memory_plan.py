@@ -135,8 +135,35 @@ def plan_graph(graph: Graph, sizes: dict[str, int] | None = None) -> MemoryPlan:
 
 def live_peak_bytes(graph: Graph) -> int:
     """The most bytes of statically sized intermediates live at any one node
-    of ``graph`` (:func:`lower_bound` without planning offsets: linear time)."""
-    return lower_bound(_buffers(graph, {})[0])
+    of ``graph``: ``lower_bound(_buffers(graph, {})[0])`` in one walk, with
+    plain ints (no :class:`Buffer` records, no numpy: this runs at every
+    NumPy partition's warm-up)."""
+    outside = {v.name for v in graph.inputs} | set(graph.initializers) | {v.name for v in graph.outputs}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    values: dict[str, Value] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.outputs:
+            if v is not None and v.name and v.name not in outside:
+                name = v.name
+                if name not in first:
+                    first[name] = last[name] = i  # written but never read: lives one step
+                values[name] = v
+        for v in node.all_inputs():
+            if v is not None and v.name in first:
+                last[v.name] = i
+    delta = [0] * (len(graph.nodes) + 1)
+    for name, f in first.items():
+        size = value_bytes(values[name])
+        if size is not None:
+            size = align(size)
+            delta[f] += size
+            delta[last[name] + 1] -= size
+    peak = live = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return peak
 
 
 def _buffers(graph: Graph, sizes: dict[str, int]) -> tuple[list[Buffer], list[str]]:
