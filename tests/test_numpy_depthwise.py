@@ -242,6 +242,9 @@ def test_tiny_maps(shape, mode):
     ((5, 12), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2)),
     ((4, 10), (3, 5), (1, 1), (2, 1), (2, 2, 0, 2)),
     ((7, 8), (3, 3), (3, 1), (1, 1), (0, 1, 2, 1)),
+    ((2, 11), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # kernel rows that only read padding are trimmed
+    ((9, 9), (3, 3), (2, 2), (2, 2), (3, 1, 0, 1)),
+    ((16, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),
 ])
 def test_banded_weights_match_the_row_by_row_layout(hw, kernel, strides, dil, pads):
     """``rows`` weights (made with one fancy-indexed copy) equal the band written output row by
