@@ -350,8 +350,8 @@ class DepthwisePlan:
         (kh, kw), ho, sh, dh = self.kernel, self.out[0], self.strides[0], self.dil[0]
         width = self.hin * kw
         row = width + (bias is not None)
-        # written in place in the result (one allocation): a band array and a concatenate with the
-        # bias column cost two more arrays of its size, and their page faults, per node
+        # written in place in the one result (a band array and a concatenate with the bias column
+        # cost two more arrays of its size, and their page faults, per node)
         out = np.zeros((self.c, self.mult, ho * row), self.dtype)
         step = (row + sh * kw) * out.itemsize  # from (r, s) to (r + 1, s + sh): a diagonal of the band
         if dh == 1:  # output row r reads input rows r * sh - top + (0 .. kh - 1): one run of kh * kw values
@@ -359,10 +359,9 @@ class DepthwisePlan:
             first = -(-self.lo[0] // sh)  # the rows whose whole kernel lies inside the input
             stop = max(first, min(ho, (self.hin - kh + self.lo[0]) // sh + 1))
             if stop > first:  # all of them in one strided copy
-                diag = np.lib.stride_tricks.as_strided(
-                    out[:, :, first * row + (first * sh - self.lo[0]) * kw:], (self.c, self.mult, stop - first, kh * kw),
-                    out.strides[:2] + (step, out.itemsize))
-                diag[...] = flat[:, :, None]
+                at = first * row + (first * sh - self.lo[0]) * kw
+                np.lib.stride_tricks.as_strided(out[:, :, at:], (self.c, self.mult, stop - first, kh * kw),
+                                                out.strides[:2] + (step, out.itemsize))[...] = flat[:, :, None]
             for r in [*range(min(first, ho)), *range(stop, ho)]:  # the rows cut by the top or bottom edge
                 top = r * sh - self.lo[0]
                 i0, i1 = max(0, -top), min(kh, self.hin - top)
@@ -375,9 +374,8 @@ class DepthwisePlan:
                 r0, r1 = max(0, -(at // sh)), min(ho, (self.hin - 1 - at) // sh + 1)  # 0 <= s < hin
                 if r1 > r0:
                     start = r0 * row + (r0 * sh + at) * kw
-                    diag = np.lib.stride_tricks.as_strided(out[:, :, start:], (self.c, self.mult, r1 - r0, kw),
-                                                           out.strides[:2] + (step, out.itemsize))
-                    diag[...] = wt[:, :, i, None]
+                    np.lib.stride_tricks.as_strided(out[:, :, start:], (self.c, self.mult, r1 - r0, kw),
+                                                    out.strides[:2] + (step, out.itemsize))[...] = wt[:, :, i, None]
         out = out.reshape(self.c, self.mult, ho, row)
         if bias is not None:
             out[:, :, :, width] = bias.astype(self.dtype, copy=False).reshape(self.c, self.mult, 1)
