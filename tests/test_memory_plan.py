@@ -74,3 +74,60 @@ def test_saved_session_keeps_its_plan_figures(tmp_path, light_dir):
     loaded = Session(sess.save(tmp_path / "s.nnrt"))
     for k in ("planned_peak_bytes", "naive_bytes", "lower_bound_bytes"):
         assert loaded.stats()[k] == sess.stats()[k]
+
+
+def test_live_peak_bytes_is_the_lower_bound_of_the_graphs_buffers(light_dir):
+    """The one-walk ``live_peak_bytes`` (warm-up of every NumPy partition) equals ``lower_bound``
+    of the graph's planned buffers, on real graphs (optimized and not) and one with symbolic sizes."""
+    from nnrt_core.frontends import load_onnx
+    from nnrt_core.runtime.memory_plan import _buffers, live_peak_bytes
+
+    graphs = [load_onnx(_dynamic_model()).graph]
+    for name in ("light_resnet50.onnx", "light_squeezenet.onnx", "light_inception_v1.onnx"):
+        if (light_dir / name).is_file():
+            for level in ("none", "basic"):
+                graphs.append(Session(light_dir / name, ScheduleConfig(backends=["numpy"], optimization_level=level))
+                              .graph)
+    assert len(graphs) >= 3
+    for g in graphs:
+        assert live_peak_bytes(g) == lower_bound(_buffers(g, {})[0])
+    assert live_peak_bytes(graphs[0]) == 0 and live_peak_bytes(graphs[1]) > 0
+
+
+def _reference_plan(buffers: list[Buffer]) -> tuple[int, dict]:
+    """The planner as first written (live buffers re-sorted by offset for every buffer placed)."""
+    placed: list[Buffer] = []
+    total = 0
+    for b in sorted(buffers, key=lambda b: (-b.size, b.first, str(b.key))):
+        live = sorted((p for p in placed if p.first <= b.last and b.first <= p.last), key=lambda p: p.offset)
+        off, best = 0, None
+        for p in live:
+            gap = p.offset - off
+            if gap >= b.size and (best is None or gap < best[1]):
+                best = (off, gap)
+            off = max(off, p.offset + align(p.size))
+        b.offset = best[0] if best is not None else off
+        placed.append(b)
+        total = max(total, b.offset + align(b.size))
+    return total, {b.key: b.offset for b in buffers}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_plan_offsets_and_lower_bound_give_the_reference_figures(seed):
+    """Offsets kept sorted as they are placed: the same arena, offsets and lower bound as the
+    reference planner, with ties of size, start and offset (sizes from a few values, 0 included)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    spec = []
+    for i in range(n):
+        first = int(rng.integers(0, 60))
+        spec.append((f"v{i}", int(rng.choice([0, 1, 64, 100, 1000, 4096, int(rng.integers(1, 1 << 20))])), first,
+                     first + int(rng.integers(0, 12))))
+    want_total, want = _reference_plan([Buffer(*s) for s in spec])
+    bufs = [Buffer(*s) for s in spec]
+    assert plan_offsets(bufs) == want_total and {b.key: b.offset for b in bufs} == want
+    delta = np.zeros(max(s[3] for s in spec) + 2, np.int64)
+    for _, size, first, last in spec:
+        delta[first] += align(size)
+        delta[last + 1] -= align(size)
+    assert lower_bound(bufs) == int(np.cumsum(delta).max())

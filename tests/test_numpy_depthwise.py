@@ -235,3 +235,71 @@ def test_bad_depthwise_inputs_are_named_errors():
 def test_tiny_maps(shape, mode):
     n, h, w_ = shape
     check({"group": 2, "kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}, n, 2, (h, w_), 2, (3, 3))
+
+
+@pytest.mark.parametrize("hw,kernel,strides,dil,pads", [
+    ((6, 9), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    ((5, 12), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2)),
+    ((4, 10), (3, 5), (1, 1), (2, 1), (2, 2, 0, 2)),
+    ((7, 8), (3, 3), (3, 1), (1, 1), (0, 1, 2, 1)),
+    ((2, 11), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # kernel rows that only read padding are trimmed
+    ((9, 9), (3, 3), (2, 2), (2, 2), (3, 1, 0, 1)),
+    ((16, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),
+])
+def test_banded_weights_match_the_row_by_row_layout(hw, kernel, strides, dil, pads):
+    """``rows`` weights (made with one fancy-indexed copy) equal the band written output row by
+    kernel row, with the bias column, bit for bit."""
+    c, mult = 3, 2
+    ho = [(s + p0 + p1 - d * (k - 1) - 1) // st + 1
+          for s, k, st, d, p0, p1 in zip(hw, kernel, strides, dil, pads[:2], pads[2:])]
+    plan = _depthwise.DepthwisePlan(1, c, mult, hw, kernel, strides, dil, pads[:2], pads[2:], ho,
+                                    np.float32, mode="rows")
+    w = RNG.standard_normal((c * mult, 1) + kernel).astype(np.float32)
+    bias = RNG.standard_normal(c * mult).astype(np.float32)
+    wt = w.reshape((c, mult) + kernel)[(Ellipsis,) + plan.live]
+    (kh, kw), rows_out = plan.kernel, plan.out[0]
+    want = np.zeros((c, mult, rows_out, plan.hin, kw), np.float32)
+    for r in range(rows_out):
+        for i in range(kh):
+            s = r * plan.strides[0] - plan.lo[0] + i * plan.dil[0]
+            if 0 <= s < plan.hin:
+                want[:, :, r, s] = wt[:, :, i]
+    want = np.concatenate([want.reshape(c, mult * rows_out, plan.hin * kw),
+                           np.repeat(bias.reshape(c, mult, 1), rows_out, axis=1).reshape(c, mult * rows_out, 1)],
+                          axis=2)
+    got = plan.weights(w, bias)
+    assert got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_banded_weights_without_bias_have_no_bias_column():
+    plan = _depthwise.DepthwisePlan(1, 2, 1, (5, 9), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), [5, 9],
+                                    np.float32, mode="rows")
+    w = RNG.standard_normal((2, 1, 3, 3)).astype(np.float32)
+    got = plan.weights(w)
+    assert got.shape == (2, 5, 5 * 3) and got.flags.c_contiguous
+    assert np.array_equal(got.reshape(2, 5, 5, 3)[:, 1, 0:3], w[:, 0])  # output row 1 reads input rows 0-2
+
+
+@pytest.mark.parametrize("mode,stride", [("cols", 1), ("cols", 2), ("rows", 1), ("rows", 2)])
+def test_scratch_columns_made_empty_are_written_before_they_are_read(monkeypatch, mode, stride):
+    """The im2col columns and product buffers are ``np.empty``: filled with NaN (the row of
+    ones aside) before the run, the result is still the same, every read element written first."""
+    monkeypatch.setattr(_depthwise, "MODE", mode)
+    attrs = {"group": 6, "kernel_shape": [3, 3], "pads": [1, 1, 1, 2], "strides": [stride, stride]}
+    x = RNG.standard_normal((1, 6, 7, 13)).astype(np.float32)
+    w = RNG.standard_normal((12, 1, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(12).astype(np.float32)
+    k = Conv(conv_node(attrs, x.shape, w, b))
+    plan = k._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+    assert plan.mode == mode
+    want = k(x, w, b)[0].copy()
+    plan.warm(1)
+    for scratch in plan._pool:
+        cols = scratch.bufs[1]
+        ones = cols.shape[1] - 1
+        cols[:, :ones] = np.nan
+        for extra in scratch.bufs[2:]:
+            extra[...] = np.nan
+    got = k(x, w, b)[0]
+    assert np.array_equal(got, want)
+    np.testing.assert_allclose(got, ort_conv(attrs, x, w, b), rtol=1e-4, atol=1e-4)

@@ -13,6 +13,7 @@ graph in execution order and reports three numbers:
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from typing import Any, Hashable, Mapping, Sequence
@@ -72,20 +73,25 @@ class MemoryPlan(Record):
 def plan_offsets(buffers: list[Buffer]) -> int:
     """Assign ``offset`` to every buffer (greedy by size, best-fit gap);
     returns the arena size."""
-    placed: list[Buffer] = []
+    keys: list[tuple[int, int]] = []  # (offset, placement order) of the placed buffers, sorted
+    spans: list[tuple[int, int, int, int]] = []  # (first, last, offset, aligned end) in the same order
     total = 0
-    for b in sorted(buffers, key=lambda b: (-b.size, b.first, str(b.key))):
-        live = sorted((p for p in placed if p.first <= b.last and b.first <= p.last), key=lambda p: p.offset)
+    for order, b in enumerate(sorted(buffers, key=lambda b: (-b.size, b.first, str(b.key)))):
         off = 0
         best = None
-        for p in live:  # smallest gap that fits, else after the last live buffer
-            gap = p.offset - off
-            if gap >= b.size and (best is None or gap < best[1]):
-                best = (off, gap)
-            off = max(off, p.offset + align(p.size))
-        b.offset = best[0] if best is not None else off
-        placed.append(b)
-        total = max(total, b.offset + align(b.size))
+        first, last, size = b.first, b.last, b.size
+        for p_first, p_last, p_off, p_end in spans:  # the live ones by offset: smallest gap that fits
+            if p_first <= last and first <= p_last:
+                gap = p_off - off
+                if gap >= size and (best is None or gap < best[1]):
+                    best = (off, gap)
+                off = max(off, p_end)
+        b.offset = best[0] if best is not None else off  # else after the last live buffer
+        end = b.offset + align(size)
+        i = bisect.bisect(keys, (b.offset, order))
+        keys.insert(i, (b.offset, order))
+        spans.insert(i, (first, last, b.offset, end))
+        total = max(total, end)
     return total
 
 
@@ -93,12 +99,16 @@ def lower_bound(buffers: Sequence[Buffer]) -> int:
     """The most (aligned) bytes live at any one step."""
     if not buffers:
         return 0
-    steps = max(b.last for b in buffers) + 1
-    delta = np.zeros(steps + 1, dtype=np.int64)
+    delta = [0] * (max(b.last for b in buffers) + 2)
     for b in buffers:
-        delta[b.first] += align(b.size)
-        delta[b.last + 1] -= align(b.size)
-    return int(np.cumsum(delta).max())
+        size = align(b.size)
+        delta[b.first] += size
+        delta[b.last + 1] -= size
+    peak = live = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return peak
 
 
 def value_bytes(v: Value) -> int | None:
@@ -135,8 +145,35 @@ def plan_graph(graph: Graph, sizes: dict[str, int] | None = None) -> MemoryPlan:
 
 def live_peak_bytes(graph: Graph) -> int:
     """The most bytes of statically sized intermediates live at any one node
-    of ``graph`` (:func:`lower_bound` without planning offsets: linear time)."""
-    return lower_bound(_buffers(graph, {})[0])
+    of ``graph``: ``lower_bound(_buffers(graph, {})[0])`` in one walk, with
+    plain ints (no :class:`Buffer` records, no numpy: this runs at every
+    NumPy partition's warm-up)."""
+    outside = {v.name for v in graph.inputs} | set(graph.initializers) | {v.name for v in graph.outputs}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    values: dict[str, Value] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.outputs:
+            if v is not None and v.name and v.name not in outside:
+                name = v.name
+                if name not in first:
+                    first[name] = last[name] = i  # written but never read: lives one step
+                values[name] = v
+        for v in node.all_inputs():
+            if v is not None and v.name in first:
+                last[v.name] = i
+    delta = [0] * (len(graph.nodes) + 1)
+    for name, f in first.items():
+        size = value_bytes(values[name])
+        if size is not None:
+            size = align(size)
+            delta[f] += size
+            delta[last[name] + 1] -= size
+    peak = live = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return peak
 
 
 def _buffers(graph: Graph, sizes: dict[str, int]) -> tuple[list[Buffer], list[str]]:

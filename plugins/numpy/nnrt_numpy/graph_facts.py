@@ -1,11 +1,12 @@
 """Compile-time facts about IR values shared by fusion and program planning."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
-from nnrt_core.ir import Graph, TensorType, Value
+from nnrt_core.ir import DataType, Graph, TensorType, Value
 
 __all__ = ["value_dtype", "is_static_shape", "value_readers"]
 
@@ -14,8 +15,14 @@ def value_dtype(v: Value | None) -> np.dtype | None:
     """The numpy dtype of a tensor value, or None (no value, not a tensor, no numpy type)."""
     if v is None or not isinstance(v.type, TensorType):
         return None
+    return _numpy_dtype(v.type.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _numpy_dtype(dtype: DataType) -> np.dtype | None:
+    """``np.dtype`` of an element type (made once per type: fusion and planning ask per value)."""
     try:
-        return np.dtype(v.type.dtype.numpy)
+        return np.dtype(dtype.numpy)
     except TypeError:
         return None
 

@@ -38,6 +38,7 @@ from nnrt_core.errors import CompileError
 from nnrt_core.frontends import ExternalWeights, load_onnx, to_onnx
 from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.ir import Graph
+from nnrt_numpy.relayout import transposed
 from nnrt_numpy.stored_graph import FORMAT, encode_header, graph_from_header, graph_header, region_bytes
 
 __all__ = ["MAGIC", "WEIGHTS", "pack", "pack_onnx", "unpack"]
@@ -117,7 +118,7 @@ def _gemm_weights_transposed(proto: P.ModelProto, external: ExternalWeights) -> 
         if trans is None or trans.i != 1 or b not in index or uses[b] != 1 or len(inits[b].dims) != 2:
             continue
         i = index[b]
-        external.arrays[i] = np.ascontiguousarray(external.arrays[i].T)  # same bytes count: same offset
+        external.arrays[i] = transposed(external.arrays[i])  # same bytes count: same offset
         inits[b].dims[:] = list(external.arrays[i].shape)
         trans.i = 0
 

@@ -28,6 +28,7 @@ from nnrt_core.errors import CompileError, GraphError, MemoryBudgetError, ModelL
 from nnrt_core.frontends import validate_graph
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
 from nnrt_numpy.kernel import REGISTRY
+from nnrt_numpy.relayout import transposed
 
 __all__ = ["ALIGN", "FORMAT", "encode_header", "graph_from_header", "graph_header", "region_bytes"]
 
@@ -102,7 +103,7 @@ class _Packer:
         if arr.dtype.kind not in "biufc" or not isinstance(v.type, TensorType):
             raise _Unstorable(f"constant {v.name!r} of dtype {arr.dtype}")
         if id(v) in self.transposed:
-            arr = np.ascontiguousarray(arr.T)
+            arr = transposed(arr)
         arr = np.ascontiguousarray(arr)
         if DataType.from_numpy(arr.dtype) != v.type.dtype:
             raise _Unstorable(f"constant {v.name!r} stored as {arr.dtype}, typed {v.type.dtype.name}")

@@ -1,13 +1,14 @@
 """Gemm: ``alpha * A' @ B' + beta * C`` (all versions).
 
 Opsets < 7 broadcast C only with ``broadcast=1``; from 11 C is optional.
-A constant B is transposed once at compile time.
+A constant B is transposed once at compile time (:func:`nnrt_numpy.relayout.transposed`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...kernel import Kernel, NodeInfo, register
+from ...relayout import transposed
 
 
 @register
@@ -24,7 +25,7 @@ class Gemm(Kernel):
         self.broadcast = bool(node.attr("broadcast", 0))
         b = node.const(1)
         self._b_src = b
-        self._b = np.ascontiguousarray(b.T) if b is not None and self.trans_b else b
+        self._b = transposed(b) if b is not None and self.trans_b else b
 
     def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> tuple[np.ndarray]:
         if a.ndim != 2 or b.ndim != 2:

@@ -196,20 +196,24 @@ class DepthwisePlan:
 
     # -- scratch and weights ------------------------------------------------------------
     def _new_scratch(self) -> "_Scratch":
-        # zeros: the padding is never written again, and the pages are touched now
+        # the padded planes are zeros: their padding is never written again.  The im2col
+        # columns and the product result are written whole by every piece before they are
+        # read (only the row of ones is set here): ``empty``, not ``zeros``, whose clearing
+        # of reused heap memory was most of a scratch set's cost (calloc clears no fresh pages
+        # either way, so zeros touched no more pages than empty does)
         if self.mode == "cl":
             return _Scratch(np.zeros(tuple(self.padded) + (self.ipp * self.cb,), self.dtype))
         if self.mode == "rows":
             k = self.hin * self.kernel[1]
-            cols = np.zeros((self.cb, k + 1, self.out[1]), self.dtype)
+            cols = np.empty((self.cb, k + 1, self.out[1]), self.dtype)
             cols[:, k] = 1
             return _Scratch(np.zeros((self.cb, self.hin, self.padded[1]), self.dtype), cols)
         # im2col columns: ``taps`` rows and one row of ones (the bias's "tap", see :meth:`weights`)
-        cols = np.zeros((self.cb, self.taps + 1, self.frow), self.dtype)
+        cols = np.empty((self.cb, self.taps + 1, self.frow), self.dtype)
         cols[:, self.taps] = 1
         if self.flat:  # one spare zero row per plane, im2col rows and the product over whole padded rows
             xp = np.zeros((self.cb, self.padded[0] + 1, self.padded[1]), self.dtype)
-            return _Scratch(xp, cols, np.zeros((self.cb, self.mult, self.frow), self.dtype))
+            return _Scratch(xp, cols, np.empty((self.cb, self.mult, self.frow), self.dtype))
         return _Scratch(np.zeros((self.cb,) + tuple(self.padded), self.dtype), cols)
 
     def warm(self, count: int) -> None:
@@ -344,18 +348,38 @@ class DepthwisePlan:
         kernel row ``i`` where ``s = r * sh - top + i * dh`` (zeros where no kernel row meets that input
         row), the bias (per channel, every output row) as the last column."""
         (kh, kw), ho, sh, dh = self.kernel, self.out[0], self.strides[0], self.dil[0]
-        band = np.zeros((self.c, self.mult, ho, self.hin, kw), self.dtype)
-        for r in range(ho):
-            for i in range(kh):
-                s = r * sh - self.lo[0] + i * dh
-                if 0 <= s < self.hin:
-                    band[:, :, r, s] = wt[:, :, i]
-        band = band.reshape(self.c, self.mult * ho, self.hin * kw)
-        if bias is None:
-            return band
-        col = np.broadcast_to(bias.astype(self.dtype, copy=False).reshape(self.c, self.mult, 1, 1),
-                              (self.c, self.mult, ho, 1)).reshape(self.c, self.mult * ho, 1)
-        return np.ascontiguousarray(np.concatenate([band, col], axis=2))
+        width = self.hin * kw
+        row = width + (bias is not None)
+        # written in place in the one result (a band array and a concatenate with the bias column
+        # cost two more arrays of its size, and their page faults, per node)
+        out = np.zeros((self.c, self.mult, ho * row), self.dtype)
+        step = (row + sh * kw) * out.itemsize  # from (r, s) to (r + 1, s + sh): a diagonal of the band
+        if dh == 1:  # output row r reads input rows r * sh - top + (0 .. kh - 1): one run of kh * kw values
+            flat = wt.reshape(self.c, self.mult, kh * kw)
+            first = -(-self.lo[0] // sh)  # the rows whose whole kernel lies inside the input
+            stop = max(first, min(ho, (self.hin - kh + self.lo[0]) // sh + 1))
+            if stop > first:  # all of them in one strided copy
+                at = first * row + (first * sh - self.lo[0]) * kw
+                np.lib.stride_tricks.as_strided(out[:, :, at:], (self.c, self.mult, stop - first, kh * kw),
+                                                out.strides[:2] + (step, out.itemsize))[...] = flat[:, :, None]
+            for r in [*range(min(first, ho)), *range(stop, ho)]:  # the rows cut by the top or bottom edge
+                top = r * sh - self.lo[0]
+                i0, i1 = max(0, -top), min(kh, self.hin - top)
+                if i1 > i0:
+                    at = r * row + (top + i0) * kw
+                    out[:, :, at:at + (i1 - i0) * kw] = flat[:, :, i0 * kw:i1 * kw]
+        else:
+            for i in range(kh):  # one strided copy per kernel row
+                at = i * dh - self.lo[0]  # input row s = r * sh + at
+                r0, r1 = max(0, -(at // sh)), min(ho, (self.hin - 1 - at) // sh + 1)  # 0 <= s < hin
+                if r1 > r0:
+                    start = r0 * row + (r0 * sh + at) * kw
+                    np.lib.stride_tricks.as_strided(out[:, :, start:], (self.c, self.mult, r1 - r0, kw),
+                                                    out.strides[:2] + (step, out.itemsize))[...] = wt[:, :, i, None]
+        out = out.reshape(self.c, self.mult, ho, row)
+        if bias is not None:
+            out[:, :, :, width] = bias.astype(self.dtype, copy=False).reshape(self.c, self.mult, 1)
+        return out.reshape(self.c, self.mult * ho, row)
 
     def _rows_views(self, scratch: "_Scratch", nb: int) -> tuple:
         """(interior of the planes padded across, window view (nb, hin, kw, wo), its im2col rows,

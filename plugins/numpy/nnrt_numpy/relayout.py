@@ -1,0 +1,35 @@
+"""Weight re-layouts done at compile time, at memory speed.
+
+``np.ascontiguousarray(a.T)`` gathers each output row from one column of
+``a``: one element per source row.  When a source row's byte length is a
+multiple of 1 KiB those elements fall in a few of the L1 cache's sets and the
+gather thrashes it: 49 ms for the 6522 x 1024 float32 Gemm weight of BirdNET
+here (copying it takes 2 ms).  :func:`transposed` then copies strips of
+:data:`STRIP_ROWS` source rows instead (each strip read contiguously, each
+output row written a cache line at a time): 10 ms.  Other row lengths keep the
+one numpy call, which is as fast or faster for them.  The bytes are the same
+(element copies only).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["transposed", "STRIP_ROWS", "MIN_STRIP_BYTES", "ALIASING_ROW_BYTES"]
+
+#: source rows per strip (16 float32 are one 64-byte cache line of an output row)
+STRIP_ROWS = 16
+#: smaller matrices are transposed in one call (the strips' Python loop would cost more)
+MIN_STRIP_BYTES = 256 << 10
+#: source rows whose byte length is a multiple of this take the strips
+ALIASING_ROW_BYTES = 1024
+
+
+def transposed(a: np.ndarray) -> np.ndarray:
+    """``a.T`` of a 2-D array as a new C-contiguous array (``np.ascontiguousarray(a.T)``, faster)."""
+    if a.ndim != 2 or a.nbytes < MIN_STRIP_BYTES or (a.shape[1] * a.itemsize) % ALIASING_ROW_BYTES:
+        return np.ascontiguousarray(a.T)
+    n = a.shape[0]
+    out = np.empty((a.shape[1], n), a.dtype)
+    for i in range(0, n, STRIP_ROWS):
+        out[:, i:i + STRIP_ROWS] = a[i:i + STRIP_ROWS].T
+    return out
