@@ -3,6 +3,7 @@ options through ``options._FastTable``, fp16 constants through a table of
 every half, operator tables and codes read once per subgraph."""
 from __future__ import annotations
 
+import importlib
 import inspect
 import struct
 
@@ -153,3 +154,35 @@ def test_operator_tables_and_codes_are_read_once_and_bad_codes_named():
     w.ops[0]["opcode"] = 5
     with pytest.raises(ModelLoadError, match="operator 0 uses operator code 5; the model has 1"):
         load_tflite(w.build())
+
+
+@pytest.mark.parametrize("deprecated,builtin,custom", [
+    (3, None, None), (3, 3, None), (None, 3, None), (127, 150, None), (None, 150, None), (127, 127, None),
+    (32, 32, "MyOp"), (32, 32, ""), (-5, None, None), (4, 100, None), (None, None, None), (126, 9999, None)])
+def test_operator_codes_read_by_the_lean_table_equal_the_tflite_package(deprecated, builtin, custom):
+    """``schema._op_code`` reads OperatorCode tables from the vtable: the same (name, is_custom) as
+    the ``tflite`` package's ``max(BuiltinCode(), DeprecatedBuiltinCode())`` and ``CustomCode()``."""
+    from nnrt_core.frontends.tflite.schema import BUILTIN_NAMES, _op_code
+    from nnrt_core.frontends.tflite.table import Table
+    b = flatbuffers.Builder(64)
+    cc = b.CreateString(custom) if custom is not None else None
+    m = importlib.import_module("tflite.OperatorCode")
+    m.Start(b)
+    if deprecated is not None:
+        m.AddDeprecatedBuiltinCode(b, deprecated)
+    if builtin is not None:
+        m.AddBuiltinCode(b, builtin)
+    if cc is not None:
+        m.AddCustomCode(b, cc)
+    b.Finish(m.End(b))
+    data = bytes(b.Output())
+    pos = struct.unpack_from("<I", data, 0)[0]
+    ref = tflite.OperatorCode()
+    ref.Init(data, pos)
+    code = max(int(ref.BuiltinCode()), int(ref.DeprecatedBuiltinCode()))
+    name = BUILTIN_NAMES.get(code)
+    if name == "CUSTOM":
+        want = ((ref.CustomCode() or b"").decode() or "<unnamed custom op>", True)
+    else:
+        want = (name or f"<unknown builtin {code}>", False)
+    assert _op_code(Table(data, pos)) == want

@@ -41,6 +41,9 @@ class _FastTable(flatbuffers.table.Table):
 
     __slots__ = ()
 
+    def __init__(self, buf: Any, pos: int) -> None:  # noqa: D107 - no range check object: positions come from table.py
+        self.Bytes, self.Pos = buf, pos
+
     def Offset(self, vtableOffset: int) -> int:  # noqa: N802, N803  (flatbuffers' names)
         buf, pos = self.Bytes, self.Pos
         vtable = pos - _I32(buf, pos)[0]
@@ -58,6 +61,18 @@ class _FastTable(flatbuffers.table.Table):
 
 #: options class -> its ``BuiltinOptions`` union code (looked up once per class)
 _EXPECTED: dict[type, int | None] = {}
+#: options class -> whether its ``Init`` makes a plain ``flatbuffers`` table (every generated
+#: class: then the :class:`_FastTable` is set without calling ``Init``)
+_PLAIN_INIT: dict[type, bool] = {}
+
+
+def _plain_init(cls: type) -> bool:
+    got = _PLAIN_INIT.get(cls)
+    if got is None:
+        probe = cls()
+        probe.Init(*_EMPTY)
+        got = _PLAIN_INIT[cls] = type(getattr(probe, "_tab", None)) is flatbuffers.table.Table
+    return got
 
 
 def read_options(ctx: Any, cls: type) -> Any:
@@ -70,14 +85,16 @@ def read_options(ctx: Any, cls: type) -> Any:
     except GUARDED_ERRORS as e:
         raise corrupt(f"{ctx.desc} options", e) from e
     if table is None:
-        obj.Init(*_EMPTY)
-        return obj
-    expected = _EXPECTED.get(cls, -1)
-    if expected == -1:
-        expected = _EXPECTED[cls] = getattr(tflite.BuiltinOptions, cls.__name__, None)
-    if kind != expected:
-        raise ModelLoadError(f"{ctx.desc} stores {_UNION_NAMES.get(kind, kind)} options, expected {cls.__name__}")
-    obj.Init(table.buf, table.pos)
-    if type(obj._tab) is flatbuffers.table.Table:  # every generated class; anything else keeps its own
-        obj._tab = _FastTable(table.buf, table.pos)
+        buf, pos = _EMPTY
+    else:
+        expected = _EXPECTED.get(cls, -1)
+        if expected == -1:
+            expected = _EXPECTED[cls] = getattr(tflite.BuiltinOptions, cls.__name__, None)
+        if kind != expected:
+            raise ModelLoadError(f"{ctx.desc} stores {_UNION_NAMES.get(kind, kind)} options, expected {cls.__name__}")
+        buf, pos = table.buf, table.pos
+    if _plain_init(cls):  # every generated class: what its Init makes, with the cheaper accessors
+        obj._tab = _FastTable(buf, pos)
+    else:  # anything else keeps its own
+        obj.Init(buf, pos)
     return obj

@@ -134,7 +134,7 @@ class FlatModel:
             self.model = tflite.Model.GetRootAs(data, 0)  # for the cold tables: codes, signatures
             self.subgraphs = self.root.tables(table.MODEL.subgraphs)
             self.n_subgraphs = len(self.subgraphs)
-            self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
+            self.op_codes = [_op_code(oc) for oc in self.root.tables(table.MODEL.operator_codes)]
             #: every buffer's (start in the file, size), ``None`` when empty, or why it cannot be read
             self.buffers = self._buffers_bulk()
             if self.buffers is None:  # few buffers, or a corrupt table: one table at a time (names it)
@@ -143,16 +143,6 @@ class FlatModel:
             self._address = self.buf.ctypes.data  #: where the file's bytes are (alignment of views)
         if self.n_subgraphs < 1:
             raise ModelLoadError(f"{what}: the model has no subgraph")
-
-    def _op_code(self, i: int) -> tuple[str, bool]:
-        """(builtin name or custom code, is_custom) of operator code ``i``."""
-        oc = self.model.OperatorCodes(i)
-        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
-        name = BUILTIN_NAMES.get(code)
-        if name == "CUSTOM":
-            custom = oc.CustomCode()
-            return (custom.decode("utf-8", "replace") if custom else "<unnamed custom op>"), True
-        return (name or f"<unknown builtin {code}>"), False
 
     # ------------------------------------------------------------------ tensors
     def tensors(self, sg: table.Table, bulk: bool = True) -> list[TensorInfo]:
@@ -420,6 +410,20 @@ class _Desc:
 
     def __str__(self) -> str:
         return f"tensor {self.i} {self.name!r}"
+
+
+def _op_code(oc: table.Table) -> tuple[str, bool]:
+    """(builtin name or custom code, is_custom) of an ``OperatorCode`` table: the larger of
+    its deprecated int8 code and its int32 code (which counts from 127 on, as the
+    ``tflite`` package's ``BuiltinCode()`` reads it)."""
+    deprecated = oc.i8(table.OPCODE.deprecated_builtin_code)
+    code = oc.i32(table.OPCODE.builtin_code)
+    code = max(code if code >= tflite.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES else deprecated, deprecated)
+    name = BUILTIN_NAMES.get(code)
+    if name == "CUSTOM":
+        custom = oc.string(table.OPCODE.custom_code)
+        return (custom.decode("utf-8", "replace") if custom else "<unnamed custom op>"), True
+    return (name or f"<unknown builtin {code}>"), False
 
 
 def _text(b: bytes | None) -> str:

@@ -3,12 +3,11 @@
 The ``tflite`` package's generated accessors cost several Python calls per
 field; a model has hundreds of tensors and operators, so the per-tensor and
 per-operator fields (``Tensor``, ``Buffer``, ``QuantizationParameters``,
-``Operator``, ``SubGraph``) are read here straight from the vtables.  The
+``Operator``, ``SubGraph``, ``OperatorCode``) are read here straight from the vtables.  The
 field offsets are the schema's (vtable offset = 4 + 2 * field id), and
 ``tests/test_tflite_frontend.py`` checks them against the ``tflite``
-package on a model.  Other tables (options, sparsity, signatures, operator
-codes) are read with the ``tflite`` classes, initialized at positions found
-here.  Every read is bounds-checked by ``struct`` / ``np.frombuffer``:
+package on a model.  Other tables (options, sparsity, signatures) are read
+with the ``tflite`` classes, initialized at positions found here.  Every read is bounds-checked by ``struct`` / ``np.frombuffer``:
 callers wrap them in :func:`~nnrt_core.frontends.tflite.schema.guarded`.
 """
 from __future__ import annotations
@@ -18,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Table", "Columns", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR"]
+__all__ = ["Table", "Columns", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR", "OPCODE"]
 
 _U8 = struct.Struct("<B").unpack_from
+_I8 = struct.Struct("<b").unpack_from
 _U16 = struct.Struct("<H").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -40,6 +40,7 @@ TENSOR = _Fields(shape=4, type=6, buffer=8, name=10, quantization=12, is_variabl
 BUFFER = _Fields(data=4, offset=6, size=8)
 QUANT = _Fields(scale=8, zero_point=10, quantized_dimension=16)
 OPERATOR = _Fields(opcode_index=4, inputs=6, outputs=8, builtin_options_type=10, builtin_options=12)
+OPCODE = _Fields(deprecated_builtin_code=4, custom_code=6, version=8, builtin_code=10)
 
 
 class Table:
@@ -60,6 +61,10 @@ class Table:
     def u8(self, off: int, default: int = 0) -> int:
         o = self._field(off)
         return _U8(self.buf, self.pos + o)[0] if o else default
+
+    def i8(self, off: int, default: int = 0) -> int:
+        o = self._field(off)
+        return _I8(self.buf, self.pos + o)[0] if o else default
 
     def i32(self, off: int, default: int = 0) -> int:
         o = self._field(off)
