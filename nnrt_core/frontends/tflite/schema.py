@@ -51,6 +51,7 @@ _DTYPES: dict[int, DataType] = {
 _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_") and isinstance(v, int)}
 _F32 = struct.Struct("<f").unpack_from
 _I64 = struct.Struct("<q").unpack_from
+_LE_F32, _LE_I64 = np.dtype("<f4"), np.dtype("<i8")
 #: TFLite type code -> (IR type, numpy dtype, item size), looked up once per tensor
 _TYPE_FACTS = {k: (d, d.numpy, d.numpy.itemsize) for k, d in _DTYPES.items()}
 
@@ -282,21 +283,20 @@ class FlatModel:
         if q is None:
             return None
         s_at, ns = q.vector_position(table.QUANT.scale)
+        if not ns:  # no scales: not quantized (fp16 models give most tensors such a table)
+            return None
         z_at, nz = q.vector_position(table.QUANT.zero_point)
         if ns == 1 and nz <= 1:  # per-tensor (most tensors of an int8 model): two struct reads, no numpy calls
             s = _F32(q.buf, s_at)[0]
             if not (math.isfinite(s) and s > 0):
                 raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {[s]}")
             return Quant(np.array(s, np.float32), np.array(_I64(q.buf, z_at)[0] if nz else 0, np.int64), None)
-        scale = q.numbers(table.QUANT.scale, np.float32).astype(np.float32)
-        if scale.size == 0:
-            return None
-        zp = q.numbers(table.QUANT.zero_point, np.int64).astype(np.int64)
-        if zp.size == 0:
-            zp = np.zeros_like(scale, np.int64)
-        if zp.size != scale.size:
-            raise ModelLoadError(f"{desc}: quantization has {scale.size} scales but {zp.size} zero points")
-        if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        # native copies of the little-endian vectors (numpy refuses an extent outside the buffer)
+        scale = np.frombuffer(q.buf, _LE_F32, ns, s_at).astype(np.float32)
+        if nz and nz != ns:
+            raise ModelLoadError(f"{desc}: quantization has {ns} scales but {nz} zero points")
+        zp = np.frombuffer(q.buf, _LE_I64, nz, z_at).astype(np.int64) if nz else np.zeros(ns, np.int64)
+        if not (scale.min() > 0 and scale.max() < math.inf):  # NaN fails both
             raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {scale[:8].tolist()}")
         if scale.size == 1:
             return Quant(scale.reshape(()), zp.reshape(()), None)
