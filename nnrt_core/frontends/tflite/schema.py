@@ -52,6 +52,7 @@ _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startsw
 _F32 = struct.Struct("<f").unpack_from
 _I64 = struct.Struct("<q").unpack_from
 _LE_F32, _LE_I64 = np.dtype("<f4"), np.dtype("<i8")
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce  # half the cost of the ``min()`` / ``max()`` methods
 #: TFLite type code -> (IR type, numpy dtype, item size), looked up once per tensor
 _TYPE_FACTS = {k: (d, d.numpy, d.numpy.itemsize) for k, d in _DTYPES.items()}
 
@@ -296,7 +297,7 @@ class FlatModel:
         if nz and nz != ns:
             raise ModelLoadError(f"{desc}: quantization has {ns} scales but {nz} zero points")
         zp = np.frombuffer(q.buf, _LE_I64, nz, z_at).astype(np.int64) if nz else np.zeros(ns, np.int64)
-        if not (scale.min() > 0 and scale.max() < math.inf):  # NaN fails both
+        if not (_MIN(scale) > 0 and _MAX(scale) < math.inf):  # NaN fails both
             raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {scale[:8].tolist()}")
         if scale.size == 1:
             return Quant(scale.reshape(()), zp.reshape(()), None)
