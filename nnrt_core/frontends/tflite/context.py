@@ -303,7 +303,7 @@ class OpContext(OperatorRef):
         data = self.const(i)
         if data is None:
             raise self.fail(f"input {i} ({self.info(i).name!r}) must be a constant")
-        return [int(x) for x in np.asarray(data).reshape(-1)]
+        return [int(x) for x in np.asarray(data).reshape(-1).tolist()]  # Python scalars: no numpy scalar per entry
 
     def x(self, i: int) -> Value:
         self.info(i)

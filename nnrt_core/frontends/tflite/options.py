@@ -39,17 +39,22 @@ class _FastTable(flatbuffers.table.Table):
     cheaper (no memoryview and no range check object per read): the same values, and
     on a corrupt file the same kinds of errors (``struct.error``, ``ValueError``)."""
 
-    __slots__ = ()
+    __slots__ = ("_vt", "_vt_len")
 
     def __init__(self, buf: Any, pos: int) -> None:  # noqa: D107 - no range check object: positions come from table.py
         self.Bytes, self.Pos = buf, pos
+        self._vt = -1  #: the vtable's position and length, read at the first field (an options getter reads several)
+        self._vt_len = 0
 
     def Offset(self, vtableOffset: int) -> int:  # noqa: N802, N803  (flatbuffers' names)
-        buf, pos = self.Bytes, self.Pos
-        vtable = pos - _I32(buf, pos)[0]
-        if vtable < 0:  # unpack_from would read from the end of the buffer
-            raise ValueError(f"vtable position {vtable} lies outside the buffer")
-        if vtableOffset < _U16(buf, vtable)[0]:
+        buf, vtable = self.Bytes, self._vt
+        if vtable < 0:
+            vtable = self.Pos - _I32(buf, self.Pos)[0]
+            if vtable < 0:  # unpack_from would read from the end of the buffer
+                raise ValueError(f"vtable position {vtable} lies outside the buffer")
+            self._vt_len = _U16(buf, vtable)[0]
+            self._vt = vtable
+        if vtableOffset < self._vt_len:
             return _U16(buf, vtable + vtableOffset)[0]
         return 0
 
