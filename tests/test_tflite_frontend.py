@@ -69,6 +69,23 @@ def test_truncated_and_non_tflite_files(tmp_path):
         Session(str(tmp_path / "missing.tflite"))
 
 
+def test_paths_that_are_no_regular_file_are_refused_and_base_dir_is_the_resolved_folder(tmp_path):
+    import os
+    (tmp_path / "dir.tflite").mkdir()
+    os.mkfifo(tmp_path / "fifo.tflite")  # never opened: a FIFO would block the read
+    for name in ("dir.tflite", "fifo.tflite", "missing.tflite"):
+        with pytest.raises(ModelLoadError, match=f"model file '.*{name}' does not exist or is not a file"):
+            load_tflite(tmp_path / name)
+    with pytest.raises(ModelLoadError, match="does not exist or is not a file"):
+        load_tflite("bad\0path.tflite")
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "m.tflite").write_bytes(_fc_model().build())
+    (tmp_path / "link.tflite").symlink_to(real / "m.tflite")
+    assert load_tflite(tmp_path / "link.tflite").base_dir == str((real / "m.tflite").resolve().parent)
+    assert load_tflite(str(real / "m.tflite")).base_dir == str(real.resolve())
+
+
 def test_unknown_schema_version():
     w = _fc_model()
     w.version = 7

@@ -35,9 +35,9 @@ MAX_TENSOR_BYTES = 1 << 32
 BULK_TENSORS = 96
 #: from this many operators on their input and output lists are read column-wise
 BULK_OPERATORS = 48
-#: from this many buffers on the buffer tables are read column-wise (~150 us of numpy gathers
-#: against ~1.2 us per table one at a time)
-BULK_BUFFERS = 160
+#: from this many buffers on the buffer tables are read column-wise (FlatModel() with 85-89 buffers:
+#: ~114 us either way; 143 buffers 128 vs 173 us, 348 buffers 164 vs 337 us one table at a time)
+BULK_BUFFERS = 100
 
 #: builtin operator code -> name ("CONV_2D", ...)
 BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(tflite.BuiltinOperator).items()
