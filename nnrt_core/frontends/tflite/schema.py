@@ -103,7 +103,7 @@ class TensorInfo:
     shape: tuple[int, ...]
     data: np.ndarray | None  #: constant data (a view of the file bytes), else ``None``
     quant: Quant | None
-    sparse: object | None  #: the ``tflite.SparsityParameters`` of a sparse constant
+    sparse: table.Table | None  #: the ``SparsityParameters`` table of a sparse constant
 
     @property
     def desc(self) -> str:
@@ -211,8 +211,7 @@ class FlatModel:
                                  f"of {MAX_TENSOR_BYTES}")
         sparse = data = quant = None
         if sparsity_at:
-            sparse = tflite.SparsityParameters()
-            sparse.Init(self.data, sparsity_at)
+            sparse = table.Table(self.data, sparsity_at)
         extent = self._buffer(buffer, i, name) if buffer else None
         if extent is not None:
             start, size = extent

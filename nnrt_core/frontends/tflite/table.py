@@ -3,10 +3,10 @@
 The ``tflite`` package's generated accessors cost several Python calls per
 field; a model has hundreds of tensors and operators, so the per-tensor and
 per-operator fields (``Tensor``, ``Buffer``, ``QuantizationParameters``,
-``Operator``, ``SubGraph``, ``OperatorCode``) are read here straight from the vtables.  The
+``Operator``, ``SubGraph``, ``OperatorCode``, sparsity) are read here straight from the vtables.  The
 field offsets are the schema's (vtable offset = 4 + 2 * field id), and
 ``tests/test_tflite_frontend.py`` checks them against the ``tflite``
-package on a model.  Other tables (options, sparsity, signatures) are read
+package on a model.  Other tables (options, signatures) are read
 with the ``tflite`` classes, initialized at positions found here.  Every read is bounds-checked by ``struct`` / ``np.frombuffer``:
 callers wrap them in :func:`~nnrt_core.frontends.tflite.schema.guarded`.
 """
@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Table", "Columns", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR", "OPCODE"]
+__all__ = ["Table", "Columns", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR", "OPCODE",
+           "SPARSITY", "DIM_METADATA", "INDEX_VECTOR"]
 
 _U8 = struct.Struct("<B").unpack_from
 _I8 = struct.Struct("<b").unpack_from
@@ -41,6 +42,10 @@ BUFFER = _Fields(data=4, offset=6, size=8)
 QUANT = _Fields(scale=8, zero_point=10, quantized_dimension=16)
 OPERATOR = _Fields(opcode_index=4, inputs=6, outputs=8, builtin_options_type=10, builtin_options=12)
 OPCODE = _Fields(deprecated_builtin_code=4, custom_code=6, version=8, builtin_code=10)
+SPARSITY = _Fields(traversal_order=4, block_map=6, dim_metadata=8)
+DIM_METADATA = _Fields(format=4, dense_size=6, array_segments_type=8, array_segments=10, array_indices_type=12,
+                       array_indices=14)
+INDEX_VECTOR = _Fields(values=4)  #: ``Int32Vector``, ``Uint16Vector`` and ``Uint8Vector``
 
 
 class Table:
