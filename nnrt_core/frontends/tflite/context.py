@@ -105,6 +105,7 @@ class GraphState:
         #: small constants many nodes read (quantization parameters, Clip bounds), one IR value per content
         self._shared: dict[tuple, Value] = {}
         self._qparams: dict[tuple, tuple[Quant, Value, Value]] = {}  #: by the ``Quant`` object (see :meth:`qparams`)
+        self._opset = graph.opset_for("")  #: the opset of every node :meth:`add` makes (default domain)
 
     # ------------------------------------------------------------- building
     def unique(self, name: str) -> str:
@@ -133,7 +134,8 @@ class GraphState:
             name = self.unique_node(name)
         else:
             self.node_names.add(name)
-        node = Node(op_type, inputs, outputs, name=name, attributes=make_attributes(attrs) if attrs else ())
+        node = Node(op_type, inputs, outputs, name=name, opset=self._opset,
+                    attributes=make_attributes(attrs) if attrs else ())
         self.graph.add_node(node)
         return node.outputs[:]
 
