@@ -273,12 +273,21 @@ def test_every_mapped_builtin_is_a_real_builtin_name():
 def test_subgraphs_and_signature_defs_are_reported():
     w = _fc_model()
     w.extra_subgraphs = 2
-    w.signatures = [("serving_default", 0), ("other", 2)]
+    w.signatures = [("serving_default", 0, [("in_x", 0)], [("out_y", 3), ("out_z", 2)]), ("other", 2)]
     m = load_tflite(w.build())
     assert json.loads(m.metadata["tflite.subgraphs"]) == ["main", "extra_0", "extra_1"]
     sigs = json.loads(m.metadata["tflite.signatures"])
     assert [(s["key"], s["subgraph"]) for s in sigs] == [("serving_default", 0), ("other", 2)]
     assert m.metadata["tflite.main_subgraph"] == "main"
+    import tflite  # the signature defs read from the vtables: the tflite package's answers
+    ref = tflite.Model.GetRootAs(w.build(), 0)
+    assert [{"key": ref.SignatureDefs(i).SignatureKey().decode(), "subgraph": ref.SignatureDefs(i).SubgraphIndex(),
+             "inputs": [ref.SignatureDefs(i).Inputs(j).Name().decode()
+                        for j in range(ref.SignatureDefs(i).InputsLength())],
+             "outputs": [ref.SignatureDefs(i).Outputs(j).Name().decode()
+                         for j in range(ref.SignatureDefs(i).OutputsLength())]}
+            for i in range(ref.SignatureDefsLength())] == sigs
+    assert sigs[0]["inputs"] == ["in_x"] and sigs[0]["outputs"] == ["out_y", "out_z"]
 
 
 def test_to_onnx_exports_an_imported_model():

@@ -83,7 +83,7 @@ def guarded(what: str) -> Iterator[None]:
         raise corrupt(what, e) from e
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Quant:
     """Affine quantization of a tensor: ``real = scale * (q - zero_point)``;
     ``axis`` is the quantized dimension (per-axis) or ``None`` (per-tensor)."""
@@ -93,7 +93,7 @@ class Quant:
     axis: int | None
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorInfo:
     """One tensor of a subgraph as the flatbuffer declares it (shape in NHWC when 4-D)."""
 
@@ -133,7 +133,6 @@ class FlatModel:
             version = self.root.u32(table.MODEL.version)
             if version != SCHEMA_VERSION:
                 raise ModelLoadError(f"{what}: unknown TFLite schema version {version} (expected {SCHEMA_VERSION})")
-            self.model = tflite.Model.GetRootAs(data, 0)  # for the cold tables: codes, signatures
             self.subgraphs = self.root.tables(table.MODEL.subgraphs)
             self.n_subgraphs = len(self.subgraphs)
             self.op_codes = [_op_code(oc) for oc in self.root.tables(table.MODEL.operator_codes)]
@@ -380,14 +379,14 @@ class FlatModel:
         """The signature defs: key, subgraph index, input and output names."""
         out = []
         with guarded("signature defs"):
-            for i in range(self.model.SignatureDefsLength()):
-                s = self.model.SignatureDefs(i)
-                key = s.SignatureKey()
+            f, name = table.SIGNATURE, table.TENSOR_MAP.name
+            for i, s in enumerate(self.root.tables(table.MODEL.signature_defs)):
+                key = s.string(f.signature_key)
                 out.append({
                     "key": key.decode("utf-8", "replace") if key else f"signature_{i}",
-                    "subgraph": int(s.SubgraphIndex()),
-                    "inputs": [_text(s.Inputs(j).Name()) for j in range(s.InputsLength())],
-                    "outputs": [_text(s.Outputs(j).Name()) for j in range(s.OutputsLength())],
+                    "subgraph": s.u32(f.subgraph_index),
+                    "inputs": [_text(m.string(name)) for m in s.tables(f.inputs)],
+                    "outputs": [_text(m.string(name)) for m in s.tables(f.outputs)],
                 })
         return out
 

@@ -1,14 +1,16 @@
-"""A lean flatbuffer table reader for the hot tables of a TFLite model.
+"""A lean flatbuffer table reader for the tables of a TFLite model.
 
 The ``tflite`` package's generated accessors cost several Python calls per
 field; a model has hundreds of tensors and operators, so the per-tensor and
 per-operator fields (``Tensor``, ``Buffer``, ``QuantizationParameters``,
-``Operator``, ``SubGraph``, ``OperatorCode``, sparsity) are read here straight from the vtables.  The
-field offsets are the schema's (vtable offset = 4 + 2 * field id), and
-``tests/test_tflite_frontend.py`` checks them against the ``tflite``
-package on a model.  Other tables (options, signatures) are read
-with the ``tflite`` classes, initialized at positions found here.  Every read is bounds-checked by ``struct`` / ``np.frombuffer``:
-callers wrap them in :func:`~nnrt_core.frontends.tflite.schema.guarded`.
+``Operator``, ``SubGraph``, ``OperatorCode``, sparsity and signature defs)
+are read here straight from the vtables.  The field offsets are the
+schema's (vtable offset = 4 + 2 * field id); ``tests/test_tflite_frontend.py``
+and ``tests/test_tflite_lean_reads.py`` check them against the ``tflite``
+package.  Builtin options are read with the ``tflite`` classes, initialized
+at positions found here.  Every read is bounds-checked by ``struct`` /
+``np.frombuffer``: callers wrap them in
+:func:`~nnrt_core.frontends.tflite.schema.guarded`.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Table", "Columns", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR", "OPCODE",
-           "SPARSITY", "DIM_METADATA", "INDEX_VECTOR"]
+           "SPARSITY", "DIM_METADATA", "INDEX_VECTOR", "SIGNATURE", "TENSOR_MAP"]
 
 _U8 = struct.Struct("<B").unpack_from
 _I8 = struct.Struct("<b").unpack_from
@@ -35,7 +37,9 @@ class _Fields:
         self.__dict__.update(offsets)
 
 
-MODEL = _Fields(version=4, operator_codes=6, subgraphs=8, description=10, buffers=12)
+MODEL = _Fields(version=4, operator_codes=6, subgraphs=8, description=10, buffers=12, signature_defs=18)
+SIGNATURE = _Fields(inputs=4, outputs=6, signature_key=8, subgraph_index=12)
+TENSOR_MAP = _Fields(name=4, tensor_index=6)
 SUBGRAPH = _Fields(tensors=4, inputs=6, outputs=8, operators=10, name=12)
 TENSOR = _Fields(shape=4, type=6, buffer=8, name=10, quantization=12, is_variable=14, sparsity=16)
 BUFFER = _Fields(data=4, offset=6, size=8)
