@@ -287,10 +287,15 @@ class OpContext(OperatorRef):
     def has(self, i: int) -> bool:
         return i < len(self.inputs) and self.inputs[i] >= 0
 
+    def _missing(self, i: int) -> ModelLoadError:
+        return ModelLoadError(f"{self.desc}: input {i} is missing ({len(self.inputs)} inputs)")
+
+    # info, x and x_nchw inline has(): they run a few times per operator
     def info(self, i: int) -> TensorInfo:
-        if not self.has(i):
-            raise ModelLoadError(f"{self.desc}: input {i} is missing ({len(self.inputs)} inputs)")
-        return self.state.info(self.inputs[i])
+        ins = self.inputs
+        if i < len(ins) and ins[i] >= 0:
+            return self.state.slots[ins[i]].info
+        raise self._missing(i)
 
     def out_info(self, j: int = 0) -> TensorInfo:
         if j >= len(self.outputs) or self.outputs[j] < 0:
@@ -299,7 +304,8 @@ class OpContext(OperatorRef):
 
     def const(self, i: int) -> np.ndarray | None:
         """The constant data of input ``i`` (TFLite layout), ``None`` when computed."""
-        return self.state.slots[self.inputs[i]].const if self.has(i) else None
+        ins = self.inputs
+        return self.state.slots[ins[i]].const if i < len(ins) and ins[i] >= 0 else None
 
     def const_ints(self, i: int) -> list[int]:
         data = self.const(i)
@@ -308,12 +314,16 @@ class OpContext(OperatorRef):
         return [int(x) for x in np.asarray(data).reshape(-1).tolist()]  # Python scalars: no numpy scalar per entry
 
     def x(self, i: int) -> Value:
-        self.info(i)
-        return self.state.plain(self.inputs[i])
+        ins = self.inputs
+        if i < len(ins) and ins[i] >= 0:
+            return self.state.plain(ins[i])
+        raise self._missing(i)
 
     def x_nchw(self, i: int) -> Value:
-        self.info(i)
-        return self.state.nchw(self.inputs[i])
+        ins = self.inputs
+        if i < len(ins) and ins[i] >= 0:
+            return self.state.nchw(ins[i])
+        raise self._missing(i)
 
     def is_nchw(self, i: int) -> bool:
         """True when input ``i`` is 4-D and already has its NCHW value (prefer that layout)."""
