@@ -224,7 +224,7 @@ class FlatModel:
             else:  # unaligned buffer: one copy
                 data = self.buf[start:start + size].copy().view(np_dtype).reshape(shape)
         if quant_at:
-            quant = self._quant(table.Table(self.data, quant_at), _Desc(i, name), shape)
+            quant = self._quant(self.data, quant_at, i, name, shape)
         return TensorInfo(i, name, dtype, shape, data, quant, sparse)
 
     def _buffers_bulk(self) -> list[tuple[int, int] | str | None] | None:
@@ -278,12 +278,12 @@ class FlatModel:
         return extent
 
     @staticmethod
-    def _quant(q: table.Table | None, desc: object, shape: tuple[int, ...]) -> Quant | None:
-        if q is None:
-            return None
-        s_at, ns = q.vector_position(table.QUANT.scale)
+    def _quant(data: bytes, quant_at: int, i: int, name: str, shape: tuple[int, ...]) -> Quant | None:
+        """The quantization of tensor ``i`` from its table at ``quant_at``, checked."""
+        s_at, ns = table.vector_at(data, quant_at, table.QUANT.scale)
         if not ns:  # no scales: not quantized (fp16 models give most tensors such a table)
             return None
+        q, desc = table.Table(data, quant_at), _Desc(i, name)
         z_at, nz = q.vector_position(table.QUANT.zero_point)
         if ns == 1 and nz <= 1:  # per-tensor (most tensors of an int8 model): two struct reads, no numpy calls
             s = _F32(q.buf, s_at)[0]

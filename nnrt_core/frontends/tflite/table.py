@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Table", "Columns", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR", "OPCODE",
-           "SPARSITY", "DIM_METADATA", "INDEX_VECTOR", "SIGNATURE", "TENSOR_MAP"]
+           "SPARSITY", "DIM_METADATA", "INDEX_VECTOR", "SIGNATURE", "TENSOR_MAP", "vector_at"]
 
 _U8 = struct.Struct("<B").unpack_from
 _I8 = struct.Struct("<b").unpack_from
@@ -147,6 +147,18 @@ class Table:
             raise ValueError(f"table vector of {n} entries at {start} lies outside the buffer")
         offs = np.frombuffer(self.buf, dtype="<u4", count=n, offset=start) if n else ()
         return [Table(self.buf, start + 4 * k + int(o)) for k, o in enumerate(offs)]
+
+
+def vector_at(buf: Any, pos: int, off: int) -> tuple[int, int]:
+    """``Table(buf, pos).vector_position(off)`` without making the table (the quantization
+    tables of fp16 models are mostly empty: one call tells)."""
+    vt = pos - _I32(buf, pos)[0]
+    o = _U16(buf, vt + off)[0] if off < _U16(buf, vt)[0] else 0
+    if not o:
+        return 0, 0
+    p = pos + o
+    p += _U32(buf, p)[0]
+    return p + 4, _U32(buf, p)[0]
 
 
 def root(buf: Any) -> Table:
