@@ -186,3 +186,23 @@ def test_operator_codes_read_by_the_lean_table_equal_the_tflite_package(deprecat
     else:
         want = (name or f"<unknown builtin {code}>", False)
     assert _op_code(Table(data, pos)) == want
+
+
+def test_make_attributes_kinds_and_values():
+    """The mappers' plain values become the IR attribute kinds ONNX expects (ints stay ints, bools are
+    ints, int lists copied, anything with a float is FLOATS)."""
+    from nnrt_core.frontends.tflite.context import make_attributes
+    from nnrt_core.ir import AttrKind
+    ints = [1, 2]
+    attrs = make_attributes({"i": 3, "b": True, "n": np.int64(4), "f": 0.5, "nf": np.float32(1.5), "s": "x",
+                             "t": np.zeros(2, np.float32), "l": ints, "e": [], "lb": [True, False],
+                             "ln": [np.int32(1), 2], "lf": [1, 2.5], "tu": (3, 4)})
+    got = {a.name: (a.kind, a.value) for a in attrs}
+    K = AttrKind
+    assert {k: v[0] for k, v in got.items()} == {
+        "i": K.INT, "b": K.INT, "n": K.INT, "f": K.FLOAT, "nf": K.FLOAT, "s": K.STRING, "t": K.TENSOR, "l": K.INTS,
+        "e": K.INTS, "lb": K.INTS, "ln": K.INTS, "lf": K.FLOATS, "tu": K.INTS}
+    assert got["b"][1] == 1 and type(got["b"][1]) is int and type(got["n"][1]) is int
+    assert got["l"][1] == [1, 2] and got["l"][1] is not ints  # a copy: the mapper may reuse its list
+    assert got["lb"][1] == [1, 0] and all(type(x) is int for x in got["lb"][1] + got["ln"][1])
+    assert got["lf"][1] == [1.0, 2.5] and got["tu"][1] == [3, 4] and got["e"][1] == []
