@@ -206,3 +206,13 @@ def test_make_attributes_kinds_and_values():
     assert got["l"][1] == [1, 2] and got["l"][1] is not ints  # a copy: the mapper may reuse its list
     assert got["lb"][1] == [1, 0] and all(type(x) is int for x in got["lb"][1] + got["ln"][1])
     assert got["lf"][1] == [1.0, 2.5] and got["tu"][1] == [3, 4] and got["e"][1] == []
+
+
+def test_table_reader_refuses_a_vtable_before_the_buffer():
+    """A negative vtable position would make ``struct`` read from the end of the file: refused."""
+    from nnrt_core.frontends.tflite.table import QUANT, Table, vector_at
+    buf = struct.pack("<i", 100) + bytes(8)
+    with pytest.raises(ValueError, match="outside the buffer"):
+        Table(buf, 0)
+    with pytest.raises(ValueError, match="outside the buffer"):
+        vector_at(buf, 0, QUANT.scale)

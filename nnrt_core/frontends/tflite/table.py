@@ -61,6 +61,8 @@ class Table:
         self.buf = buf
         self.pos = pos
         vt = pos - _I32(buf, pos)[0]
+        if vt < 0:  # unpack_from would read from the end of the buffer
+            raise ValueError(f"vtable position {vt} lies outside the buffer")
         self._vt = vt
         self._vt_len = _U16(buf, vt)[0]
 
@@ -153,6 +155,8 @@ def vector_at(buf: Any, pos: int, off: int) -> tuple[int, int]:
     """``Table(buf, pos).vector_position(off)`` without making the table (the quantization
     tables of fp16 models are mostly empty: one call tells)."""
     vt = pos - _I32(buf, pos)[0]
+    if vt < 0:  # unpack_from would read from the end of the buffer
+        raise ValueError(f"vtable position {vt} lies outside the buffer")
     o = _U16(buf, vt + off)[0] if off < _U16(buf, vt)[0] else 0
     if not o:
         return 0, 0
