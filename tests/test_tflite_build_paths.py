@@ -91,6 +91,28 @@ def test_per_tensor_scales_must_be_finite_and_positive(scale):
         load_tflite(_quant_model(scale, 0))
 
 
+@pytest.mark.parametrize("scales", [[0.5, float("nan")], [0.5, -1.0], [float("inf"), 1.0], [0.0, 0.0, 0.0, 0.0]])
+def test_per_axis_scales_must_be_finite_and_positive(scales):
+    w = TFLiteWriter()
+    w.input("x", [1, len(scales)], np.int8, quant=(scales, [0] * len(scales), 1))
+    flat = read_flat_model(w.build())
+    for bulk in (False, True):
+        with pytest.raises(ModelLoadError, match=r"tensor 0 'x': quantization scales must be finite and positive"):
+            flat.tensors(flat.subgraph(0), bulk=bulk)
+
+
+def test_per_axis_quantization_reads_the_file_values_and_empty_scales_mean_none():
+    w = TFLiteWriter()
+    w.input("x", [1, 3], np.int8, quant=([0.5, 0.25, 0.125], [1, -2, 3], 1))
+    w.input("y", [1, 3], np.int8, quant=([0.5, 0.25, 0.125], [], 1))
+    w.input("z", [1, 3], np.int8, quant=([], [], 0))
+    flat = read_flat_model(w.build())
+    x, y, z = flat.tensors(flat.subgraph(0), bulk=False)
+    assert x.quant.axis == 1 and x.quant.scale.dtype == np.float32 and x.quant.zero_point.dtype == np.int64
+    assert x.quant.scale.tolist() == [0.5, 0.25, 0.125] and x.quant.zero_point.tolist() == [1, -2, 3]
+    assert y.quant.zero_point.tolist() == [0, 0, 0] and z.quant is None
+
+
 def test_per_tensor_quantization_reads_the_file_values_exactly():
     scale = np.float32(0.0123456789)
     flat = read_flat_model(_quant_model(scale, -7))

@@ -69,6 +69,23 @@ def test_truncated_and_non_tflite_files(tmp_path):
         Session(str(tmp_path / "missing.tflite"))
 
 
+def test_paths_that_are_no_regular_file_are_refused_and_base_dir_is_the_resolved_folder(tmp_path):
+    import os
+    (tmp_path / "dir.tflite").mkdir()
+    os.mkfifo(tmp_path / "fifo.tflite")  # never opened: a FIFO would block the read
+    for name in ("dir.tflite", "fifo.tflite", "missing.tflite"):
+        with pytest.raises(ModelLoadError, match=f"model file '.*{name}' does not exist or is not a file"):
+            load_tflite(tmp_path / name)
+    with pytest.raises(ModelLoadError, match="does not exist or is not a file"):
+        load_tflite("bad\0path.tflite")
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "m.tflite").write_bytes(_fc_model().build())
+    (tmp_path / "link.tflite").symlink_to(real / "m.tflite")
+    assert load_tflite(tmp_path / "link.tflite").base_dir == str((real / "m.tflite").resolve().parent)
+    assert load_tflite(str(real / "m.tflite")).base_dir == str(real.resolve())
+
+
 def test_unknown_schema_version():
     w = _fc_model()
     w.version = 7
@@ -256,12 +273,21 @@ def test_every_mapped_builtin_is_a_real_builtin_name():
 def test_subgraphs_and_signature_defs_are_reported():
     w = _fc_model()
     w.extra_subgraphs = 2
-    w.signatures = [("serving_default", 0), ("other", 2)]
+    w.signatures = [("serving_default", 0, [("in_x", 0)], [("out_y", 3), ("out_z", 2)]), ("other", 2)]
     m = load_tflite(w.build())
     assert json.loads(m.metadata["tflite.subgraphs"]) == ["main", "extra_0", "extra_1"]
     sigs = json.loads(m.metadata["tflite.signatures"])
     assert [(s["key"], s["subgraph"]) for s in sigs] == [("serving_default", 0), ("other", 2)]
     assert m.metadata["tflite.main_subgraph"] == "main"
+    import tflite  # the signature defs read from the vtables: the tflite package's answers
+    ref = tflite.Model.GetRootAs(w.build(), 0)
+    assert [{"key": ref.SignatureDefs(i).SignatureKey().decode(), "subgraph": ref.SignatureDefs(i).SubgraphIndex(),
+             "inputs": [ref.SignatureDefs(i).Inputs(j).Name().decode()
+                        for j in range(ref.SignatureDefs(i).InputsLength())],
+             "outputs": [ref.SignatureDefs(i).Outputs(j).Name().decode()
+                         for j in range(ref.SignatureDefs(i).OutputsLength())]}
+            for i in range(ref.SignatureDefsLength())] == sigs
+    assert sigs[0]["inputs"] == ["in_x"] and sigs[0]["outputs"] == ["out_y", "out_z"]
 
 
 def test_to_onnx_exports_an_imported_model():

@@ -3,6 +3,7 @@ options through ``options._FastTable``, fp16 constants through a table of
 every half, operator tables and codes read once per subgraph."""
 from __future__ import annotations
 
+import importlib
 import inspect
 import struct
 
@@ -153,3 +154,65 @@ def test_operator_tables_and_codes_are_read_once_and_bad_codes_named():
     w.ops[0]["opcode"] = 5
     with pytest.raises(ModelLoadError, match="operator 0 uses operator code 5; the model has 1"):
         load_tflite(w.build())
+
+
+@pytest.mark.parametrize("deprecated,builtin,custom", [
+    (3, None, None), (3, 3, None), (None, 3, None), (127, 150, None), (None, 150, None), (127, 127, None),
+    (32, 32, "MyOp"), (32, 32, ""), (-5, None, None), (4, 100, None), (None, None, None), (126, 9999, None)])
+def test_operator_codes_read_by_the_lean_table_equal_the_tflite_package(deprecated, builtin, custom):
+    """``schema._op_code`` reads OperatorCode tables from the vtable: the same (name, is_custom) as
+    the ``tflite`` package's ``max(BuiltinCode(), DeprecatedBuiltinCode())`` and ``CustomCode()``."""
+    from nnrt_core.frontends.tflite.schema import BUILTIN_NAMES, _op_code
+    from nnrt_core.frontends.tflite.table import Table
+    b = flatbuffers.Builder(64)
+    cc = b.CreateString(custom) if custom is not None else None
+    m = importlib.import_module("tflite.OperatorCode")
+    m.Start(b)
+    if deprecated is not None:
+        m.AddDeprecatedBuiltinCode(b, deprecated)
+    if builtin is not None:
+        m.AddBuiltinCode(b, builtin)
+    if cc is not None:
+        m.AddCustomCode(b, cc)
+    b.Finish(m.End(b))
+    data = bytes(b.Output())
+    pos = struct.unpack_from("<I", data, 0)[0]
+    ref = tflite.OperatorCode()
+    ref.Init(data, pos)
+    code = max(int(ref.BuiltinCode()), int(ref.DeprecatedBuiltinCode()))
+    name = BUILTIN_NAMES.get(code)
+    if name == "CUSTOM":
+        want = ((ref.CustomCode() or b"").decode() or "<unnamed custom op>", True)
+    else:
+        want = (name or f"<unknown builtin {code}>", False)
+    assert _op_code(Table(data, pos)) == want
+
+
+def test_make_attributes_kinds_and_values():
+    """The mappers' plain values become the IR attribute kinds ONNX expects (ints stay ints, bools are
+    ints, int lists copied, anything with a float is FLOATS)."""
+    from nnrt_core.frontends.tflite.context import make_attributes
+    from nnrt_core.ir import AttrKind
+    ints = [1, 2]
+    attrs = make_attributes({"i": 3, "b": True, "n": np.int64(4), "f": 0.5, "nf": np.float32(1.5), "s": "x",
+                             "t": np.zeros(2, np.float32), "l": ints, "e": [], "lb": [True, False],
+                             "ln": [np.int32(1), 2], "lf": [1, 2.5], "tu": (3, 4)})
+    got = {a.name: (a.kind, a.value) for a in attrs}
+    K = AttrKind
+    assert {k: v[0] for k, v in got.items()} == {
+        "i": K.INT, "b": K.INT, "n": K.INT, "f": K.FLOAT, "nf": K.FLOAT, "s": K.STRING, "t": K.TENSOR, "l": K.INTS,
+        "e": K.INTS, "lb": K.INTS, "ln": K.INTS, "lf": K.FLOATS, "tu": K.INTS}
+    assert got["b"][1] == 1 and type(got["b"][1]) is int and type(got["n"][1]) is int
+    assert got["l"][1] == [1, 2] and got["l"][1] is not ints  # a copy: the mapper may reuse its list
+    assert got["lb"][1] == [1, 0] and all(type(x) is int for x in got["lb"][1] + got["ln"][1])
+    assert got["lf"][1] == [1.0, 2.5] and got["tu"][1] == [3, 4] and got["e"][1] == []
+
+
+def test_table_reader_refuses_a_vtable_before_the_buffer():
+    """A negative vtable position would make ``struct`` read from the end of the file: refused."""
+    from nnrt_core.frontends.tflite.table import QUANT, Table, vector_at
+    buf = struct.pack("<i", 100) + bytes(8)
+    with pytest.raises(ValueError, match="outside the buffer"):
+        Table(buf, 0)
+    with pytest.raises(ValueError, match="outside the buffer"):
+        vector_at(buf, 0, QUANT.scale)

@@ -31,7 +31,8 @@ class TFLiteWriter:
         self.inputs: list[int] = []
         self.outputs: list[int] = []
         self.version = 3
-        self.signatures: list[tuple[str, int]] = []
+        #: (key, subgraph) or (key, subgraph, inputs, outputs), inputs/outputs as (name, tensor index) pairs
+        self.signatures: list[tuple] = []
         self.extra_subgraphs = 0
         #: buffer index -> (offset, size): data stored outside the flatbuffer (large-model layout)
         self.external: dict[int, tuple[int, int]] = {}
@@ -94,7 +95,7 @@ class TFLiteWriter:
         """The finished file: the Model table over ``subgraphs`` and ``buffers``
         with the operator codes and signatures gathered so far."""
         codes = self._opcode_tables(b)
-        sigs = [self._signature(b, key, k) for key, k in self.signatures]
+        sigs = [self._signature(b, *sig) for sig in self.signatures]
         m = _mod("Model")
         vec = {name: self._vector(b, m, name, items) for name, items in
                (("OperatorCodes", codes), ("Subgraphs", subgraphs), ("Buffers", buffers), ("SignatureDefs", sigs))}
@@ -258,12 +259,30 @@ class TFLiteWriter:
         m.AddName(b, nm)
         return m.End(b)
 
-    def _signature(self, b: flatbuffers.Builder, key: str, subgraph: int) -> int:
-        k = b.CreateString(key)
+    def _signature(self, b: flatbuffers.Builder, key: str, subgraph: int, inputs: Sequence[tuple[str, int]] = (),
+                   outputs: Sequence[tuple[str, int]] = ()) -> int:
+        maps = []
+        for pairs in (inputs, outputs):
+            tables = []
+            for name, index in pairs:
+                nm = b.CreateString(name)
+                tm = _mod("TensorMap")
+                tm.Start(b)
+                tm.AddName(b, nm)
+                tm.AddTensorIndex(b, index)
+                tables.append(tm.End(b))
+            maps.append(tables)
         m = _mod("SignatureDef")
+        vin = self._vector(b, m, "Inputs", maps[0]) if inputs else None
+        vout = self._vector(b, m, "Outputs", maps[1]) if outputs else None
+        k = b.CreateString(key)
         m.Start(b)
         m.AddSignatureKey(b, k)
         m.AddSubgraphIndex(b, subgraph)
+        if vin is not None:
+            m.AddInputs(b, vin)
+        if vout is not None:
+            m.AddOutputs(b, vout)
         return m.End(b)
 
 

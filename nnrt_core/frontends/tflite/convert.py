@@ -11,6 +11,7 @@ from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpCo
 from nnrt_core.frontends.tflite.dynamic import resolve_shapes
 from nnrt_core.frontends.tflite.ops.fft import check_complex
 from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for, shortcut_for
+from nnrt_core.frontends.tflite.ops.registry import Shortcut
 from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, corrupt, guarded
 from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
 from nnrt_core.ir import DataType, Graph, Model, Value
@@ -19,6 +20,7 @@ __all__ = ["OPSET", "PluginOps", "convert", "unsupported_ops"]
 
 #: the ONNX opset the produced graphs are written against
 OPSET = 18
+_COMPLEX64 = DataType.COMPLEX64  #: read once: an enum member lookup costs ~0.1 us, here per tensor
 #: asked only when custom operators are unclaimed: (plugins' {name: mapper}, problems with their answers)
 PluginOps = Callable[[], "tuple[Mapping[str, Mapper], list[str]]"]
 
@@ -82,7 +84,7 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
         if not 0 <= t < len(tensors):
             raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")
     resolved = resolve_shapes(flat, sg, tensors, ins, input_shapes)
-    has_complex = any(t.dtype == DataType.COMPLEX64 for t in resolved.tensors)
+    has_complex = any(t.dtype is _COMPLEX64 for t in resolved.tensors)
     for t in ins + outs if has_complex else ():
         if tensors[t].dtype == DataType.COMPLEX64:
             raise UnsupportedNodeError(f"{tensors[t].desc} is a complex64 graph input or output; complex "
@@ -93,11 +95,18 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
     ops, op_names, op_io = flat.operators(sg), flat.op_names(sg), flat.operator_io(sg)
     for t in ins:
         _add_input(state, t)
+    handlers: dict[tuple[str, bool], tuple[Mapper | None, Shortcut | None]] = {}  #: looked up once per code
     for k, op in enumerate(ops):
         if k in resolved.skip_ops:
             continue
+        code = op_names[k]
+        handler = handlers.get(code)
+        if handler is None:
+            mapper = mapper_for(*code)
+            short = shortcut_for(mapper) if mapper is not None and not has_complex else None
+            handler = handlers[code] = (mapper, short)
         try:  # guarded() per operator, without a context manager's cost
-            _map(state, op, k, op_names[k], extra, has_complex, op_io[k] if op_io is not None else None)
+            _map(state, op, k, code, handler, extra, has_complex, op_io[k] if op_io is not None else None)
         except ModelLoadError:
             raise
         except GUARDED_ERRORS as e:
@@ -112,13 +121,13 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
     return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
 
 
-def _map(state: GraphState, op: Table, k: int, code: tuple[str, bool], extra: Mapping[str, Mapper],
-         has_complex: bool, io: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> None:
-    """Run the mapper of operator ``k`` (``code``: its name, is_custom; ``io``: its inputs and
-    outputs when read in bulk) and check it produced every output."""
+def _map(state: GraphState, op: Table, k: int, code: tuple[str, bool],
+         handler: tuple[Mapper | None, Shortcut | None], extra: Mapping[str, Mapper], has_complex: bool,
+         io: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> None:
+    """Run the mapper of operator ``k`` (``code``: its name, is_custom; ``handler``: its registered
+    mapper and shortcut; ``io``: its inputs and outputs when read in bulk) and check it produced every output."""
     name, is_custom = code
-    mapper = mapper_for(name, is_custom)
-    short = shortcut_for(mapper) if mapper is not None and not has_complex else None
+    mapper, short = handler
     if io is None:  # read once, for the shortcut and the mapper
         io = op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)
     if short is not None and short(state, *io):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -21,14 +22,22 @@ def read_flat_model(source: Any) -> FlatModel:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return FlatModel(bytes(source) if not isinstance(source, bytes) else source, "<bytes>")
     if isinstance(source, (str, os.PathLike)):
-        p = Path(source)
-        if not p.is_file():
-            raise ModelLoadError(f"model file {str(p)!r} does not exist or is not a file")
-        size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ModelLoadError(f"model file {str(p)!r} is {size} bytes, over the limit of {MAX_FILE_BYTES}")
+        name = str(Path(source))
+        try:  # one stat, not Path.is_file() then Path.stat() (each with pathlib's overhead)
+            st = os.stat(source)
+        except (OSError, ValueError):
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            raise ModelLoadError(f"model file {name!r} does not exist or is not a file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise ModelLoadError(f"model file {name!r} is {st.st_size} bytes, over the limit of {MAX_FILE_BYTES}")
         # read, not mapped: a file truncated under a mapping would fault the process (docs/security.md)
-        return FlatModel(p.read_bytes(), str(p))
+        try:
+            with open(source, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ModelLoadError(f"cannot read model file {name!r}: {e}") from e
+        return FlatModel(data, name)
     raise ModelLoadError(f"cannot load a TFLite model from {type(source).__name__}; expected a path or bytes")
 
 
@@ -40,5 +49,5 @@ def load_tflite(source: Any, plugin_ops: PluginOps | None = None,
     flat = read_flat_model(source)
     model = convert(flat, plugin_ops, input_shapes)
     if isinstance(source, (str, os.PathLike)):
-        model.base_dir = str(Path(source).resolve().parent)
+        model.base_dir = os.path.dirname(os.path.realpath(source))  # Path.resolve() stats the result again
     return model

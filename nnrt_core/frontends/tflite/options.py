@@ -39,14 +39,22 @@ class _FastTable(flatbuffers.table.Table):
     cheaper (no memoryview and no range check object per read): the same values, and
     on a corrupt file the same kinds of errors (``struct.error``, ``ValueError``)."""
 
-    __slots__ = ()
+    __slots__ = ("_vt", "_vt_len")
+
+    def __init__(self, buf: Any, pos: int) -> None:  # noqa: D107 - no range check object: positions come from table.py
+        self.Bytes, self.Pos = buf, pos
+        self._vt = -1  #: the vtable's position and length, read at the first field (an options getter reads several)
+        self._vt_len = 0
 
     def Offset(self, vtableOffset: int) -> int:  # noqa: N802, N803  (flatbuffers' names)
-        buf, pos = self.Bytes, self.Pos
-        vtable = pos - _I32(buf, pos)[0]
-        if vtable < 0:  # unpack_from would read from the end of the buffer
-            raise ValueError(f"vtable position {vtable} lies outside the buffer")
-        if vtableOffset < _U16(buf, vtable)[0]:
+        buf, vtable = self.Bytes, self._vt
+        if vtable < 0:
+            vtable = self.Pos - _I32(buf, self.Pos)[0]
+            if vtable < 0:  # unpack_from would read from the end of the buffer
+                raise ValueError(f"vtable position {vtable} lies outside the buffer")
+            self._vt_len = _U16(buf, vtable)[0]
+            self._vt = vtable
+        if vtableOffset < self._vt_len:
             return _U16(buf, vtable + vtableOffset)[0]
         return 0
 
@@ -58,6 +66,18 @@ class _FastTable(flatbuffers.table.Table):
 
 #: options class -> its ``BuiltinOptions`` union code (looked up once per class)
 _EXPECTED: dict[type, int | None] = {}
+#: options class -> whether its ``Init`` makes a plain ``flatbuffers`` table (every generated
+#: class: then the :class:`_FastTable` is set without calling ``Init``)
+_PLAIN_INIT: dict[type, bool] = {}
+
+
+def _plain_init(cls: type) -> bool:
+    got = _PLAIN_INIT.get(cls)
+    if got is None:
+        probe = cls()
+        probe.Init(*_EMPTY)
+        got = _PLAIN_INIT[cls] = type(getattr(probe, "_tab", None)) is flatbuffers.table.Table
+    return got
 
 
 def read_options(ctx: Any, cls: type) -> Any:
@@ -70,14 +90,16 @@ def read_options(ctx: Any, cls: type) -> Any:
     except GUARDED_ERRORS as e:
         raise corrupt(f"{ctx.desc} options", e) from e
     if table is None:
-        obj.Init(*_EMPTY)
-        return obj
-    expected = _EXPECTED.get(cls, -1)
-    if expected == -1:
-        expected = _EXPECTED[cls] = getattr(tflite.BuiltinOptions, cls.__name__, None)
-    if kind != expected:
-        raise ModelLoadError(f"{ctx.desc} stores {_UNION_NAMES.get(kind, kind)} options, expected {cls.__name__}")
-    obj.Init(table.buf, table.pos)
-    if type(obj._tab) is flatbuffers.table.Table:  # every generated class; anything else keeps its own
-        obj._tab = _FastTable(table.buf, table.pos)
+        buf, pos = _EMPTY
+    else:
+        expected = _EXPECTED.get(cls, -1)
+        if expected == -1:
+            expected = _EXPECTED[cls] = getattr(tflite.BuiltinOptions, cls.__name__, None)
+        if kind != expected:
+            raise ModelLoadError(f"{ctx.desc} stores {_UNION_NAMES.get(kind, kind)} options, expected {cls.__name__}")
+        buf, pos = table.buf, table.pos
+    if _plain_init(cls):  # every generated class: what its Init makes, with the cheaper accessors
+        obj._tab = _FastTable(buf, pos)
+    else:  # anything else keeps its own
+        obj.Init(buf, pos)
     return obj

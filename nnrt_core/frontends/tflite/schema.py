@@ -35,9 +35,9 @@ MAX_TENSOR_BYTES = 1 << 32
 BULK_TENSORS = 96
 #: from this many operators on their input and output lists are read column-wise
 BULK_OPERATORS = 48
-#: from this many buffers on the buffer tables are read column-wise (~150 us of numpy gathers
-#: against ~1.2 us per table one at a time)
-BULK_BUFFERS = 160
+#: from this many buffers on the buffer tables are read column-wise (FlatModel() with 85-89 buffers:
+#: ~114 us either way; 143 buffers 128 vs 173 us, 348 buffers 164 vs 337 us one table at a time)
+BULK_BUFFERS = 100
 
 #: builtin operator code -> name ("CONV_2D", ...)
 BUILTIN_NAMES: dict[int, str] = {v: k for k, v in vars(tflite.BuiltinOperator).items()
@@ -51,6 +51,8 @@ _DTYPES: dict[int, DataType] = {
 _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_") and isinstance(v, int)}
 _F32 = struct.Struct("<f").unpack_from
 _I64 = struct.Struct("<q").unpack_from
+_LE_F32, _LE_I64 = np.dtype("<f4"), np.dtype("<i8")
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce  # half the cost of the ``min()`` / ``max()`` methods
 #: TFLite type code -> (IR type, numpy dtype, item size), looked up once per tensor
 _TYPE_FACTS = {k: (d, d.numpy, d.numpy.itemsize) for k, d in _DTYPES.items()}
 
@@ -81,7 +83,7 @@ def guarded(what: str) -> Iterator[None]:
         raise corrupt(what, e) from e
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Quant:
     """Affine quantization of a tensor: ``real = scale * (q - zero_point)``;
     ``axis`` is the quantized dimension (per-axis) or ``None`` (per-tensor)."""
@@ -91,7 +93,7 @@ class Quant:
     axis: int | None
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorInfo:
     """One tensor of a subgraph as the flatbuffer declares it (shape in NHWC when 4-D)."""
 
@@ -101,7 +103,7 @@ class TensorInfo:
     shape: tuple[int, ...]
     data: np.ndarray | None  #: constant data (a view of the file bytes), else ``None``
     quant: Quant | None
-    sparse: object | None  #: the ``tflite.SparsityParameters`` of a sparse constant
+    sparse: table.Table | None  #: the ``SparsityParameters`` table of a sparse constant
 
     @property
     def desc(self) -> str:
@@ -131,10 +133,9 @@ class FlatModel:
             version = self.root.u32(table.MODEL.version)
             if version != SCHEMA_VERSION:
                 raise ModelLoadError(f"{what}: unknown TFLite schema version {version} (expected {SCHEMA_VERSION})")
-            self.model = tflite.Model.GetRootAs(data, 0)  # for the cold tables: codes, signatures
             self.subgraphs = self.root.tables(table.MODEL.subgraphs)
             self.n_subgraphs = len(self.subgraphs)
-            self.op_codes = [self._op_code(i) for i in range(self.model.OperatorCodesLength())]
+            self.op_codes = [_op_code(oc) for oc in self.root.tables(table.MODEL.operator_codes)]
             #: every buffer's (start in the file, size), ``None`` when empty, or why it cannot be read
             self.buffers = self._buffers_bulk()
             if self.buffers is None:  # few buffers, or a corrupt table: one table at a time (names it)
@@ -143,16 +144,6 @@ class FlatModel:
             self._address = self.buf.ctypes.data  #: where the file's bytes are (alignment of views)
         if self.n_subgraphs < 1:
             raise ModelLoadError(f"{what}: the model has no subgraph")
-
-    def _op_code(self, i: int) -> tuple[str, bool]:
-        """(builtin name or custom code, is_custom) of operator code ``i``."""
-        oc = self.model.OperatorCodes(i)
-        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
-        name = BUILTIN_NAMES.get(code)
-        if name == "CUSTOM":
-            custom = oc.CustomCode()
-            return (custom.decode("utf-8", "replace") if custom else "<unnamed custom op>"), True
-        return (name or f"<unknown builtin {code}>"), False
 
     # ------------------------------------------------------------------ tensors
     def tensors(self, sg: table.Table, bulk: bool = True) -> list[TensorInfo]:
@@ -219,8 +210,7 @@ class FlatModel:
                                  f"of {MAX_TENSOR_BYTES}")
         sparse = data = quant = None
         if sparsity_at:
-            sparse = tflite.SparsityParameters()
-            sparse.Init(self.data, sparsity_at)
+            sparse = table.Table(self.data, sparsity_at)
         extent = self._buffer(buffer, i, name) if buffer else None
         if extent is not None:
             start, size = extent
@@ -234,7 +224,7 @@ class FlatModel:
             else:  # unaligned buffer: one copy
                 data = self.buf[start:start + size].copy().view(np_dtype).reshape(shape)
         if quant_at:
-            quant = self._quant(table.Table(self.data, quant_at), _Desc(i, name), shape)
+            quant = self._quant(self.data, quant_at, i, name, shape)
         return TensorInfo(i, name, dtype, shape, data, quant, sparse)
 
     def _buffers_bulk(self) -> list[tuple[int, int] | str | None] | None:
@@ -288,25 +278,24 @@ class FlatModel:
         return extent
 
     @staticmethod
-    def _quant(q: table.Table | None, desc: object, shape: tuple[int, ...]) -> Quant | None:
-        if q is None:
+    def _quant(data: bytes, quant_at: int, i: int, name: str, shape: tuple[int, ...]) -> Quant | None:
+        """The quantization of tensor ``i`` from its table at ``quant_at``, checked."""
+        s_at, ns = table.vector_at(data, quant_at, table.QUANT.scale)
+        if not ns:  # no scales: not quantized (fp16 models give most tensors such a table)
             return None
-        s_at, ns = q.vector_position(table.QUANT.scale)
+        q, desc = table.Table(data, quant_at), _Desc(i, name)
         z_at, nz = q.vector_position(table.QUANT.zero_point)
         if ns == 1 and nz <= 1:  # per-tensor (most tensors of an int8 model): two struct reads, no numpy calls
             s = _F32(q.buf, s_at)[0]
             if not (math.isfinite(s) and s > 0):
                 raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {[s]}")
             return Quant(np.array(s, np.float32), np.array(_I64(q.buf, z_at)[0] if nz else 0, np.int64), None)
-        scale = q.numbers(table.QUANT.scale, np.float32).astype(np.float32)
-        if scale.size == 0:
-            return None
-        zp = q.numbers(table.QUANT.zero_point, np.int64).astype(np.int64)
-        if zp.size == 0:
-            zp = np.zeros_like(scale, np.int64)
-        if zp.size != scale.size:
-            raise ModelLoadError(f"{desc}: quantization has {scale.size} scales but {zp.size} zero points")
-        if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        # native copies of the little-endian vectors (numpy refuses an extent outside the buffer)
+        scale = np.frombuffer(q.buf, _LE_F32, ns, s_at).astype(np.float32)
+        if nz and nz != ns:
+            raise ModelLoadError(f"{desc}: quantization has {ns} scales but {nz} zero points")
+        zp = np.frombuffer(q.buf, _LE_I64, nz, z_at).astype(np.int64) if nz else np.zeros(ns, np.int64)
+        if not (_MIN(scale) > 0 and _MAX(scale) < math.inf):  # NaN fails both
             raise ModelLoadError(f"{desc}: quantization scales must be finite and positive, got {scale[:8].tolist()}")
         if scale.size == 1:
             return Quant(scale.reshape(()), zp.reshape(()), None)
@@ -390,14 +379,14 @@ class FlatModel:
         """The signature defs: key, subgraph index, input and output names."""
         out = []
         with guarded("signature defs"):
-            for i in range(self.model.SignatureDefsLength()):
-                s = self.model.SignatureDefs(i)
-                key = s.SignatureKey()
+            f, name = table.SIGNATURE, table.TENSOR_MAP.name
+            for i, s in enumerate(self.root.tables(table.MODEL.signature_defs)):
+                key = s.string(f.signature_key)
                 out.append({
                     "key": key.decode("utf-8", "replace") if key else f"signature_{i}",
-                    "subgraph": int(s.SubgraphIndex()),
-                    "inputs": [_text(s.Inputs(j).Name()) for j in range(s.InputsLength())],
-                    "outputs": [_text(s.Outputs(j).Name()) for j in range(s.OutputsLength())],
+                    "subgraph": s.u32(f.subgraph_index),
+                    "inputs": [_text(m.string(name)) for m in s.tables(f.inputs)],
+                    "outputs": [_text(m.string(name)) for m in s.tables(f.outputs)],
                 })
         return out
 
@@ -420,6 +409,20 @@ class _Desc:
 
     def __str__(self) -> str:
         return f"tensor {self.i} {self.name!r}"
+
+
+def _op_code(oc: table.Table) -> tuple[str, bool]:
+    """(builtin name or custom code, is_custom) of an ``OperatorCode`` table: the larger of
+    its deprecated int8 code and its int32 code (which counts from 127 on, as the
+    ``tflite`` package's ``BuiltinCode()`` reads it)."""
+    deprecated = oc.i8(table.OPCODE.deprecated_builtin_code)
+    code = oc.i32(table.OPCODE.builtin_code)
+    code = max(code if code >= tflite.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES else deprecated, deprecated)
+    name = BUILTIN_NAMES.get(code)
+    if name == "CUSTOM":
+        custom = oc.string(table.OPCODE.custom_code)
+        return (custom.decode("utf-8", "replace") if custom else "<unnamed custom op>"), True
+    return (name or f"<unknown builtin {code}>"), False
 
 
 def _text(b: bytes | None) -> str:

@@ -1,15 +1,16 @@
-"""A lean flatbuffer table reader for the hot tables of a TFLite model.
+"""A lean flatbuffer table reader for the tables of a TFLite model.
 
 The ``tflite`` package's generated accessors cost several Python calls per
 field; a model has hundreds of tensors and operators, so the per-tensor and
 per-operator fields (``Tensor``, ``Buffer``, ``QuantizationParameters``,
-``Operator``, ``SubGraph``) are read here straight from the vtables.  The
-field offsets are the schema's (vtable offset = 4 + 2 * field id), and
-``tests/test_tflite_frontend.py`` checks them against the ``tflite``
-package on a model.  Other tables (options, sparsity, signatures, operator
-codes) are read with the ``tflite`` classes, initialized at positions found
-here.  Every read is bounds-checked by ``struct`` / ``np.frombuffer``:
-callers wrap them in :func:`~nnrt_core.frontends.tflite.schema.guarded`.
+``Operator``, ``SubGraph``, ``OperatorCode``, sparsity and signature defs)
+are read here straight from the vtables.  The field offsets are the
+schema's (vtable offset = 4 + 2 * field id); ``tests/test_tflite_frontend.py``
+and ``tests/test_tflite_lean_reads.py`` check them against the ``tflite``
+package.  Builtin options are read with the ``tflite`` classes, initialized
+at positions found here.  Every read is bounds-checked by ``struct`` /
+``np.frombuffer``: callers wrap them in
+:func:`~nnrt_core.frontends.tflite.schema.guarded`.
 """
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Table", "Columns", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR"]
+__all__ = ["Table", "Columns", "root", "MODEL", "SUBGRAPH", "TENSOR", "BUFFER", "QUANT", "OPERATOR", "OPCODE",
+           "SPARSITY", "DIM_METADATA", "INDEX_VECTOR", "SIGNATURE", "TENSOR_MAP", "vector_at"]
 
 _U8 = struct.Struct("<B").unpack_from
+_I8 = struct.Struct("<b").unpack_from
 _U16 = struct.Struct("<H").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -34,12 +37,19 @@ class _Fields:
         self.__dict__.update(offsets)
 
 
-MODEL = _Fields(version=4, operator_codes=6, subgraphs=8, description=10, buffers=12)
+MODEL = _Fields(version=4, operator_codes=6, subgraphs=8, description=10, buffers=12, signature_defs=18)
+SIGNATURE = _Fields(inputs=4, outputs=6, signature_key=8, subgraph_index=12)
+TENSOR_MAP = _Fields(name=4, tensor_index=6)
 SUBGRAPH = _Fields(tensors=4, inputs=6, outputs=8, operators=10, name=12)
 TENSOR = _Fields(shape=4, type=6, buffer=8, name=10, quantization=12, is_variable=14, sparsity=16)
 BUFFER = _Fields(data=4, offset=6, size=8)
 QUANT = _Fields(scale=8, zero_point=10, quantized_dimension=16)
 OPERATOR = _Fields(opcode_index=4, inputs=6, outputs=8, builtin_options_type=10, builtin_options=12)
+OPCODE = _Fields(deprecated_builtin_code=4, custom_code=6, version=8, builtin_code=10)
+SPARSITY = _Fields(traversal_order=4, block_map=6, dim_metadata=8)
+DIM_METADATA = _Fields(format=4, dense_size=6, array_segments_type=8, array_segments=10, array_indices_type=12,
+                       array_indices=14)
+INDEX_VECTOR = _Fields(values=4)  #: ``Int32Vector``, ``Uint16Vector`` and ``Uint8Vector``
 
 
 class Table:
@@ -51,6 +61,8 @@ class Table:
         self.buf = buf
         self.pos = pos
         vt = pos - _I32(buf, pos)[0]
+        if vt < 0:  # unpack_from would read from the end of the buffer
+            raise ValueError(f"vtable position {vt} lies outside the buffer")
         self._vt = vt
         self._vt_len = _U16(buf, vt)[0]
 
@@ -60,6 +72,10 @@ class Table:
     def u8(self, off: int, default: int = 0) -> int:
         o = self._field(off)
         return _U8(self.buf, self.pos + o)[0] if o else default
+
+    def i8(self, off: int, default: int = 0) -> int:
+        o = self._field(off)
+        return _I8(self.buf, self.pos + o)[0] if o else default
 
     def i32(self, off: int, default: int = 0) -> int:
         o = self._field(off)
@@ -133,6 +149,20 @@ class Table:
             raise ValueError(f"table vector of {n} entries at {start} lies outside the buffer")
         offs = np.frombuffer(self.buf, dtype="<u4", count=n, offset=start) if n else ()
         return [Table(self.buf, start + 4 * k + int(o)) for k, o in enumerate(offs)]
+
+
+def vector_at(buf: Any, pos: int, off: int) -> tuple[int, int]:
+    """``Table(buf, pos).vector_position(off)`` without making the table (the quantization
+    tables of fp16 models are mostly empty: one call tells)."""
+    vt = pos - _I32(buf, pos)[0]
+    if vt < 0:  # unpack_from would read from the end of the buffer
+        raise ValueError(f"vtable position {vt} lies outside the buffer")
+    o = _U16(buf, vt + off)[0] if off < _U16(buf, vt)[0] else 0
+    if not o:
+        return 0, 0
+    p = pos + o
+    p += _U32(buf, p)[0]
+    return p + 4, _U32(buf, p)[0]
 
 
 def root(buf: Any) -> Table:

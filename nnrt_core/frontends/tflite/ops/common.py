@@ -52,7 +52,8 @@ def conv_pads(ctx: OpContext, padding: int, hw: Sequence[int], kernel: Sequence[
         return [0, 0, 0, 0]
     if padding != 0:
         raise ctx.fail(f"padding mode {padding} is not supported (SAME or VALID)")
-    (hb, he), (wb, we) = (same_pads(hw[k], kernel[k], strides[k], dilations[k]) for k in range(2))
+    hb, he = same_pads(hw[0], kernel[0], strides[0], dilations[0])
+    wb, we = same_pads(hw[1], kernel[1], strides[1], dilations[1])
     return [hb, wb, he, we]
 
 

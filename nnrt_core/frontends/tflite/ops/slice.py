@@ -59,9 +59,10 @@ def strided_slice(ctx: OpContext) -> None:
         raise ctx.fail(f"strides {strides} must not be 0")
     if o.Offset():
         end = [b + e for b, e in zip(begin, end)]
+    shrink, begin_mask, end_mask = o.ShrinkAxisMask(), o.BeginMask(), o.EndMask()  # read once, not per axis
     starts, ends = [], []
     for i, (b, e, s, d) in enumerate(zip(begin, end, strides, shape)):
-        if o.ShrinkAxisMask() >> i & 1:
+        if shrink >> i & 1:
             b = b + d if b < 0 else b
             if not 0 <= b < d:
                 raise ctx.fail(f"shrunk axis {i} index {begin[i]} is out of range for size {d}")
@@ -69,6 +70,6 @@ def strided_slice(ctx: OpContext) -> None:
             ends.append(b + 1)
             strides[i] = 1
             continue
-        starts.append((0 if s > 0 else _BIG) if o.BeginMask() >> i & 1 else b)
-        ends.append((_BIG if s > 0 else -_BIG) if o.EndMask() >> i & 1 else e)
+        starts.append((0 if s > 0 else _BIG) if begin_mask >> i & 1 else b)
+        ends.append((_BIG if s > 0 else -_BIG) if end_mask >> i & 1 else e)
     _emit(ctx, starts, ends, strides)
