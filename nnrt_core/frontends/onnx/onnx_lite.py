@@ -28,6 +28,7 @@ import the real package through :func:`real_onnx`.
 """
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import importlib.util
 import os
@@ -88,10 +89,10 @@ class _BindExtension:
 def load_lite() -> "LiteOnnx":
     """The extension and ``onnx_ml_pb2`` loaded by path (reused when already
     loaded); raises when anything is off."""
-    from google.protobuf import descriptor_pool
     from google.protobuf.internal import api_implementation
     if api_implementation.Type() != "upb":
         raise ImportError(f"protobuf backend {api_implementation.Type()!r}, not upb")
+    from google._upb import _message
     spec = importlib.util.find_spec("onnx")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("onnx is not installed")
@@ -119,15 +120,53 @@ def load_lite() -> "LiteOnnx":
         raise ImportError(f"onnx's OpSchema lacks {_NODE_INFERENCE}")
     pb = sys.modules.get(_PB_NAME)
     if pb is None:
-        pspec = importlib.util.spec_from_file_location(_PB_NAME, os.path.join(folder, "onnx_ml_pb2.py"))
-        if pspec is None or pspec.loader is None:
-            raise ImportError(f"no onnx_ml_pb2.py in {folder}")
-        pb = importlib.util.module_from_spec(pspec)
-        pspec.loader.exec_module(pb)
+        pb = _proto_module(os.path.join(folder, "onnx_ml_pb2.py"))
         sys.modules[_PB_NAME] = pb
-    if pb.ModelProto.DESCRIPTOR.file.pool is not descriptor_pool.Default():
+    if pb.ModelProto.DESCRIPTOR.file.pool is not _message.default_pool:
         raise ImportError("onnx_ml_pb2's classes are not in protobuf's default pool")
     return LiteOnnx(ext, pb)
+
+
+def _proto_module(path: str) -> ModuleType:
+    """The classes of the wheel's ``onnx_ml_pb2.py``, made the way upb makes
+    them from the file's serialized descriptor (one ``AddSerializedFile``
+    literal, read without running the file) with upb's own metaclass: the same
+    default-pool descriptors and the same classes (upb keeps one class per
+    descriptor, which a later ``import onnx`` gets), without protobuf's Python
+    descriptor-pool, builder and text-format modules that running the file
+    imports (~6 ms of a fresh process).  Anything unexpected: the file is run."""
+    from google._upb import _message
+    from google.protobuf import message
+    try:
+        with open(path, encoding="utf-8") as f:
+            src = f.read()
+        start = src.index("AddSerializedFile(") + len("AddSerializedFile(")
+        serialized = ast.literal_eval(src[start:src.index(")\n", start)])
+        file = _message.default_pool.AddSerializedFile(serialized)
+        pb = ModuleType(_PB_NAME, "onnx_ml_pb2's classes (see onnx_lite._proto_module)")
+        pb.DESCRIPTOR = file
+
+        def make(desc: Any) -> type:
+            cls = getattr(desc, "_concrete_class", None) or _message.MessageMeta(
+                desc.name, (message.Message,), {"DESCRIPTOR": desc, "__module__": "onnx.onnx_ml_pb2"})
+            for nested in desc.nested_types:
+                setattr(cls, nested.name, make(nested))
+            return cls
+
+        for name, desc in file.message_types_by_name.items():
+            setattr(pb, name, make(desc))
+        for enum in file.enum_types_by_name.values():
+            for value in enum.values:
+                setattr(pb, value.name, value.number)
+        return pb
+    except Exception as e:  # another layout of the generated file: run it
+        log.info("reading onnx_ml_pb2's descriptor failed (%s); running the file", e)
+    pspec = importlib.util.spec_from_file_location(_PB_NAME, path)
+    if pspec is None or pspec.loader is None:
+        raise ImportError(f"no onnx_ml_pb2.py at {path}")
+    pb = importlib.util.module_from_spec(pspec)
+    pspec.loader.exec_module(pb)
+    return pb
 
 
 def _bytes(model: Any) -> bytes:
