@@ -148,20 +148,7 @@ def live_peak_bytes(graph: Graph) -> int:
     of ``graph``: ``lower_bound(_buffers(graph, {})[0])`` in one walk, with
     plain ints (no :class:`Buffer` records, no numpy: this runs at every
     NumPy partition's warm-up)."""
-    outside = {v.name for v in graph.inputs} | set(graph.initializers) | {v.name for v in graph.outputs}
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    values: dict[str, Value] = {}
-    for i, node in enumerate(graph.nodes):
-        for v in node.outputs:
-            if v is not None and v.name and v.name not in outside:
-                name = v.name
-                if name not in first:
-                    first[name] = last[name] = i  # written but never read: lives one step
-                values[name] = v
-        for v in node.all_inputs():
-            if v is not None and v.name in first:
-                last[v.name] = i
+    first, last, values = _lifetimes(graph)
     delta = [0] * (len(graph.nodes) + 1)
     for name, f in first.items():
         size = value_bytes(values[name])
@@ -176,9 +163,10 @@ def live_peak_bytes(graph: Graph) -> int:
     return peak
 
 
-def _buffers(graph: Graph, sizes: dict[str, int]) -> tuple[list[Buffer], list[str]]:
-    """The intermediates of ``graph`` with their sizes and lifetimes, and the
-    names of those whose size is unknown."""
+def _lifetimes(graph: Graph) -> tuple[dict[str, int], dict[str, int], dict[str, Value]]:
+    """The intermediates of ``graph`` (neither inputs, initializers nor
+    outputs): the step that first writes each, the last step that reads it
+    (written but never read: the writing step), and its value."""
     outside = {v.name for v in graph.inputs} | set(graph.initializers) | {v.name for v in graph.outputs}
     first: dict[str, int] = {}
     last: dict[str, int] = {}
@@ -186,12 +174,20 @@ def _buffers(graph: Graph, sizes: dict[str, int]) -> tuple[list[Buffer], list[st
     for i, node in enumerate(graph.nodes):
         for v in node.outputs:
             if v is not None and v.name and v.name not in outside:
-                first.setdefault(v.name, i)
-                last.setdefault(v.name, i)  # written but never read: lives one step
-                values[v.name] = v
+                name = v.name
+                if name not in first:
+                    first[name] = last[name] = i
+                values[name] = v
         for v in node.all_inputs():
             if v is not None and v.name in first:
                 last[v.name] = i
+    return first, last, values
+
+
+def _buffers(graph: Graph, sizes: dict[str, int]) -> tuple[list[Buffer], list[str]]:
+    """The intermediates of ``graph`` with their sizes and lifetimes, and the
+    names of those whose size is unknown."""
+    first, last, values = _lifetimes(graph)
     buffers, unplanned = [], []
     for name, f in first.items():
         size = sizes.get(name)
