@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 
-from ort_identity_ab import ROOT, model_paths, tree_env
+from ort_identity_ab import ROOT, compare, model_paths, short_name, tree_env
 
 DEFAULT_MODELS = "/tmp/tflite_models/**/*.tflite,/tmp/pypi_models/**/*.onnx"
 
@@ -93,17 +92,9 @@ def main() -> None:
     differ = 0
     for path in paths:
         a, b = ours[path], base[path]
-        same = a == b
-        differ += not same
         detail = a.get("build_error") or a.get("run_error") or a.get("crash") or \
             f"{a['passes'][1]} nodes, {len(a['partitions'])} partition(s), {len(a.get('outputs', {}))} output(s)"
-        name = os.path.relpath(path, "/tmp") if path.startswith("/tmp") else os.path.basename(path)
-        print(f"{'same' if same else 'DIFFERENT':9s} {name}: {detail}")
-        if not same:
-            for k in sorted(set(a) | set(b)):
-                if a.get(k) != b.get(k):
-                    print(f"    {k}: this tree {json.dumps(a.get(k))[:400]}\n    {k}: base      "
-                          f"{json.dumps(b.get(k))[:400]}")
+        differ += not compare(short_name(path), a, b, detail)
     print(f"{len(paths) - differ} of {len(paths)} models identical (passes, placement, partitions, events, outputs)")
     sys.exit(1 if differ else 0)
 

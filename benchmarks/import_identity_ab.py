@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 
-from ort_identity_ab import ROOT, model_paths, tree_env
+from ort_identity_ab import ROOT, compare, model_paths, short_name, tree_env
 
 CHILD = r"""
 import hashlib, json, sys
@@ -77,15 +76,8 @@ def main() -> None:
     differ = 0
     for path in paths:
         a, b = ours[path], base[path]
-        same = a == b
-        differ += not same
         detail = a.get("error") or a.get("crash") or f"{a['nodes']} nodes, {a['initializers']} initializers"
-        print(f"{'same' if same else 'DIFFERENT':9s} {os.path.relpath(path, '/tmp')}: {detail}")
-        if not same:
-            for k in sorted(set(a) | set(b)):
-                if a.get(k) != b.get(k):
-                    print(f"    {k} differs: this tree {json.dumps(a.get(k))[:300]}\n"
-                          f"    {'':{len(k) + 8}} base      {json.dumps(b.get(k))[:300]}")
+        differ += not compare(short_name(path), a, b, detail)
     print(f"{len(paths) - differ} of {len(paths)} models import identically")
     sys.exit(1 if differ else 0)
 

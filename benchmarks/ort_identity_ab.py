@@ -78,6 +78,24 @@ def model_paths(globs: str) -> list[str]:
     return sorted({p for g in globs.split(",") for p in glob.glob(g.replace("<onnx>", light), recursive=True)})
 
 
+def short_name(path: str) -> str:
+    """A model's path relative to /tmp (where the real models are), else its file name."""
+    return os.path.relpath(path, "/tmp") if path.startswith("/tmp") else os.path.basename(path)
+
+
+def compare(label: str, ours: dict, base: dict, detail: str) -> bool:
+    """Print ``same``/``DIFFERENT`` for one model (and each key whose value
+    differs between the trees); True when the two results are equal."""
+    same = ours == base
+    print(f"{'same' if same else 'DIFFERENT':9s} {label}: {detail}", flush=True)
+    if not same:
+        for k in sorted(set(ours) | set(base)):
+            if ours.get(k) != base.get(k):
+                print(f"    {k}: this tree {json.dumps(ours.get(k))[:400]}\n    {k}: base      "
+                      f"{json.dumps(base.get(k))[:400]}")
+    return same
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True)
@@ -88,15 +106,9 @@ def main() -> None:
     differ = 0
     for path in paths:
         ours, base = (run_child(tree, CHILD, path, args.backends) for tree in (ROOT, args.base))
-        same = ours == base
-        differ += not same
-        what = "same" if same else "DIFFERENT"
         detail = ours.get("build_error") or ours.get("run_error") or ours.get("crash") or \
             f"{len(ours.get('partitions', []))} partition(s), {len(ours.get('outputs', {}))} output(s)"
-        print(f"{what:9s} {os.path.relpath(path, '/tmp') if path.startswith('/tmp') else os.path.basename(path)}: "
-              f"{detail}")
-        if not same:
-            print(f"    this tree: {json.dumps(ours)}\n    base:      {json.dumps(base)}")
+        differ += not compare(short_name(path), ours, base, detail)
     print(f"{len(paths) - differ} of {len(paths)} models identical (partitions and outputs)")
     sys.exit(1 if differ else 0)
 

@@ -17,12 +17,10 @@ differs.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import sys
 
-from ort_identity_ab import ONNX_LIGHT, PYPI, ROOT, model_paths, run_child, tree_env
+from ort_identity_ab import ONNX_LIGHT, PYPI, ROOT, compare, model_paths, run_child, short_name, tree_env
 
 MOBILE = "/tmp/pypi_models/**/*cls*.onnx"
 
@@ -80,17 +78,13 @@ def main() -> None:
     paths = model_paths(args.models)
     differ = total = 0
     for path in paths:
-        name = os.path.relpath(path, "/tmp") if path.startswith("/tmp") else os.path.basename(path)
+        name = short_name(path)
         for backends in args.configs.split(";"):
             ours, base = (run_child(tree, CHILD, path, backends) for tree in (ROOT, args.base))
             total += 1
-            same = ours == base
-            differ += not same
             detail = ours.get("build_error") or ours.get("crash") or \
                 f"{len(ours['report'])} nodes, {len(ours['events_after'])} events, {deferred(path, backends)}"
-            print(f"{'same' if same else 'DIFFERENT':9s} {name} [{backends}]: {detail}", flush=True)
-            if not same:
-                print(f"    this tree: {json.dumps(ours)[:2000]}\n    base:      {json.dumps(base)[:2000]}")
+            differ += not compare(f"{name} [{backends}]", ours, base, detail)
     print(f"{total - differ} of {total} builds give the same events and placement report")
     sys.exit(1 if differ else 0)
 
