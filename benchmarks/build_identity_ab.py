@@ -18,11 +18,9 @@ anything differs.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 
-from ort_identity_ab import ROOT, compare, model_paths, short_name, tree_env
+from ort_identity_ab import ROOT, compare, model_paths, run_batch, short_name
 
 DEFAULT_MODELS = "/tmp/tflite_models/**/*.tflite,/tmp/pypi_models/**/*.onnx"
 
@@ -71,15 +69,6 @@ for path in sys.stdin.read().split("\n"):
 """
 
 
-def run_tree(tree: str, paths: list[str], backends: str, level: str = "basic") -> dict[str, dict]:
-    """path -> the child's result for every model, built under ``tree``'s code."""
-    proc = subprocess.run([sys.executable, "-c", CHILD, backends, level], input="\n".join(paths), capture_output=True,
-                          text=True, env=tree_env(tree), cwd=tree)
-    found = dict(json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    crash = {"crash": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
-    return {p: found.get(p, crash) for p in paths}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True)
@@ -88,7 +77,7 @@ def main() -> None:
     ap.add_argument("--level", default="basic", help="optimization level (none, basic, extended, all)")
     args = ap.parse_args()
     paths = model_paths(args.models)
-    ours, base = (run_tree(tree, paths, args.backends, args.level) for tree in (ROOT, args.base))
+    ours, base = (run_batch(tree, CHILD, paths, args.backends, args.level) for tree in (ROOT, args.base))
     differ = 0
     for path in paths:
         a, b = ours[path], base[path]

@@ -15,11 +15,9 @@ error message.  Exit status 1 when anything differs.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 
-from ort_identity_ab import ROOT, compare, model_paths, short_name, tree_env
+from ort_identity_ab import ROOT, compare, model_paths, run_batch, short_name
 
 CHILD = r"""
 import hashlib, json, sys
@@ -57,22 +55,13 @@ for path in sys.stdin.read().split("\n"):
 """
 
 
-def run_tree(tree: str, paths: list[str]) -> dict[str, dict]:
-    """path -> the child's dump of every model, imported under ``tree``'s code."""
-    proc = subprocess.run([sys.executable, "-c", CHILD], input="\n".join(paths), capture_output=True, text=True,
-                          env=tree_env(tree), cwd=tree)
-    found = dict(json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    crash = {"crash": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
-    return {p: found.get(p, crash) for p in paths}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True)
     ap.add_argument("--models", default="/tmp/tflite_models/**/*.tflite", help="comma-separated globs (** recursive)")
     args = ap.parse_args()
     paths = model_paths(args.models)
-    ours, base = (run_tree(tree, paths) for tree in (ROOT, args.base))
+    ours, base = (run_batch(tree, CHILD, paths) for tree in (ROOT, args.base))
     differ = 0
     for path in paths:
         a, b = ours[path], base[path]

@@ -70,6 +70,17 @@ def run_child(tree: str, child: str, path: str, backends: str) -> dict:
     return json.loads(line[7:]) if line else {"crash": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
 
 
+def run_batch(tree: str, child: str, paths: list[str], *args: str) -> dict[str, dict]:
+    """path -> the ``RESULT [path, result]`` json that script ``child`` (given
+    ``args``, the paths one per line on stdin) prints for every model under
+    ``tree``'s code; a model it printed nothing for maps to the crash."""
+    proc = subprocess.run([sys.executable, "-c", child, *args], input="\n".join(paths), capture_output=True, text=True,
+                          env=tree_env(tree), cwd=tree)
+    found = dict(json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
+    crash = {"crash": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
+    return {p: found.get(p, crash) for p in paths}
+
+
 def model_paths(globs: str) -> list[str]:
     """The files of the comma-separated ``globs`` (``<onnx>``: the onnx package's folder; ``**`` recursive)."""
     import onnx
