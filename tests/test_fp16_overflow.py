@@ -17,7 +17,7 @@ from fakes import DeviceArray, fake_plugin, make_fake_backend
 from nnrt_core import ConfigError, ScheduleConfig, Session
 from nnrt_core.errors import ExecutionError, NumericOverflowError
 from nnrt_npu_emu.hostfuse import RELU_LO
-from nnrt_npu_emu.numerics import FP16_MAX, store_fp16
+from nnrt_npu_emu.numerics import FP16_MAX, fp16_unsafe_value, store_fp16
 
 NPU = dict(backends=["npu_emu"], backup="numpy")
 RNG = np.random.default_rng(3)
@@ -278,3 +278,57 @@ def test_a_profiled_run_falls_back_too():
     trace = sess.profile({"x": BIG})
     np.testing.assert_allclose(trace.outputs["y"], rms(BIG), rtol=1e-5)
     assert set(sess.placement.values()) == {"numpy"}
+
+
+# ---------------------------------------------------------- constants at compile
+def const_model(scale: np.ndarray, mask: np.ndarray) -> Any:
+    """``(x * scale + mask) -> Relu``: a weight and an additive mask, both constants."""
+    g = h.make_graph([h.make_node("Mul", ["x", "scale"], ["s"], name="scale"),
+                      h.make_node("Add", ["s", "mask"], ["m"], name="mask"),
+                      h.make_node("Relu", ["m"], ["y"], name="relu")],
+                     "consts", [h.make_tensor_value_info("x", T.FLOAT, [4, 64])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [4, 64])],
+                     [h.make_tensor("scale", T.FLOAT, scale.shape, scale.ravel()),
+                      h.make_tensor("mask", T.FLOAT, mask.shape, mask.ravel())])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_fp16_unsafe_value_tells_weights_from_mask_sentinels():
+    f32 = np.finfo(np.float32)
+    assert fp16_unsafe_value(np.array([1.0, -FP16_MAX, FP16_MAX], np.float32)) is None
+    assert fp16_unsafe_value(np.array([0.0, f32.min, f32.max, -np.inf, np.inf, np.nan], np.float32)) is None
+    assert fp16_unsafe_value(np.array([1.0, f32.min, 7e4], np.float32)) == np.float32(7e4)
+    assert fp16_unsafe_value(np.array([-1e9, 0.0])) == -1e9  # float64 constants too
+    assert fp16_unsafe_value(np.array([1e6], np.int64)) is None  # not a float: not stored in fp16
+    assert fp16_unsafe_value(np.zeros(0, np.float32)) is None
+
+
+def test_an_fp16_chip_declines_a_node_whose_constant_does_not_fit_fp16():
+    x = SMALL / 10
+    scale = np.full((1, 64), 2.0, np.float32)
+    scale[0, 5] = 1e5  # a real weight beyond +-65504: clamping it would change the model silently
+    mask = np.zeros((1, 64), np.float32)
+    mask[0, :8] = np.finfo(np.float32).min  # "minus infinity" fill: saturating it keeps its meaning
+    sess = Session(const_model(scale, mask), ScheduleConfig(**NPU))
+    report = {p.node: p for p in sess.placement_report}
+    assert report["scale"].backend == "numpy"
+    why = report["scale"].rejected["npu_emu"]
+    assert "constant 'scale'" in why and "1e+05" in why and "beyond fp16" in why
+    assert report["mask"].backend == "npu_emu" and report["relu"].backend == "npu_emu"
+    y = sess.run({"x": x})["y"]
+    ref = np.maximum(x * scale + mask, 0)
+    np.testing.assert_allclose(y, ref, rtol=2e-3, atol=1e-3)
+    assert y[0, 5] == pytest.approx(ref[0, 5], rel=1e-3)  # the 1e5 weight's product, not 65504's
+
+
+def test_the_emitter_refuses_to_clamp_a_weight_it_was_given():
+    from nnrt_core.errors import CompileError
+    from nnrt_npu_emu.lowering.emission import ProgramEmitter
+    emitter = ProgramEmitter.__new__(ProgramEmitter)  # only the constant table is used
+    emitter.const_ids, emitter.consts, emitter.const_size, emitter.fdt = {}, [], 0, "fp16"
+    mask, weight = np.array([1.0, np.finfo(np.float32).min], np.float32), np.array([2e5], np.float32)
+    op = emitter.add_const(mask, keep=False)  # (constants are keyed by id: keep them alive, as the graph does)
+    assert op.dtype == "float16" and emitter.consts[0][0][1] == -FP16_MAX
+    with pytest.raises(CompileError, match="2e\\+05, beyond fp16"):
+        emitter.add_const(weight, keep=False)
+    assert emitter.add_const(weight, keep=True).dtype == "float32"  # int8 steps keep their parameters in fp32

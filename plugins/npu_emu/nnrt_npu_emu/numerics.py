@@ -8,7 +8,7 @@ from nnrt_numpy.ufuncs import clip as _clip  # the clip ufunc itself: np.clip's 
 
 __all__ = [
     "STORAGE", "FP16_MAX", "storage_dtype", "f32", "erf", "quantize", "dequantize", "requantize",
-    "qparams_shape", "tolerance", "round_fp16", "store_fp16", "out_of_range", "is_fp16_value",
+    "qparams_shape", "tolerance", "round_fp16", "store_fp16", "out_of_range", "is_fp16_value", "fp16_unsafe_value",
 ]
 
 #: compute precision -> storage dtype of float activations and weights
@@ -25,6 +25,23 @@ def f32(a: np.ndarray) -> np.ndarray:
     """The fp32 view of an operand (the chip's accumulator type)."""
     return a if a.dtype == np.float32 else a.astype(np.float32)
 
+
+#: float32's extremes and the infinities: mask sentinels ("minus infinity" fills), which saturating at +-65504 keeps
+_SENTINELS = (float(np.finfo(np.float32).min), float(np.finfo(np.float32).max), -np.inf, np.inf)
+
+
+def fp16_unsafe_value(a: np.ndarray) -> float | None:
+    """A finite value of the float constant ``a`` beyond fp16's +-65504 that
+    is not a mask sentinel (float32's extremes or an infinity), or ``None``:
+    storing such a constant in fp16 would saturate a real weight."""
+    if a.dtype.kind != "f" or a.dtype == np.float16 or not a.size:
+        return None
+    lo, hi = float(np.min(a)), float(np.max(a))
+    if -FP16_MAX <= lo and hi <= FP16_MAX:
+        return None
+    big = a[np.abs(a) > FP16_MAX]
+    bad = big[~np.isin(big, _SENTINELS)]
+    return float(bad.flat[0]) if bad.size else None
 
 
 _F16_LO, _F16_HI = np.float32(-FP16_MAX), np.float32(FP16_MAX)

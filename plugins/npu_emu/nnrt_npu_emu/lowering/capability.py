@@ -6,7 +6,7 @@ import numpy as np
 
 from nnrt_core.ir import Node, Value
 from nnrt_npu_emu.lowering.analysis import FLOAT_DTYPES, Analysis
-from nnrt_npu_emu.numerics import FP16_MAX
+from nnrt_npu_emu.numerics import FP16_MAX, fp16_unsafe_value
 from nnrt_npu_emu.ops import OPS, OpDef, Unsupported
 
 __all__ = ["why_unsupported", "quantized_range"]
@@ -42,6 +42,7 @@ def why_unsupported(node: Node, an: Analysis) -> str | None:
         _check_operands(node, an, d, data_in, outs)
         _check_dtypes(node, an, data_in, outs)
         _check_fp16_range(node, an, outs)
+        _check_fp16_constants(node, an)
         if d.check is not None:
             r = d.check(node, an)
             if r:
@@ -171,3 +172,18 @@ def _check_fp16_range(node: Node, an: Analysis, outs: list[Value]) -> None:
         if r is not None and r > FP16_MAX:
             raise Unsupported(f"value {v.name!r} is quantized to a range of +-{r:.3g}, beyond fp16 (+-{FP16_MAX:g}); "
                               "the chip would saturate it")
+
+
+def _check_fp16_constants(node: Node, an: Analysis) -> None:
+    """On an fp16 chip, refuse a node with a constant input whose values do
+    not fit fp16: the chip stores weights in fp16, and a clamped weight is a
+    silently different model (int8 groups keep their float parameters in fp32)."""
+    if an.fprec != "fp16" or id(node) in an.member:
+        return
+    for v in node.inputs:
+        if v is None or not an.is_const(v):
+            continue
+        bad = fp16_unsafe_value(np.asarray(an.const(v)))
+        if bad is not None:
+            raise Unsupported(f"constant {v.name!r} holds {bad:.4g}, beyond fp16 (+-{FP16_MAX:g}); the chip stores "
+                              "weights in fp16 and would saturate it")

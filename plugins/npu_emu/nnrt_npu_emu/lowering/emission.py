@@ -12,7 +12,7 @@ from nnrt_npu_emu.cost import estimate
 from nnrt_npu_emu.lowering.analysis import QUANT_DTYPES, Analysis
 from nnrt_npu_emu.lowering.selection import Selection
 from nnrt_npu_emu.memory import Buffer, align, plan_offsets
-from nnrt_npu_emu.numerics import FP16_MAX, STORAGE
+from nnrt_npu_emu.numerics import FP16_MAX, STORAGE, fp16_unsafe_value
 from nnrt_npu_emu.ops import Step
 from nnrt_npu_emu.program import Instr, Operand, Program, TensorSpec
 
@@ -80,6 +80,10 @@ class ProgramEmitter:
         if a.dtype.kind == "f":
             dt = np.dtype(np.float32) if keep else STORAGE[self.fdt]
             if dt == np.float16 and a.dtype != np.float16:  # saturate like the chip's stores (e.g. -3.4e38 masks)
+                bad = fp16_unsafe_value(a)  # capability declines such nodes; a constant made while lowering could slip
+                if bad is not None:
+                    raise CompileError(f"a constant holds {bad:.4g}, beyond fp16 (+-{FP16_MAX:g}): the chip would "
+                                       "saturate it")
                 a = np.clip(a, -FP16_MAX, FP16_MAX)
             a = a.astype(dt)
         elif a.dtype == np.int64:
