@@ -44,6 +44,7 @@ from nnrt_onnxruntime.offline import (
 )
 from nnrt_onnxruntime.providers import make_session_options, provider_kind, requested_providers
 from nnrt_onnxruntime.terminate import run_terminable
+from nnrt_onnxruntime import warmup
 
 __all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
 
@@ -158,6 +159,12 @@ class OrtPartition(CompiledPartition):
         self._by_threads: dict[int, Any] = {}
         self._by_threads_lock = threading.Lock()
         self._info["adaptive_threads"] = self._adaptive
+        self._warm = warmup.enabled(extra)
+
+    def warm_up(self) -> None:
+        """One run on zeros (see :mod:`.warmup`), unless ``warm_up = false``."""
+        if self._warm:
+            self._info["warmed_up"] = warmup.warm_up(self, self.session, skip=tuple(self._fed))
 
     def prepare_thread_budget(self, threads: int) -> None:
         if self._adaptive and threads < CORES:

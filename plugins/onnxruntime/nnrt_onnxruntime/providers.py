@@ -119,6 +119,7 @@ EXTRA_OPTIONS = frozenset({
     "session_config",
     "capability_cache",
     "known_deviations",
+    "warm_up",
 })
 
 

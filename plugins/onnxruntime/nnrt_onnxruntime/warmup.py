@@ -1,0 +1,101 @@
+"""The ORT partition's warm-up at build: runs on zeros at the real shape.
+
+ONNX Runtime's first run of a session pays one-time costs a later run does
+not: its kernels' first-call set-up, the thread pool's first wake-up and the
+arena's growth (first-touch page faults of the intermediates).  With ORT's
+memory pattern on (its default), the *second* run at a shape pays again: it
+allocates the block the first run's pattern asked for.  So when every input
+shape of the partition is static (in the model, or fixed with
+``ScheduleConfig.input_shapes``), the warm-up runs it on zeros once (memory
+pattern off) or twice (on).  A warm-up at another shape does not help: the
+arena would still grow at the real one (measured in
+``benchmarks/ort_first_runs.py``), so inputs with free dimensions skip it, as
+do inputs it cannot make (sequences, maps, exotic element types) and feeds over
+:data:`MAX_BYTES`, with a log line.  A failing warm-up run (zeros are not
+valid data for every model) is logged, never raised.  Switched off with the
+backend option ``warm_up = false``.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from nnrt_core.errors import ConfigError
+from nnrt_core.logs import get_logger
+
+__all__ = ["MAX_BYTES", "NUMPY_BY_ORT_TYPE", "enabled", "zero_feeds", "warm_up"]
+
+log = get_logger("nnrt.onnxruntime")
+
+#: the largest warm-up feed (all inputs together, bytes); larger ones skip it
+MAX_BYTES = 64 << 20
+
+#: ORT tensor type -> the numpy dtype of a feed
+NUMPY_BY_ORT_TYPE: dict[str, Any] = {
+    "tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
+    "tensor(int8)": np.int8, "tensor(int16)": np.int16, "tensor(int32)": np.int32, "tensor(int64)": np.int64,
+    "tensor(uint8)": np.uint8, "tensor(uint16)": np.uint16, "tensor(uint32)": np.uint32,
+    "tensor(uint64)": np.uint64, "tensor(bool)": np.bool_, "tensor(string)": np.object_,
+}
+
+
+def enabled(extra: Any) -> bool:
+    """The ``warm_up`` backend option (default ``True``), validated."""
+    v = (extra or {}).get("warm_up", True)
+    if not isinstance(v, bool):
+        raise ConfigError(f"onnxruntime option 'warm_up' must be true or false, got {v!r}")
+    return v
+
+
+def zero_feeds(args: Sequence[Any], skip: Sequence[str] = (), max_bytes: int = MAX_BYTES,
+               ) -> tuple[dict[str, np.ndarray] | None, str]:
+    """Zero feeds for the session inputs ``args`` (ORT ``NodeArg`` s: ``name``,
+    ``type``, ``shape``) other than ``skip``: ``(feeds, shapes text)``, or
+    ``(None, why not)``."""
+    feeds: dict[str, np.ndarray] = {}
+    total = 0
+    for a in args:
+        if a.name in skip:
+            continue
+        dtype = NUMPY_BY_ORT_TYPE.get(a.type)
+        if dtype is None:
+            return None, f"input {a.name!r} has type {a.type}, which a zero feed cannot be made for"
+        shape = list(a.shape or [])
+        if not all(isinstance(d, int) and d >= 0 for d in shape):
+            return None, (f"input {a.name!r} has free dimensions {shape} (fix them with "
+                          f"ScheduleConfig.input_shapes to warm up at the real shape)")
+        size = int(np.prod(shape, dtype=np.int64))
+        total += size * np.dtype(dtype).itemsize
+        if total > max_bytes:
+            return None, f"the zero feeds would exceed {max_bytes} bytes (input {a.name!r} {shape})"
+        feeds[a.name] = np.full(shape, "", dtype=object) if dtype is np.object_ else np.zeros(shape, dtype)
+    return feeds, ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items())
+
+
+def warm_up(part: Any, session: Any, skip: Sequence[str] = ()) -> bool:
+    """Run ``part`` (an ``OrtPartition``) on zeros of ``session`` 's inputs,
+    twice when ``session`` has ORT's memory pattern on; ``True`` when the runs
+    went through.  ORT's own log of a failed warm-up run is silenced (the
+    failure is logged here, at info level)."""
+    feeds, what = zero_feeds(session.get_inputs(), skip)
+    if feeds is None:
+        log.info("onnxruntime: partition %r: no warm-up: %s", part.name, what)
+        return False
+    import onnxruntime as ort
+
+    ro = ort.RunOptions()
+    ro.log_severity_level = 4
+    t0 = time.perf_counter()
+    runs = 2 if session.get_session_options().enable_mem_pattern else 1
+    try:
+        for _ in range(runs):
+            part.run_with_options(feeds, ro)
+    except Exception as e:  # zeros are not valid input for every model
+        log.info("onnxruntime: partition %r: warm-up run on zeros (%s) failed, skipped: %s: %s",
+                 part.name, what, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        return False
+    log.debug("onnxruntime: partition %r: warmed up on zeros (%s), %d run(s) in %.1f ms", part.name, what,
+              runs, 1e3 * (time.perf_counter() - t0))
+    return True

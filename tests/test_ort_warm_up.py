@@ -1,0 +1,165 @@
+"""The ONNX Runtime partition's warm-up at build (nnrt_onnxruntime.warmup,
+docs/plugins.md): runs on zeros when every input shape is static, skipped with
+a log otherwise, failures logged, the first real run's outputs unchanged."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("nnrt_onnxruntime")
+
+from nnrt_core import ScheduleConfig, Session, load_model  # noqa: E402
+from nnrt_core.backend import CompileOptions  # noqa: E402
+from nnrt_core.errors import CompileError, ConfigError, NnrtError  # noqa: E402
+from nnrt_core.registry import Registry  # noqa: E402
+from nnrt_onnxruntime import warmup  # noqa: E402
+from nnrt_onnxruntime.partition import OrtPartition  # noqa: E402
+
+
+def _model(shape=(4, 8), idx_shape=(3,)):
+    """y = Relu(MatMul(x, w)) + 1; z = Gather(y, idx) (an int64 input)."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 5], np.linspace(-1, 1, 40, dtype=np.float32))
+    one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Relu", ["m"], ["r"], name="relu"),
+             helper.make_node("Add", ["r", "one"], ["y"], name="add"),
+             helper.make_node("Gather", ["y", "idx"], ["z"], name="gather", axis=0)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape)),
+                                       helper.make_tensor_value_info("idx", TensorProto.INT64, list(idx_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [shape[0], 5]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [idx_shape[0], 5])], [w, one])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _config(**opts) -> ScheduleConfig:
+    return ScheduleConfig(backends=["onnxruntime"], backup=None, backend_options={"onnxruntime": opts})
+
+
+def _feeds():
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    return {"x": x, "idx": np.array([3, 0, 2], np.int64)}
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """Feeds of every OrtPartition run, in order."""
+    seen: list[dict] = []
+    real = OrtPartition.run_with_options
+
+    def spy(self, inputs, ro):
+        seen.append({k: np.array(v, copy=True) for k, v in inputs.items()})
+        return real(self, inputs, ro)
+
+    monkeypatch.setattr(OrtPartition, "run_with_options", spy)
+    return seen
+
+
+@pytest.mark.parametrize("pattern, want", [(None, 2), (True, 2), (False, 1)])
+def test_static_partition_is_run_on_zeros_at_build(runs, pattern, want):
+    opts = {} if pattern is None else {"enable_mem_pattern": pattern}
+    sess = Session(_model(), _config(**opts))
+    assert len(runs) == want  # twice with ORT's memory pattern on: its second run allocates the pattern's block
+    for feed in runs:
+        assert set(feed) == {"x", "idx"}
+        assert feed["x"].shape == (4, 8) and feed["x"].dtype == np.float32 and not feed["x"].any()
+        assert feed["idx"].shape == (3,) and feed["idx"].dtype == np.int64 and not feed["idx"].any()
+    assert sess.partitions[0].details["warmed_up"] is True
+    sess.run(_feeds())
+    assert len(runs) == want + 1
+
+
+def test_first_real_run_is_unchanged_by_the_warm_up():
+    feeds = _feeds()
+    warm = Session(_model(), _config()).run(feeds)
+    cold = Session(_model(), _config(warm_up=False)).run(feeds)
+    ref = ort.InferenceSession(_model().SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for name, want in zip(["y", "z"], ref):
+        np.testing.assert_array_equal(warm[name], want)
+        np.testing.assert_array_equal(cold[name], want)
+
+
+def test_warm_up_false_skips_it(runs):
+    sess = Session(_model(), _config(warm_up=False))
+    assert runs == [] and "warmed_up" not in sess.partitions[0].details
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None, {"batch": 1}])
+def test_warm_up_option_is_validated(value):
+    with pytest.raises(ConfigError, match="'warm_up' must be true or false"):
+        warmup.enabled({"warm_up": value})
+    backend = Registry().backend("onnxruntime").backend
+    with pytest.raises(CompileError, match="'warm_up' must be true or false, got"):
+        backend.compile(load_model(_model()).graph, CompileOptions(extra={"warm_up": value}))
+    with pytest.raises(NnrtError, match="'warm_up' must be true or false"):  # as every bad onnxruntime option
+        Session(_model(), _config(warm_up=value))
+
+
+def test_free_dimensions_skip_it_with_a_log(runs, caplog):
+    caplog.set_level(logging.INFO, logger="nnrt.onnxruntime")
+    sess = Session(_model(shape=("batch", 8)), _config())
+    assert runs == [] and sess.partitions[0].details["warmed_up"] is False
+    assert "no warm-up: input 'x' has free dimensions" in caplog.text and "input_shapes" in caplog.text
+    # fixed with input_shapes, it warms up at the real shape
+    runs.clear()
+    cfg = ScheduleConfig(backends=["onnxruntime"], backup=None, input_shapes={"x": [4, 8]})
+    sess = Session(_model(shape=("batch", 8)), cfg)
+    assert [f["x"].shape for f in runs] == [(4, 8), (4, 8)]
+    np.testing.assert_array_equal(sess.run(_feeds())["z"], sess.run(_feeds())["z"])
+
+
+def test_a_failing_warm_up_is_logged_and_the_session_works(monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="nnrt.onnxruntime")
+    real = OrtPartition.run_with_options
+
+    def fail_on_zeros(self, inputs, ro):
+        if not inputs["x"].any():
+            raise RuntimeError("zeros are not valid here")
+        return real(self, inputs, ro)
+
+    monkeypatch.setattr(OrtPartition, "run_with_options", fail_on_zeros)
+    sess = Session(_model(), _config())
+    assert sess.partitions[0].details["warmed_up"] is False
+    assert "warm-up run on zeros (x [4, 8], idx [3]) failed, skipped: RuntimeError: zeros are not valid" in caplog.text
+    feeds = _feeds()
+    np.testing.assert_array_equal(sess.run(feeds)["y"], np.maximum(feeds["x"] @ np.linspace(-1, 1, 40, dtype=np.float32)
+                                                                    .reshape(8, 5), 0) + 1)
+
+
+def test_a_real_ort_failure_on_zeros_is_logged_not_printed(capfd, caplog):
+    """Expand to a shape input of zeros is invalid for ORT: logged at info, ORT's own error log silenced."""
+    caplog.set_level(logging.INFO, logger="nnrt.onnxruntime")
+    g = helper.make_graph([helper.make_node("Expand", ["x", "s"], ["y"], name="expand")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                           helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    sess = Session(m, _config())
+    assert sess.partitions[0].details["warmed_up"] is False
+    assert "warm-up run on zeros" in caplog.text and "failed, skipped" in caplog.text
+    assert "Expand" not in capfd.readouterr().err
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(sess.run({"x": x, "s": np.array([2, 3], np.int64)})["y"], x)
+
+
+class _Arg:
+    def __init__(self, name, type, shape):
+        self.name, self.type, self.shape = name, type, shape
+
+
+def test_zero_feeds_cover_strings_and_refuse_what_they_cannot_make():
+    feeds, what = warmup.zero_feeds([_Arg("s", "tensor(string)", [2]), _Arg("b", "tensor(bool)", [1, 2])])
+    assert feeds["s"].tolist() == ["", ""] and feeds["b"].dtype == np.bool_ and what == "s [2], b [1, 2]"
+    assert warmup.zero_feeds([_Arg("q", "seq(tensor(float))", None)]) == (
+        None, "input 'q' has type seq(tensor(float)), which a zero feed cannot be made for")
+    assert warmup.zero_feeds([_Arg("h", "tensor(bfloat16)", [2])])[0] is None
+    assert warmup.zero_feeds([_Arg("w", "tensor(float)", [2])], skip=["w"]) == ({}, "")
+    big, why = warmup.zero_feeds([_Arg("x", "tensor(float)", [1024, 1024]), _Arg("y", "tensor(float)", [8])],
+                                 max_bytes=4 << 20)
+    assert big is None and "exceed 4194304 bytes (input 'y' [8])" in why
