@@ -182,7 +182,7 @@ class OrtPartition(CompiledPartition):
             run = self._by_threads.get(threads)
             if run is None:
                 model, external, preoptimized = self._thread_source()
-                so, _ = make_session_options(self._options)
+                so, _ = make_session_options(self._options, cpu_only=True)
                 so.intra_op_num_threads = threads
                 _add_external(so, external, preoptimized)
                 t0 = time.perf_counter()
@@ -399,10 +399,10 @@ def _create_session(backend: Backend, model: bytes, options: CompileOptions,
     meant to be stored)."""
     import onnxruntime as ort
 
-    so, summary = make_session_options(options)
-    _add_external(so, external, preoptimized)
     requested, index, device_id = requested_providers(backend, options)
     names = [p for p, _ in requested]
+    so, summary = make_session_options(options, cpu_only=names == ["CPUExecutionProvider"])
+    _add_external(so, external, preoptimized)
     fallback = None
     kept: OptimizedModel | None = None
     with warnings.catch_warnings(record=True) as caught:

@@ -3,9 +3,10 @@
 ONNX Runtime's first run of a session pays one-time costs a later run does
 not: its kernels' first-call set-up, the thread pool's first wake-up and the
 arena's growth (first-touch page faults of the intermediates).  With ORT's
-memory pattern on (its default), the *second* run at a shape pays again: it
-allocates the block the first run's pattern asked for.  So when every input
-shape of the partition is static (in the model, or fixed with
+memory pattern on, the *second* run at a shape pays again: it allocates the
+block the first run's pattern asked for (so the backend switches the pattern
+off on the CPU provider unless ``enable_mem_pattern = true``).  When every
+input shape of the partition is static (in the model, or fixed with
 ``ScheduleConfig.input_shapes``), the warm-up runs it on zeros once (memory
 pattern off) or twice (on).  A warm-up at another shape does not help: the
 arena would still grow at the real one (measured in
