@@ -105,13 +105,27 @@ def test_free_dimensions_skip_it_with_a_log(runs, caplog):
     caplog.set_level(logging.INFO, logger="nnrt.onnxruntime")
     sess = Session(_model(shape=("batch", 8)), _config())
     assert runs == [] and sess.partitions[0].details["warmed_up"] is False
-    assert "no warm-up: input 'x' has free dimensions" in caplog.text and "input_shapes" in caplog.text
+    assert "no warm-up run: input 'x' has free dimensions" in caplog.text and "input_shapes" in caplog.text
     # fixed with input_shapes, it warms up at the real shape
     runs.clear()
     cfg = ScheduleConfig(backends=["onnxruntime"], backup=None, input_shapes={"x": [4, 8]})
     sess = Session(_model(shape=("batch", 8)), cfg)
     assert [f["x"].shape for f in runs] == [(4, 8)]
     np.testing.assert_array_equal(sess.run(_feeds())["z"], sess.run(_feeds())["z"])
+
+
+def test_free_dimensions_prefault_the_heap_instead(monkeypatch, runs):
+    calls = []
+    monkeypatch.setattr(warmup, "tune_allocator", lambda: calls.append("tune") or True)
+    monkeypatch.setattr(warmup, "prefault_heap", lambda n: calls.append(n) or True)
+    Session(_model(shape=("batch", 8)), _config())
+    assert calls == ["tune", warmup.HEAP_BYTES] and runs == []
+    calls.clear()
+    Session(_model(), _config())  # static: a warm-up run on the tuned allocator, no prefault
+    assert calls == ["tune"] and len(runs) == 1
+    calls.clear()
+    Session(_model(shape=("batch", 8)), _config(warm_up=False))
+    assert calls == []
 
 
 def test_a_failing_warm_up_is_logged_and_the_session_works(monkeypatch, caplog):

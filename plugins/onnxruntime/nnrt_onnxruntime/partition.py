@@ -164,7 +164,8 @@ class OrtPartition(CompiledPartition):
     def warm_up(self) -> None:
         """One run on zeros (see :mod:`.warmup`), unless ``warm_up = false``."""
         if self._warm:
-            self._info["warmed_up"] = warmup.warm_up(self, self.session, skip=tuple(self._fed))
+            self._info["warmed_up"] = warmup.warm_up(self, self.session, skip=tuple(self._fed),
+                                                     cpu=self._info["providers"] == ["CPUExecutionProvider"])
 
     def prepare_thread_budget(self, threads: int) -> None:
         if self._adaptive and threads < CORES:

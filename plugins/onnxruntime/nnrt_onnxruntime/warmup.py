@@ -1,20 +1,25 @@
-"""The ORT partition's warm-up at build: runs on zeros at the real shape.
+"""The ORT partition's warm-up at build.
 
 ONNX Runtime's first run of a session pays one-time costs a later run does
-not: its kernels' first-call set-up, the thread pool's first wake-up and the
-arena's growth (first-touch page faults of the intermediates).  With ORT's
-memory pattern on, the *second* run at a shape pays again: it allocates the
-block the first run's pattern asked for (so the backend switches the pattern
-off on the CPU provider unless ``enable_mem_pattern = true``).  When every
-input shape of the partition is static (in the model, or fixed with
-``ScheduleConfig.input_shapes``), the warm-up runs it on zeros once (memory
-pattern off) or twice (on).  A warm-up at another shape does not help: the
-arena would still grow at the real one (measured in
-``benchmarks/ort_first_runs.py``), so inputs with free dimensions skip it, as
-do inputs it cannot make (sequences, maps, exotic element types) and feeds over
-:data:`MAX_BYTES`, with a log line.  A failing warm-up run (zeros are not
-valid data for every model) is logged, never raised.  Switched off with the
-backend option ``warm_up = false``.
+not: its kernels' first-call set-up, the thread pool's first wake-up and,
+mostly, its arena's growth (first-touch page faults of the intermediates).
+With ORT's memory pattern on, the *second* run at a shape pays again: it
+allocates the block the first run's pattern asked for (so the backend
+switches the pattern off on the CPU provider unless
+``enable_mem_pattern = true``).  The warm-up, on a CPU-provider session:
+
+* tunes glibc's allocator (:mod:`nnrt_core.runtime.heap`), so that the arena's
+  blocks come from the heap and pages freed there are reused;
+* when every input shape is static (in the model, or fixed with
+  ``ScheduleConfig.input_shapes``), runs the partition on zeros, once (memory
+  pattern off) or twice (on);
+* otherwise (free dimensions: the real shape is unknown, and a run at another
+  shape leaves the arena short of it) or when it cannot make the feeds
+  (sequences, maps, exotic element types, more than :data:`MAX_BYTES`),
+  prefaults :data:`HEAP_BYTES` of heap instead, with a log line.
+
+A failing warm-up run (zeros are not valid data for every model) is logged,
+never raised.  Switched off with the backend option ``warm_up = false``.
 """
 from __future__ import annotations
 
@@ -25,13 +30,16 @@ import numpy as np
 
 from nnrt_core.errors import ConfigError
 from nnrt_core.logs import get_logger
+from nnrt_core.runtime.heap import prefault_heap, tune_allocator
 
-__all__ = ["MAX_BYTES", "NUMPY_BY_ORT_TYPE", "enabled", "zero_feeds", "warm_up"]
+__all__ = ["MAX_BYTES", "HEAP_BYTES", "NUMPY_BY_ORT_TYPE", "enabled", "zero_feeds", "warm_up"]
 
 log = get_logger("nnrt.onnxruntime")
 
 #: the largest warm-up feed (all inputs together, bytes); larger ones skip it
 MAX_BYTES = 64 << 20
+#: heap prefaulted when no warm-up run is made (as the NumPy backend's for run-time-sized intermediates)
+HEAP_BYTES = 16 << 20
 
 #: ORT tensor type -> the numpy dtype of a feed
 NUMPY_BY_ORT_TYPE: dict[str, Any] = {
@@ -75,14 +83,17 @@ def zero_feeds(args: Sequence[Any], skip: Sequence[str] = (), max_bytes: int = M
     return feeds, ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items())
 
 
-def warm_up(part: Any, session: Any, skip: Sequence[str] = ()) -> bool:
-    """Run ``part`` (an ``OrtPartition``) on zeros of ``session`` 's inputs,
-    twice when ``session`` has ORT's memory pattern on; ``True`` when the runs
-    went through.  ORT's own log of a failed warm-up run is silenced (the
-    failure is logged here, at info level)."""
+def warm_up(part: Any, session: Any, skip: Sequence[str] = (), cpu: bool = True) -> bool:
+    """Warm ``part`` (an ``OrtPartition`` whose ORT session is ``session``;
+    ``cpu``: on the CPU provider alone) up as the module docstring says;
+    ``True`` when warm-up runs went through.  ORT's own log of a failed run is
+    silenced (the failure is logged here, at info level)."""
+    heap = cpu and tune_allocator()
     feeds, what = zero_feeds(session.get_inputs(), skip)
     if feeds is None:
-        log.info("onnxruntime: partition %r: no warm-up: %s", part.name, what)
+        if heap and prefault_heap(HEAP_BYTES):
+            what += f"; prefaulted {HEAP_BYTES >> 20} MiB of heap instead"
+        log.info("onnxruntime: partition %r: no warm-up run: %s", part.name, what)
         return False
     import onnxruntime as ort
 
