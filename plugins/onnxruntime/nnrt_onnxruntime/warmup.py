@@ -38,8 +38,8 @@ log = get_logger("nnrt.onnxruntime")
 
 #: the largest warm-up feed (all inputs together, bytes); larger ones skip it
 MAX_BYTES = 64 << 20
-#: heap prefaulted when no warm-up run is made (as the NumPy backend's for run-time-sized intermediates)
-HEAP_BYTES = 16 << 20
+#: heap prefaulted when no warm-up run is made (8 MiB: ~2 ms; 16 MiB cost 3-30 ms on this VM, see docs/plugins.md)
+HEAP_BYTES = 8 << 20
 
 #: ORT tensor type -> the numpy dtype of a feed
 NUMPY_BY_ORT_TYPE: dict[str, Any] = {
