@@ -4,6 +4,7 @@ a log otherwise, failures logged, the first real run's outputs unchanged."""
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 import pytest
@@ -140,7 +141,7 @@ def test_a_failing_warm_up_is_logged_and_the_session_works(monkeypatch, caplog):
     monkeypatch.setattr(OrtPartition, "run_with_options", fail_on_zeros)
     sess = Session(_model(), _config())
     assert sess.partitions[0].details["warmed_up"] is False
-    assert "warm-up run on zeros (x [4, 8], idx [3]) failed, skipped: RuntimeError: zeros are not valid" in caplog.text
+    assert "warm-up run on zeros (x [4, 8], idx [3]) failed: RuntimeError: zeros are not valid" in caplog.text
     feeds = _feeds()
     np.testing.assert_array_equal(sess.run(feeds)["y"], np.maximum(feeds["x"] @ np.linspace(-1, 1, 40, dtype=np.float32)
                                                                     .reshape(8, 5), 0) + 1)
@@ -157,10 +158,37 @@ def test_a_real_ort_failure_on_zeros_is_logged_not_printed(capfd, caplog):
     m.ir_version = 8
     sess = Session(m, _config())
     assert sess.partitions[0].details["warmed_up"] is False
-    assert "warm-up run on zeros" in caplog.text and "failed, skipped" in caplog.text
+    assert "warm-up run on zeros" in caplog.text and "failed: " in caplog.text and "; skipped" in caplog.text
     assert "Expand" not in capfd.readouterr().err
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(sess.run({"x": x, "s": np.array([2, 3], np.int64)})["y"], x)
+
+
+def test_a_warm_up_run_that_does_not_end_is_terminated(caplog):
+    """A Loop of 2**62 trips whatever its (zero) input: stopped at RUN_LIMIT_S, logged, the session works."""
+    caplog.set_level(logging.INFO, logger="nnrt.onnxruntime")
+    body = helper.make_graph([helper.make_node("Add", ["acc", "one"], ["acc_out"], name="inc"),
+                              helper.make_node("Identity", ["cond"], ["cond_out"], name="keep")], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("acc", TensorProto.FLOAT, [1])],
+                             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1])],
+                             [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+    g = helper.make_graph([helper.make_node("Loop", ["trips", "go", "x"], ["y"], name="loop", body=body)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor("trips", TensorProto.INT64, [], [2 ** 62]),
+                           helper.make_tensor("go", TensorProto.BOOL, [], [True])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    t0 = time.perf_counter()
+    sess = Session(m, _config())
+    assert time.perf_counter() - t0 < warmup.RUN_LIMIT_S + 5
+    assert sess.partitions[0].details["warmed_up"] is False
+    assert f"stopped after {warmup.RUN_LIMIT_S} s; skipped" in caplog.text
+    with pytest.raises(NnrtError):
+        sess.run({"x": np.zeros(1, np.float32)}, timeout=0.2)
 
 
 class _Arg:

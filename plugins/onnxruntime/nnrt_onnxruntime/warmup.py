@@ -19,10 +19,13 @@ switches the pattern off on the CPU provider unless
   prefaults :data:`HEAP_BYTES` of heap instead, with a log line.
 
 A failing warm-up run (zeros are not valid data for every model) is logged,
-never raised.  Switched off with the backend option ``warm_up = false``.
+never raised; one still going after :data:`RUN_LIMIT_S` (a ``Loop`` whose trip
+count zeros do not bound, a model too big for a cheap warm-up) is terminated
+(ORT's ``RunOptions.terminate``) and logged.  Switched off with the backend option ``warm_up = false``.
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Sequence
 
@@ -32,14 +35,18 @@ from nnrt_core.errors import ConfigError
 from nnrt_core.logs import get_logger
 from nnrt_core.runtime.heap import prefault_heap, tune_allocator
 
-__all__ = ["MAX_BYTES", "HEAP_BYTES", "NUMPY_BY_ORT_TYPE", "enabled", "zero_feeds", "warm_up"]
+__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "enabled", "zero_feeds", "warm_up"]
 
 log = get_logger("nnrt.onnxruntime")
 
-#: the largest warm-up feed (all inputs together, bytes); larger ones skip it
-MAX_BYTES = 64 << 20
+#: the largest warm-up feed (all inputs together, bytes): a bigger one skips the run (a run on zeros
+#: costs a whole run at build), and the heap is prefaulted instead
+MAX_BYTES = 16 << 20
 #: heap prefaulted when no warm-up run is made (8 MiB: ~2 ms; 16 MiB cost 3-30 ms on this VM, see docs/plugins.md)
 HEAP_BYTES = 8 << 20
+
+#: the longest a warm-up may run (seconds) before it is terminated
+RUN_LIMIT_S = 0.5
 
 #: ORT tensor type -> the numpy dtype of a feed
 NUMPY_BY_ORT_TYPE: dict[str, Any] = {
@@ -99,15 +106,21 @@ def warm_up(part: Any, session: Any, skip: Sequence[str] = (), cpu: bool = True)
 
     ro = ort.RunOptions()
     ro.log_severity_level = 4
+    timer = threading.Timer(RUN_LIMIT_S, lambda: setattr(ro, "terminate", True))
+    timer.daemon = True
     t0 = time.perf_counter()
     runs = 2 if session.get_session_options().enable_mem_pattern else 1
+    timer.start()
     try:
         for _ in range(runs):
             part.run_with_options(feeds, ro)
     except Exception as e:  # zeros are not valid input for every model
-        log.info("onnxruntime: partition %r: warm-up run on zeros (%s) failed, skipped: %s: %s",
-                 part.name, what, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        why = (f"stopped after {RUN_LIMIT_S} s" if ro.terminate else
+               f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        log.info("onnxruntime: partition %r: warm-up run on zeros (%s) %s; skipped", part.name, what, why)
         return False
+    finally:
+        timer.cancel()
     log.debug("onnxruntime: partition %r: warmed up on zeros (%s), %d run(s) in %.1f ms", part.name, what,
               runs, 1e3 * (time.perf_counter() - t0))
     return True
