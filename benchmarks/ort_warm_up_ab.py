@@ -13,7 +13,9 @@ the same random feed 20 times.  Variants are ``+``-joined words:
   model: the warm-up is a run on zeros);
 * ``pattern``: ``enable_mem_pattern = true`` (ORT's own default);
 * ``heapN``: the free-dimension warm-up prefaults N MiB of heap
-  (``nnrt_onnxruntime.warmup.HEAP_BYTES``; default 8).
+  (``nnrt_onnxruntime.warmup.HEAP_BYTES``; default 8);
+* ``norun``: no run on zeros even for static shapes (``warmup.MAX_BYTES = 0``):
+  the heap prefault only.
 
 It prints, per variant, medians over ``--rounds`` children (interleaved
 round by round) of: the build (``Session(...)``) and its ``warmup`` stage,
@@ -45,6 +47,7 @@ for v in variant.split("+"):
     elif v == "pattern": opts["enable_mem_pattern"] = True
     elif v == "shapes": kw["input_shapes"] = {name: shape}
     elif v.startswith("heap"): warmup.HEAP_BYTES = int(v[4:]) << 20
+    elif v == "norun": warmup.MAX_BYTES = 0
 t0 = time.perf_counter()
 s = Session(path, ScheduleConfig(backends=["onnxruntime"], backend_options={"onnxruntime": opts}, **kw))
 build = time.perf_counter() - t0
