@@ -2,6 +2,7 @@
 and the first two runs of each, interleaved in one process.
 
     python benchmarks/ort_mem_pattern_ab.py [--runs 300] [--models mobile,light] [--batch 8]
+    python benchmarks/ort_mem_pattern_ab.py --model PATH --shape 1,3,48,320
 
 The ORT backend switches ``enable_mem_pattern`` off by default on the CPU
 provider (see docs/plugins.md, "warm-up"): with it on, ORT records a memory
@@ -70,8 +71,17 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--models", default="mobile,light")
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--model", help="an ONNX file instead of --models (its first input is fed float32 --shape)")
+    ap.add_argument("--shape", help="the feed's shape with --model, e.g. 1,3,48,320")
     args = ap.parse_args()
-    for model in models(args.models.split(","), args.batch):
+    chosen = models(args.models.split(","), args.batch)
+    if args.model:
+        if not args.shape:
+            raise SystemExit("--shape is needed with --model")
+        name = session(args.model, True).get_inputs()[0].name
+        chosen = [{"key": f"{os.path.basename(args.model)} [{args.shape}]", "path": args.model, "input": name,
+                   "shape": [int(d) for d in args.shape.split(",")]}]
+    for model in chosen:
         measure(model, args.runs)
     return 0
 
