@@ -2,20 +2,20 @@
 processes: the first run against a steady run, page faults, build time.
 
     python benchmarks/ort_warm_up_ab.py [--model mobile|light|PATH] [--shape 8,3,48,192] [--rounds 9]
-        [--variants nowarm,warm,shapes+warm]
+        [--variants nowarm,warm,run,shapes+run]
 
 Each child (a fresh process, as a user's) builds
 ``Session(model, ScheduleConfig(backends=["onnxruntime"], ...))`` and runs
 the same random feed 20 times.  Variants are ``+``-joined words:
 
-* ``nowarm``: backend option ``warm_up = false``; ``warm``: the default;
+* ``nowarm``: backend option ``warm_up = false``; ``warm``: the default
+  (``"heap"``: the allocator tuned and a heap prefault); ``run``:
+  ``warm_up = "run"`` (a run on zeros when the shapes are static);
 * ``shapes``: ``input_shapes`` fixes the input to ``--shape`` (a static
-  model: the warm-up is a run on zeros);
+  model: with ``run``, the warm-up is a run on zeros);
 * ``pattern``: ``enable_mem_pattern = true`` (ORT's own default);
-* ``heapN``: the free-dimension warm-up prefaults N MiB of heap
-  (``nnrt_onnxruntime.warmup.HEAP_BYTES``; default 8);
-* ``norun``: no run on zeros even for static shapes (``warmup.MAX_BYTES = 0``):
-  the heap prefault only.
+* ``heapN``: the heap prefault is N MiB
+  (``nnrt_onnxruntime.warmup.HEAP_BYTES``; default 8).
 
 It prints, per variant, medians over ``--rounds`` children (interleaved
 round by round) of: the build (``Session(...)``) and its ``warmup`` stage,
@@ -47,7 +47,7 @@ for v in variant.split("+"):
     elif v == "pattern": opts["enable_mem_pattern"] = True
     elif v == "shapes": kw["input_shapes"] = {name: shape}
     elif v.startswith("heap"): warmup.HEAP_BYTES = int(v[4:]) << 20
-    elif v == "norun": warmup.MAX_BYTES = 0
+    elif v == "run": opts["warm_up"] = "run"
 t0 = time.perf_counter()
 s = Session(path, ScheduleConfig(backends=["onnxruntime"], backend_options={"onnxruntime": opts}, **kw))
 build = time.perf_counter() - t0

@@ -1,6 +1,7 @@
 """The ONNX Runtime partition's warm-up at build (nnrt_onnxruntime.warmup,
-docs/plugins.md): runs on zeros when every input shape is static, skipped with
-a log otherwise, failures logged, the first real run's outputs unchanged."""
+docs/plugins.md): a heap prefault by default; with ``warm_up="run"`` runs on
+zeros when every input shape is static, skipped with a log otherwise,
+failures logged, the first real run's outputs unchanged."""
 from __future__ import annotations
 
 import logging
@@ -63,7 +64,7 @@ def runs(monkeypatch):
 
 @pytest.mark.parametrize("pattern, want", [(None, 1), (True, 2), (False, 1)])
 def test_static_partition_is_run_on_zeros_at_build(runs, pattern, want):
-    opts = {} if pattern is None else {"enable_mem_pattern": pattern}
+    opts = {"warm_up": "run"} if pattern is None else {"warm_up": "run", "enable_mem_pattern": pattern}
     sess = Session(_model(), _config(**opts))
     assert len(runs) == want  # twice with ORT's memory pattern on: its second run allocates the pattern's block
     assert sess.partitions[0].details["enable_mem_pattern"] is (pattern is True)  # off on the CPU provider by default
@@ -71,19 +72,18 @@ def test_static_partition_is_run_on_zeros_at_build(runs, pattern, want):
         assert set(feed) == {"x", "idx"}
         assert feed["x"].shape == (4, 8) and feed["x"].dtype == np.float32 and not feed["x"].any()
         assert feed["idx"].shape == (3,) and feed["idx"].dtype == np.int64 and not feed["idx"].any()
-    assert sess.partitions[0].details["warmed_up"] is True
+    assert sess.partitions[0].details["warmed_up"] == "run"
     sess.run(_feeds())
     assert len(runs) == want + 1
 
 
-def test_first_real_run_is_unchanged_by_the_warm_up():
+@pytest.mark.parametrize("how", [True, "heap", "run", False])
+def test_first_real_run_is_unchanged_by_the_warm_up(how):
     feeds = _feeds()
-    warm = Session(_model(), _config()).run(feeds)
-    cold = Session(_model(), _config(warm_up=False)).run(feeds)
+    got = Session(_model(), _config(warm_up=how)).run(feeds)
     ref = ort.InferenceSession(_model().SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for name, want in zip(["y", "z"], ref):
-        np.testing.assert_array_equal(warm[name], want)
-        np.testing.assert_array_equal(cold[name], want)
+        np.testing.assert_array_equal(got[name], want)
 
 
 def test_warm_up_false_skips_it(runs):
@@ -91,42 +91,58 @@ def test_warm_up_false_skips_it(runs):
     assert runs == [] and "warmed_up" not in sess.partitions[0].details
 
 
-@pytest.mark.parametrize("value", ["yes", 1, None, {"batch": 1}])
+@pytest.mark.parametrize("value", ["yes", 1, 0, None, "off", {"batch": 1}])
 def test_warm_up_option_is_validated(value):
-    with pytest.raises(ConfigError, match="'warm_up' must be true or false"):
-        warmup.enabled({"warm_up": value})
+    want = "'warm_up' must be true, false, 'heap' or 'run', got"
+    with pytest.raises(ConfigError, match=want):
+        warmup.mode({"warm_up": value})
     backend = Registry().backend("onnxruntime").backend
-    with pytest.raises(CompileError, match="'warm_up' must be true or false, got"):
+    with pytest.raises(CompileError, match=want):
         backend.compile(load_model(_model()).graph, CompileOptions(extra={"warm_up": value}))
-    with pytest.raises(NnrtError, match="'warm_up' must be true or false"):  # as every bad onnxruntime option
+    with pytest.raises(NnrtError, match=want):  # as every bad onnxruntime option
         Session(_model(), _config(warm_up=value))
 
 
-def test_free_dimensions_skip_it_with_a_log(runs, caplog):
+def test_warm_up_modes():
+    assert [warmup.mode(x) for x in ({}, None, {"warm_up": True}, {"warm_up": "heap"}, {"warm_up": "run"},
+                                     {"warm_up": False})] == ["heap", "heap", "heap", "heap", "run", "off"]
+
+
+def test_free_dimensions_skip_the_run_with_a_log(runs, caplog):
     caplog.set_level(logging.INFO, logger="nnrt.onnxruntime")
-    sess = Session(_model(shape=("batch", 8)), _config())
-    assert runs == [] and sess.partitions[0].details["warmed_up"] is False
+    sess = Session(_model(shape=("batch", 8)), _config(warm_up="run"))
+    assert runs == [] and sess.partitions[0].details["warmed_up"] in ("heap", "none")  # "none": tuning off
     assert "no warm-up run: input 'x' has free dimensions" in caplog.text and "input_shapes" in caplog.text
     # fixed with input_shapes, it warms up at the real shape
     runs.clear()
-    cfg = ScheduleConfig(backends=["onnxruntime"], backup=None, input_shapes={"x": [4, 8]})
+    cfg = ScheduleConfig(backends=["onnxruntime"], backup=None, input_shapes={"x": [4, 8]},
+                         backend_options={"onnxruntime": {"warm_up": "run"}})
     sess = Session(_model(shape=("batch", 8)), cfg)
     assert [f["x"].shape for f in runs] == [(4, 8)]
     np.testing.assert_array_equal(sess.run(_feeds())["z"], sess.run(_feeds())["z"])
 
 
-def test_free_dimensions_prefault_the_heap_instead(monkeypatch, runs):
+@pytest.mark.parametrize("shape, how, want_calls, want_runs, done", [
+    ((4, 8), True, ["tune", warmup.HEAP_BYTES], 0, "heap"),  # the default: a prefault, static or not
+    (("batch", 8), "heap", ["tune", warmup.HEAP_BYTES], 0, "heap"),
+    ((4, 8), "run", ["tune"], 1, "run"),  # a run on the tuned allocator, no prefault
+    (("batch", 8), "run", ["tune", warmup.HEAP_BYTES], 0, "heap"),  # no run possible: the prefault
+    (("batch", 8), False, [], 0, None),
+])
+def test_what_each_mode_does(monkeypatch, runs, shape, how, want_calls, want_runs, done):
     calls = []
     monkeypatch.setattr(warmup, "tune_allocator", lambda: calls.append("tune") or True)
     monkeypatch.setattr(warmup, "prefault_heap", lambda n: calls.append(n) or True)
-    Session(_model(shape=("batch", 8)), _config())
-    assert calls == ["tune", warmup.HEAP_BYTES] and runs == []
-    calls.clear()
-    Session(_model(), _config())  # static: a warm-up run on the tuned allocator, no prefault
-    assert calls == ["tune"] and len(runs) == 1
-    calls.clear()
-    Session(_model(shape=("batch", 8)), _config(warm_up=False))
-    assert calls == []
+    sess = Session(_model(shape=shape), _config(warm_up=how))
+    assert calls == want_calls and len(runs) == want_runs
+    assert sess.partitions[0].details.get("warmed_up") == done
+
+
+def test_no_prefault_when_the_allocator_is_not_tuned(monkeypatch, runs):
+    calls = []
+    monkeypatch.setattr(warmup, "tune_allocator", lambda: False)  # NNRT_NUMPY_MALLOC_TUNING=0, not glibc
+    monkeypatch.setattr(warmup, "prefault_heap", lambda n: calls.append(n) or True)
+    assert Session(_model(), _config()).partitions[0].details["warmed_up"] == "none" and calls == []
 
 
 def test_a_failing_warm_up_is_logged_and_the_session_works(monkeypatch, caplog):
@@ -139,8 +155,8 @@ def test_a_failing_warm_up_is_logged_and_the_session_works(monkeypatch, caplog):
         return real(self, inputs, ro)
 
     monkeypatch.setattr(OrtPartition, "run_with_options", fail_on_zeros)
-    sess = Session(_model(), _config())
-    assert sess.partitions[0].details["warmed_up"] is False
+    sess = Session(_model(), _config(warm_up="run"))
+    assert sess.partitions[0].details["warmed_up"] in ("heap", "none")  # the fallback
     assert "warm-up run on zeros (x [4, 8], idx [3]) failed: RuntimeError: zeros are not valid" in caplog.text
     feeds = _feeds()
     np.testing.assert_array_equal(sess.run(feeds)["y"], np.maximum(feeds["x"] @ np.linspace(-1, 1, 40, dtype=np.float32)
@@ -156,8 +172,8 @@ def test_a_real_ort_failure_on_zeros_is_logged_not_printed(capfd, caplog):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    sess = Session(m, _config())
-    assert sess.partitions[0].details["warmed_up"] is False
+    sess = Session(m, _config(warm_up="run"))
+    assert sess.partitions[0].details["warmed_up"] in ("heap", "none")
     assert "warm-up run on zeros" in caplog.text and "failed: " in caplog.text and "; skipped" in caplog.text
     assert "Expand" not in capfd.readouterr().err
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -183,9 +199,9 @@ def test_a_warm_up_run_that_does_not_end_is_terminated(caplog):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     t0 = time.perf_counter()
-    sess = Session(m, _config())
+    sess = Session(m, _config(warm_up="run"))
     assert time.perf_counter() - t0 < warmup.RUN_LIMIT_S + 5
-    assert sess.partitions[0].details["warmed_up"] is False
+    assert sess.partitions[0].details["warmed_up"] in ("heap", "none")
     assert f"stopped after {warmup.RUN_LIMIT_S} s; skipped" in caplog.text
     with pytest.raises(NnrtError):
         sess.run({"x": np.zeros(1, np.float32)}, timeout=0.2)

@@ -159,12 +159,12 @@ class OrtPartition(CompiledPartition):
         self._by_threads: dict[int, Any] = {}
         self._by_threads_lock = threading.Lock()
         self._info["adaptive_threads"] = self._adaptive
-        self._warm = warmup.enabled(extra)
+        self._warm = warmup.mode(extra)
 
     def warm_up(self) -> None:
-        """One run on zeros (see :mod:`.warmup`), unless ``warm_up = false``."""
-        if self._warm:
-            self._info["warmed_up"] = warmup.warm_up(self, self.session, skip=tuple(self._fed),
+        """The first run's costs paid at build, as the ``warm_up`` option says (see :mod:`.warmup`)."""
+        if self._warm != "off":
+            self._info["warmed_up"] = warmup.warm_up(self, self.session, skip=tuple(self._fed), how=self._warm,
                                                      cpu=self._info["providers"] == ["CPUExecutionProvider"])
 
     def prepare_thread_budget(self, threads: int) -> None:

@@ -6,22 +6,26 @@ mostly, its arena's growth (first-touch page faults of the intermediates).
 With ORT's memory pattern on, the *second* run at a shape pays again: it
 allocates the block the first run's pattern asked for (so the backend
 switches the pattern off on the CPU provider unless
-``enable_mem_pattern = true``).  The warm-up, on a CPU-provider session:
+``enable_mem_pattern = true``).  The backend option ``warm_up`` says what the
+warm-up does:
 
-* tunes glibc's allocator (:mod:`nnrt_core.runtime.heap`), so that the arena's
-  blocks come from the heap and pages freed there are reused;
-* when every input shape is static (in the model, or fixed with
-  ``ScheduleConfig.input_shapes``), runs the partition on zeros, once (memory
-  pattern off) or twice (on);
-* otherwise (free dimensions: the real shape is unknown, and a run at another
-  shape leaves the arena short of it) or when it cannot make the feeds
-  (sequences, maps, exotic element types, more than :data:`MAX_BYTES`),
-  prefaults :data:`HEAP_BYTES` of heap instead, with a log line.
+* ``"heap"`` (the default, or ``true``), on a session that runs on the CPU
+  provider alone: tune glibc's allocator (:mod:`nnrt_core.runtime.heap`), so
+  that the arena's blocks come from the heap and freed pages are reused, and
+  prefault :data:`HEAP_BYTES` of heap, so that the arena's first growth lands
+  in mapped pages, whatever the input shapes (~2 ms);
+* ``"run"``: when every input shape is static (in the model, or fixed with
+  ``ScheduleConfig.input_shapes``), also run the partition on zeros, once
+  (memory pattern off) or twice (on), on any provider: the kernels' set-up
+  too and an arena grown to the exact size, for the price of a run at build;
+  inputs it cannot make (free dimensions, sequences, maps, exotic element
+  types, more than :data:`MAX_BYTES`) fall back to ``"heap"`` with a log line;
+* ``false``: nothing.
 
 A failing warm-up run (zeros are not valid data for every model) is logged,
 never raised; one still going after :data:`RUN_LIMIT_S` (a ``Loop`` whose trip
 count zeros do not bound, a model too big for a cheap warm-up) is terminated
-(ORT's ``RunOptions.terminate``) and logged.  Switched off with the backend option ``warm_up = false``.
+(ORT's ``RunOptions.terminate``) and logged.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from nnrt_core.errors import ConfigError
 from nnrt_core.logs import get_logger
 from nnrt_core.runtime.heap import prefault_heap, tune_allocator
 
-__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "enabled", "zero_feeds", "warm_up"]
+__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds", "warm_up"]
 
 log = get_logger("nnrt.onnxruntime")
 
@@ -57,12 +61,17 @@ NUMPY_BY_ORT_TYPE: dict[str, Any] = {
 }
 
 
-def enabled(extra: Any) -> bool:
-    """The ``warm_up`` backend option (default ``True``), validated."""
+#: ``warm_up`` option value -> mode
+MODES: dict[Any, str] = {True: "heap", "heap": "heap", "run": "run", False: "off"}
+
+
+def mode(extra: Any) -> str:
+    """The ``warm_up`` backend option as ``"heap"`` (default), ``"run"`` or ``"off"``, validated."""
     v = (extra or {}).get("warm_up", True)
-    if not isinstance(v, bool):
-        raise ConfigError(f"onnxruntime option 'warm_up' must be true or false, got {v!r}")
-    return v
+    m = MODES.get(v) if isinstance(v, (bool, str)) else None
+    if m is None:
+        raise ConfigError(f"onnxruntime option 'warm_up' must be true, false, 'heap' or 'run', got {v!r}")
+    return m
 
 
 def zero_feeds(args: Sequence[Any], skip: Sequence[str] = (), max_bytes: int = MAX_BYTES,
@@ -90,16 +99,23 @@ def zero_feeds(args: Sequence[Any], skip: Sequence[str] = (), max_bytes: int = M
     return feeds, ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items())
 
 
-def warm_up(part: Any, session: Any, skip: Sequence[str] = (), cpu: bool = True) -> bool:
+def warm_up(part: Any, session: Any, skip: Sequence[str] = (), cpu: bool = True, how: str = "heap") -> str:
     """Warm ``part`` (an ``OrtPartition`` whose ORT session is ``session``;
-    ``cpu``: on the CPU provider alone) up as the module docstring says;
-    ``True`` when warm-up runs went through.  ORT's own log of a failed run is
-    silenced (the failure is logged here, at info level)."""
+    ``cpu``: on the CPU provider alone) up in mode ``how`` (see the module
+    docstring): what was done, ``"run"``, ``"heap"`` or ``"none"``."""
     heap = cpu and tune_allocator()
+    if how == "run" and _run_on_zeros(part, session, skip):
+        return "run"
+    return "heap" if heap and prefault_heap(HEAP_BYTES) else "none"
+
+
+def _run_on_zeros(part: Any, session: Any, skip: Sequence[str]) -> bool:
+    """``part`` run on zeros of ``session`` 's inputs (twice with ORT's memory
+    pattern on), bounded by :data:`RUN_LIMIT_S`; ``True`` when it went
+    through.  ORT's own log of a failed run is silenced (the failure is logged
+    here, at info level)."""
     feeds, what = zero_feeds(session.get_inputs(), skip)
     if feeds is None:
-        if heap and prefault_heap(HEAP_BYTES):
-            what += f"; prefaulted {HEAP_BYTES >> 20} MiB of heap instead"
         log.info("onnxruntime: partition %r: no warm-up run: %s", part.name, what)
         return False
     import onnxruntime as ort
