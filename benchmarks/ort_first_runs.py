@@ -35,11 +35,21 @@ CHILD = r"""
 import sys, time, json
 import numpy as np, onnxruntime as ort
 variant, path, name, shape, runs, steady = sys.argv[1], sys.argv[2], sys.argv[3], [int(d) for d in sys.argv[4].split(",")], int(sys.argv[5]), int(sys.argv[6])
-sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+spec = dict(kv.split("=") for kv in variant.split("+")[1:])  # "WARM+opt=value+...": session options
+so = ort.SessionOptions()
+for k, v in spec.items():
+    if k == "mem_pattern":
+        so.enable_mem_pattern = v == "1"
+    elif k == "cpu_arena":
+        so.enable_cpu_mem_arena = v == "1"
+    else:
+        so.add_session_config_entry(k, v)
+sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 feeds = {name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
 warm = 0.0
-if variant != "none":
-    zshape = shape if variant == "warm zeros" else [1] + shape[1:]
+kind = variant.split("+")[0]
+if kind != "none":
+    zshape = shape if kind == "warm zeros" else [int(kind[len("warm b"):])] + shape[1:]
     t = time.perf_counter(); sess.run(None, {name: np.zeros(zshape, np.float32)}); warm = time.perf_counter() - t
 times = []
 for _ in range(runs + steady):
@@ -48,7 +58,7 @@ s = sorted(times[runs:])[steady // 2]
 print("RESULT " + json.dumps({"ratios": [x / s for x in times[:runs]], "steady": s, "warm": warm}))
 """
 
-VARIANTS = ["none", "warm zeros", "warm b1"]
+VARIANTS = ["none", "warm zeros", "warm b1"]  #: the default ``--variants``
 
 
 def child(variant: str, model: dict, runs: int, steady: int, env: dict) -> dict:
@@ -65,19 +75,23 @@ def main() -> int:
     ap.add_argument("--steady", type=int, default=15)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--models", default="mobile,light")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="comma-separated: none, 'warm zeros' or 'warm bN' (a batch-N warm-up), each optionally "
+                         "followed by '+mem_pattern=0', '+cpu_arena=0' or '+KEY=VALUE' (a session config entry)")
     args = ap.parse_args()
     env = child_env(keep=False)
     for model in models(args.models.split(","), args.batch):
-        results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+        variants = args.variants.split(",")
+        results: dict[str, list[dict]] = {v: [] for v in variants}
         for r in range(args.rounds):
-            for v in VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]:
+            for v in variants[r % len(variants):] + variants[:r % len(variants)]:
                 results[v].append(child(v, model, args.runs, args.steady, env))
         print(f"\n{model['key']}: raw ONNX Runtime, run k / steady run, medians of {args.rounds} fresh processes")
-        print(f"  {'variant':12s} {'warm-up ms':>10s} {'steady ms':>9s}  " + " ".join(f"{'run ' + str(k + 1):>6s}"
+        print(f"  {'variant':28s} {'warm-up ms':>10s} {'steady ms':>9s}  " + " ".join(f"{'run ' + str(k + 1):>6s}"
                                                                            for k in range(args.runs)))
         for v, rows in results.items():
             ratios = [statistics.median(r["ratios"][k] for r in rows) for k in range(args.runs)]
-            print(f"  {v:12s} {statistics.median(r['warm'] for r in rows) * 1e3:10.2f} "
+            print(f"  {v:28s} {statistics.median(r['warm'] for r in rows) * 1e3:10.2f} "
                   f"{statistics.median(r['steady'] for r in rows) * 1e3:9.2f}  " + " ".join(f"{x:6.2f}" for x in ratios))
     return 0
 

@@ -33,7 +33,7 @@ class NumpyPartition(CompiledPartition):
         super().__init__(backend, graph)
         from nnrt_numpy.program import GraphProgram
 
-        tune_allocator()  # reuse freed activation memory (see nnrt_numpy/memory.py)
+        tune_allocator()  # reuse freed activation memory (see nnrt_core/runtime/heap.py)
         self.program: GraphProgram = GraphProgram(graph)
         self.graph = graph
         self.num_threads = num_threads
@@ -56,7 +56,7 @@ class NumpyPartition(CompiledPartition):
         heap pages for the most bytes of static intermediates live at once,
         or :data:`DYNAMIC_WARM_BYTES` when some are sized only at run time
         (at most ``WARM_HEAP_BYTES``; the pages stay with the process, see
-        :mod:`nnrt_numpy.memory`, so the first run's fresh arrays do not
+        :mod:`nnrt_core.runtime.heap`, so the first run's fresh arrays do not
         fault them in).  Kernels and their optional imports, SciPy and the
         depthwise module included, load at compile."""
         parallel.start_helpers()

@@ -1,73 +1,7 @@
-"""Keep freed activation memory for reuse instead of returning it to the OS.
-
-Every kernel returns a fresh numpy array.  With glibc's default settings an
-allocation above the (dynamic) mmap threshold gets new pages from the kernel
-and each first touch of a page faults; on a VM a convolution can spend more
-time faulting in its im2col buffer and output than computing.  ONNX Runtime
-avoids this with its own arena.  The NumPy backend gets the same effect by
-raising glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` (once, when the
-first partition is compiled): large blocks come from the heap and stay there
-after ``free``, so the next run reuses already-mapped pages.  The cost is that
-the process keeps its peak heap size.
-
-Set ``NNRT_NUMPY_MALLOC_TUNING=0`` to leave the allocator alone.  Only glibc
-is touched; elsewhere this is a no-op.
-"""
+"""The allocator tuning and heap prefault the NumPy backend uses (they live in
+:mod:`nnrt_core.runtime.heap`, shared with the other backends)."""
 from __future__ import annotations
 
-import ctypes
-import os
-import platform
+from nnrt_core.runtime.heap import prefault_heap, tune_allocator
 
 __all__ = ["tune_allocator", "prefault_heap"]
-
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-_MMAP_THRESHOLD = 128 << 20  # blocks above this still get their own mapping
-_TRIM_THRESHOLD = 256 << 20  # free memory kept at the top of the heap
-
-_done = False
-_tuned = False
-_touched = 0  # the most bytes prefault_heap touched in this process
-
-
-def tune_allocator() -> bool:
-    """Apply the settings once; True when glibc accepted them."""
-    global _done, _tuned
-    if _done:
-        return _tuned
-    _done = True
-    if os.environ.get("NNRT_NUMPY_MALLOC_TUNING", "1") == "0" or platform.system() != "Linux":
-        return False
-    if platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    ok = mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) == 1
-    ok = mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD) == 1 and ok
-    _tuned = ok
-    return ok
-
-
-def prefault_heap(nbytes: int) -> bool:
-    """Touch ``nbytes`` of heap pages and free them again: with the tuned
-    allocator they stay mapped, so the first run's fresh arrays reuse them
-    instead of faulting pages in (the warm-up of a partition).  Nothing when
-    the allocator is not tuned or ``nbytes`` is not below the mmap threshold,
-    nor when an earlier call in this process touched as many bytes."""
-    global _touched
-    if not _tuned or not 0 < nbytes < _MMAP_THRESHOLD:
-        return False
-    if nbytes <= _touched:  # the heap already grew this far in this process and keeps its pages
-        return True
-    import numpy as np
-
-    block = np.empty(nbytes, np.uint8)
-    block.fill(0)
-    del block
-    _touched = nbytes
-    return True

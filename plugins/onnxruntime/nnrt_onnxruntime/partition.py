@@ -44,6 +44,7 @@ from nnrt_onnxruntime.offline import (
 )
 from nnrt_onnxruntime.providers import make_session_options, provider_kind, requested_providers
 from nnrt_onnxruntime.terminate import run_terminable
+from nnrt_onnxruntime import warmup
 
 __all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
 
@@ -158,6 +159,13 @@ class OrtPartition(CompiledPartition):
         self._by_threads: dict[int, Any] = {}
         self._by_threads_lock = threading.Lock()
         self._info["adaptive_threads"] = self._adaptive
+        self._warm = warmup.mode(extra)
+
+    def warm_up(self) -> None:
+        """The first run's costs paid at build, as the ``warm_up`` option says (see :mod:`.warmup`)."""
+        if self._warm != "off":
+            self._info["warmed_up"] = warmup.warm_up(self, self.session, skip=tuple(self._fed), how=self._warm,
+                                                     cpu=self._info["providers"] == ["CPUExecutionProvider"])
 
     def prepare_thread_budget(self, threads: int) -> None:
         if self._adaptive and threads < CORES:
@@ -175,7 +183,7 @@ class OrtPartition(CompiledPartition):
             run = self._by_threads.get(threads)
             if run is None:
                 model, external, preoptimized = self._thread_source()
-                so, _ = make_session_options(self._options)
+                so, _ = make_session_options(self._options, cpu_only=True)
                 so.intra_op_num_threads = threads
                 _add_external(so, external, preoptimized)
                 t0 = time.perf_counter()
@@ -392,10 +400,10 @@ def _create_session(backend: Backend, model: bytes, options: CompileOptions,
     meant to be stored)."""
     import onnxruntime as ort
 
-    so, summary = make_session_options(options)
-    _add_external(so, external, preoptimized)
     requested, index, device_id = requested_providers(backend, options)
     names = [p for p, _ in requested]
+    so, summary = make_session_options(options, cpu_only=names == ["CPUExecutionProvider"])
+    _add_external(so, external, preoptimized)
     fallback = None
     kept: OptimizedModel | None = None
     with warnings.catch_warnings(record=True) as caught:

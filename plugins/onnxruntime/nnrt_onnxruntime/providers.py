@@ -119,6 +119,7 @@ EXTRA_OPTIONS = frozenset({
     "session_config",
     "capability_cache",
     "known_deviations",
+    "warm_up",
 })
 
 
@@ -140,12 +141,14 @@ def _bool(extra: Mapping[str, Any], key: str) -> bool | None:
     return v
 
 
-def make_session_options(options: CompileOptions) -> tuple[Any, dict[str, Any]]:
+def make_session_options(options: CompileOptions, cpu_only: bool = False) -> tuple[Any, dict[str, Any]]:
     """``(ort.SessionOptions, summary)`` for ``options``.
 
     ``num_threads`` -> ``intra_op_num_threads``; extension attributes (see
     :data:`EXTRA_OPTIONS`) are validated and applied; unknown ones raise
-    :class:`ConfigError` naming the valid keys.
+    :class:`ConfigError` naming the valid keys.  ``cpu_only`` (the session
+    runs on the CPU provider alone): ORT's memory pattern is off unless
+    ``enable_mem_pattern`` says otherwise (see :mod:`.warmup`).
     """
     import onnxruntime as ort
 
@@ -183,6 +186,8 @@ def make_session_options(options: CompileOptions) -> tuple[Any, dict[str, Any]]:
     so.log_severity_level = 3 if sev is None else sev  # ORT's warnings go through our log instead
     for key in ("enable_mem_pattern", "enable_cpu_mem_arena"):
         b = _bool(extra, key)
+        if b is None and key == "enable_mem_pattern" and cpu_only:
+            b = False  # its second run at each new shape allocates the pattern's block: a slow run
         if b is not None:
             setattr(so, key, b)
             summary[key] = b
