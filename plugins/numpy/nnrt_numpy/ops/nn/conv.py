@@ -185,7 +185,7 @@ class Conv(Kernel):
             matmul = np.matmul  # already known to run on one thread
         if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
                 n * m * npix > TAP_LOOP_MAX:
-            return self._depthwise_flat(x, w, b, out, dest)
+            return self._depthwise_flat(x, w, b, out, dest, pending)
         if depthwise:
             y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
         elif pointwise:
@@ -332,8 +332,11 @@ class Conv(Kernel):
         plan.warm(min(parallel.CORES, plan.nblocks) if parallel.worth_splitting(plan.est_us) else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
-                        dest: np.ndarray | None) -> np.ndarray:
-        """Depthwise 1-D/2-D convolution by :class:`DepthwisePlan` (pieces of channels, threads)."""
+                        dest: np.ndarray | None, pending: list | None = None) -> np.ndarray:
+        """Depthwise 1-D/2-D convolution by :class:`DepthwisePlan` (pieces of channels, threads).
+        When it splits over threads it takes the ``pending`` epilogue (a fused chain's per-value
+        tails) and runs it on each piece (on one thread the caller runs it once on the whole output:
+        fewer calls)."""
         plan = self._dw_plan(x.shape, w.shape, x.dtype)
         n, m = x.shape[0], w.shape[0]
         shape = (n, m) + tuple(out)
@@ -344,8 +347,10 @@ class Conv(Kernel):
         if b is not None and b.shape != (m,):
             raise self.fail(f"bias B has shape {list(b.shape)}; expected [{m}]")
         x4 = x if x.ndim == 4 else x.reshape(x.shape[:2] + (1,) + x.shape[2:])
-        k = parallel.split_threads(plan.est_us)
-        plan.run(x4, w, None if b is None else b.astype(x.dtype, copy=False), y, nthreads=k)
+        us = plan.est_us + (parallel.work_us("tail", y.size) if pending else 0.0)
+        k = parallel.split_threads(us)
+        epi = pending.pop() if k > 1 and pending and plan.nblocks > 1 else None
+        plan.run(x4, w, None if b is None else b.astype(x.dtype, copy=False), y, nthreads=k, epilogue=epi)
         return y
 
     def _depthwise(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:
