@@ -96,7 +96,10 @@ class Conv(Kernel):
         self._w_const = w
         self._wmat = self._weight_matrix(w) if w is not None and w.dtype.kind == "f" and w.dtype != np.float16 else None
         b = node.const(2) if node.present(2) else None
+        self._b_const = b
         self._bias = None if b is None else b.reshape(-1, 1)
+        #: input shape -> what a stride-1 1x1 conv with the constant weights needs at run time (see _pointwise)
+        self._pw: dict[tuple, tuple] = {}
         self._warm_depthwise(node)
 
     def _weight_matrix(self, w: np.ndarray) -> np.ndarray:
@@ -160,6 +163,10 @@ class Conv(Kernel):
 
     def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dest: np.ndarray | None = None,
              pending: list | None = None) -> np.ndarray:
+        pw = self._pw.get(x.shape) if w is self._w_const and dest is None else None
+        if pw is not None and x.dtype == pw[0] and (b is None or b is self._b_const) and x.flags.c_contiguous \
+                and pw[5] + (pw[6] if pending else 0.0) < parallel.SPLIT_US:  # never splits: skip the checks
+            return self._pointwise(x, b, pw)
         nd, kernel, strides, dil, begin, end, out, pointwise, depthwise = self._plan(x.shape, w.shape)
         n, c = x.shape[:2]
         m = w.shape[0]
@@ -174,6 +181,9 @@ class Conv(Kernel):
         if not depthwise and nd == 2 and x.dtype == w.dtype and dtype.kind == "f" and x.flags.c_contiguous:
             macs = n * m * npix * (c // g) * math.prod(kernel)
             us = parallel.work_us("gemm" if pointwise else "im2col", macs)
+            if pointwise and w is self._w_const and self._wmat is not None and x.shape[2:] == tuple(out):
+                self._pw[x.shape] = (x.dtype, n, g, c // g, npix, us, parallel.work_us("tail", n * m * npix),
+                                     (n, m) + tuple(out))
             k = parallel.split_threads(us + parallel.work_us("tail", n * m * npix) if pending else us)
             if k > 1:
                 epi = pending.pop() if pending else None
@@ -202,6 +212,16 @@ class Conv(Kernel):
         if mm_out is not None:
             return dest
         return y.reshape((n, m) + tuple(out)).astype(dtype, copy=False)
+
+    def _pointwise(self, x: np.ndarray, b: np.ndarray | None, pw: tuple) -> np.ndarray:
+        """A stride-1 1x1 conv with the constant weights (and bias) on one thread: the product and
+        bias of :meth:`_run`'s pointwise way, without its per-call checks (done for this shape)."""
+        _, n, g, cg, npix, _, _, shape = pw
+        y = np.matmul(self._wmat, x.reshape(n, g, cg, npix))
+        if b is not None:
+            y = y.reshape(n, shape[1], npix)
+            y += self._bias
+        return y.reshape(shape)
 
     def _weights_for(self, w: np.ndarray) -> np.ndarray:
         """The (g, m/g, c/g * taps) weight matrix: prepared at compile time for constant weights."""

@@ -1,0 +1,86 @@
+"""The 1x1 Conv's repeat-call way (``Conv._pointwise``): after the first call on an input shape,
+a stride-1 1x1 conv with constant weights skips the per-call checks; its output must equal the
+first (checked) call's bit for bit, and the reference, for every layout it takes, and fall back
+to the checked way for anything else (runtime weights or bias, other shapes, strided input)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnrt_numpy.backend  # noqa: F401  (registers the kernels)
+from nnrt_numpy.kernel import NodeInfo
+from nnrt_numpy.ops.nn.conv import Conv
+
+RNG = np.random.default_rng(11)
+
+
+def make(c: int, m: int, group: int = 1, bias: bool = True, dtype=np.float32, strides=(1, 1)) -> tuple:
+    w = RNG.standard_normal((m, c // group, 1, 1)).astype(dtype)
+    b = RNG.standard_normal(m).astype(dtype) if bias else None
+    info = NodeInfo("c", "Conv", opset=11, attrs={"group": group, "strides": list(strides)},
+                    num_inputs=3 if bias else 2, input_present=(True, True, bias)[:3 if bias else 2],
+                    input_dtypes=(np.dtype(dtype),) * (3 if bias else 2),
+                    const_inputs=(None, w, b) if bias else (None, w))
+    return Conv(info), w, b
+
+
+def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int) -> np.ndarray:
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    xs = x.astype(np.float64).reshape(n, group, c // group, -1)
+    ws = w.astype(np.float64).reshape(group, m // group, c // group)
+    y = np.einsum("gmc,ngcp->ngmp", ws, xs).reshape((n, m) + x.shape[2:])
+    return y if b is None else y + b.reshape(1, m, 1, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("c,m,group,bias,shape", [
+    (8, 16, 1, True, (1, 8, 12, 96)), (16, 88, 1, False, (2, 16, 3, 7)), (12, 6, 3, True, (3, 12, 5, 4)),
+    (8, 4, 4, True, (1, 8, 1, 1)), (200, 32, 1, True, (8, 200, 2, 96))])
+def test_repeat_calls_equal_the_first_call_and_the_reference(dtype, c, m, group, bias, shape):
+    k, w, b = make(c, m, group, bias, dtype)
+    x = RNG.standard_normal(shape).astype(dtype)
+    first = k(x, w, b)[0]
+    assert k._pw, "the first call records the shape"
+    again = k(x, w, b)[0]
+    x2 = RNG.standard_normal(shape).astype(dtype)
+    other = k(x2, w, b)[0]
+    np.testing.assert_array_equal(again, first)
+    assert again.shape == first.shape == (shape[0], m) + shape[2:] and again.dtype == dtype
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(first, reference(x, w, b, group), rtol=tol, atol=tol)
+    np.testing.assert_allclose(other, reference(x2, w, b, group), rtol=tol, atol=tol)
+
+
+def test_runtime_weights_bias_strided_input_and_new_shapes_take_the_checked_way():
+    k, w, b = make(8, 16)
+    x = RNG.standard_normal((2, 8, 6, 10)).astype(np.float32)
+    k(x, w, b)
+    w2, b2 = w * 2, b + 1  # not the node's constants
+    np.testing.assert_allclose(k(x, w2, b)[0], reference(x, w2, b, 1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(k(x, w, b2)[0], reference(x, w, b2, 1), rtol=1e-4, atol=1e-4)
+    xt = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)  # same shape, not C-contiguous
+    np.testing.assert_allclose(k(xt, w, b)[0], reference(x, w, b, 1), rtol=1e-4, atol=1e-4)
+    x3 = RNG.standard_normal((1, 8, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(k(x3, w, b)[0], reference(x3, w, b, 1), rtol=1e-4, atol=1e-4)
+    with pytest.raises(Exception, match="channels"):  # a bad shape still fails with the kernel's message
+        k(RNG.standard_normal((1, 5, 3, 3)).astype(np.float32), w, b)
+
+
+def test_strided_pointwise_is_not_recorded():
+    k, w, b = make(8, 16, strides=(2, 2))
+    x = RNG.standard_normal((1, 8, 6, 10)).astype(np.float32)
+    y1 = k(x, w, b)[0]
+    assert not k._pw
+    np.testing.assert_allclose(y1, reference(x[:, :, ::2, ::2], w, b, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_out_and_epilogue_still_apply():
+    k, w, b = make(8, 16)
+    x = RNG.standard_normal((1, 8, 4, 4)).astype(np.float32)
+    k(x, w, b)
+    out = np.empty((1, 16, 4, 4), np.float32)
+    got = k(x, w, b, out=out)[0]
+    assert got is out
+    relu = k(x, w, b, epilogue=lambda y: np.maximum(y, 0, out=y))[0]
+    np.testing.assert_array_equal(relu, np.maximum(out, 0))
