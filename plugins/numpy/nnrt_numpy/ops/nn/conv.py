@@ -100,6 +100,8 @@ class Conv(Kernel):
         self._bias = None if b is None else b.reshape(-1, 1)
         #: input shape -> what a stride-1 1x1 conv with the constant weights needs at run time (see _pointwise)
         self._pw: dict[tuple, tuple] = {}
+        #: input shape -> (dtype, weight shape, outputs, output spatial shape, plan) of a depthwise conv run before
+        self._dwf: dict[tuple, tuple] = {}
         self._warm_depthwise(node)
 
     def _weight_matrix(self, w: np.ndarray) -> np.ndarray:
@@ -167,6 +169,9 @@ class Conv(Kernel):
         if pw is not None and x.dtype == pw[0] and (b is None or b is self._b_const) and x.flags.c_contiguous \
                 and pw[5] + (pw[6] if pending else 0.0) < parallel.SPLIT_US:  # never splits: skip the checks
             return self._pointwise(x, b, pw)
+        dwf = self._dwf.get(x.shape) if dest is None else None
+        if dwf is not None and x.dtype == dwf[0] and w.dtype == dwf[0] and w.shape == dwf[1] and dwf[2] > TAP_LOOP_MAX:
+            return self._depthwise_flat(x, w, b, dwf[3], None, pending, dwf[4])  # checked when planned
         nd, kernel, strides, dil, begin, end, out, pointwise, depthwise = self._plan(x.shape, w.shape)
         n, c = x.shape[:2]
         m = w.shape[0]
@@ -352,14 +357,18 @@ class Conv(Kernel):
         plan.warm(min(parallel.CORES, plan.nblocks) if parallel.worth_splitting(plan.est_us) else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
-                        dest: np.ndarray | None, pending: list | None = None) -> np.ndarray:
+                        dest: np.ndarray | None, pending: list | None = None,
+                        plan: "DepthwisePlan | None" = None) -> np.ndarray:
         """Depthwise 1-D/2-D convolution by :class:`DepthwisePlan` (pieces of channels, threads).
         When it splits over threads it takes the ``pending`` epilogue (a fused chain's per-value
         tails) and runs it on each piece (on one thread the caller runs it once on the whole output:
-        fewer calls)."""
-        plan = self._dw_plan(x.shape, w.shape, x.dtype)
+        fewer calls).  ``plan``: this input shape's, found by :meth:`_run` (else looked up and
+        remembered for the next call)."""
         n, m = x.shape[0], w.shape[0]
         shape = (n, m) + tuple(out)
+        if plan is None:
+            plan = self._dw_plan(x.shape, w.shape, x.dtype)
+            self._dwf[x.shape] = (x.dtype, w.shape, math.prod(shape), out, plan)
         if dest is not None and dest.dtype == x.dtype and dest.shape == shape and dest.flags.c_contiguous:
             y = dest
         else:

@@ -1,7 +1,8 @@
-"""The 1x1 Conv's repeat-call way (``Conv._pointwise``): after the first call on an input shape,
-a stride-1 1x1 conv with constant weights skips the per-call checks; its output must equal the
-first (checked) call's bit for bit, and the reference, for every layout it takes, and fall back
-to the checked way for anything else (runtime weights or bias, other shapes, strided input)."""
+"""The Conv kernel's repeat-call ways: after the first call on an input shape, a stride-1 1x1
+conv with constant weights (``Conv._pointwise``) and a depthwise conv (its plan remembered per
+input shape) skip the per-call checks; their output must equal the first (checked) call's bit
+for bit, and the reference, and anything else (runtime weights or bias, other shapes, strided
+input) takes the checked way."""
 from __future__ import annotations
 
 import numpy as np
@@ -84,3 +85,54 @@ def test_out_and_epilogue_still_apply():
     assert got is out
     relu = k(x, w, b, epilogue=lambda y: np.maximum(y, 0, out=y))[0]
     np.testing.assert_array_equal(relu, np.maximum(out, 0))
+
+
+def make_dw(c: int, k: int, nd: int = 2, mult: int = 1) -> tuple:
+    w = RNG.standard_normal((c * mult, 1) + (k,) * nd).astype(np.float32)
+    b = RNG.standard_normal(c * mult).astype(np.float32)
+    info = NodeInfo("d", "Conv", opset=11, attrs={"group": c, "pads": [k // 2] * (2 * nd)}, num_inputs=3,
+                    input_present=(True, True, True), input_dtypes=(np.dtype(np.float32),) * 3,
+                    const_inputs=(None, w, b))
+    return Conv(info), w, b
+
+
+def dw_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Direct depthwise convolution with same padding (float64), 1-D or 2-D."""
+    x2 = x if x.ndim == 4 else x[:, :, None]
+    w2 = w if w.ndim == 4 else w[:, :, None]
+    n, c, h, wd = x2.shape
+    mult = w2.shape[0] // c
+    kh, kw = w2.shape[2:]
+    xp = np.pad(x2.astype(np.float64), ((0, 0), (0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2)))
+    y = np.zeros((n, c * mult, h, wd))
+    for m in range(c * mult):
+        for i in range(kh):
+            for j in range(kw):
+                y[:, m] += w2[m, 0, i, j] * xp[:, m // mult, i:i + h, j:j + wd]
+    y += b.reshape(1, -1, 1, 1)
+    return y if x.ndim == 4 else y[:, :, 0]
+
+
+@pytest.mark.parametrize("shape,k,mult", [((1, 200, 2, 96), 5, 1), ((2, 24, 12, 9), 3, 1), ((1, 16, 40), 5, 1),
+                                          ((1, 8, 6, 7), 3, 2)])
+def test_depthwise_repeat_calls_equal_the_first_call_and_the_reference(shape, k, mult):
+    k_, w, b = make_dw(shape[1], k, len(shape) - 2, mult)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    first = k_(x, w, b)[0]
+    assert x.shape in k_._dwf
+    again = k_(x, w, b)[0]
+    np.testing.assert_array_equal(again, first)
+    np.testing.assert_allclose(first, dw_reference(x, w, b), rtol=1e-4, atol=1e-4)
+    w2 = w * 0.5  # other weights of the same shape (a runtime input): the plan's weights follow them
+    np.testing.assert_allclose(k_(x, w2, b)[0], dw_reference(x, w2, b), rtol=1e-4, atol=1e-4)
+    with pytest.raises(Exception, match="bias"):  # still checked on the remembered way
+        k_(x, w, b[:-1])
+
+
+def test_depthwise_remembered_plan_yields_to_the_tap_loop(monkeypatch):
+    from nnrt_numpy.ops.nn import conv
+    k_, w, b = make_dw(8, 3)
+    x = RNG.standard_normal((1, 8, 5, 6)).astype(np.float32)
+    first = k_(x, w, b)[0]
+    monkeypatch.setattr(conv, "TAP_LOOP_MAX", 10 ** 9)  # tests send small convs to the per-tap loop
+    np.testing.assert_allclose(k_(x, w, b)[0], first, rtol=1e-5, atol=1e-5)
