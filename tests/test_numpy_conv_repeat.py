@@ -136,3 +136,24 @@ def test_depthwise_remembered_plan_yields_to_the_tap_loop(monkeypatch):
     first = k_(x, w, b)[0]
     monkeypatch.setattr(conv, "TAP_LOOP_MAX", 10 ** 9)  # tests send small convs to the per-tap loop
     np.testing.assert_allclose(k_(x, w, b)[0], first, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,m", [((8, 32, 2, 96), 200), ((1, 16, 3, 96), 88), ((2, 8, 1, 1), 4),
+                                     ((1, 64, 64, 80), 64)])  # the last: above BIAS_ROWS_MAX, the column
+def test_constant_bias_added_as_a_plane_gives_the_column_sums(shape, m):
+    k, w, b = make(shape[1], m)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    n, c = shape[:2]
+    want = (np.matmul(w.reshape(m, c), x.reshape(n, c, -1)) + b.reshape(-1, 1)).reshape((n, m) + shape[2:])
+    for _ in range(2):  # the checked call, then the repeat-call way
+        np.testing.assert_array_equal(k(x, w, b)[0], want)
+
+
+def test_bias_planes_stay_bounded_over_many_image_sizes():
+    from nnrt_numpy.ops.nn import conv
+    k, w, b = make(4, 6)
+    for width in range(1, 30):
+        x = RNG.standard_normal((1, 4, 1, width)).astype(np.float32)
+        np.testing.assert_allclose(k(x, w, b)[0], reference(x, w, b, 1), rtol=1e-5, atol=1e-5)
+    assert 0 < len(k._bias_planes) <= 8
+    assert all(p.shape[0] * p.shape[1] <= conv.BIAS_ROWS_MAX for p in k._bias_planes.values())

@@ -68,6 +68,12 @@ class SEChain:
             if k == 0 and self.relu:
                 np.maximum(s, s.dtype.type(0), out=s)
         apply_hard(self.hsig, s)
+        if x.flags.c_contiguous and (out is None or out.flags.c_contiguous):
+            # as (N * C, H * W) rows times a column: the same products, numpy's broadcast loop over
+            # (H, W) costs up to 1.4x more (8 x 200 x 2 x 96: 99 -> 70 us)
+            y = np.multiply(x.reshape(n * c, size), s.reshape(n * c, 1),
+                            out=None if out is None else out.reshape(n * c, size))
+            return (y.reshape(x.shape) if out is None else out,)
         y = np.multiply(x, s.reshape(n, c, 1, 1), out=out)
         return (y,)
 
