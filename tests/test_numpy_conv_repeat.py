@@ -139,7 +139,7 @@ def test_depthwise_remembered_plan_yields_to_the_tap_loop(monkeypatch):
 
 
 @pytest.mark.parametrize("shape,m", [((8, 32, 2, 96), 200), ((1, 16, 3, 96), 88), ((2, 8, 1, 1), 4),
-                                     ((1, 64, 64, 80), 64)])  # the last: above BIAS_ROWS_MAX, the column
+                                     ((1, 320, 3, 80), 320), ((1, 64, 64, 80), 64)])  # the last: the column
 def test_constant_bias_added_as_a_plane_gives_the_column_sums(shape, m):
     k, w, b = make(shape[1], m)
     x = RNG.standard_normal(shape).astype(np.float32)
@@ -155,5 +155,6 @@ def test_bias_planes_stay_bounded_over_many_image_sizes():
     for width in range(1, 30):
         x = RNG.standard_normal((1, 4, 1, width)).astype(np.float32)
         np.testing.assert_allclose(k(x, w, b)[0], reference(x, w, b, 1), rtol=1e-5, atol=1e-5)
-    assert 0 < len(k._bias_planes) <= 8
+    assert 0 < len(k._bias_planes) <= conv.BIAS_PLANES
     assert all(p.shape[0] * p.shape[1] <= conv.BIAS_ROWS_MAX for p in k._bias_planes.values())
+    assert sorted(k._bias_planes) == list(range(30 - conv.BIAS_PLANES, 30))  # the last sizes seen

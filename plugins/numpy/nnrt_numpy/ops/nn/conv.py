@@ -43,10 +43,12 @@ TAP_LOOP_MAX = 0
 #: most half of it (every piece packs all the weights again) runs in such pieces on one thread too
 #: (PP-OCR det's 3x3 convs: ~1.7x faster, docs/runtime.md) ...
 PIECE_BYTES = 1 << 20
-#: a constant bias is added as an (M, pixels) array (cached per pixel count) up to this many values
-#: (1 MiB of float32): numpy adds a same-shape operand ~2x faster than an (M, 1) column broadcast along
-#: rows of 200-1000 pixels (8 x 200 x 192: 91 -> 40 us), with the same sums
-BIAS_ROWS_MAX = 1 << 18
+#: a constant bias is added as an (M, pixels) array (cached per pixel count, the last BIAS_PLANES
+#: counts per node) up to this many values (512 KiB of float32: at most ~2x a node's output for one
+#: image, per input size): numpy adds a same-shape operand ~2x faster than an (M, 1) column broadcast
+#: along rows of 200-1000 pixels (8 x 200 x 192: 91 -> 40 us), with the same sums
+BIAS_ROWS_MAX = 1 << 17
+BIAS_PLANES = 2
 #: ... from this many bytes of whole im2col on (below, the ~10 us per piece cost more: 3-9 % slower
 #: at 0.3-3 ms convolutions of 0.4-7 MB of columns)
 BLOCK_FROM = 8 << 20
@@ -245,8 +247,8 @@ class Conv(Kernel):
             return col
         plane = self._bias_planes.get(npix)
         if plane is None:
-            if len(self._bias_planes) >= 8:  # many image sizes: keep the memory bounded
-                self._bias_planes.clear()
+            while len(self._bias_planes) >= BIAS_PLANES:  # several image sizes: keep the memory bounded
+                self._bias_planes.pop(next(iter(self._bias_planes)), None)
             plane = self._bias_planes[npix] = np.ascontiguousarray(np.broadcast_to(col, (col.shape[0], npix)))
         return plane
 
