@@ -20,7 +20,8 @@ chain) and is not a graph output, and runs the chain as one step:
 
 Squeeze-and-excitation blocks (GlobalAveragePool, two 1x1 Convs, Relu,
 HardSigmoid, Mul) are found first and run as one step
-(:mod:`nnrt_numpy.fusion_se`).
+(:mod:`nnrt_numpy.fusion_se`); the program then merges such a block with the
+1x1 Conv (chain) reading its output (:mod:`nnrt_numpy.fusion_seconv`).
 
 Shapes may be symbolic (a free batch or image size): equal symbols stand for
 equal sizes; per-channel tails need a static channel axis (axis 1), the other
