@@ -79,10 +79,17 @@ def test_strided_pointwise_is_not_recorded():
 def test_out_and_epilogue_still_apply():
     k, w, b = make(8, 16)
     x = RNG.standard_normal((1, 8, 4, 4)).astype(np.float32)
-    k(x, w, b)
+    first = k(x, w, b)[0]
     out = np.empty((1, 16, 4, 4), np.float32)
+    checked = k._plan
+    k._plan = None  # the repeat-call way must not need it: it writes straight into out
     got = k(x, w, b, out=out)[0]
+    k._plan = checked
     assert got is out
+    np.testing.assert_array_equal(out, first)
+    strided = np.full((1, 16, 4, 8), np.nan, np.float32)[..., ::2]  # not contiguous: the checked way
+    assert k(x, w, b, out=strided)[0] is strided
+    np.testing.assert_array_equal(strided, first)
     relu = k(x, w, b, epilogue=lambda y: np.maximum(y, 0, out=y))[0]
     np.testing.assert_array_equal(relu, np.maximum(out, 0))
 

@@ -172,10 +172,11 @@ class Conv(Kernel):
 
     def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dest: np.ndarray | None = None,
              pending: list | None = None) -> np.ndarray:
-        pw = self._pw.get(x.shape) if w is self._w_const and dest is None else None
+        pw = self._pw.get(x.shape) if w is self._w_const else None
         if pw is not None and x.dtype == pw[0] and (b is None or b is self._b_const) and x.flags.c_contiguous \
-                and pw[5] + (pw[6] if pending else 0.0) < parallel.SPLIT_US:  # never splits: skip the checks
-            return self._pointwise(x, b, pw)
+                and pw[5] + (pw[6] if pending else 0.0) < parallel.SPLIT_US and (dest is None or (
+                    dest.shape == pw[7] and dest.dtype == pw[0] and dest.flags.c_contiguous)):
+            return self._pointwise(x, b, pw, dest)  # never splits: skip the checks
         dwf = self._dwf.get(x.shape) if dest is None else None
         if dwf is not None and x.dtype == dwf[0] and w.dtype == dwf[0] and w.shape == dwf[1] and dwf[2] > TAP_LOOP_MAX:
             return self._depthwise_flat(x, w, b, dwf[3], None, pending, dwf[4])  # checked when planned
@@ -225,15 +226,17 @@ class Conv(Kernel):
             return dest
         return y.reshape((n, m) + tuple(out)).astype(dtype, copy=False)
 
-    def _pointwise(self, x: np.ndarray, b: np.ndarray | None, pw: tuple) -> np.ndarray:
+    def _pointwise(self, x: np.ndarray, b: np.ndarray | None, pw: tuple, dest: np.ndarray | None) -> np.ndarray:
         """A stride-1 1x1 conv with the constant weights (and bias) on one thread: the product and
-        bias of :meth:`_run`'s pointwise way, without its per-call checks (done for this shape)."""
+        bias of :meth:`_run`'s pointwise way, without its per-call checks (done for this shape),
+        into ``dest`` when given (C-contiguous, of the output's shape and dtype)."""
         _, n, g, cg, npix, _, _, shape = pw
-        y = np.matmul(self._wmat, x.reshape(n, g, cg, npix))
+        mm_out = None if dest is None else dest.reshape(n, g, shape[1] // g, npix)
+        y = np.matmul(self._wmat, x.reshape(n, g, cg, npix), out=mm_out)
         if b is not None:
             y = y.reshape(n, shape[1], npix)
             y += self._bias_rows(b, npix)
-        return y.reshape(shape)
+        return y.reshape(shape) if dest is None else dest
 
     def _weights_for(self, w: np.ndarray) -> np.ndarray:
         """The (g, m/g, c/g * taps) weight matrix: prepared at compile time for constant weights."""
