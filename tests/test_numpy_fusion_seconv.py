@@ -118,3 +118,26 @@ def test_merged_step_writes_into_out_and_names_a_bad_input():
     np.testing.assert_array_equal(out, want)
     with pytest.raises(ValueError, match="expected \\(N, 12, H, W\\)"):
         step.run(np.zeros((2, 7, 3, 4), np.float32), *args[1:])
+
+
+def test_merged_step_splits_its_product_like_the_conv(monkeypatch):
+    """On idle cores the merged product splits over threads as the 1x1 Conv's would: the same
+    numbers to float32 rounding."""
+    from nnrt_numpy import parallel
+    mdl = se_conv_model("residual")
+    graph = load_model(mdl).graph
+    prog, plain = GraphProgram(graph), GraphProgram(graph, fuse=False)
+    feeds = feeds_for(mdl, 4, 16, 40)
+    args = [feeds[v.name] for v in graph.inputs]
+    calls: list[int] = []
+    run_chunks = parallel.run_chunks
+    monkeypatch.setattr(parallel, "run_chunks", lambda fn, n, k=None: (calls.append(n), run_chunks(fn, n, k))[1])
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
+    prev = parallel.set_threads(2)
+    try:
+        got = prog.run(args)[0]
+    finally:
+        parallel.set_threads(*prev)
+    assert calls and calls[-1] >= 2
+    np.testing.assert_allclose(got, plain.run(args)[0], rtol=1e-5, atol=1e-5)

@@ -21,6 +21,7 @@ import numpy as np
 
 from nnrt_core.ir import Node, Value
 
+from nnrt_numpy import parallel
 from nnrt_numpy.fusion import Chain, apply_ops
 from nnrt_numpy.fusion_se import SEChain
 
@@ -48,7 +49,7 @@ class SEConvChain:
         s = self.se.factors(x)  # (N, C, 1); checks x's shape
         n, c = x.shape[:2]
         ws = np.multiply(self.w, s.reshape(n, 1, c))  # (N, M, C): W scaled per image
-        y = np.matmul(ws, x.reshape(n, c, math.prod(x.shape[2:])))
+        y = parallel.matmul(ws, x.reshape(n, c, math.prod(x.shape[2:])))  # split when large and cores idle
         if self.bias is not None:
             y += self.bias
         y = apply_ops(self.ops, y.reshape((n, self.w.shape[1]) + x.shape[2:]), (None,) + rest)
