@@ -383,3 +383,18 @@ def test_squeeze_excite_step_names_a_bad_input():
     prog = run_both(m, {"x": f32(2, 12, 4, 7)})[2]
     with pytest.raises(ValueError, match="expected \\(N, 12, H, W\\)"):
         prog.steps[0].chain.run(np.zeros((2, 5, 4, 7), np.float32))
+
+
+def test_squeeze_excite_step_takes_strided_inputs_and_outputs():
+    """The scale runs as (N * C, H * W) rows on contiguous arrays and broadcasts otherwise: the
+    same values either way."""
+    m = _se_model()
+    x = f32(2, 12, 4, 7)
+    got, want, prog = run_both(m, {"x": x})
+    step = prog.steps[0].chain
+    xt = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)  # x's values, not C-contiguous
+    np.testing.assert_array_equal(step.run(xt)[0], want[0])
+    big = np.full((2, 12, 4, 14), np.nan, np.float32)
+    out = big[..., ::2]  # a strided output buffer
+    assert step.run(x, out=out)[0] is out
+    np.testing.assert_array_equal(out, want[0])

@@ -20,7 +20,8 @@ chain) and is not a graph output, and runs the chain as one step:
 
 Squeeze-and-excitation blocks (GlobalAveragePool, two 1x1 Convs, Relu,
 HardSigmoid, Mul) are found first and run as one step
-(:mod:`nnrt_numpy.fusion_se`).
+(:mod:`nnrt_numpy.fusion_se`); the program then merges such a block with the
+1x1 Conv (chain) reading its output (:mod:`nnrt_numpy.fusion_seconv`).
 
 Shapes may be symbolic (a free batch or image size): equal symbols stand for
 equal sizes; per-channel tails need a static channel axis (axis 1), the other
@@ -56,7 +57,7 @@ from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
 from nnrt_numpy.ufuncs import clip
 
-__all__ = ["Chain", "find_chains"]
+__all__ = ["Chain", "find_chains", "apply_ops"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: kernels whose first output is always a freshly allocated array
@@ -112,7 +113,7 @@ class Chain:
                         raise ValueError(f"output shape {y.shape} differs from the planned {out.shape}")
                     np.copyto(out, y)
                     y = out
-            y = _apply(ops, y, args)
+            y = apply_ops(ops, y, args)
             if out is not None and y is not out:
                 np.copyto(out, y)
                 y = out
@@ -124,7 +125,7 @@ class Chain:
         return self.run(*args, out=out)
 
 
-def _apply(ops: list[tuple], y: np.ndarray, args: Sequence[Any]) -> np.ndarray:
+def apply_ops(ops: list[tuple], y: np.ndarray, args: Sequence[Any]) -> np.ndarray:
     """Run the tail ``ops`` on ``y`` in place (``args``: the chain's inputs, for ``add_in`` / ``mul_in``)."""
     for op in ops:
         kind = op[0]
@@ -171,7 +172,7 @@ def per_value_tails(ops: list[tuple]) -> Callable[[np.ndarray], None] | None:
         return None
 
     def epilogue(y: np.ndarray) -> None:
-        _apply(scal, y, ())
+        apply_ops(scal, y, ())
 
     return epilogue
 

@@ -1,6 +1,6 @@
 """Exact GELU spelled out as ``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`` (how PyTorch and
 PaddlePaddle export ``nn.GELU``; PP-OCRv5/v6, ViT and BERT-style blocks) as one tail of a
-:mod:`nnrt_numpy.fusion` chain: :func:`nnrt_numpy.fast_erf.gelu_float32` in place, 18 float32
+:mod:`nnrt_numpy.fusion` chain: :func:`nnrt_numpy.fast_erf.gelu_float32` in place, 17 float32
 passes and a tanh instead of five steps (Div, Erf, Add, Mul, Mul).
 
 Matched for float32 only, every intermediate read once (not a graph output) and of the head's

@@ -53,7 +53,8 @@ class SEChain:
         self.relu = relu
         self.hsig = hsig
 
-    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray]:
+    def factors(self, x: np.ndarray) -> np.ndarray:
+        """The block's per-channel factors for ``x``: (N, C, 1), after the HardSigmoid."""
         n, c = x.shape[:2]
         if x.ndim != 4 or c != self.convs[0][0].shape[2]:
             raise ValueError(f"squeeze-excite input has shape {list(x.shape)}; expected (N, "
@@ -68,6 +69,18 @@ class SEChain:
             if k == 0 and self.relu:
                 np.maximum(s, s.dtype.type(0), out=s)
         apply_hard(self.hsig, s)
+        return s
+
+    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray]:
+        s = self.factors(x)
+        n, c = x.shape[:2]
+        size = math.prod(x.shape[2:])
+        if x.flags.c_contiguous and (out is None or out.flags.c_contiguous):
+            # as (N * C, H * W) rows times a column: the same products, numpy's broadcast loop over
+            # (H, W) costs up to 1.4x more (8 x 200 x 2 x 96: 99 -> 70 us)
+            y = np.multiply(x.reshape(n * c, size), s.reshape(n * c, 1),
+                            out=None if out is None else out.reshape(n * c, size))
+            return (y.reshape(x.shape) if out is None else out,)
         y = np.multiply(x, s.reshape(n, c, 1, 1), out=out)
         return (y,)
 

@@ -19,6 +19,7 @@ from nnrt_core.runtime.control import current_control
 
 from nnrt_numpy.arena import FRESH_OUTPUT_OPS, ArenaPlan, plan_arena
 from nnrt_numpy.fusion import Chain, find_chains
+from nnrt_numpy.fusion_seconv import merge_se_conv
 from nnrt_numpy.graph_facts import is_static_shape, value_dtype, value_readers
 from nnrt_numpy.ieee import ieee_arithmetic
 from nnrt_numpy.kernel import REGISTRY, Kernel, NodeInfo
@@ -158,7 +159,7 @@ class GraphProgram:
                 kernels.append(_node_kernel(node))
         # backend-local fusion: a chain runs as one step at the position of its last node
         readers = value_readers(graph) if fuse else {}  # one walk for fusion and Concat placement
-        chains = find_chains(graph, kernels, _make_kernel, readers) if fuse else []
+        chains = merge_se_conv(find_chains(graph, kernels, _make_kernel, readers), readers) if fuse else []
         absorbed = {id(n) for c in chains for n in c.nodes}
         chain_at = {id(c.nodes[-1]): c for c in chains}
         self.fused_nodes = len(absorbed) - len(chains)

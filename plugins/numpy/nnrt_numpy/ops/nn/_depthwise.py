@@ -60,7 +60,7 @@ from __future__ import annotations
 import copy
 import math
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -278,11 +278,12 @@ class DepthwisePlan:
 
     # -- run ------------------------------------------------------------------------
     def run(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, y: np.ndarray,
-            nthreads: int = 1) -> np.ndarray:
+            nthreads: int = 1, epilogue: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
         """Write the convolution of ``x`` (N, C, H, W) into ``y`` (N, C*mult, ho, wo),
-        C-contiguous; ``bias`` is (C*mult,) or None.  Every piece is the same calls on
-        the same values whichever thread runs it, so the result does not depend on
-        ``nthreads``."""
+        C-contiguous; ``bias`` is (C*mult,) or None.  ``epilogue`` (a fused chain's per-value
+        tails, in place) runs on each piece's output right after it, on the thread that made it.
+        Every piece is the same calls on the same values whichever thread runs it, so the result
+        does not depend on ``nthreads``."""
         xc = x[(slice(None), slice(None)) + self.crop]
         y4 = y.reshape(self.n, self.c, self.mult, self.npix)
         if self.mode == "cl":
@@ -301,6 +302,8 @@ class DepthwisePlan:
                 work(xc[n0:n1, c0:c1], wt, bcol, c0, c1, self._views(scratch, n1 - n0, c1 - c0), y4[n0:n1, c0:c1])
             finally:
                 self._give(scratch)
+            if epilogue is not None:
+                epilogue(y4[n0:n1, c0:c1])
 
         parallel.run_chunks(piece, self.nblocks, nthreads)
         return y

@@ -43,6 +43,12 @@ TAP_LOOP_MAX = 0
 #: most half of it (every piece packs all the weights again) runs in such pieces on one thread too
 #: (PP-OCR det's 3x3 convs: ~1.7x faster, docs/runtime.md) ...
 PIECE_BYTES = 1 << 20
+#: a constant bias is added as an (M, pixels) array (cached per pixel count, the last BIAS_PLANES
+#: counts per node) up to this many values (512 KiB of float32: at most ~2x a node's output for one
+#: image, per input size): numpy adds a same-shape operand ~2x faster than an (M, 1) column broadcast
+#: along rows of 200-1000 pixels (8 x 200 x 192: 91 -> 40 us), with the same sums
+BIAS_ROWS_MAX = 1 << 17
+BIAS_PLANES = 2
 #: ... from this many bytes of whole im2col on (below, the ~10 us per piece cost more: 3-9 % slower
 #: at 0.3-3 ms convolutions of 0.4-7 MB of columns)
 BLOCK_FROM = 8 << 20
@@ -96,7 +102,13 @@ class Conv(Kernel):
         self._w_const = w
         self._wmat = self._weight_matrix(w) if w is not None and w.dtype.kind == "f" and w.dtype != np.float16 else None
         b = node.const(2) if node.present(2) else None
+        self._b_const = b
         self._bias = None if b is None else b.reshape(-1, 1)
+        #: input shape -> what a stride-1 1x1 conv with the constant weights needs at run time (see _pointwise)
+        self._pw: dict[tuple, tuple] = {}
+        self._bias_planes: dict[int, np.ndarray] = {}  # pixels -> the constant bias as (M, pixels)
+        #: input shape -> (dtype, weight shape, outputs, output spatial shape, plan) of a depthwise conv run before
+        self._dwf: dict[tuple, tuple] = {}
         self._warm_depthwise(node)
 
     def _weight_matrix(self, w: np.ndarray) -> np.ndarray:
@@ -160,6 +172,14 @@ class Conv(Kernel):
 
     def _run(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, dest: np.ndarray | None = None,
              pending: list | None = None) -> np.ndarray:
+        pw = self._pw.get(x.shape) if w is self._w_const else None
+        if pw is not None and x.dtype == pw[0] and (b is None or b is self._b_const) and x.flags.c_contiguous \
+                and pw[5] + (pw[6] if pending else 0.0) < parallel.SPLIT_US and (dest is None or (
+                    dest.shape == pw[7] and dest.dtype == pw[0] and dest.flags.c_contiguous)):
+            return self._pointwise(x, b, pw, dest)  # never splits: skip the checks
+        dwf = self._dwf.get(x.shape) if dest is None else None
+        if dwf is not None and x.dtype == dwf[0] and w.dtype == dwf[0] and w.shape == dwf[1] and dwf[2] > TAP_LOOP_MAX:
+            return self._depthwise_flat(x, w, b, dwf[3], None, pending, dwf[4])  # checked when planned
         nd, kernel, strides, dil, begin, end, out, pointwise, depthwise = self._plan(x.shape, w.shape)
         n, c = x.shape[:2]
         m = w.shape[0]
@@ -174,6 +194,9 @@ class Conv(Kernel):
         if not depthwise and nd == 2 and x.dtype == w.dtype and dtype.kind == "f" and x.flags.c_contiguous:
             macs = n * m * npix * (c // g) * math.prod(kernel)
             us = parallel.work_us("gemm" if pointwise else "im2col", macs)
+            if pointwise and w is self._w_const and self._wmat is not None and x.shape[2:] == tuple(out):
+                self._pw[x.shape] = (x.dtype, n, g, c // g, npix, us, parallel.work_us("tail", n * m * npix),
+                                     (n, m) + tuple(out))
             k = parallel.split_threads(us + parallel.work_us("tail", n * m * npix) if pending else us)
             if k > 1:
                 epi = pending.pop() if pending else None
@@ -185,7 +208,7 @@ class Conv(Kernel):
             matmul = np.matmul  # already known to run on one thread
         if depthwise and nd <= 2 and dtype in _FLOATS and x.dtype == w.dtype and npix and \
                 n * m * npix > TAP_LOOP_MAX:
-            return self._depthwise_flat(x, w, b, out, dest)
+            return self._depthwise_flat(x, w, b, out, dest, pending)
         if depthwise:
             y = self._depthwise(x, w, kernel, strides, dil, begin, end, out)
         elif pointwise:
@@ -198,14 +221,39 @@ class Conv(Kernel):
             y = matmul(self._weights_for(w), cols, out=mm_out)
         y = y.reshape(n, m, npix)
         if b is not None:
-            y += self._bias_for(b)
+            y += self._bias_rows(b, npix)
         if mm_out is not None:
             return dest
         return y.reshape((n, m) + tuple(out)).astype(dtype, copy=False)
 
+    def _pointwise(self, x: np.ndarray, b: np.ndarray | None, pw: tuple, dest: np.ndarray | None) -> np.ndarray:
+        """A stride-1 1x1 conv with the constant weights (and bias) on one thread: the product and
+        bias of :meth:`_run`'s pointwise way, without its per-call checks (done for this shape),
+        into ``dest`` when given (C-contiguous, of the output's shape and dtype)."""
+        _, n, g, cg, npix, _, _, shape = pw
+        mm_out = None if dest is None else dest.reshape(n, g, shape[1] // g, npix)
+        y = np.matmul(self._wmat, x.reshape(n, g, cg, npix), out=mm_out)
+        if b is not None:
+            y = y.reshape(n, shape[1], npix)
+            y += self._bias_rows(b, npix)
+        return y.reshape(shape) if dest is None else dest
+
     def _weights_for(self, w: np.ndarray) -> np.ndarray:
         """The (g, m/g, c/g * taps) weight matrix: prepared at compile time for constant weights."""
         return self._wmat if self._wmat is not None and w is self._w_const else self._weight_matrix(w)
+
+    def _bias_rows(self, b: np.ndarray, npix: int) -> np.ndarray:
+        """The bias to add to an (N, M, ``npix``) result: the constant bias repeated along the
+        pixels as one (M, npix) array (cached, see :data:`BIAS_ROWS_MAX`), else an (M, 1) column."""
+        col = self._bias_for(b)
+        if col is not self._bias or col.shape[0] * npix > BIAS_ROWS_MAX:
+            return col
+        plane = self._bias_planes.get(npix)
+        if plane is None:
+            while len(self._bias_planes) >= BIAS_PLANES:  # several image sizes: keep the memory bounded
+                self._bias_planes.pop(next(iter(self._bias_planes)), None)
+            plane = self._bias_planes[npix] = np.ascontiguousarray(np.broadcast_to(col, (col.shape[0], npix)))
+        return plane
 
     def _bias_for(self, b: np.ndarray) -> np.ndarray:
         """The bias as an (m, 1) column: prepared at compile time for a constant bias."""
@@ -332,11 +380,18 @@ class Conv(Kernel):
         plan.warm(min(parallel.CORES, plan.nblocks) if parallel.worth_splitting(plan.est_us) else 1)
 
     def _depthwise_flat(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: list,
-                        dest: np.ndarray | None) -> np.ndarray:
-        """Depthwise 1-D/2-D convolution by :class:`DepthwisePlan` (pieces of channels, threads)."""
-        plan = self._dw_plan(x.shape, w.shape, x.dtype)
+                        dest: np.ndarray | None, pending: list | None = None,
+                        plan: "DepthwisePlan | None" = None) -> np.ndarray:
+        """Depthwise 1-D/2-D convolution by :class:`DepthwisePlan` (pieces of channels, threads).
+        When it splits over threads it takes the ``pending`` epilogue (a fused chain's per-value
+        tails) and runs it on each piece (on one thread the caller runs it once on the whole output:
+        fewer calls).  ``plan``: this input shape's, found by :meth:`_run` (else looked up and
+        remembered for the next call)."""
         n, m = x.shape[0], w.shape[0]
         shape = (n, m) + tuple(out)
+        if plan is None:
+            plan = self._dw_plan(x.shape, w.shape, x.dtype)
+            self._dwf[x.shape] = (x.dtype, w.shape, math.prod(shape), out, plan)
         if dest is not None and dest.dtype == x.dtype and dest.shape == shape and dest.flags.c_contiguous:
             y = dest
         else:
@@ -344,8 +399,10 @@ class Conv(Kernel):
         if b is not None and b.shape != (m,):
             raise self.fail(f"bias B has shape {list(b.shape)}; expected [{m}]")
         x4 = x if x.ndim == 4 else x.reshape(x.shape[:2] + (1,) + x.shape[2:])
-        k = parallel.split_threads(plan.est_us)
-        plan.run(x4, w, None if b is None else b.astype(x.dtype, copy=False), y, nthreads=k)
+        us = plan.est_us + (parallel.work_us("tail", y.size) if pending else 0.0)
+        k = parallel.split_threads(us)
+        epi = pending.pop() if k > 1 and pending and plan.nblocks > 1 else None
+        plan.run(x4, w, None if b is None else b.astype(x.dtype, copy=False), y, nthreads=k, epilogue=epi)
         return y
 
     def _depthwise(self, x, w, kernel, strides, dil, begin, end, out) -> np.ndarray:

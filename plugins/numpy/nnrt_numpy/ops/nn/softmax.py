@@ -6,6 +6,8 @@ normalize each row; from opset 13 they normalize along the single ``axis``
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ... import parallel
@@ -75,7 +77,7 @@ class _Normalize(Kernel):
         if x.size == 0 or x.ndim == 0:
             return (self.fn(x.reshape(1, -1), 1).reshape(x.shape) if x.ndim == 0 else x.copy(),)
         if self.flatten:
-            rows = int(np.prod(x.shape[:axis]))
+            rows = math.prod(x.shape[:axis])
             return (self.fn(x.reshape(rows, -1), 1).reshape(x.shape),)
         return (self.fn(x, axis),)
 
