@@ -126,6 +126,7 @@ class FlatModel:
                                  f"expected {FILE_IDENTIFIER!r}")
         self.data = data
         self.what = what
+        self.real_path: str | None = None  #: the resolved path of the file read (``read_flat_model``)
         self.buf = np.frombuffer(data, dtype=np.uint8)
         self._operators: dict[int, list[table.Table]] = {}
         self._op_names: dict[int, list[tuple[str, bool]]] = {}
