@@ -197,3 +197,19 @@ def test_whole_graph_view_takes_the_plans_input_order():
     assert sess.executor.steps[0].compiled.graph.nodes[0] is sess.graph.nodes[0]
     a, b = X["x"], X["x"][::-1].copy()
     np.testing.assert_array_equal(sess.run({"a": a, "b": b})["y"], b - a)
+
+
+def test_validation_memo_checks_a_node_with_unhashable_facts_every_time(monkeypatch):
+    """A facts key that cannot be hashed (a 2-D array in an INTS attribute) is neither looked up
+    nor remembered: the node is checked at every validation, and nothing raises TypeError."""
+    node_facts.PASSED.clear()
+    graph = load_onnx(_model([helper.make_node("Transpose", ["x"], ["t0"], name="tr0", perm=[0, 1]),
+                              helper.make_node("Relu", ["t0"], ["y"], name="relu")])).graph
+    graph.nodes[0].attributes["perm"] = Attribute("perm", AttrKind.INTS, np.array([[0, 1]]))
+    node_facts.PASSED.clear()  # the proto nodes' keys of the load
+    checked = []
+    monkeypatch.setattr(validation, "validate_node", lambda view, *a, **k: checked.append(view.desc))
+    for _ in range(2):
+        validate_graph(graph)
+    assert checked == ["node 'tr0' (Transpose)", "node 'relu' (Relu)", "node 'tr0' (Transpose)"]
+    assert len(node_facts.PASSED) == 1  # only the Relu's facts

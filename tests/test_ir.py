@@ -97,6 +97,11 @@ def test_subgraph_outer_references_and_extraction():
     parent.add_node(if_node)
     parent.outputs = [out]
     parent.validate()
+    assert parent.has_subgraphs() and not then_g.has_subgraphs()
+    assert not Graph("empty").has_subgraphs()
+    loops = Graph("loops", nodes=[Node("Loop", [], [Value("o", f32(2))], name="loop", attributes=[
+        Attribute("bodies", AttrKind.GRAPHS, [then_g]), Attribute("n", AttrKind.INT, 3)])])
+    assert loops.has_subgraphs()  # a GRAPHS attribute counts too
     assert if_node.outer_inputs() == [y]
     assert if_node.all_inputs() == [cond, y]
     # the If node depends on `neg` through its sub-graph: sorting must keep that order

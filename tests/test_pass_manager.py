@@ -140,3 +140,54 @@ def test_constant_folding_reaches_its_fixed_point_in_one_run_out_of_order():
     assert cf.run(g, numpy_ctx()).rewrites == 2 and ops(g) == ["Add"]
     np.testing.assert_array_equal(g.initializers["n"].const, -np.arange(3, dtype=np.float32))
     assert not cf.run(g, numpy_ctx()).changed
+
+
+class ReluToNeg(Pass):
+    """Turns the first Relu into a Neg (requires a Relu); counts its runs."""
+
+    level = "basic"
+    name = "relu_to_neg"
+    requires_ops = (frozenset({"Relu"}),)
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
+        self.runs += 1
+        res = self.result()
+        for n in graph.nodes:
+            if n.op_type == "Relu":
+                n.op_type = "Neg"
+                res.record(f"{n.name} -> Neg")
+                break
+        return res
+
+
+class NegToRelu(ReluToNeg):
+    name = "neg_to_relu"
+    requires_ops = (frozenset({"Neg"}),)
+
+    def run(self, graph: Graph, ctx: PassContext | None = None) -> PassResult:
+        self.runs += 1
+        res = self.result()
+        for n in graph.nodes:
+            if n.op_type == "Neg" and n.name == "relu":
+                n.op_type = "Sigmoid"
+                res.record(f"{n.name} -> Sigmoid")
+                break
+        return res
+
+
+def test_op_counts_are_taken_once_when_nothing_changes_and_again_after_a_change():
+    """ops_before also feeds the first sweep's requires_ops test; ops_after is a copy of it when no
+    pass changed the graph, and is counted again when one did.  A pass whose trigger op is absent
+    is skipped, and runs once an earlier pass of the sweep made its op appear."""
+    neg = NegToRelu()
+    report = PassManager(passes=[neg]).run(tiny_graph())  # no Neg: skipped, graph unchanged
+    assert neg.runs == 0 and report.ops_before == report.ops_after == {"Relu": 1}
+    assert report.ops_after is not report.ops_before
+    relu, neg = ReluToNeg(), NegToRelu()
+    report = PassManager(passes=[relu, neg]).run(tiny_graph())
+    assert relu.runs == 1 and neg.runs == 1  # Neg made by the first pass: the second one ran
+    assert report.ops_before == {"Relu": 1} and report.ops_after == {"Sigmoid": 1}
+    assert report.rewrites("relu_to_neg") == 1 and report.rewrites("neg_to_relu") == 1

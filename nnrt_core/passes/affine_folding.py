@@ -24,6 +24,8 @@ from nnrt_core.passes.rewrite import GraphEditor, is_constant
 __all__ = ["AffineFolding"]
 
 _ELEMENTWISE = ("Mul", "Add", "Sub", "Div")
+#: the ops that can fold into each kind of first node
+_FOLLOWERS = {"Conv": ("BatchNormalization",) + _ELEMENTWISE, "BatchNormalization": _ELEMENTWISE}
 
 
 def _float_const(v: Value | None) -> np.ndarray | None:
@@ -106,6 +108,8 @@ class AffineFolding(Pass):
 
     # -- one rewrite --------------------------------------------------------
     def _absorb(self, ed: GraphEditor, node: Node, nxt: Node) -> bool:
+        if nxt.op_type not in _FOLLOWERS[node.op_type]:  # a Relu, a Pad...: no parameter read (most Convs)
+            return False
         if node.op_type == "Conv":
             params = _conv_params(node)
             if params is None:

@@ -141,45 +141,54 @@ class PassManager:
     def run(self, graph: Graph, ctx: PassContext | None = None) -> PassReport:
         ctx = ctx or PassContext()
         t0 = time.perf_counter()
-        report = PassReport(self.level, nodes_before=len(graph.nodes),
-                            ops_before=dict(Counter(n.qualified_op for n in graph.nodes)))
+        ops_before, op_types = _ops(graph)  # one walk for the report and the first sweep's requires_ops
+        report = PassReport(self.level, nodes_before=len(graph.nodes), ops_before=ops_before)
         for p in self.passes:
             report.passes[p.name] = PassSummary(p.name, p.level)
         regular = [p for p in self.passes if not p.after_fixed_point]
         final = [p for p in self.passes if p.after_fixed_point]
+        touched = False  # whether any pass changed the graph
         for round_ in range(1 + (self.max_rounds if final else 0)):
-            changed = self._to_fixed_point(graph, ctx, regular, report)
+            changed = self._to_fixed_point(graph, ctx, regular, report, None if touched else op_types)
+            touched |= changed
             if round_ > 0 and not changed:
                 break
-            if round_ == self.max_rounds or not final or not self._run_each(graph, ctx, final, report):
+            if round_ == self.max_rounds or not final:
                 break
+            if not self._run_each(graph, ctx, final, report, ops=None if touched else op_types):
+                break
+            touched = True
         report.nodes_after = len(graph.nodes)
-        report.ops_after = dict(Counter(n.qualified_op for n in graph.nodes))
+        # a graph no pass changed has the ops it had (most imported TFLite graphs): no second walk
+        report.ops_after = _ops(graph)[0] if touched else dict(ops_before)
         report.seconds = time.perf_counter() - t0
         return report
 
-    def _to_fixed_point(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport) -> bool:
+    def _to_fixed_point(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport,
+                        ops: set[str] | None = None) -> bool:
         """Run ``passes`` until none changes anything; True when any did.  A
         pass runs again only when the graph changed since it last found
         nothing (:func:`_stale_after`), so a sweep skips the passes that
-        already looked at the graph as it is."""
+        already looked at the graph as it is.  ``ops``: the graph's op types
+        when the caller has them (the first sweep then takes no walk for them)."""
         any_change = False
         stale = set(range(len(passes)))  # passes that have not seen the graph as it is now
         for _ in range(self.max_iterations if passes else 0):
             if not stale:
                 break
             report.iterations += 1
-            changed = self._run_each(graph, ctx, passes, report, stale)
+            changed = self._run_each(graph, ctx, passes, report, stale, ops)
+            ops = None  # later sweeps take them again (only after a change: a sweep with none ends the loop)
             any_change |= changed
             if not changed:
                 break
         return any_change
 
     def _run_each(self, graph: Graph, ctx: PassContext, passes: list[Pass], report: PassReport,
-                  stale: set[int] | None = None) -> bool:
-        """One sweep over ``passes`` (those in ``stale`` only, when given; it is updated)."""
+                  stale: set[int] | None = None, ops: set[str] | None = None) -> bool:
+        """One sweep over ``passes`` (those in ``stale`` only, when given; it is updated).
+        ``ops``: the graph's op types when known (taken here otherwise, and again after a change)."""
         changed = False
-        ops: set[str] | None = None  # the graph's op types, taken again after a pass changed it
         for i, p in enumerate(passes):
             if stale is not None and i not in stale:
                 continue
@@ -205,6 +214,12 @@ class PassManager:
                 except GraphError as e:
                     raise GraphError(f"pass {p.name!r} broke the graph: {e}") from e
         return changed
+
+
+def _ops(graph: Graph) -> tuple[dict[str, int], set[str]]:
+    """How many nodes of each qualified op (first-seen order), and the op types, in one walk."""
+    counts: Counter[str] = Counter(n.qualified_op for n in graph.nodes)
+    return dict(counts), {n.op_type for n in graph.nodes} if any("::" in k for k in counts) else set(counts)
 
 
 def _stale_after(changer: Pass, passes: list[Pass]) -> list[int]:

@@ -41,7 +41,7 @@ class GraphEditor:
         self.graph = graph
         self.outputs = {id(v) for v in graph.outputs}
         self.subgraph_reads: set[int] = set()
-        for n in graph.nodes:
+        for n in graph.nodes if graph.has_subgraphs() else ():  # every pass makes an editor: one cheap test
             if n.subgraphs():
                 self.subgraph_reads.update(id(v) for v in n.outer_inputs())
         self._names: set[str] | None = None

@@ -116,6 +116,8 @@ class Scheduler(abc.ABC):
 
     @staticmethod
     def _check_pins(ctx: PlacementContext) -> None:
+        if not ctx.pins:  # the usual case: no set of node names to build
+            return
         names = {n.name for n in ctx.graph.nodes}
         for node, backend in ctx.pins.items():
             if node not in names:

@@ -18,7 +18,9 @@ import itertools
 import os
 import threading
 import time
+from types import FunctionType
 from typing import Callable
+from weakref import WeakKeyDictionary
 
 from nnrt_core.errors import ConfigError, ExecutionError, RunCancelledError, RunTimeoutError
 
@@ -27,6 +29,9 @@ __all__ = ["RunControl", "DEFAULT_MAX_TENSOR_BYTES", "current_control", "enter",
 
 #: the default size limit of one tensor (``NNRT_MAX_TENSOR_BYTES``, 8 GiB when unset)
 DEFAULT_MAX_TENSOR_BYTES = int(os.environ.get("NNRT_MAX_TENSOR_BYTES", 8 << 30))
+
+#: function -> whether it takes ``control`` (:func:`accepts_control`); weak: classes made at run time may go
+_ACCEPTS: "WeakKeyDictionary[FunctionType, bool]" = WeakKeyDictionary()
 
 _monotonic = time.monotonic
 _local = threading.local()
@@ -219,7 +224,20 @@ def tensor_limit() -> int:
 
 def accepts_control(method: Callable[..., object]) -> bool:
     """True when ``method`` (a partition's ``run`` or ``run_async``) takes a
-    ``control`` argument; third-party partitions written before it do not."""
+    ``control`` argument; third-party partitions written before it do not.
+    The answer is remembered per function (a bound method's ``__func__``):
+    ``inspect.signature`` costs ~10 µs and every session build asks it twice
+    per partition."""
+    func = getattr(method, "__func__", method)
+    if not isinstance(func, FunctionType):  # a callable object, a builtin: asked each time
+        return _takes_control(method)
+    got = _ACCEPTS.get(func)
+    if got is None:
+        got = _ACCEPTS[func] = _takes_control(method)
+    return got
+
+
+def _takes_control(method: Callable[..., object]) -> bool:
     import inspect
 
     try:

@@ -86,7 +86,7 @@ def default_store() -> WeightStore:
 
 def _constants(graph: Graph) -> Iterator:
     yield from graph.initializers.values()
-    for node in graph.nodes:
+    for node in graph.nodes if graph.has_subgraphs() else ():
         for sub in node.subgraphs():
             yield from _constants(sub)
 

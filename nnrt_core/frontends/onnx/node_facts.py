@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nnrt_core.ir import AttrKind, Node, TensorType, Value
+from nnrt_core.ir import AttrKind, Node, TensorType
 
 __all__ = ["PASSED", "PASSED_MAX", "facts_key", "proto_facts_key", "remember"]
 
@@ -18,13 +18,15 @@ PASSED_MAX = 16384
 
 _LIST_KINDS = frozenset({int(AttrKind.INTS), int(AttrKind.STRINGS), int(AttrKind.FLOATS)})
 _SCALAR_KINDS = frozenset({int(AttrKind.INT), int(AttrKind.STRING)})
+_TENSOR = int(AttrKind.TENSOR)
 
 
-def facts_key(node: Node, domain: str, version: int) -> tuple | None:
+def facts_key(node: Node, domain: str, version: int) -> tuple:
     """Everything ``validate_node`` reads of an IR node except its name: op,
     domain, opset, which inputs/outputs are named, input element types and the
     attributes as checked (kinds; INT/INTS/STRING(S)/FLOATS values; a tensor's
-    size).  ``None`` when a value cannot be hashed: the node is then checked."""
+    size).  Not hashed here (a lookup hashes it): a value that cannot be hashed
+    raises ``TypeError`` there, and the node is then checked."""
     attrs = []
     for a in node.attributes.values():
         if a.ref_attr_name:
@@ -32,18 +34,22 @@ def facts_key(node: Node, domain: str, version: int) -> tuple | None:
         kind, value = int(a.kind), a.value
         if kind in _LIST_KINDS:
             value = tuple(value.tolist() if hasattr(value, "tolist") else value)
-        elif kind == AttrKind.TENSOR:
+        elif kind == _TENSOR:
             value = int(getattr(value, "size", 1))
         elif kind not in _SCALAR_KINDS:
             value = None
         attrs.append((a.name, kind, value))
-    key = (node.op_type, domain, version, tuple(attrs), tuple(_elem(v) for v in node.inputs),
-           tuple(v is not None and bool(v.name) for v in node.inputs), tuple(bool(v.name) for v in node.outputs))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    elems, named = [], []  # one pass over the inputs (element type, named or not)
+    for v in node.inputs:
+        if v is None:
+            elems.append(None)
+            named.append(False)
+            continue
+        t = v.type
+        elems.append(None if t is None else int(t.dtype) if isinstance(t, TensorType) else -1)
+        named.append(bool(v.name))
+    return (node.op_type, domain, version, tuple(attrs), tuple(elems), tuple(named),
+            tuple([bool(v.name) for v in node.outputs]))
 
 
 def proto_facts_key(op_type: str, domain: str, version: int | None, attrs: tuple[tuple[str, int, Any], ...],
@@ -62,9 +68,3 @@ def remember(key: tuple) -> None:
     if len(PASSED) >= PASSED_MAX:
         PASSED.clear()
     PASSED.add(key)
-
-
-def _elem(v: Value | None) -> int | None:
-    if v is None or v.type is None:
-        return None
-    return int(v.type.dtype) if isinstance(v.type, TensorType) else -1

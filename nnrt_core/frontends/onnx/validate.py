@@ -345,8 +345,12 @@ def validate_graph(graph: Graph) -> None:
     for node in graph.nodes:
         domain = "" if node.domain == "ai.onnx" else node.domain
         version = node.opset if node.opset is not None else graph.opset_for(domain)
-        key = facts_key(node, domain, version)
-        if key is None or key not in PASSED:
+        key: tuple | None = facts_key(node, domain, version)
+        try:
+            known = key in PASSED
+        except TypeError:  # a value that cannot be hashed: checked every time
+            key, known = None, False
+        if not known:
             view = ir_node_view(f"node {node.name!r} ({node.op_type})", node.op_type, node.domain, node.inputs,
                                 [v.name for v in node.outputs], node.attributes.values())
             validate_node(view, {domain: version})

@@ -25,4 +25,6 @@ def half_to_float(data: np.ndarray, perm: Sequence[int] | None = None) -> np.nda
         return data.astype(np.float32, order="C")
     if not _HALVES:
         _HALVES.append(np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32))
-    return _HALVES[0].take(data.view(np.uint16))  # the result has the (transposed) index's shape, C order
+    # the result has the (transposed) index's shape, C order; every uint16 is a valid index of the
+    # 65536 entries, so ``mode="wrap"`` changes nothing but skips the bounds error path (~10 % faster)
+    return _HALVES[0].take(data.view(np.uint16), mode="wrap")

@@ -346,7 +346,8 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
         bv = head.inputs[2] if len(head.inputs) > 2 else None
         b = bv.const if bv is not None and bv.name else None
         has_b = bv is not None and bool(bv.name)
-        if w is not None and w.dtype == ydt and (not has_b or (b is not None and b.dtype == ydt)):
+        if w is not None and w.dtype == ydt and (not has_b or (b is not None and b.dtype == ydt)) \
+                and _folds(tails[0]):  # (a Relu or Clip first: nothing to fold, no vectors to make)
             a, s, k = _compose_channel_affine(tails, np.ones(yshape[1], np.float64), np.zeros(yshape[1], np.float64))
             if k:
                 group = int(head.attributes["group"].value) if "group" in head.attributes else 1
@@ -408,11 +409,16 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
     return Chain(nodes, inputs, nhead, run_head, overrides, ops)
 
 
+def _folds(tail: tuple) -> bool:
+    """Whether a tail is a per-channel affine, Mul or Add (:func:`_compose_channel_affine` folds it)."""
+    return tail[0] == "affine" or (tail[0] in ("mul", "add") and tail[2] == "channel")
+
+
 def _compose_channel_affine(tails: list, a: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Fold the leading per-channel affine / Mul / Add tails into ``y*a + s``;
     returns the new (a, s) and how many tails were folded."""
     k = 0
-    while k < len(tails) and (tails[k][0] == "affine" or (tails[k][0] in ("mul", "add") and tails[k][2] == "channel")):
+    while k < len(tails) and _folds(tails[k]):
         t = tails[k]
         if t[0] == "affine":
             a, s = a * t[1], s * t[1] + t[2]

@@ -57,7 +57,6 @@ the thread count.
 """
 from __future__ import annotations
 
-import copy
 import math
 import threading
 from typing import Callable, Sequence
@@ -190,7 +189,8 @@ class DepthwisePlan:
     def for_node(self) -> "DepthwisePlan":
         """This plan for one more node: the same geometry, pieces and scratch pool (shared,
         under its lock), its own weights cache (a node's weights are not another's)."""
-        plan = copy.copy(self)
+        plan = object.__new__(type(self))  # copy.copy's generic __reduce_ex__ path costs ~5 µs per node
+        plan.__dict__.update(self.__dict__)
         plan._weights = None
         return plan
 
