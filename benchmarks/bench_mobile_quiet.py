@@ -69,28 +69,21 @@ def main() -> int:
     print(f"load average (1 min) {os.getloadavg()[0]:.2f}; calls kept only while no other task ran")
     print(f"{'model':<20} {'batch':>5} {'nnrt ms':>8} {'kept':>5} {'ORT ms':>8} {'kept':>5} {'ratio':>6}"
           f" {'all: nnrt':>9} {'ORT':>7}")
-    for name in args.models.split(","):
-        found = rm.model_feeds(name, root)
-        if found is None:
-            print(f"{name}: not found under {root}")
-            continue
-        path, f0 = found
-        for b in (int(x) for x in args.batches.split(",")):
-            feeds = rm.batch_of(f0, b)
-            sess = Session(str(path), ScheduleConfig(backends=["numpy"]))
-            ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-            ours = lambda: sess.run(feeds)  # noqa: E731
-            theirs = lambda: ref.run(None, feeds)  # noqa: E731
-            ours(), theirs()
-            kept: tuple[list, list] = ([], [])
-            seen: tuple[list, list] = ([], [])
-            for _ in range(max(1, args.calls // args.block)):
-                timed_block(ours, args.block, kept[0], seen[0])
-                timed_block(theirs, args.block, kept[1], seen[1])
-            med = [statistics.median(k) * 1e3 if k else float("nan") for k in kept]
-            alls = [statistics.median(s) * 1e3 for s in seen]
-            print(f"{name:<20} {b:5d} {med[0]:8.2f} {len(kept[0]):5d} {med[1]:8.2f} {len(kept[1]):5d} "
-                  f"{med[0] / med[1]:6.2f} {alls[0]:9.2f} {alls[1]:7.2f}", flush=True)
+    for name, path, b, feeds in rm.model_batches(args.models, args.batches, root):
+        sess = Session(str(path), ScheduleConfig(backends=["numpy"]))
+        ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        ours = lambda: sess.run(feeds)  # noqa: E731
+        theirs = lambda: ref.run(None, feeds)  # noqa: E731
+        ours(), theirs()
+        kept: tuple[list, list] = ([], [])
+        seen: tuple[list, list] = ([], [])
+        for _ in range(max(1, args.calls // args.block)):
+            timed_block(ours, args.block, kept[0], seen[0])
+            timed_block(theirs, args.block, kept[1], seen[1])
+        med = [statistics.median(k) * 1e3 if k else float("nan") for k in kept]
+        alls = [statistics.median(s) * 1e3 for s in seen]
+        print(f"{name:<20} {b:5d} {med[0]:8.2f} {len(kept[0]):5d} {med[1]:8.2f} {len(kept[1]):5d} "
+              f"{med[0] / med[1]:6.2f} {alls[0]:9.2f} {alls[1]:7.2f}", flush=True)
     print(f"load average (1 min) after: {os.getloadavg()[0]:.2f}")
     return 0
 

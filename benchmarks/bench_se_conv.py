@@ -42,34 +42,27 @@ def main() -> int:
     root = rm.models_dir(None)
     print(f"load average (1 min) {os.getloadavg()[0]:.2f}; CPU ms per call, one thread, calls alternated")
     print(f"{'model':<20} {'batch':>5} {'separate':>9} {'merged':>9} {'ratio':>6} {'steps':>5} {'max diff':>9}")
-    for name in args.models.split(","):
-        found = rm.model_feeds(name, root)
-        if found is None:
-            print(f"{name}: not found under {root}")
-            continue
-        path, f0 = found
-        for b in (int(x) for x in args.batches.split(",")):
-            feeds = rm.batch_of(f0, b)
-            cfg = ScheduleConfig(backends=["numpy"], num_threads=1)
-            merged = Session(str(path), cfg)
-            keep = program.merge_se_conv
-            program.merge_se_conv = lambda chains, readers: list(chains)
-            try:
-                separate = Session(str(path), cfg)
-            finally:
-                program.merge_se_conv = keep
-            outs = [list(s.run(feeds).values()) for s in (separate, merged)]
-            diff = max(float(np.abs(x - y).max()) for x, y in zip(*outs))
-            times: tuple[list, list] = ([], [])
-            for i in range(args.calls):
-                for k in ((0, 1) if i % 2 else (1, 0)):
-                    s = (separate, merged)[k]
-                    t0 = time.thread_time()
-                    s.run(feeds)
-                    times[k].append(time.thread_time() - t0)
-            a, m = (statistics.median(t) * 1e3 for t in times)
-            print(f"{name:<20} {b:5d} {a:9.3f} {m:9.3f} {m / a:6.3f} {merged_steps(merged):5d} {diff:9.2e}",
-                  flush=True)
+    for name, path, b, feeds in rm.model_batches(args.models, args.batches, root):
+        cfg = ScheduleConfig(backends=["numpy"], num_threads=1)
+        merged = Session(str(path), cfg)
+        keep = program.merge_se_conv
+        program.merge_se_conv = lambda chains, readers: list(chains)
+        try:
+            separate = Session(str(path), cfg)
+        finally:
+            program.merge_se_conv = keep
+        outs = [list(s.run(feeds).values()) for s in (separate, merged)]
+        diff = max(float(np.abs(x - y).max()) for x, y in zip(*outs))
+        times: tuple[list, list] = ([], [])
+        for i in range(args.calls):
+            for k in ((0, 1) if i % 2 else (1, 0)):
+                s = (separate, merged)[k]
+                t0 = time.thread_time()
+                s.run(feeds)
+                times[k].append(time.thread_time() - t0)
+        a, m = (statistics.median(t) * 1e3 for t in times)
+        print(f"{name:<20} {b:5d} {a:9.3f} {m:9.3f} {m / a:6.3f} {merged_steps(merged):5d} {diff:9.2e}",
+              flush=True)
     print(f"load average (1 min) after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -100,37 +100,30 @@ def main() -> int:
         handoff()
     configs = args.configs.split(",")
     root = rm.models_dir(None)
-    for name in args.models.split(","):
-        found = rm.model_feeds(name, root)
-        if found is None:
-            print(f"{name}: not found under {root}")
-            continue
-        path, f0 = found
-        for b in [int(x) for x in args.batches.split(",")]:
-            feeds = rm.batch_of(f0, b)
-            sess = {}
-            for c in configs:  # built under its thresholds (depthwise plans size their pieces at build)
-                th = _set(c)
-                sess[c] = Session(str(path), ScheduleConfig(backends=["numpy"], **({"num_threads": th} if th else {})))
-            wall: dict[str, list] = {c: [] for c in configs}
-            cpu: dict[str, list] = {c: [] for c in configs}
-            load0 = os.getloadavg()[0]
-            for _ in range(args.rounds):
-                for c in configs:
-                    _set(c)
-                    sess[c].run(feeds)
-                    for _ in range(args.runs):
-                        t0, c0 = time.perf_counter(), time.process_time()
-                        sess[c].run(feeds)
-                        wall[c].append(time.perf_counter() - t0)
-                        cpu[c].append(time.process_time() - c0)
-            _set("current")
-            base = statistics.median(wall[configs[0]])
-            print(f"\n{name} batch {b} (load {load0:.2f} -> {os.getloadavg()[0]:.2f})")
+    for name, path, b, feeds in rm.model_batches(args.models, args.batches, root):
+        sess = {}
+        for c in configs:  # built under its thresholds (depthwise plans size their pieces at build)
+            th = _set(c)
+            sess[c] = Session(str(path), ScheduleConfig(backends=["numpy"], **({"num_threads": th} if th else {})))
+        wall: dict[str, list] = {c: [] for c in configs}
+        cpu: dict[str, list] = {c: [] for c in configs}
+        load0 = os.getloadavg()[0]
+        for _ in range(args.rounds):
             for c in configs:
-                w = statistics.median(wall[c])
-                print(f"  {c:<14} wall {w * 1e3:8.2f} ms  cpu {statistics.median(cpu[c]) * 1e3:8.2f} ms  "
-                      f"wall / {configs[0]} {w / base:5.2f}", flush=True)
+                _set(c)
+                sess[c].run(feeds)
+                for _ in range(args.runs):
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    sess[c].run(feeds)
+                    wall[c].append(time.perf_counter() - t0)
+                    cpu[c].append(time.process_time() - c0)
+        _set("current")
+        base = statistics.median(wall[configs[0]])
+        print(f"\n{name} batch {b} (load {load0:.2f} -> {os.getloadavg()[0]:.2f})")
+        for c in configs:
+            w = statistics.median(wall[c])
+            print(f"  {c:<14} wall {w * 1e3:8.2f} ms  cpu {statistics.median(cpu[c]) * 1e3:8.2f} ms  "
+                  f"wall / {configs[0]} {w / base:5.2f}", flush=True)
     return 0
 
 

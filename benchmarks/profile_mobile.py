@@ -146,31 +146,24 @@ def main() -> int:
     ap.add_argument("--per-node", action="store_true", help="also print every step: label, output shape, us")
     args = ap.parse_args()
     root = rm.models_dir(None)
-    for name in args.models.split(","):
-        found = rm.model_feeds(name, root)
-        if found is None:
-            print(f"{name}: not found under {root}")
-            continue
-        path, f0 = found
-        for b in [int(x) for x in args.batches.split(",")]:
-            feeds = rm.batch_of(f0, b)
-            load0 = os.getloadavg()[0]
-            nodes: list | None = [] if args.per_node else None
-            ours, run_ms, nsteps = nnrt_profile(str(path), feeds, args.runs, args.threads, nodes)
-            theirs, ort_ms = ort_profile(str(path), feeds, args.runs, args.threads)
-            steps_ms = sum(v[0] for v in ours.values())
-            print(f"\n{name} batch {b}: nnrt {run_ms:.2f} ms ({nsteps} steps, sum of steps {steps_ms:.2f} ms), "
-                  f"ORT {ort_ms:.2f} ms ({sum(v[1] for v in theirs.values())} nodes); "
-                  f"load {load0:.2f} -> {os.getloadavg()[0]:.2f}")
-            print(f"  {'nnrt step':<44} {'n':>3} {'wall ms':>8} {'cpu ms':>7} {'us/step':>8}")
-            for lab, (w, c, n) in sorted(ours.items(), key=lambda kv: -kv[1][0])[:args.top]:
-                print(f"  {lab[:44]:<44} {n:3d} {w:8.3f} {c:7.3f} {w / n * 1e3:8.1f}")
-            print(f"  {'(between steps)':<44} {'':>3} {run_ms - steps_ms:8.3f}")
-            for i, (lab, shp, w, c) in enumerate(nodes or []):
-                print(f"  step {i:3d} {lab[:40]:<40} {shp:<18} {w:8.1f} us wall {c:8.1f} us cpu")
-            print(f"  {'ORT op':<44} {'n':>3} {'ms':>8}")
-            for op, (ms, n) in sorted(theirs.items(), key=lambda kv: -kv[1][0])[:args.top]:
-                print(f"  {op:<44} {n:3d} {ms:8.3f}")
+    for name, path, b, feeds in rm.model_batches(args.models, args.batches, root):
+        load0 = os.getloadavg()[0]
+        nodes: list | None = [] if args.per_node else None
+        ours, run_ms, nsteps = nnrt_profile(str(path), feeds, args.runs, args.threads, nodes)
+        theirs, ort_ms = ort_profile(str(path), feeds, args.runs, args.threads)
+        steps_ms = sum(v[0] for v in ours.values())
+        print(f"\n{name} batch {b}: nnrt {run_ms:.2f} ms ({nsteps} steps, sum of steps {steps_ms:.2f} ms), "
+              f"ORT {ort_ms:.2f} ms ({sum(v[1] for v in theirs.values())} nodes); "
+              f"load {load0:.2f} -> {os.getloadavg()[0]:.2f}")
+        print(f"  {'nnrt step':<44} {'n':>3} {'wall ms':>8} {'cpu ms':>7} {'us/step':>8}")
+        for lab, (w, c, n) in sorted(ours.items(), key=lambda kv: -kv[1][0])[:args.top]:
+            print(f"  {lab[:44]:<44} {n:3d} {w:8.3f} {c:7.3f} {w / n * 1e3:8.1f}")
+        print(f"  {'(between steps)':<44} {'':>3} {run_ms - steps_ms:8.3f}")
+        for i, (lab, shp, w, c) in enumerate(nodes or []):
+            print(f"  step {i:3d} {lab[:40]:<40} {shp:<18} {w:8.1f} us wall {c:8.1f} us cpu")
+        print(f"  {'ORT op':<44} {'n':>3} {'ms':>8}")
+        for op, (ms, n) in sorted(theirs.items(), key=lambda kv: -kv[1][0])[:args.top]:
+            print(f"  {op:<44} {n:3d} {ms:8.3f}")
     return 0
 
 

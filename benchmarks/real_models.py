@@ -56,7 +56,7 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import onnx
@@ -293,6 +293,20 @@ def model_feeds(key: str, root: Path) -> tuple[Path, Feeds] | None:
 def batch_of(feeds: Feeds, batch: int) -> Feeds:
     """``feeds`` repeated ``batch`` times along the first axis (contiguous)."""
     return {k: np.ascontiguousarray(np.repeat(v, batch, axis=0)) for k, v in feeds.items()}
+
+
+def model_batches(names: str, batches: str, root: Path) -> Iterator[tuple[str, Path, int, Feeds]]:
+    """``(key, path, batch, feeds)`` for each model key of the comma-separated
+    ``names`` found under ``root`` (a line says which are not) and each batch
+    of the comma-separated ``batches``."""
+    for name in names.split(","):
+        found = model_feeds(name, root)
+        if found is None:
+            print(f"{name}: not found under {root}")
+            continue
+        path, f0 = found
+        for b in (int(x) for x in batches.split(",")):
+            yield name, path, b, batch_of(f0, b)
 
 
 # ----------------------------------------------------------- inspection
