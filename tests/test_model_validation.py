@@ -235,6 +235,54 @@ def test_isolated_build_runs_and_reports_the_childs_errors():
                 ScheduleConfig(backends=["numpy"]), isolate=True)
 
 
+class _Finalized:
+    """Garbage in a reference cycle that says (through ``conn``) when it is finalized."""
+
+    def __init__(self, conn) -> None:
+        self.conn, self.me = conn, self
+
+    def __del__(self) -> None:
+        self.conn.send("finalized")
+
+
+def _collect_and_report(conn) -> None:
+    import gc
+    gc.collect()  # finalizes the parent's garbage unless it was frozen out of this child's collector
+    conn.send("done")
+    conn.close()
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_a_forked_build_child_does_not_finalize_the_parents_garbage(frozen):
+    """``start_forked`` (isolated builds, the fuzzer's children): a forked child's
+    collector must leave the parent's objects alone; finalizing an inherited ONNX
+    Runtime session there hangs on its worker threads' condition variable."""
+    import gc
+    import multiprocessing as mp
+
+    from nnrt_core.compiler.isolate import start_forked
+
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    gc.disable()  # keep the cycle uncollected here until the fork
+    try:
+        _Finalized(send)
+        proc = ctx.Process(target=_collect_and_report, args=(send,), daemon=True)
+        start_forked(proc) if frozen else proc.start()
+    finally:
+        gc.enable()
+    heard = []
+    while recv.poll(10):
+        heard.append(recv.recv())
+        if heard[-1] == "done":
+            break
+    proc.join(5)
+    assert heard == (["done"] if frozen else ["finalized", "done"])
+    gc.collect()  # the parent's own copy is collected here, as usual
+    recv.close()
+    send.close()
+
+
 def test_constant_of_shape_value_must_hold_one_element():
     n = h.make_node("ConstantOfShape", ["s"], ["y"], name="cos",
                     value=onnx.numpy_helper.from_array(np.zeros(0, np.float32), "v"))

@@ -5,6 +5,7 @@ killing the caller's process (``Session(..., isolate=True)``,
 ``compile_model(..., isolate=True)``)."""
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from typing import Any, Callable
@@ -13,10 +14,24 @@ from nnrt_core import errors
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError, ModelLoadError, NnrtError
 
-__all__ = ["ISOLATE_TIMEOUT", "build_isolated"]
+__all__ = ["ISOLATE_TIMEOUT", "build_isolated", "start_forked"]
 
 #: seconds the child may take before the model is refused
 ISOLATE_TIMEOUT = float(os.environ.get("NNRT_ISOLATE_TIMEOUT", 600))
+
+
+def start_forked(proc: Any) -> None:
+    """``proc.start()`` for a fork-context process, with every object of this
+    process frozen out of the child's garbage collector (``gc.freeze``).  A
+    forked child has one thread; if its collector finalized an inherited
+    native object (an ONNX Runtime session in uncollected garbage), the
+    destructor would wait forever on a condition variable that the parent's
+    worker threads were waiting on when the fork happened."""
+    gc.freeze()
+    try:
+        proc.start()
+    finally:
+        gc.unfreeze()
 
 
 def _child(conn: Any, build: Callable[..., Any], model: Any, config: ScheduleConfig | None, registry: Any) -> None:
@@ -45,7 +60,7 @@ def build_isolated(build: Callable[..., Any], model: Any, config: ScheduleConfig
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, build, model, config, registry), daemon=True)
-    proc.start()
+    start_forked(proc)
     send.close()
     limit = ISOLATE_TIMEOUT if timeout is None else timeout
     try:

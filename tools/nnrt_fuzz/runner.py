@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from nnrt_core.compiler.isolate import start_forked
 from nnrt_fuzz.corpus import load_corpus
 from nnrt_fuzz.mutate import Case, make_case
 
@@ -196,7 +197,7 @@ def _run_batch(seed: int, units: list[tuple[int, str]], timeout: float, memory: 
         log = tempfile.mktemp(prefix="nnrt-fuzz-", suffix=".log")
         parent, child = ctx.Pipe(duplex=False)
         p = ctx.Process(target=_child, args=(child, seed, units[pos:], timeout, memory, log), daemon=True)
-        p.start()
+        start_forked(p)  # the child's collector must not finalize the parent's ONNX Runtime sessions
         child.close()
         started = None
         while True:
