@@ -17,14 +17,13 @@ average before and after.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 
-from bench_cold_start import CHILD, child_env, models
+from bench_cold_start import CHILD, child_env, models, result_of
 from cold_start_breakdown import tree_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,10 +34,7 @@ def cold_start(tree: str, env: dict[str, str], kind: str, model: dict) -> dict:
     args = [sys.executable, "-c", CHILD, kind, str(model["path"]), model["input"],
             ",".join(map(str, model["shape"])), "1"]
     proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=tree)
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"{kind} child in {tree} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return result_of(proc, f"{kind} (tree {tree})")
 
 
 def help_seconds(tree: str, env: dict[str, str]) -> float:

@@ -109,6 +109,15 @@ def child_env(keep: bool) -> dict[str, str]:
     return env
 
 
+def result_of(proc: subprocess.CompletedProcess, who: str) -> dict:
+    """The json of the ``RESULT`` line a benchmark's child process printed; a
+    ``SystemExit`` naming ``who`` with the tail of its stderr when it failed."""
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        raise SystemExit(f"{who} child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(line[len("RESULT "):])
+
+
 def run_child(kind: str, model: dict, steady: int, env: dict[str, str]) -> dict:
     """One fresh process of ``kind`` on ``model``: its timings and the process wall time."""
     args = [sys.executable, "-c", CHILD, kind, str(model["path"]), model["input"],
@@ -116,10 +125,7 @@ def run_child(kind: str, model: dict, steady: int, env: dict[str, str]) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - t0
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"{kind} child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    res = json.loads(line[len("RESULT "):])
+    res = result_of(proc, kind)
     res["proc"] = wall
     return res
 

@@ -20,13 +20,14 @@ ONNX model, as written before format 2).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench_cold_start import result_of
 
 HERE = Path(__file__).resolve().parent
 CHILD = r"""
@@ -86,10 +87,7 @@ ORDER = ["decode", "stored partition", "schema validation (ONNX)", "ONNX -> IR",
 
 def _child(kind: str, path: str, env: dict) -> dict:
     proc = subprocess.run([sys.executable, "-c", CHILD, kind, path], capture_output=True, text=True, env=env)
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"{kind} child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return result_of(proc, kind)
 
 
 def _files(name: str, real: bool, formats: list[str], d: str) -> dict[str, str]:

@@ -31,13 +31,12 @@ of one run only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 
-from bench_cold_start import child_env, models
+from bench_cold_start import child_env, models, result_of
 from cold_start_breakdown import tree_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,10 +100,7 @@ print("RESULT " + json.dumps(acc))
 def run_child(path: str, backend: str, warm: bool, env: dict[str, str], cwd: str) -> dict[str, float]:
     proc = subprocess.run([sys.executable, "-c", CHILD, path, backend, "1" if warm else "0"],
                           capture_output=True, text=True, env=env, cwd=cwd)
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return result_of(proc, "build pieces")
 
 
 def _order(key: str) -> tuple:

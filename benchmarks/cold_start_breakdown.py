@@ -32,14 +32,13 @@ side).  The difference per step is what nnrt adds on top of ONNX Runtime.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 
-from bench_cold_start import child_env, models
+from bench_cold_start import child_env, models, result_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -93,10 +92,7 @@ def run_child(side: str, model: dict, env: dict[str, str], cwd: str = ROOT, cach
     args = [sys.executable, "-c", CHILD, side, str(model["path"]), model["input"], ",".join(map(str, model["shape"]))]
     args += [cache] if cache else []
     proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd)
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"{side} child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return result_of(proc, side)
 
 
 def main() -> None:

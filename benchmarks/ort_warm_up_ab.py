@@ -26,7 +26,6 @@ page faults of runs 1 and 2, and build + first run; with the load average.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ import sys
 
 import onnx
 
-from bench_cold_start import child_env, models
+from bench_cold_start import child_env, models, result_of
 
 CHILD = r"""
 import sys, time, resource, json, statistics, numpy as np
@@ -66,10 +65,7 @@ def child(path: str, name: str, shape: str, variant: str, env: dict) -> dict:
     """One fresh process of ``variant``."""
     out = subprocess.run([sys.executable, "-c", CHILD, path, name, shape, variant], capture_output=True, text=True,
                          env=env)
-    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if out.returncode != 0 or line is None:
-        raise SystemExit(f"{variant} child failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return result_of(out, variant)
 
 
 def main() -> int:
