@@ -31,7 +31,7 @@ from nnrt_core.ir import Graph, Node, Value
 from nnrt_numpy.fusion_tails import apply_hard, hard_tail
 from nnrt_numpy.graph_facts import value_dtype, value_readers
 
-__all__ = ["SEChain", "find_se"]
+__all__ = ["SEChain", "find_se", "one_reader", "pointwise_conv"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -88,28 +88,34 @@ class SEChain:
         return self.run(x, out=out)
 
 
-def _one_reader(readers: dict[int, list], v: Value) -> Node | None:
+def one_reader(readers: dict[int, list], v: Value) -> Node | None:
+    """The one node reading ``v`` (``readers`` from :func:`value_readers`), else ``None``."""
     users = readers.get(id(v), [])
     return users[0] if len(users) == 1 and users[0] is not None else None
 
 
-def _pointwise(node: Node | None, src: Value, cin: int, dt: np.dtype) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """(weights, bias) of a 1x1, group-1, unpadded Conv reading ``src`` with ``cin`` channels."""
+def pointwise_conv(node: Node | None, src: Value, cin: int, dt: np.dtype, unit_strides: bool = False,
+                   ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(weights, bias) of a 1x1, group-1, unpadded Conv reading ``src`` with ``cin`` channels,
+    constant float weights (and bias) of dtype ``dt``; with ``unit_strides`` also stride 1
+    (an SE block's own convs see a 1x1 map, where strides do not matter)."""
     if node is None or node.op_type != "Conv" or node.domain not in ("", "ai.onnx") or node.inputs[0] is not src:
         return None
     a = node.attributes
     if (a["group"].value if "group" in a else 1) != 1 or len(node.outputs) != 1:
         return None
-    if any(a[k].value not in ("NOTSET", "VALID") for k in ("auto_pad",) if k in a):
+    if "auto_pad" in a and a["auto_pad"].value not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
         return None
     if "pads" in a and any(a["pads"].value) or "kernel_shape" in a and list(a["kernel_shape"].value) != [1, 1]:
         return None
-    w = node.inputs[1]
+    if unit_strides and "strides" in a and any(v != 1 for v in a["strides"].value):
+        return None
+    w = node.inputs[1] if len(node.inputs) > 1 else None
     if w is None or w.const is None or w.const.dtype != dt or w.const.ndim != 4:
         return None
     if w.const.shape[1] != cin or w.const.shape[2:] != (1, 1):
         return None
-    b = node.inputs[2] if len(node.inputs) > 2 else None
+    b = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None and node.inputs[2].name else None
     if b is not None and (b.const is None or b.const.dtype != dt or b.const.shape != (w.const.shape[0],)):
         return None
     return w.const, None if b is None else b.const
@@ -122,28 +128,28 @@ def _match(gap: Node, readers: dict[int, list]) -> SEChain | None:
         return None
     c = x.shape[1]
     nodes = [gap]
-    c1 = _one_reader(readers, gap.outputs[0])
-    conv1 = _pointwise(c1, gap.outputs[0], c, dt)
+    c1 = one_reader(readers, gap.outputs[0])
+    conv1 = pointwise_conv(c1, gap.outputs[0], c, dt)
     if conv1 is None:
         return None
     nodes.append(c1)
     cur = c1.outputs[0]
-    nxt = _one_reader(readers, cur)
+    nxt = one_reader(readers, cur)
     relu = nxt is not None and nxt.op_type == "Relu" and nxt.domain in ("", "ai.onnx")
     if relu:
         nodes.append(nxt)
         cur = nxt.outputs[0]
-        nxt = _one_reader(readers, cur)
-    conv2 = _pointwise(nxt, cur, conv1[0].shape[0], dt)
+        nxt = one_reader(readers, cur)
+    conv2 = pointwise_conv(nxt, cur, conv1[0].shape[0], dt)
     if conv2 is None or conv2[0].shape[0] != c:
         return None
     nodes.append(nxt)
-    hs = _one_reader(readers, nxt.outputs[0])
+    hs = one_reader(readers, nxt.outputs[0])
     tail = hard_tail(hs, dt) if hs is not None and hs.domain in ("", "ai.onnx") else None
     if tail is None or tail[0] != "hsig" or hs.inputs[0] is not nxt.outputs[0]:
         return None
     nodes.append(hs)
-    mul = _one_reader(readers, hs.outputs[0])
+    mul = one_reader(readers, hs.outputs[0])
     if mul is None or mul.op_type != "Mul" or mul.domain not in ("", "ai.onnx") or mul.opset < 7:
         return None
     if len(mul.inputs) != 2 or {id(v) for v in mul.inputs} != {id(x), id(hs.outputs[0])}:

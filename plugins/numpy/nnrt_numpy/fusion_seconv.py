@@ -23,7 +23,7 @@ from nnrt_core.ir import Node, Value
 
 from nnrt_numpy import parallel
 from nnrt_numpy.fusion import Chain, apply_ops
-from nnrt_numpy.fusion_se import SEChain
+from nnrt_numpy.fusion_se import SEChain, one_reader, pointwise_conv
 
 __all__ = ["SEConvChain", "merge_se_conv"]
 
@@ -62,27 +62,6 @@ class SEConvChain:
         return self.run(*args, out=out)
 
 
-def _projection(node: Node, y: Value, c: int, dt: np.dtype) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """(W as (M, C), bias) of a stride-1, unpadded, group-1 1x1 Conv reading ``y`` (C channels)."""
-    if node.op_type != "Conv" or node.domain not in ("", "ai.onnx") or not node.inputs or node.inputs[0] is not y:
-        return None
-    a = node.attributes
-    if len(node.outputs) != 1 or (a["group"].value if "group" in a else 1) != 1:
-        return None
-    if "auto_pad" in a and a["auto_pad"].value not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
-        return None
-    if "pads" in a and any(a["pads"].value) or "strides" in a and any(v != 1 for v in a["strides"].value):
-        return None
-    w = node.inputs[1].const if len(node.inputs) > 1 and node.inputs[1] is not None else None
-    if w is None or w.dtype != dt or w.ndim != 4 or w.shape[1] != c or w.shape[2:] != (1, 1):
-        return None
-    bv = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None and node.inputs[2].name else None
-    b = None if bv is None else bv.const
-    if bv is not None and (b is None or b.dtype != dt or b.shape != (w.shape[0],)):
-        return None
-    return w.reshape(w.shape[0], c), b
-
-
 def merge_se_conv(chains: Sequence[Any], readers: dict[int, list]) -> list[Any]:
     """``chains`` (from :func:`nnrt_numpy.fusion.find_chains`) with every SE block whose output
     feeds one 1x1 Conv merged with that Conv (and the Conv's chain, when it heads one)."""
@@ -92,19 +71,14 @@ def merge_se_conv(chains: Sequence[Any], readers: dict[int, list]) -> list[Any]:
     for ch in chains:
         if not isinstance(ch, SEChain):
             continue
-        y = ch.output
-        users = readers.get(id(y), [])
-        if len(users) != 1 or users[0] is None:
-            continue
-        x = ch.inputs[0]
-        dt = ch.convs[0][0].dtype
-        proj = _projection(users[0], y, x.shape[1], dt)
+        conv = one_reader(readers, ch.output)
+        proj = pointwise_conv(conv, ch.output, ch.inputs[0].shape[1], ch.convs[0][0].dtype, unit_strides=True)
         if proj is None:
             continue
-        conv_chain = head_of.get(id(users[0]))
-        w, b = proj
+        conv_chain = head_of.get(id(conv))
+        w, b = proj[0].reshape(proj[0].shape[:2]), proj[1]
         if conv_chain is None:
-            fused = SEConvChain(ch, [users[0]], w, b, [], [])
+            fused = SEConvChain(ch, [conv], w, b, [], [])
         else:
             if 1 in conv_chain.overrides:  # affine tails folded into the Conv's weights
                 w = conv_chain.overrides[1].reshape(w.shape)
