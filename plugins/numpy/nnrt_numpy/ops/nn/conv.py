@@ -257,7 +257,7 @@ class Conv(Kernel):
 
     def _bias_for(self, b: np.ndarray) -> np.ndarray:
         """The bias as an (m, 1) column: prepared at compile time for a constant bias."""
-        return self._bias if self._bias is not None and b is self.node.const(2) else b.reshape(-1, 1)
+        return self._bias if self._bias is not None and b is self._b_const else b.reshape(-1, 1)
 
     def _run_pieces(self, x, w, b, kernel, strides, dil, begin, end, out, pointwise, dest, k,
                     epilogue: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
@@ -375,7 +375,7 @@ class Conv(Kernel):
             plan = self._dw_plan(tuple(xs), tuple(w.shape), np.dtype(dt))
         except Exception:  # noqa: BLE001  (a bad node fails with its own error at run time)
             return
-        b = node.const(2) if node.present(2) else None
+        b = self._b_const
         plan.weights(w, b if plan.mode in ("cols", "rows") and b is not None and b.dtype == w.dtype else None)
         plan.warm(min(parallel.CORES, plan.nblocks) if parallel.worth_splitting(plan.est_us) else 1)
 
