@@ -122,9 +122,12 @@ def test_free_dimensions_skip_the_run_with_a_log(runs, caplog):
     np.testing.assert_array_equal(sess.run(_feeds())["z"], sess.run(_feeds())["z"])
 
 
+HEAP_CALLS = ["tune", ("async", warmup.HEAP_BYTES), "tune", warmup.HEAP_BYTES]  # begun at compile, awaited at warm-up
+
+
 @pytest.mark.parametrize("shape, how, want_calls, want_runs, done", [
-    ((4, 8), True, ["tune", warmup.HEAP_BYTES], 0, "heap"),  # the default: a prefault, static or not
-    (("batch", 8), "heap", ["tune", warmup.HEAP_BYTES], 0, "heap"),
+    ((4, 8), True, HEAP_CALLS, 0, "heap"),  # the default: a prefault, static or not
+    (("batch", 8), "heap", HEAP_CALLS, 0, "heap"),
     ((4, 8), "run", ["tune"], 1, "run"),  # a run on the tuned allocator, no prefault
     (("batch", 8), "run", ["tune", warmup.HEAP_BYTES], 0, "heap"),  # no run possible: the prefault
     (("batch", 8), False, [], 0, None),
@@ -133,6 +136,7 @@ def test_what_each_mode_does(monkeypatch, runs, shape, how, want_calls, want_run
     calls = []
     monkeypatch.setattr(warmup, "tune_allocator", lambda: calls.append("tune") or True)
     monkeypatch.setattr(warmup, "prefault_heap", lambda n: calls.append(n) or True)
+    monkeypatch.setattr(warmup, "prefault_heap_async", lambda n: calls.append(("async", n)) or True)
     sess = Session(_model(shape=shape), _config(warm_up=how))
     assert calls == want_calls and len(runs) == want_runs
     assert sess.partitions[0].details.get("warmed_up") == done

@@ -13,7 +13,9 @@ warm-up does:
   provider alone: tune glibc's allocator (:mod:`nnrt_core.runtime.heap`), so
   that the arena's blocks come from the heap and freed pages are reused, and
   prefault :data:`HEAP_BYTES` of heap, so that the arena's first growth lands
-  in mapped pages, whatever the input shapes (~2 ms);
+  in mapped pages, whatever the input shapes (2-15 ms of page faults on this
+  VM, paid on a background thread while ORT builds the session:
+  :func:`begin_heap`; the warm-up waits for it);
 * ``"run"``: when every input shape is static (in the model, or fixed with
   ``ScheduleConfig.input_shapes``), also run the partition on zeros, once
   (memory pattern off) or twice (on), on any provider: the kernels' set-up
@@ -37,9 +39,10 @@ import numpy as np
 
 from nnrt_core.errors import ConfigError
 from nnrt_core.logs import get_logger
-from nnrt_core.runtime.heap import prefault_heap, tune_allocator
+from nnrt_core.runtime.heap import prefault_heap, prefault_heap_async, tune_allocator
 
-__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds", "warm_up"]
+__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds", "begin_heap",
+           "warm_up"]
 
 log = get_logger("nnrt.onnxruntime")
 
@@ -97,6 +100,13 @@ def zero_feeds(args: Sequence[Any], skip: Sequence[str] = (), max_bytes: int = M
             return None, f"the zero feeds would exceed {max_bytes} bytes (input {a.name!r} {shape})"
         feeds[a.name] = np.full(shape, "", dtype=object) if dtype is np.object_ else np.zeros(shape, dtype)
     return feeds, ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items())
+
+
+def begin_heap(cpu: bool) -> bool:
+    """Start the ``"heap"`` warm-up early, in the background (``cpu``: the
+    session runs on the CPU provider alone): :func:`warm_up` then finds the
+    pages touched, or waits for the rest."""
+    return cpu and tune_allocator() and prefault_heap_async(HEAP_BYTES)
 
 
 def warm_up(part: Any, session: Any, skip: Sequence[str] = (), cpu: bool = True, how: str = "heap") -> str:
