@@ -95,3 +95,11 @@ def test_registry_thread_starts_on_import_and_a_fork_right_after_still_checks(pr
     out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [started, "0"]
+
+
+def test_the_async_block_is_held_until_waited_for_and_then_freed(fresh_heap):
+    assert fresh_heap.prefault_heap_async(1 << 20)
+    assert fresh_heap._block is not None and fresh_heap._block.nbytes == 1 << 20
+    fresh_heap.wait_for_prefault()
+    assert fresh_heap._block is None and fresh_heap._pending is None
+    fresh_heap.wait_for_prefault()  # nothing pending: a no-op

@@ -122,7 +122,7 @@ def test_free_dimensions_skip_the_run_with_a_log(runs, caplog):
     np.testing.assert_array_equal(sess.run(_feeds())["z"], sess.run(_feeds())["z"])
 
 
-HEAP_CALLS = ["tune", ("async", warmup.HEAP_BYTES), "tune", warmup.HEAP_BYTES]  # begun at compile, awaited at warm-up
+HEAP_CALLS = ["tune", ("async", warmup.HEAP_BYTES), "tune", warmup.HEAP_BYTES]  # begun at select, awaited at warm-up
 
 
 @pytest.mark.parametrize("shape, how, want_calls, want_runs, done", [
@@ -226,3 +226,19 @@ def test_zero_feeds_cover_strings_and_refuse_what_they_cannot_make():
     big, why = warmup.zero_feeds([_Arg("x", "tensor(float)", [1024, 1024]), _Arg("y", "tensor(float)", [8])],
                                  max_bytes=4 << 20)
     assert big is None and "exceed 4194304 bytes (input 'y' [8])" in why
+
+
+@pytest.mark.parametrize("opts, started", [
+    ({}, True), ({"warm_up": "heap"}, True), ({"providers": ["CPUExecutionProvider"]}, True),
+    ({"warm_up": "run"}, False), ({"warm_up": False}, False), ({"warm_up": "bogus"}, False),
+    ({"providers": ["CUDAExecutionProvider", "CPUExecutionProvider"]}, False), ({"providers": 7}, False),
+])
+def test_the_heap_prefault_starts_when_the_build_selects_the_backend(monkeypatch, opts, started):
+    calls = []
+    monkeypatch.setattr(warmup, "tune_allocator", lambda: True)
+    monkeypatch.setattr(warmup, "prefault_heap_async", lambda n: calls.append(n) or True)
+    backend = Registry().backend("onnxruntime").backend
+    if backend.device_type != "cpu":
+        pytest.skip("the default onnxruntime device is not the CPU here")
+    backend.prepare_build(opts)  # never raises: a bad option is the compile's to report
+    assert calls == ([warmup.HEAP_BYTES] if started else [])

@@ -6,7 +6,7 @@ and each first touch of a page faults; on a VM a convolution can spend more
 time faulting in its im2col buffer and output than computing.  Raising
 glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` (once, when a backend
 asks: the NumPy backend when its first partition is compiled, the ONNX
-Runtime backend at warm-up) makes large blocks come from the heap and stay
+Runtime backend when a build selects it) makes large blocks come from the heap and stay
 there after ``free``, so the next run, or ONNX Runtime's arena growing at its
 first run, reuses already-mapped pages (:func:`prefault_heap` maps them at
 build; :func:`prefault_heap_async` on a background thread, while the build
@@ -33,7 +33,9 @@ _TRIM_THRESHOLD = 256 << 20  # free memory kept at the top of the heap
 _done = False
 _tuned = False
 _touched = 0  # the most bytes prefault_heap touched (or prefault_heap_async is touching) in this process
-_pending: threading.Thread | None = None  # prefault_heap_async's thread while it may still run
+_pending: threading.Thread | None = None  # prefault_heap_async's thread, until waited for
+_block: Any = None  # the array it touches, held until waited for
+_lock = threading.Lock()
 
 
 def tune_allocator() -> bool:
@@ -69,50 +71,50 @@ def prefault_heap(nbytes: int) -> bool:
     wait_for_prefault()
     if not _tuned or not 0 < nbytes < _MMAP_THRESHOLD:
         return False
-    if nbytes <= _touched:  # the heap already grew this far in this process and keeps its pages
-        return True
-    import numpy as np
+    with _lock:
+        if nbytes <= _touched:  # the heap already grew this far in this process and keeps its pages
+            return True
+        import numpy as np
 
-    block = np.empty(nbytes, np.uint8)
-    block.fill(0)
-    del block
-    _touched = nbytes
+        block = np.empty(nbytes, np.uint8)
+        block.fill(0)
+        del block
+        _touched = nbytes
     return True
 
 
 def prefault_heap_async(nbytes: int) -> bool:
     """:func:`prefault_heap` with the pages touched on a background thread,
-    so that a build can go on meanwhile (the page faults cost ~1-10 us each on
-    a VM); :func:`wait_for_prefault` (or the next :func:`prefault_heap`) waits
-    for it.  The block is allocated on the calling thread, in the heap that
-    thread's later allocations come from (glibc gives other threads arenas
-    of their own), and freed by the touching thread when it is done."""
-    global _touched, _pending
+    so that a build goes on meanwhile (a page's first touch costs ~1-10 us on
+    a VM).  The block is allocated on the calling thread, in the heap that
+    thread's later allocations come from (glibc gives other threads arenas of
+    their own), and held until :func:`wait_for_prefault` (or the next
+    prefault) waits for the thread and frees it: the pages then lie together
+    in the heap, for the first run, not spent on the build's own
+    allocations meanwhile."""
+    global _touched, _pending, _block
     wait_for_prefault()
     if not _tuned or not 0 < nbytes < _MMAP_THRESHOLD:
         return False
-    if nbytes <= _touched:
-        return True
-    import numpy as np
+    with _lock:
+        if nbytes <= _touched:
+            return True
+        import numpy as np
 
-    block = np.empty(nbytes, np.uint8)
-    address = block.__array_interface__["data"][0]
-    _touched = nbytes
-    _pending = threading.Thread(target=_touch, args=(block, address), name="nnrt-heap-prefault", daemon=True)
-    _pending.start()
+        _block = np.empty(nbytes, np.uint8)
+        _touched = nbytes
+        _pending = threading.Thread(target=ctypes.memset, args=(_block.__array_interface__["data"][0], 0, nbytes),
+                                    name="nnrt-heap-prefault", daemon=True)  # a ctypes call releases the GIL
+        _pending.start()
     return True
 
 
-def _touch(block: Any, address: int) -> None:
-    """Write every page of ``block`` (a numpy array at ``address``) without
-    holding the GIL (a ctypes call releases it)."""
-    ctypes.memset(address, 0, block.nbytes)
-
-
 def wait_for_prefault() -> None:
-    """Wait until :func:`prefault_heap_async` 's pages are touched."""
-    global _pending
-    t = _pending
-    if t is not None:
-        t.join()
-        _pending = None
+    """Wait until :func:`prefault_heap_async` 's pages are touched and free
+    its block (nothing when none is pending)."""
+    global _pending, _block
+    with _lock:
+        t, _pending = _pending, None
+        if t is not None:
+            t.join()
+        _block = None

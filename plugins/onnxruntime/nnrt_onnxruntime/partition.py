@@ -119,19 +119,15 @@ class OrtPartition(CompiledPartition):
         self._preoptimized = optimized is not None
         #: weights fed as inputs on every run (ORT would copy them as initializers; see offline.feed_as_inputs)
         self._fed: dict[str, np.ndarray] = {}
-        cpu_only = [p for p, _ in requested_providers(backend, options)[0]] == ["CPUExecutionProvider"]
         if optimized is not None:
             weights = external_arrays(optimized.model, optimized.weights, f"partition {name!r}")
-            if cpu_only:
+            if [p for p, _ in requested_providers(backend, options)[0]] == ["CPUExecutionProvider"]:
                 self._model, weights, self._fed = feed_as_inputs(optimized.model, weights)
         self._weights = weights if weights is not None and weights.names else None
         self._external: tuple[list[str], list[Any]] | None = None
         if self._weights is not None:
             # the OrtValues (and the arrays they point into) live as long as the partition
             self._external = _ortvalues(self._weights)
-        self._warm = warmup.mode(options.extra)
-        if self._warm == "heap":  # the heap is touched on a thread while ORT builds the session
-            warmup.begin_heap(cpu_only)
         self.session, self._info, kept = _create_session(backend, self._model, options, self._external,
                                                          self._preoptimized)
         if optimized is None and kept is not None:
@@ -163,6 +159,7 @@ class OrtPartition(CompiledPartition):
         self._by_threads: dict[int, Any] = {}
         self._by_threads_lock = threading.Lock()
         self._info["adaptive_threads"] = self._adaptive
+        self._warm = warmup.mode(extra)
 
     def warm_up(self) -> None:
         """The first run's costs paid at build, as the ``warm_up`` option says (see :mod:`.warmup`)."""

@@ -41,7 +41,7 @@ from nnrt_core.errors import ConfigError
 from nnrt_core.logs import get_logger
 from nnrt_core.runtime.heap import prefault_heap, prefault_heap_async, tune_allocator
 
-__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds", "begin_heap",
+__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds", "begin_build", "begin_heap",
            "warm_up"]
 
 log = get_logger("nnrt.onnxruntime")
@@ -100,6 +100,14 @@ def zero_feeds(args: Sequence[Any], skip: Sequence[str] = (), max_bytes: int = M
             return None, f"the zero feeds would exceed {max_bytes} bytes (input {a.name!r} {shape})"
         feeds[a.name] = np.full(shape, "", dtype=object) if dtype is np.object_ else np.zeros(shape, dtype)
     return feeds, ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items())
+
+
+def begin_build(options: Any, cpu: bool) -> bool:
+    """:func:`begin_heap` at the start of a build (``Backend.prepare_build``)
+    when the backend options ``options`` leave ``warm_up`` at ``"heap"``; an
+    invalid value starts nothing here (the compile reports it)."""
+    v = (options or {}).get("warm_up", True)
+    return isinstance(v, (bool, str)) and MODES.get(v) == "heap" and begin_heap(cpu)
 
 
 def begin_heap(cpu: bool) -> bool:
