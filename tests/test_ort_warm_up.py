@@ -242,3 +242,24 @@ def test_the_heap_prefault_starts_when_the_build_selects_the_backend(monkeypatch
         pytest.skip("the default onnxruntime device is not the CPU here")
     backend.prepare_build(opts)  # never raises: a bad option is the compile's to report
     assert calls == ([warmup.HEAP_BYTES] if started else [])
+
+
+@pytest.mark.parametrize("opts, setup", [({}, True), ({"warm_up": "run"}, True), ({"warm_up": False}, False),
+                                         ({"warm_up": "bogus"}, False)])
+def test_ort_setup_session_runs_once_per_process_on_a_thread(monkeypatch, opts, setup):
+    made = []
+    monkeypatch.setattr(warmup, "_setup", None)
+    monkeypatch.setattr(warmup, "_tiny_session", lambda: made.append(1))
+    monkeypatch.setattr(warmup, "begin_heap", lambda cpu: False)
+    warmup.begin_build(opts, True)
+    warmup.wait_for_ort_setup()
+    assert made == ([1] if setup else [])
+    if setup:
+        assert warmup._setup.name == "nnrt-ort-setup" and not warmup._setup.is_alive()
+        assert not warmup.begin_ort_setup() and made == [1]  # once per process
+
+
+def test_the_ort_setup_session_builds(caplog):
+    caplog.set_level(logging.DEBUG, logger="nnrt.onnxruntime")
+    warmup._tiny_session()  # a real one-node session; a failure would only be logged
+    assert "set-up session failed" not in caplog.text
