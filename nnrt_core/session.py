@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from nnrt_core.backend.base import prepare_thread_budget
+from nnrt_core.backend.warming import prepare_thread_budget
 from nnrt_core.compiler import CompiledModel, EventLog, PartitionInfo, compile_model, load_model
 from nnrt_core.compiler.image import to_image
 from nnrt_core.compiler.specialize import Specializations, check_shapes, free_inputs, wants_specialization

@@ -487,6 +487,18 @@ def test_memory_planner_reuses_workspace(backend):
                 assert p1.offset == p2.offset, f"overlapping live buffers {p1} {p2}"
 
 
+def test_warm_up_tunes_the_allocator_before_prefaulting_the_workspace(backend, monkeypatch):
+    """Without the tuning the prefault is a no-op (freed pages would go back to
+    the OS), which an NPU-only session, with no NumPy partition to tune it, hit."""
+    import nnrt_npu_emu.backend as npu_backend
+    calls = []
+    monkeypatch.setattr(npu_backend, "tune_allocator", lambda: calls.append("tune") or True)
+    monkeypatch.setattr(npu_backend, "prefault_heap", lambda n: calls.append(n) or True)
+    part = _compiled(backend, _randomize_light(LIGHT / "light_squeezenet.onnx"))
+    part.warm_up()
+    assert calls == ["tune", part.program.ws_size] and part.program.ws_size > 0
+
+
 def test_cost_model(backend):
     part = _compiled(backend, _randomize_light(LIGHT / "light_squeezenet.onnx"))
     d = part.describe()

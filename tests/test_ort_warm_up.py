@@ -122,9 +122,12 @@ def test_free_dimensions_skip_the_run_with_a_log(runs, caplog):
     np.testing.assert_array_equal(sess.run(_feeds())["z"], sess.run(_feeds())["z"])
 
 
+HEAP_CALLS = ["tune", ("async", warmup.HEAP_BYTES), "tune", warmup.HEAP_BYTES]  # begun at select, awaited at warm-up
+
+
 @pytest.mark.parametrize("shape, how, want_calls, want_runs, done", [
-    ((4, 8), True, ["tune", warmup.HEAP_BYTES], 0, "heap"),  # the default: a prefault, static or not
-    (("batch", 8), "heap", ["tune", warmup.HEAP_BYTES], 0, "heap"),
+    ((4, 8), True, HEAP_CALLS, 0, "heap"),  # the default: a prefault, static or not
+    (("batch", 8), "heap", HEAP_CALLS, 0, "heap"),
     ((4, 8), "run", ["tune"], 1, "run"),  # a run on the tuned allocator, no prefault
     (("batch", 8), "run", ["tune", warmup.HEAP_BYTES], 0, "heap"),  # no run possible: the prefault
     (("batch", 8), False, [], 0, None),
@@ -133,6 +136,7 @@ def test_what_each_mode_does(monkeypatch, runs, shape, how, want_calls, want_run
     calls = []
     monkeypatch.setattr(warmup, "tune_allocator", lambda: calls.append("tune") or True)
     monkeypatch.setattr(warmup, "prefault_heap", lambda n: calls.append(n) or True)
+    monkeypatch.setattr(warmup, "prefault_heap_async", lambda n: calls.append(("async", n)) or True)
     sess = Session(_model(shape=shape), _config(warm_up=how))
     assert calls == want_calls and len(runs) == want_runs
     assert sess.partitions[0].details.get("warmed_up") == done
@@ -222,3 +226,40 @@ def test_zero_feeds_cover_strings_and_refuse_what_they_cannot_make():
     big, why = warmup.zero_feeds([_Arg("x", "tensor(float)", [1024, 1024]), _Arg("y", "tensor(float)", [8])],
                                  max_bytes=4 << 20)
     assert big is None and "exceed 4194304 bytes (input 'y' [8])" in why
+
+
+@pytest.mark.parametrize("opts, started", [
+    ({}, True), ({"warm_up": "heap"}, True), ({"providers": ["CPUExecutionProvider"]}, True),
+    ({"warm_up": "run"}, False), ({"warm_up": False}, False), ({"warm_up": "bogus"}, False),
+    ({"providers": ["CUDAExecutionProvider", "CPUExecutionProvider"]}, False), ({"providers": 7}, False),
+])
+def test_the_heap_prefault_starts_when_the_build_selects_the_backend(monkeypatch, opts, started):
+    calls = []
+    monkeypatch.setattr(warmup, "tune_allocator", lambda: True)
+    monkeypatch.setattr(warmup, "prefault_heap_async", lambda n: calls.append(n) or True)
+    backend = Registry().backend("onnxruntime").backend
+    if backend.device_type != "cpu":
+        pytest.skip("the default onnxruntime device is not the CPU here")
+    backend.prepare_build(opts)  # never raises: a bad option is the compile's to report
+    assert calls == ([warmup.HEAP_BYTES] if started else [])
+
+
+@pytest.mark.parametrize("opts, setup", [({}, True), ({"warm_up": "run"}, True), ({"warm_up": False}, False),
+                                         ({"warm_up": "bogus"}, False)])
+def test_ort_setup_session_runs_once_per_process_on_a_thread(monkeypatch, opts, setup):
+    made = []
+    monkeypatch.setattr(warmup, "_setup", None)
+    monkeypatch.setattr(warmup, "_tiny_session", lambda: made.append(1))
+    monkeypatch.setattr(warmup, "begin_heap", lambda cpu: False)
+    warmup.begin_build(opts, True)
+    warmup.wait_for_ort_setup()
+    assert made == ([1] if setup else [])
+    if setup:
+        assert warmup._setup.name == "nnrt-ort-setup" and not warmup._setup.is_alive()
+        assert not warmup.begin_ort_setup() and made == [1]  # once per process
+
+
+def test_the_ort_setup_session_builds(caplog):
+    caplog.set_level(logging.DEBUG, logger="nnrt.onnxruntime")
+    warmup._tiny_session()  # a real one-node session; a failure would only be logged
+    assert "set-up session failed" not in caplog.text

@@ -429,3 +429,22 @@ def test_optional_partition_hooks_failing_only_lose_their_information(estimate, 
     np.testing.assert_array_equal(trace.outputs["y"], EXPECTED)
     assert "estimated_seconds()" in caplog.text
     np.testing.assert_array_equal(sess.run(X)["y"], EXPECTED)
+
+
+def test_prepare_build_gets_each_candidates_options_once_per_build_and_a_failure_is_logged(caplog):
+    seen: list[tuple[str, dict]] = []
+
+    class Preparing(make_fake_backend("bad", ["Neg"])):
+        def prepare_build(self, options):
+            seen.append((self.name, options))
+
+    sess = on_bad(Preparing, backend_options={"bad": {"knob": 3}})
+    assert seen == [("bad", {"knob": 3})]  # the NumPy backup's own hook is not the fake's
+    np.testing.assert_array_equal(sess.run(X)["y"], EXPECTED)
+
+    class Failing(make_fake_backend("bad", ["Neg"])):
+        prepare_build = _raise(MemoryError("no heap"))
+
+    sess = on_bad(Failing)  # logged, not raised: preparing only makes the build cheaper
+    assert "backend bad: prepare_build() failed: MemoryError: no heap" in caplog.text
+    np.testing.assert_array_equal(sess.run(X)["y"], EXPECTED)

@@ -38,8 +38,6 @@ __all__ = [
     "Backend",
     "describe_partition",
     "estimated_seconds_of",
-    "prepare_thread_budget",
-    "warm_up_partition",
 ]
 
 log = get_logger("nnrt.backend")
@@ -384,6 +382,14 @@ class Backend(abc.ABC):
         memory, or device memory mapped into the host), else ``None``."""
         return tensor if isinstance(tensor, np.ndarray) else None
 
+    def prepare_build(self, options: Mapping[str, Any]) -> None:
+        """Called once per build that selected this backend, right after the
+        selection and before the model loads, with the backend's options
+        (``ScheduleConfig.backend_options``): start what makes the build and
+        its first run cheaper, e.g. warm-up work on a background thread.
+        Keep it cheap; a failure is logged, not raised.  Nothing to do for most
+        backends."""
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} v{self.version}>"
 
@@ -429,22 +435,3 @@ def estimated_seconds_of(part: CompiledPartition) -> float | None:
         log.warning("partition %s: estimated_seconds() returned %r; ignored", part.name, sec)
         return None
     return value
-
-
-def warm_up_partition(part: CompiledPartition) -> None:
-    """``part.warm_up()``; a failure is logged, not raised (warming up only
-    saves the first run its set-up)."""
-    try:
-        part.warm_up()
-    except Exception as e:
-        log.warning("partition %s: warm_up() failed: %s: %s", part.name, type(e).__name__, e)
-
-
-def prepare_thread_budget(part: CompiledPartition, threads: int) -> None:
-    """``part.prepare_thread_budget(threads)``; a failure is logged, not raised
-    (preparing only saves the first run its set-up)."""
-    try:
-        part.prepare_thread_budget(threads)
-    except Exception as e:
-        log.warning("partition %s: prepare_thread_budget(%d) failed: %s: %s", part.name, threads,
-                    type(e).__name__, e)

@@ -13,12 +13,13 @@ from nnrt_core.compiler.optimize import optimize
 from nnrt_core.compiler.place import place_and_compile
 from nnrt_core.compiler.timing import BuildTimes, stage
 from nnrt_core.compiler.budget import build_budget, check_static_sizes
-from nnrt_core.backend.base import warm_up_partition
+from nnrt_core.backend.warming import prepare_build, warm_up_partition
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
 from nnrt_core.gc_pause import paused_gc
 from nnrt_core.logs import get_logger
 from nnrt_core.registry import Registry, default_registry
+from nnrt_core.runtime.heap import wait_for_prefault
 from nnrt_core.frontends import model_digest
 from nnrt_core.placement import Scheduler
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
@@ -54,6 +55,7 @@ def compile_model(model: Any, config: ScheduleConfig | None = None,
         with stage("warmup"):
             for step in built.steps:  # the first run's one-time costs, paid here
                 warm_up_partition(step.compiled)
+            wait_for_prefault()  # a prefault no partition waited for: its block goes back to the heap
     built.build_times = dict(times)
     if built.config.on_overflow == "fallback" and not offline:
         built.source, built.registry = model, registry  # an fp16 overflow may rebuild it (compiler.overflow)
@@ -68,6 +70,8 @@ def _compile_timed(model: Any, config: ScheduleConfig | None, registry: Registry
     events = EventLog()
     with stage("select"):
         selection = select_backends(config, registry, events)
+        for b in selection.candidates:  # e.g. warm-up work started on a thread while the model loads
+            prepare_build(b, config.backend_options.get(b.name))
     with stage("cache"):
         cache, key = _open_cache(model, config, selection, events)
         why = "miss"

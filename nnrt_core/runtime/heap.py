@@ -6,10 +6,11 @@ and each first touch of a page faults; on a VM a convolution can spend more
 time faulting in its im2col buffer and output than computing.  Raising
 glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` (once, when a backend
 asks: the NumPy backend when its first partition is compiled, the ONNX
-Runtime backend at warm-up) makes large blocks come from the heap and stay
+Runtime backend when a build selects it) makes large blocks come from the heap and stay
 there after ``free``, so the next run, or ONNX Runtime's arena growing at its
 first run, reuses already-mapped pages (:func:`prefault_heap` maps them at
-build).  The cost is that the process keeps its peak heap size.
+build; :func:`prefault_heap_async` on a background thread, while the build
+goes on).  The cost is that the process keeps its peak heap size.
 
 Set ``NNRT_NUMPY_MALLOC_TUNING=0`` to leave the allocator alone.  Only glibc
 is touched; elsewhere this is a no-op.
@@ -19,8 +20,10 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import threading
+from typing import Any
 
-__all__ = ["tune_allocator", "prefault_heap"]
+__all__ = ["tune_allocator", "prefault_heap", "prefault_heap_async", "wait_for_prefault"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -29,7 +32,10 @@ _TRIM_THRESHOLD = 256 << 20  # free memory kept at the top of the heap
 
 _done = False
 _tuned = False
-_touched = 0  # the most bytes prefault_heap touched in this process
+_touched = 0  # the most bytes prefault_heap touched (or prefault_heap_async is touching) in this process
+_pending: threading.Thread | None = None  # prefault_heap_async's thread, until waited for
+_block: Any = None  # the array it touches, held until waited for
+_lock = threading.Lock()
 
 
 def tune_allocator() -> bool:
@@ -59,16 +65,56 @@ def prefault_heap(nbytes: int) -> bool:
     allocator they stay mapped, so the first run's fresh arrays reuse them
     instead of faulting pages in (the warm-up of a partition).  Nothing when
     the allocator is not tuned or ``nbytes`` is not below the mmap threshold,
-    nor when an earlier call in this process touched as many bytes."""
+    nor when an earlier call in this process touched as many bytes (waiting
+    for :func:`prefault_heap_async` 's thread when it is still at work)."""
     global _touched
+    wait_for_prefault()
     if not _tuned or not 0 < nbytes < _MMAP_THRESHOLD:
         return False
-    if nbytes <= _touched:  # the heap already grew this far in this process and keeps its pages
-        return True
-    import numpy as np
+    with _lock:
+        if nbytes <= _touched:  # the heap already grew this far in this process and keeps its pages
+            return True
+        import numpy as np
 
-    block = np.empty(nbytes, np.uint8)
-    block.fill(0)
-    del block
-    _touched = nbytes
+        block = np.empty(nbytes, np.uint8)
+        block.fill(0)
+        del block
+        _touched = nbytes
     return True
+
+
+def prefault_heap_async(nbytes: int) -> bool:
+    """:func:`prefault_heap` with the pages touched on a background thread,
+    so that a build goes on meanwhile (a page's first touch costs ~1-10 us on
+    a VM).  The block is allocated on the calling thread, in the heap that
+    thread's later allocations come from (glibc gives other threads arenas of
+    their own), and held until :func:`wait_for_prefault` (or the next
+    prefault) waits for the thread and frees it: the pages then lie together
+    in the heap, for the first run, not spent on the build's own
+    allocations meanwhile."""
+    global _touched, _pending, _block
+    wait_for_prefault()
+    if not _tuned or not 0 < nbytes < _MMAP_THRESHOLD:
+        return False
+    with _lock:
+        if nbytes <= _touched:
+            return True
+        import numpy as np
+
+        _block = np.empty(nbytes, np.uint8)
+        _touched = nbytes
+        _pending = threading.Thread(target=ctypes.memset, args=(_block.__array_interface__["data"][0], 0, nbytes),
+                                    name="nnrt-heap-prefault", daemon=True)  # a ctypes call releases the GIL
+        _pending.start()
+    return True
+
+
+def wait_for_prefault() -> None:
+    """Wait until :func:`prefault_heap_async` 's pages are touched and free
+    its block (nothing when none is pending)."""
+    global _pending, _block
+    with _lock:
+        t, _pending = _pending, None
+        if t is not None:
+            t.join()
+        _block = None

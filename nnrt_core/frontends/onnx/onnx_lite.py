@@ -38,6 +38,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from nnrt_core.frontends.onnx import schema_prime
 from nnrt_core.logs import get_logger
 
 __all__ = ["ENV_VAR", "IMPL", "MAXIMUM_PROTOBUF", "P", "InferenceError", "LiteOnnx", "PublicOnnx", "SchemaError",
@@ -283,6 +284,7 @@ def _choose() -> LiteOnnx | PublicOnnx:
 
 #: the implementation in use (:class:`LiteOnnx` unless the fallback was needed)
 IMPL: LiteOnnx | PublicOnnx = _choose()
+schema_prime.start(sys.modules.get(_EXT))  # the schema registry built meanwhile, on another thread
 #: the generated proto module (``ModelProto``, ``TensorProto``... and ``IR_VERSION``)
 P: ModuleType = IMPL.P
 ValidationError: type[Exception] = IMPL.ValidationError

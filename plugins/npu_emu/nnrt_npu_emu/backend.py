@@ -27,7 +27,7 @@ from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, l
 from nnrt_npu_emu.program import Operand, Program
 from nnrt_npu_emu.version import __version__
 from nnrt_numpy.blas import blas_threads  # the process's one BLAS/helper-thread policy (public API)
-from nnrt_numpy.memory import prefault_heap
+from nnrt_numpy.memory import prefault_heap, tune_allocator
 from nnrt_numpy.parallel import start_helpers
 
 __all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
@@ -198,6 +198,7 @@ class NpuPartition(CompiledPartition):
         _ = self.bound
         if self.program.ws_size:
             self.device.arena.view(self._ws_off, np.uint8, (self.program.ws_size,)).fill(0)
+            tune_allocator()  # else the prefault is a no-op: freed pages would go back to the OS
             prefault_heap(self.program.ws_size)
 
     def describe(self) -> dict[str, Any]:

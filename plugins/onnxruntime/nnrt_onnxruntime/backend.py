@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import onnxruntime as ort
@@ -15,6 +15,7 @@ from nnrt_core.ir import DataType, Graph, Node
 from nnrt_core.logs import get_logger
 
 from nnrt_onnxruntime.capability import CapabilityCache, Prober
+from nnrt_onnxruntime import warmup
 from nnrt_onnxruntime.crash_guard import crash_risk
 from nnrt_onnxruntime.deviations import known_deviation
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
@@ -22,7 +23,7 @@ from nnrt_onnxruntime.export import export_partition, max_ir_version, relax_stat
 from nnrt_onnxruntime.offline import PARTITION_WEIGHTS, OptimizedModel, external_arrays, machine_fingerprint
 from nnrt_onnxruntime.partition import OrtPartition, unpack_blob
 from nnrt_onnxruntime.version import __version__
-from nnrt_onnxruntime.providers import device_index, list_devices, provider_kind
+from nnrt_onnxruntime.providers import device_index, list_devices, normalize_providers, provider_kind
 
 __all__ = ["OnnxRuntimeBackend"]
 
@@ -93,6 +94,19 @@ class OnnxRuntimeBackend(Backend):
         """The base facts plus the CPU features and ORT version: cached
         partitions hold ORT's machine-specific optimized graphs."""
         return {**super().cache_fingerprint(), "machine": machine_fingerprint()}
+
+    def prepare_build(self, options: Mapping[str, Any]) -> None:
+        """With ``warm_up="heap"`` (the default) on the CPU provider alone:
+        the allocator tuned and the heap prefault started on a thread now,
+        while the model loads and is optimized (:func:`.warmup.begin_build`);
+        the partition's warm-up waits for it."""
+        named = options.get("providers")
+        try:
+            cpu = ([p for p, _ in normalize_providers(named)] == ["CPUExecutionProvider"] if named is not None
+                   else self._default_mem[0] == "cpu" and self.device_type == "cpu")
+        except ConfigError:  # the compile reports it
+            return
+        warmup.begin_build(options, cpu)
 
     # ---------------------------------------------------------- capability
     def prober(self, options: CompileOptions | None = None) -> Prober:

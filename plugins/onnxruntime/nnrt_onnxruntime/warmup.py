@@ -13,7 +13,9 @@ warm-up does:
   provider alone: tune glibc's allocator (:mod:`nnrt_core.runtime.heap`), so
   that the arena's blocks come from the heap and freed pages are reused, and
   prefault :data:`HEAP_BYTES` of heap, so that the arena's first growth lands
-  in mapped pages, whatever the input shapes (~2 ms);
+  in mapped pages, whatever the input shapes (2-15 ms of page faults on this
+  VM, paid on a background thread while ORT builds the session:
+  :func:`begin_heap`; the warm-up waits for it);
 * ``"run"``: when every input shape is static (in the model, or fixed with
   ``ScheduleConfig.input_shapes``), also run the partition on zeros, once
   (memory pattern off) or twice (on), on any provider: the kernels' set-up
@@ -29,6 +31,8 @@ count zeros do not bound, a model too big for a cheap warm-up) is terminated
 """
 from __future__ import annotations
 
+import atexit
+import os
 import threading
 import time
 from typing import Any, Sequence
@@ -37,9 +41,10 @@ import numpy as np
 
 from nnrt_core.errors import ConfigError
 from nnrt_core.logs import get_logger
-from nnrt_core.runtime.heap import prefault_heap, tune_allocator
+from nnrt_core.runtime.heap import prefault_heap, prefault_heap_async, tune_allocator
 
-__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds", "warm_up"]
+__all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds",
+           "begin_build", "begin_heap", "begin_ort_setup", "wait_for_ort_setup", "warm_up"]
 
 log = get_logger("nnrt.onnxruntime")
 
@@ -60,6 +65,9 @@ NUMPY_BY_ORT_TYPE: dict[str, Any] = {
     "tensor(uint64)": np.uint64, "tensor(bool)": np.bool_, "tensor(string)": np.object_,
 }
 
+
+_setup: threading.Thread | None = None  # begin_ort_setup's thread, once per process
+_setup_lock = threading.Lock()
 
 #: ``warm_up`` option value -> mode
 MODES: dict[Any, str] = {True: "heap", "heap": "heap", "run": "run", False: "off"}
@@ -97,6 +105,72 @@ def zero_feeds(args: Sequence[Any], skip: Sequence[str] = (), max_bytes: int = M
             return None, f"the zero feeds would exceed {max_bytes} bytes (input {a.name!r} {shape})"
         feeds[a.name] = np.full(shape, "", dtype=object) if dtype is np.object_ else np.zeros(shape, dtype)
     return feeds, ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items())
+
+
+def begin_build(options: Any, cpu: bool) -> bool:
+    """At the start of a build (``Backend.prepare_build``): ORT's one-time
+    set-up started on a thread (:func:`begin_ort_setup`, unless ``warm_up``
+    is ``false``) and, when the backend options ``options`` leave
+    ``warm_up`` at ``"heap"``, :func:`begin_heap`; an invalid value starts
+    nothing here (the compile reports it).  True when the prefault began."""
+    v = (options or {}).get("warm_up", True)
+    how = MODES.get(v) if isinstance(v, (bool, str)) else None
+    if how in ("heap", "run"):
+        begin_ort_setup()
+    return how == "heap" and begin_heap(cpu)
+
+
+def begin_ort_setup() -> bool:
+    """ONNX Runtime's once-per-process set-up (its environment, the CPU
+    kernel registry, MLAS), ~3.5 ms of main-thread CPU in the first
+    ``InferenceSession`` of a process, paid on a thread by a one-node session
+    while the model loads (ORT releases the GIL while it builds a session).
+    Once per process; True when this call started it."""
+    global _setup
+    with _setup_lock:
+        if _setup is not None:
+            return False
+        _setup = threading.Thread(target=_tiny_session, name="nnrt-ort-setup", daemon=True)
+        atexit.register(wait_for_ort_setup)  # no exit in the middle of ORT's set-up
+        if hasattr(os, "register_at_fork"):  # a child forked mid-set-up could find ORT's locks held
+            os.register_at_fork(before=wait_for_ort_setup)
+    _setup.start()
+    return True
+
+
+def wait_for_ort_setup() -> None:
+    """Wait until :func:`begin_ort_setup` 's session is built (before a fork)."""
+    t = _setup
+    if t is not None and t.is_alive():
+        t.join()
+
+
+def _tiny_session() -> None:
+    import onnxruntime as ort
+
+    from nnrt_core.frontends.onnx import proto_build as helper
+    from nnrt_core.frontends.onnx.onnx_lite import P
+
+    f32 = P.TensorProto.FLOAT
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "setup",
+                              [helper.make_tensor_value_info("x", f32, [1])],
+                              [helper.make_tensor_value_info("y", f32, [1])])
+    model = helper.make_model(graph, [helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1  # no thread pool of its own
+    so.log_severity_level = 4
+    try:
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    except Exception as e:  # only a saving: the real session pays the set-up then
+        log.debug("onnxruntime: the set-up session failed: %s", e)
+
+
+def begin_heap(cpu: bool) -> bool:
+    """Start the ``"heap"`` warm-up early, in the background (``cpu``: the
+    session runs on the CPU provider alone): :func:`warm_up` then finds the
+    pages touched, or waits for the rest."""
+    return cpu and tune_allocator() and prefault_heap_async(HEAP_BYTES)
 
 
 def warm_up(part: Any, session: Any, skip: Sequence[str] = (), cpu: bool = True, how: str = "heap") -> str:
