@@ -114,10 +114,10 @@ def _samples(raw: memoryview) -> int:
     """A hash of 256 bytes at the start, middle and end of ``raw`` (at least
     :data:`MIN_SHARED_BYTES` long): arrays that differ there need no digest."""
     n = len(raw)
-    mid = n // 2 - 128
+    mid = max(0, n // 2 - 128)
     h = xxhash.xxh3_64(raw[:256])
     h.update(raw[mid:mid + 256])
-    h.update(raw[n - 256:])
+    h.update(raw[max(0, n - 256):])
     return h.intdigest()
 
 
