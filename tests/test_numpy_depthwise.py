@@ -303,3 +303,23 @@ def test_scratch_columns_made_empty_are_written_before_they_are_read(monkeypatch
     got = k(x, w, b)[0]
     assert np.array_equal(got, want)
     np.testing.assert_allclose(got, ort_conv(attrs, x, w, b), rtol=1e-4, atol=1e-4)
+
+
+def test_warm_makes_the_views_of_a_shared_pool_once(monkeypatch):
+    """Nodes of one geometry share the plan's scratch pool: the second node's warm-up finds
+    every scratch set's views made and makes none; a set added later gets all of them."""
+    attrs = {"group": 6, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    x = RNG.standard_normal((2, 6, 9, 9)).astype(np.float32)
+    w = RNG.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    plan = Conv(conv_node(attrs, x.shape, w, None))._dw_plan(x.shape, w.shape, np.dtype(np.float32))
+    sizes = {(n1 - n0, c1 - c0) for n0, n1, c0, c1 in plan._pieces}
+    plan.warm(1)
+    second = plan.for_node()
+    made = []
+    real = type(plan)._views
+    monkeypatch.setattr(type(plan), "_views", lambda self, s, ni, nc: made.append((ni, nc)) or real(self, s, ni, nc))
+    second.warm(1)
+    assert made == [] and all(set(s.views) == sizes for s in plan._pool)
+    second.warm(2)  # one more set: its views, once per piece
+    assert len(plan._pool) == 2 and len(made) == len(plan._pieces)
+    assert all(set(s.views) == sizes and s.warmed for s in plan._pool)

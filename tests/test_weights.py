@@ -97,3 +97,53 @@ def test_constants_inside_subgraphs_are_interned_too():
     assert report.arrays == 3 and report.shared_arrays == 1  # sub_w2 has sub_w's bytes
     assert then_g.initializers["sub_w"].const is else_g.initializers["sub_w2"].const
     assert not top.initializers["top_w"].const.flags.writeable
+
+
+class _CountingXXH:
+    """``xxhash`` with its 128-bit digests counted."""
+
+    def __init__(self, real) -> None:
+        self.real, self.digests = real, 0
+
+    def xxh3_128(self, data):
+        self.digests += 1
+        return self.real.xxh3_128(data)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_arrays_nothing_resembles_are_not_digested(monkeypatch):
+    import nnrt_core.storage.weights as W
+    counter = _CountingXXH(W.xxhash)
+    monkeypatch.setattr(W, "xxhash", counter)
+    store = WeightStore()
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal(4096).astype(np.float32) for _ in range(5)]  # same shape, other bytes
+    held = [store.intern(a)[0] for a in arrays]
+    assert counter.digests == 0 and len(store) == 5
+    again, shared = store.intern(arrays[2].copy())  # one held array resembles it: both digested, once
+    assert shared and again is held[2] and counter.digests == 2
+    again, shared = store.intern(arrays[2].copy())
+    assert shared and again is held[2] and counter.digests == 3  # the held one's digest is kept
+
+
+def test_same_samples_other_bytes_are_told_apart_by_the_digest():
+    """Arrays equal at the three sampled places (start, middle, end) but not elsewhere."""
+    store = WeightStore()
+    base = np.zeros(4096, np.float32)  # 16 KiB; the samples are bytes 0-255, 8064-8319, 16128-16383
+    other = base.copy()
+    other[300] = 1.0  # byte 1200: outside the samples
+    a, shared_a = store.intern(base)
+    b, shared_b = store.intern(other)
+    assert not shared_a and not shared_b and a is not b and len(store) == 2
+    np.testing.assert_array_equal(b, other)
+    c, shared_c = store.intern(other.copy())  # matches the second array held under that sample key
+    assert shared_c and c is b
+    d, shared_d = store.intern(base.copy())
+    assert shared_d and d is a
+    del a, b, c, d
+    gc.collect()
+    assert len(store) == 0
+    e, shared_e = store.intern(base.copy())  # the store forgot both: held afresh
+    assert not shared_e and len(store) == 1

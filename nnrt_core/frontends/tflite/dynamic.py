@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ from nnrt_core.errors import ConfigError, ModelLoadError, UnsupportedNodeError
 from nnrt_core.frontends.tflite.context import OperatorRef
 from nnrt_core.frontends.tflite.schema import GUARDED_ERRORS, FlatModel, TensorInfo, corrupt, guarded
 from nnrt_core.frontends.tflite.shape_rules import RULES, OpView, Shape, fold_int
-from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Table
+from nnrt_core.frontends.tflite.table import OPERATOR, SUBGRAPH, Columns, Table
 
 __all__ = ["Resolved", "resolve_shapes", "signatures"]
 
@@ -38,8 +39,14 @@ class Resolved:
     skip_ops: set[int] = dataclasses.field(default_factory=set)
 
 
-def signatures(sg: Table, which: Sequence[int]) -> dict[int, tuple[int, ...] | None]:
-    """``shape_signature`` of tensors ``which`` (``None`` when the file stores none)."""
+def signatures(sg: Table, which: Sequence[int], buf: np.ndarray | None = None) -> dict[int, tuple[int, ...] | None]:
+    """``shape_signature`` of tensors ``which`` (``None`` when the file stores none).  With
+    ``buf`` (the file as uint8) and more than a few tensors, the tables are read column-wise;
+    a corrupt table falls back to reading one table at a time, whose error names the part."""
+    if buf is not None and len(which) > 8:
+        bulk = _signatures_bulk(sg, which, buf)
+        if bulk is not None:
+            return bulk
     out = {}
     with guarded("shape signatures"):
         # a few (the graph inputs): only their tables; every tensor: the whole vector at once
@@ -51,6 +58,22 @@ def signatures(sg: Table, which: Sequence[int]) -> dict[int, tuple[int, ...] | N
     return out
 
 
+def _signatures_bulk(sg: Table, which: Sequence[int], buf: np.ndarray) -> dict[int, tuple[int, ...] | None] | None:
+    """:func:`signatures` from the tensor tables read column-wise (``None`` when any position
+    lies outside the file or ``which`` names a tensor the vector lacks)."""
+    try:
+        start, n = sg.vector_position(SUBGRAPH.tensors)
+        cols = Columns(buf, start, n)
+        at = cols.ref(_SHAPE_SIGNATURE)
+        lengths = cols.lengths(at, 4).tolist()
+    except GUARDED_ERRORS:
+        return None
+    if any(not 0 <= t < n for t in which):
+        return None
+    data, unpack, at = sg.buf, struct.unpack_from, at.tolist()
+    return {t: unpack(f"<{lengths[t]}i", data, at[t] + 4) if lengths[t] else None for t in which}
+
+
 def resolve_shapes(flat: FlatModel, sg: Table, tensors: list[TensorInfo], inputs: Sequence[int],
                    input_shapes: Mapping[str, Sequence[int]] | None) -> Resolved:
     """``tensors`` with shapes re-derived from the (fixed) input shapes when an
@@ -59,7 +82,7 @@ def resolve_shapes(flat: FlatModel, sg: Table, tensors: list[TensorInfo], inputs
     fixed = _input_shapes(tensors, inputs, sigs, input_shapes or {})
     if not any(s is not None and -1 in s for s in sigs.values()):
         return Resolved(tensors)
-    all_sigs = signatures(sg, range(len(tensors)))
+    all_sigs = signatures(sg, range(len(tensors)), flat.buf)
     # constants, empty ones (no buffer data) included; produced tensors are overwritten in order
     consts = [t for t, info in enumerate(tensors) if info.data is not None or 0 in info.shape]
     shapes: dict[int, Shape] = {t: tensors[t].shape for t in consts}
@@ -70,9 +93,14 @@ def resolve_shapes(flat: FlatModel, sg: Table, tensors: list[TensorInfo], inputs
         if info.sparse is None and info.dtype.numpy.kind in "iu" and t not in fixed:
             values[t] = info.data if info.data is not None else np.zeros(info.shape, info.dtype.numpy)
     res = Resolved(tensors)
+    names, io = flat.op_names(sg), flat.operator_io(sg)  # read once per subgraph (convert() reads them too)
     for k, op in enumerate(flat.operators(sg)):
         try:  # the accessors (options included) of a corrupt file, as convert() guards them
-            _resolve_op(flat, op, k, tensors, all_sigs, shapes, values, res)
+            if io is None:  # few operators, or a corrupt table: this one's own lists
+                ins, outs = op.i32s(OPERATOR.inputs), op.i32s(OPERATOR.outputs)
+            else:
+                ins, outs = io[k]
+            _resolve_op(op, k, names[k][0], ins, outs, tensors, all_sigs, shapes, values, res)
         except GUARDED_ERRORS as e:
             raise corrupt(f"operator {k}", e) from e
     res.tensors = [info if shapes.get(t, info.shape) == info.shape else dataclasses.replace(info, shape=shapes[t])
@@ -80,22 +108,25 @@ def resolve_shapes(flat: FlatModel, sg: Table, tensors: list[TensorInfo], inputs
     return res
 
 
-def _resolve_op(flat: FlatModel, op: Table, k: int, tensors: list[TensorInfo],
+def _resolve_op(op: Table, k: int, name: str, ins: Sequence[int], outs: Sequence[int], tensors: list[TensorInfo],
                 sigs: Mapping[int, tuple[int, ...] | None], shapes: dict[int, Shape],
                 values: dict[int, np.ndarray], res: Resolved) -> None:
-    """Derive operator ``k``'s output shapes, and fold its integer outputs when it can."""
-    name, _ = flat.op_codes[op.u32(OPERATOR.opcode_index)]
-    ins = op.numbers(OPERATOR.inputs, np.int32).tolist()
-    outs = op.numbers(OPERATOR.outputs, np.int32).tolist()
+    """Derive operator ``k``'s (``name``, ``ins`` -> ``outs``) output shapes, and fold its
+    integer outputs when it can."""
     ctx = OperatorRef(op, k, name)
-    out_shapes = _derive(ctx, tensors, sigs, shapes, values, ins, outs)
+    in_shapes = [shapes.get(t) if t >= 0 else None for t in ins]
+    in_values = [values.get(t) if t >= 0 else None for t in ins]
+    out_shapes = _derive(ctx, tensors, sigs, in_shapes, in_values, ins, outs)
     for t, s in zip(outs, out_shapes):
         if t >= 0:
             shapes[t] = s
     if name not in RULES or any(math.prod(s) > _MAX_FOLD for s in out_shapes):
         return
-    view = OpView(ctx, [shapes.get(t) if t >= 0 else None for t in ins],
-                  [values.get(t) if t >= 0 else None for t in ins], [tensors[t].dtype.numpy for t in outs])
+    if not set(outs).isdisjoint(ins):  # (a corrupt operator reading its own output sees its new shape)
+        in_shapes = [shapes.get(t) if t >= 0 else None for t in ins]
+    if name not in ("SHAPE", "FILL") and any(v is None for v in in_values):
+        return  # fold_int folds nothing with an unknown input (a tensor computed at run time)
+    view = OpView(ctx, in_shapes, in_values, [tensors[t].dtype.numpy for t in outs])
     try:
         folded = fold_int(view, out_shapes)
     except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError) as e:
@@ -107,11 +138,14 @@ def _resolve_op(flat: FlatModel, op: Table, k: int, tensors: list[TensorInfo],
 
 
 def _derive(ctx: OperatorRef, tensors: list[TensorInfo], sigs: Mapping[int, tuple[int, ...] | None],
-            shapes: dict[int, Shape], values: Mapping[int, np.ndarray], ins: list[int], outs: list[int]) -> list[Shape]:
-    """The output shapes of one operator: its rule, or the declared shapes when it has none and they are static."""
-    for t in ins + outs:
-        if not -1 <= t < len(tensors):
-            raise ModelLoadError(f"{ctx.desc} refers to tensor {t}; the subgraph has {len(tensors)}")
+            in_shapes: list[Shape | None], in_values: list[np.ndarray | None], ins: Sequence[int],
+            outs: Sequence[int]) -> list[Shape]:
+    """The output shapes of one operator (input shapes and known values ``in_shapes`` /
+    ``in_values``): its rule, or the declared shapes when it has none and they are static."""
+    n = len(tensors)
+    for t in (*ins, *outs):
+        if not -1 <= t < n:
+            raise ModelLoadError(f"{ctx.desc} refers to tensor {t}; the subgraph has {n}")
     rule = RULES.get(ctx.op_name)
     if rule is None:
         dynamic = [tensors[t].name for t in outs if t >= 0 and -1 in (sigs[t] or ())]
@@ -119,8 +153,7 @@ def _derive(ctx: OperatorRef, tensors: list[TensorInfo], sigs: Mapping[int, tupl
             raise ctx.fail(f"the shapes of {dynamic} depend on the free input dimensions and this operator "
                            "has no shape rule (nnrt_core/frontends/tflite/shape_rules.py)")
         return [tensors[t].shape if t >= 0 else () for t in outs]
-    view = OpView(ctx, [shapes.get(t) if t >= 0 else None for t in ins],
-                  [values.get(t) if t >= 0 else None for t in ins], [])
+    view = OpView(ctx, in_shapes, in_values, [])
     try:
         derived = [tuple(int(d) for d in s) for s in rule(view)]
     except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as e:

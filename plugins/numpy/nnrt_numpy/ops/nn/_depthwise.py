@@ -222,9 +222,11 @@ class DepthwisePlan:
         with self._lock:
             while len(self._pool) < count:
                 self._pool.append(self._new_scratch())
-            for scratch in self._pool:
-                for n0, n1, c0, c1 in self._pieces:
-                    self._views(scratch, n1 - n0, c1 - c0)
+            for scratch in self._pool:  # (the nodes of one geometry share the pool: once per scratch set)
+                if not scratch.warmed:
+                    for n0, n1, c0, c1 in self._pieces:
+                        self._views(scratch, n1 - n0, c1 - c0)
+                    scratch.warmed = True
 
     def ready(self) -> int:
         """How many scratch sets wait in the pool."""
@@ -443,10 +445,12 @@ class DepthwisePlan:
 
 
 class _Scratch:
-    """One piece's scratch buffers and the views of them per piece size."""
+    """One piece's scratch buffers, the views of them per piece size, and whether
+    :meth:`DepthwisePlan.warm` made the views of every piece size of its plan."""
 
-    __slots__ = ("bufs", "views")
+    __slots__ = ("bufs", "views", "warmed")
 
     def __init__(self, *bufs: np.ndarray) -> None:
         self.bufs = bufs
         self.views: dict[tuple, tuple] = {}
+        self.warmed = False
