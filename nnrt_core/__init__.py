@@ -67,7 +67,7 @@ def __getattr__(name: str) -> Any:
 
     from nnrt_core.gc_pause import paused_gc
 
-    with paused_gc():  # an import makes no garbage (see nnrt_core/gc_pause.py)
+    with paused_gc(promote=True):  # an import makes no garbage (see nnrt_core/gc_pause.py)
         value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value

@@ -131,7 +131,7 @@ class Registry:
     def _load_pending(self, group: str, name: str | None = None) -> None:
         """Import the pending plugins of ``group`` (only the entry point called
         ``name`` when given)."""
-        with self._lock, paused_gc():  # plugin imports make no garbage (nnrt_core/gc_pause.py)
+        with self._lock, paused_gc(promote=True):  # plugin imports make no garbage (nnrt_core/gc_pause.py)
             todo = [(r, ep) for r, ep in self._pending[group] if name is None or ep.name == name]
             for rec, ep in todo:
                 self._pending[group].remove((rec, ep))

@@ -392,3 +392,33 @@ def test_paused_gc_restores_the_collector():
         assert not gc.isenabled()  # left as it was found
     finally:
         gc.enable()
+
+
+def test_paused_gc_promote_moves_what_was_made_to_the_oldest_generation_unless_the_process_froze_some():
+    import gc
+
+    from nnrt_core.gc_pause import paused_gc
+
+    class Marker:
+        pass
+
+    def generation_of(obj) -> int:
+        return next(g for g in range(3) if any(o is obj for o in gc.get_objects(generation=g)))
+
+    gc.collect()
+    with paused_gc(promote=True):
+        promoted = Marker()
+    assert generation_of(promoted) == 2 and gc.isenabled() and gc.get_freeze_count() == 0
+    with paused_gc():
+        young = Marker()
+    assert generation_of(young) == 0  # without promote: where new objects start
+    frozen = Marker()
+    gc.freeze()  # a process that froze its own objects (a pre-fork server): left alone
+    try:
+        before = gc.get_freeze_count()
+        with paused_gc(promote=True):
+            kept_young = Marker()
+        assert gc.get_freeze_count() == before and generation_of(kept_young) == 0
+        assert not any(o is frozen for g in range(3) for o in gc.get_objects(generation=g))  # still frozen
+    finally:
+        gc.unfreeze()
