@@ -6,11 +6,12 @@ and each first touch of a page faults; on a VM a convolution can spend more
 time faulting in its im2col buffer and output than computing.  Raising
 glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` (once, when a backend
 asks: the NumPy backend when its first partition is compiled, the ONNX
-Runtime backend when a build selects it) makes large blocks come from the heap and stay
-there after ``free``, so the next run, or ONNX Runtime's arena growing at its
-first run, reuses already-mapped pages (:func:`prefault_heap` maps them at
-build; :func:`prefault_heap_async` on a background thread, while the build
-goes on).  The cost is that the process keeps its peak heap size.
+Runtime backend when a build selects it, the NPU emulator at warm-up) makes
+large blocks come from the heap and stay there after ``free``, so the next
+run, or ONNX Runtime's arena growing at its first run, reuses
+already-mapped pages (:func:`prefault_heap` maps them at build;
+:func:`prefault_heap_async` on a background thread, while the build goes
+on).  The cost is that the process keeps its peak heap size.
 
 Set ``NNRT_NUMPY_MALLOC_TUNING=0`` to leave the allocator alone.  Only glibc
 is touched; elsewhere this is a no-op.

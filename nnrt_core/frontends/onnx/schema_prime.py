@@ -32,12 +32,13 @@ ENV_VAR = "NNRT_ONNX_PRIME"
 SYMBOL = "_ZN4onnx16OpSchemaRegistry3mapB5cxx11Ev"
 
 _thread: threading.Thread | None = None
+_lib: object = None  # the ctypes handle, kept (a dropped CDLL is cyclic garbage)
 
 
 def start(extension: ModuleType | None) -> bool:
     """Build the registry of ``extension`` (the loaded ``onnx_cpp2py_export``)
     on a background thread, once per process; True when it was started."""
-    global _thread
+    global _thread, _lib
     if _thread is not None or extension is None or os.environ.get(ENV_VAR, "1") == "0":
         return False
     path = getattr(extension, "__file__", None)
@@ -51,6 +52,7 @@ def start(extension: ModuleType | None) -> bool:
     except (OSError, AttributeError, TypeError, ValueError):
         return False
     build.argtypes, build.restype = [], None
+    _lib = lib
     _thread = threading.Thread(target=build, name="nnrt-onnx-schemas", daemon=True)
     _thread.start()
     atexit.register(wait)

@@ -14,8 +14,8 @@ warm-up does:
   that the arena's blocks come from the heap and freed pages are reused, and
   prefault :data:`HEAP_BYTES` of heap, so that the arena's first growth lands
   in mapped pages, whatever the input shapes (2-15 ms of page faults on this
-  VM, paid on a background thread while ORT builds the session:
-  :func:`begin_heap`; the warm-up waits for it);
+  VM, paid on a background thread while the model loads: :func:`begin_heap`,
+  started by the backend's ``prepare_build``; the warm-up waits for it);
 * ``"run"``: when every input shape is static (in the model, or fixed with
   ``ScheduleConfig.input_shapes``), also run the partition on zeros, once
   (memory pattern off) or twice (on), on any provider: the kernels' set-up
