@@ -332,3 +332,32 @@ def test_the_emitter_refuses_to_clamp_a_weight_it_was_given():
     with pytest.raises(CompileError, match="2e\\+05, beyond fp16"):
         emitter.add_const(weight, keep=False)
     assert emitter.add_const(weight, keep=True).dtype == "float32"  # int8 steps keep their parameters in fp32
+
+
+@pytest.mark.parametrize("backends", [["npu_emu"], ["numpy"]])
+def test_a_dropped_session_frees_its_partitions_without_a_collection(backends):
+    """The overflow guard on the plan's executor reaches the plan's ``replan``
+    weakly: a bound method made a cycle that kept a dropped session's
+    partitions (and the weights their kernels prepared) until a full collection."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        sess = Session(rms_model(), ScheduleConfig(backends=backends))  # the default "fallback" policy
+        assert sess.config.on_overflow == "fallback"
+        sess.run({"x": np.ones((4, 64), np.float32)})
+        refs = [weakref.ref(st.compiled) for st in sess.executor.steps]
+        del sess
+        assert refs and [r() for r in refs] == [None] * len(refs)
+    finally:
+        gc.enable()
+
+
+def test_an_executor_outliving_its_session_cannot_fall_back_and_says_so():
+    sess = Session(rms_model(), ScheduleConfig(**NPU))
+    executor = sess.executor
+    del sess
+    with pytest.raises(ExecutionError, match="the session of this run is gone"):
+        executor.overflow.replan([])

@@ -2,10 +2,11 @@
 with the model's ``on_overflow`` policy (:mod:`nnrt_core.runtime.overflow`)."""
 from __future__ import annotations
 
-from typing import Sequence
+import weakref
+from typing import Callable, Sequence
 
 from nnrt_core.compiler.model import CompiledModel
-from nnrt_core.errors import NumericOverflowError
+from nnrt_core.errors import ExecutionError, NumericOverflowError
 from nnrt_core.record import FrozenRecord
 from nnrt_core.runtime.executor import ExecutionStep, Executor
 from nnrt_core.runtime.overflow import OverflowGuard
@@ -18,7 +19,7 @@ class RunPlan(FrozenRecord):
     ``on_overflow="fallback"`` :meth:`replan` replaces both in place (the
     session and its specializations hold this object)."""
 
-    __slots__ = ("model", "executor")
+    __slots__ = ("model", "executor", "__weakref__")
     model: CompiledModel
     executor: Executor
 
@@ -37,7 +38,7 @@ class RunPlan(FrozenRecord):
         why = ("the session was loaded from a compiled file" if model.source is None
                else "the config has no backup backend" if model.config.backup is None else "")
         self.executor.overflow = OverflowGuard(model.config.on_overflow, model.events,
-                                               None if why else self.replan, why)
+                                               None if why else _weak_replan(self), why)
 
     def replan(self, seen: Sequence[tuple[ExecutionStep, NumericOverflowError]]) -> Executor:
         """Rebuild without the partitions in ``seen`` (their nodes on the
@@ -52,6 +53,21 @@ class RunPlan(FrozenRecord):
         object.__setattr__(self, "executor", _executor(model))
         self._guard()
         return self.executor
+
+
+def _weak_replan(plan: RunPlan) -> Callable[[Sequence[tuple[ExecutionStep, NumericOverflowError]]], Executor]:
+    """``plan.replan`` without a strong reference to ``plan``: the guard sits
+    on the plan's executor, and a bound method would make a cycle (plan ->
+    executor -> guard -> plan) that keeps a dropped session's partitions, and
+    the weights their kernels prepared, until a full collection."""
+    ref = weakref.ref(plan)
+
+    def replan(seen: Sequence[tuple[ExecutionStep, NumericOverflowError]]) -> Executor:
+        alive = ref()
+        if alive is None:
+            raise ExecutionError("the session of this run is gone: it cannot fall back to its backup")
+        return alive.replan(seen)
+    return replan
 
 
 def _executor(model: CompiledModel) -> Executor:
