@@ -103,3 +103,37 @@ def test_the_async_block_is_held_until_waited_for_and_then_freed(fresh_heap):
     fresh_heap.wait_for_prefault()
     assert fresh_heap._block is None and fresh_heap._pending is None
     fresh_heap.wait_for_prefault()  # nothing pending: a no-op
+
+
+def test_background_threads_are_daemons_that_wait_all_joins():
+    import threading
+
+    from nnrt_core import background
+
+    done: list[int] = []
+    release = threading.Event()
+    thread = background.start(lambda n: (release.wait(10), done.append(n)), "nnrt-test", 7)
+    threading.Timer(0.05, release.set).start()
+    background.wait_all()  # what a fork and the exit call first
+    assert done == [7] and not thread.is_alive() and thread.daemon and thread.name == "nnrt-test"
+
+
+FORK_WAITS = textwrap.dedent("""
+    import os, threading
+    from nnrt_core import background
+    done, release = [], threading.Event()
+    background.start(lambda: (release.wait(10), done.append(1)), "nnrt-test")
+    threading.Timer(0.2, release.set).start()
+    pid = os.fork()  # joins the background thread first: the child sees its work done
+    if pid == 0:
+        os._exit(0 if done else 3)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status))
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_fork_waits_for_the_background_threads():
+    out = subprocess.run([sys.executable, "-c", FORK_WAITS], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0"]

@@ -18,6 +18,7 @@ from nnrt_core import ScheduleConfig, Session, load_model  # noqa: E402
 from nnrt_core.backend import CompileOptions  # noqa: E402
 from nnrt_core.errors import CompileError, ConfigError, NnrtError  # noqa: E402
 from nnrt_core.registry import Registry  # noqa: E402
+from nnrt_core import background  # noqa: E402
 from nnrt_onnxruntime import warmup  # noqa: E402
 from nnrt_onnxruntime.partition import OrtPartition  # noqa: E402
 
@@ -252,7 +253,7 @@ def test_ort_setup_session_runs_once_per_process_on_a_thread(monkeypatch, opts, 
     monkeypatch.setattr(warmup, "_tiny_session", lambda: made.append(1))
     monkeypatch.setattr(warmup, "begin_heap", lambda cpu: False)
     warmup.begin_build(opts, True)
-    warmup.wait_for_ort_setup()
+    background.wait_all()
     assert made == ([1] if setup else [])
     if setup:
         assert warmup._setup.name == "nnrt-ort-setup" and not warmup._setup.is_alive()

@@ -24,6 +24,8 @@ import platform
 import threading
 from typing import Any
 
+from nnrt_core import background
+
 __all__ = ["tune_allocator", "prefault_heap", "prefault_heap_async", "wait_for_prefault"]
 
 _M_TRIM_THRESHOLD = -1
@@ -66,22 +68,11 @@ def prefault_heap(nbytes: int) -> bool:
     allocator they stay mapped, so the first run's fresh arrays reuse them
     instead of faulting pages in (the warm-up of a partition).  Nothing when
     the allocator is not tuned or ``nbytes`` is not below the mmap threshold,
-    nor when an earlier call in this process touched as many bytes (waiting
-    for :func:`prefault_heap_async` 's thread when it is still at work)."""
-    global _touched
+    nor when an earlier call in this process touched as many bytes.  It is
+    :func:`prefault_heap_async` waited for at once."""
+    started = prefault_heap_async(nbytes)
     wait_for_prefault()
-    if not _tuned or not 0 < nbytes < _MMAP_THRESHOLD:
-        return False
-    with _lock:
-        if nbytes <= _touched:  # the heap already grew this far in this process and keeps its pages
-            return True
-        import numpy as np
-
-        block = np.empty(nbytes, np.uint8)
-        block.fill(0)
-        del block
-        _touched = nbytes
-    return True
+    return started
 
 
 def prefault_heap_async(nbytes: int) -> bool:
@@ -104,9 +95,9 @@ def prefault_heap_async(nbytes: int) -> bool:
 
         _block = np.empty(nbytes, np.uint8)
         _touched = nbytes
-        _pending = threading.Thread(target=ctypes.memset, args=(_block.__array_interface__["data"][0], 0, nbytes),
-                                    name="nnrt-heap-prefault", daemon=True)  # a ctypes call releases the GIL
-        _pending.start()
+        # a ctypes call releases the GIL
+        _pending = background.start(ctypes.memset, "nnrt-heap-prefault", _block.__array_interface__["data"][0], 0,
+                                    nbytes)
     return True
 
 

@@ -13,18 +13,20 @@ Guarded: the exported symbol is looked up by its mangled name, which also
 encodes the signature (a static function without parameters); when it is
 missing (another onnx build, another platform) nothing is started and the
 first check builds the registry as before.  ``NNRT_ONNX_PRIME=0`` turns it
-off.  Before a ``fork`` and at exit the thread is waited for, so that no
-process forks or exits in the middle of the static's initialization (a
-forked child would wait forever for a thread it does not have).
+off.  The thread comes from :mod:`nnrt_core.background`, so a ``fork`` and
+the exit wait for it: no process forks or exits in the middle of the
+static's initialization (a forked child would wait forever for a thread it
+does not have).
 """
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 from types import ModuleType
 
-__all__ = ["ENV_VAR", "SYMBOL", "start", "wait"]
+from nnrt_core import background
+
+__all__ = ["ENV_VAR", "SYMBOL", "start"]
 
 #: ``NNRT_ONNX_PRIME=0`` leaves the registry to the first check
 ENV_VAR = "NNRT_ONNX_PRIME"
@@ -53,16 +55,5 @@ def start(extension: ModuleType | None) -> bool:
         return False
     build.argtypes, build.restype = [], None
     _lib = lib
-    _thread = threading.Thread(target=build, name="nnrt-onnx-schemas", daemon=True)
-    _thread.start()
-    atexit.register(wait)
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(before=wait)
+    _thread = background.start(build, "nnrt-onnx-schemas")
     return True
-
-
-def wait() -> None:
-    """Wait until the registry is built (nothing when it was not started here)."""
-    t = _thread
-    if t is not None and t.is_alive():
-        t.join()

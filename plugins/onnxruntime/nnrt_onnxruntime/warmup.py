@@ -31,20 +31,19 @@ count zeros do not bound, a model too big for a cheap warm-up) is terminated
 """
 from __future__ import annotations
 
-import atexit
-import os
 import threading
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
+from nnrt_core import background
 from nnrt_core.errors import ConfigError
 from nnrt_core.logs import get_logger
 from nnrt_core.runtime.heap import prefault_heap, prefault_heap_async, tune_allocator
 
 __all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds",
-           "begin_build", "begin_heap", "begin_ort_setup", "wait_for_ort_setup", "warm_up"]
+           "begin_build", "begin_heap", "begin_ort_setup", "warm_up"]
 
 log = get_logger("nnrt.onnxruntime")
 
@@ -113,8 +112,10 @@ def begin_build(options: Any, cpu: bool) -> bool:
     is ``false``) and, when the backend options ``options`` leave
     ``warm_up`` at ``"heap"``, :func:`begin_heap`; an invalid value starts
     nothing here (the compile reports it).  True when the prefault began."""
-    v = (options or {}).get("warm_up", True)
-    how = MODES.get(v) if isinstance(v, (bool, str)) else None
+    try:
+        how = mode(options)
+    except ConfigError:  # the compile reports it
+        return False
     if how in ("heap", "run"):
         begin_ort_setup()
     return how == "heap" and begin_heap(cpu)
@@ -130,19 +131,9 @@ def begin_ort_setup() -> bool:
     with _setup_lock:
         if _setup is not None:
             return False
-        _setup = threading.Thread(target=_tiny_session, name="nnrt-ort-setup", daemon=True)
-        atexit.register(wait_for_ort_setup)  # no exit in the middle of ORT's set-up
-        if hasattr(os, "register_at_fork"):  # a child forked mid-set-up could find ORT's locks held
-            os.register_at_fork(before=wait_for_ort_setup)
-    _setup.start()
+        # nnrt_core.background: a fork (whose child could find ORT's locks held) and the exit wait for it
+        _setup = background.start(_tiny_session, "nnrt-ort-setup")
     return True
-
-
-def wait_for_ort_setup() -> None:
-    """Wait until :func:`begin_ort_setup` 's session is built (before a fork)."""
-    t = _setup
-    if t is not None and t.is_alive():
-        t.join()
 
 
 def _tiny_session() -> None:
