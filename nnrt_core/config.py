@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from nnrt_core.backend.base import CompileOptions
 
 __all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "OPTIMIZATION_LEVELS",
-           "SPECIALIZE_SHAPES", "OVERFLOW_POLICIES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER"]
+           "SPECIALIZE_SHAPES", "OVERFLOW_POLICIES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER",
+           "AUTO_SCHEDULER"]
 
 PRECISIONS = ("fp32", "fp16", "int8")
 SPECIALIZE_SHAPES = ("auto", "always", "never")
@@ -37,6 +38,9 @@ OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
 #: loaded even with plugin autoload disabled)
 DEFAULT_BACKUP = "numpy"
 DEFAULT_SCHEDULER = "priority"
+#: the config's default scheduler: ``measured`` when two or more real engines are
+#: selected, else ``priority`` (nnrt_core/compiler/measure.py; ``NNRT_MEASURE=0``: always ``priority``)
+AUTO_SCHEDULER = "auto"
 
 
 #: the default of the mapping fields (each is copied into a new dict)
@@ -53,7 +57,10 @@ class ScheduleConfig(FrozenRecord):
         backend for nodes no selected backend supports (``None`` = none; then
         such nodes are an error).
     scheduler
-        name of the placement strategy (an installed scheduler plugin).
+        name of the placement strategy (an installed scheduler plugin), or
+        ``"auto"`` (default): ``measured`` when two or more real engines are
+        selected (each engine's plan timed on the session's input shapes, the
+        fastest kept), else ``priority``.
     pins
         node name -> backend name, forcing placement of those nodes.
     backend_options
@@ -117,7 +124,7 @@ class ScheduleConfig(FrozenRecord):
     on_overflow: str
 
     def __init__(self, backends: tuple[str, ...] | str = "auto", backup: str | None = DEFAULT_BACKUP,
-                 scheduler: str = DEFAULT_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
+                 scheduler: str = AUTO_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
                  performance_mode: str = "none", priority: str = "medium", optimization_level: str = "basic",
                  cache_dir: str | None = None, cache_version: int = 1, pins: Mapping[str, str] = _NO_ENTRIES,
                  backend_options: Mapping[str, Mapping[str, Any]] = _NO_ENTRIES,
