@@ -154,3 +154,70 @@ def test_auto_leaves_the_emulated_npu_out_visibly():
     assert skipped and skipped[0].backend == "npu_emu" and "name it in backends" in skipped[0].message
     named = Session(chain("Relu", "Neg"), ScheduleConfig(backends=["npu_emu"], backup="numpy"))
     assert "npu_emu" in set(named.placement.values())
+
+
+# --------------------------------------------------------- precision="auto"
+def _reduced_engine(error: float, fp32_delay: float = 0.003):
+    """A real engine whose device offers fp16: its fp16 plans run fast but
+    move every output by ``error`` x max|output|; its fp32 plans are exact, slower."""
+    from nnrt_core.backend import DeviceInfo
+
+    base = timed_backend("chip", ELEMENTWISE, delay=fp32_delay, device_type="cpu")
+
+    class Chip(base):
+        emulated = False
+        supported_options = frozenset({"num_threads", "precision"})
+
+        def devices(self):
+            return [DeviceInfo("chip:0", "chip", "cpu", {}, ("fp32", "fp16"))]
+
+        def _compile(self, graph, options):
+            part = base._compile(self, graph, options)
+            if options.precision == "fp16":
+                from fakes import _FakePartition
+
+                def perturbed(inputs):  # no sleep: the fast plan
+                    out = _FakePartition._run(part, inputs)
+                    return {k: v + error * float(np.max(np.abs(v))) for k, v in out.items()}
+                part._run = perturbed
+            return part
+
+    return Chip
+
+
+def test_precision_auto_keeps_the_fastest_plan_within_the_tolerance():
+    chip = _reduced_engine(error=1e-3)
+    sess = Session(chain("Relu", "Neg", "Abs"), ScheduleConfig(backends=["chip"], backup=None, precision="auto"),
+                   registry=registry(chip))
+    assert sess.config.precision == "fp16"  # the chosen plan's precision, concrete
+    plans = {p["label"]: p for p in sess.considered_plans}
+    assert plans["chip alone, fp16"]["chosen"] and plans["chip alone, fp16"]["precision"] == "fp16"
+    assert 5e-4 < plans["chip alone, fp16"]["max_rel_err"] < 2e-3  # its measured error is reported
+    assert plans["chip alone"]["precision"] == "fp32" and plans["chip alone"]["max_rel_err"] == 0.0
+
+
+def test_precision_auto_never_keeps_a_plan_over_the_tolerance():
+    chip = _reduced_engine(error=5e-2)
+    m = chain("Relu", "Neg", "Abs")
+    sess = Session(m, ScheduleConfig(backends=["chip"], backup=None, precision="auto"), registry=registry(chip))
+    assert sess.config.precision == "fp32"
+    fp16 = next(p for p in sess.considered_plans if p["precision"] == "fp16")
+    assert not fp16["chosen"] and "over precision_tolerance 0.01" in fp16["problem"]
+    np.testing.assert_allclose(sess.run(X)["y"], reference(m, X)[0], rtol=1e-6)
+    loose = Session(m, ScheduleConfig(backends=["chip"], backup=None, precision="auto", precision_tolerance=0.1),
+                    registry=registry(_reduced_engine(error=5e-2)))
+    assert loose.config.precision == "fp16"
+
+
+def test_precision_auto_with_no_reduced_precision_builds_the_fp32_plan_without_measuring():
+    slow, _ = _engines()
+    sess = Session(chain("Relu"), ScheduleConfig(backends=["slow"], backup=None, precision="auto"),
+                   registry=registry(slow))
+    assert sess.config.precision == "fp32" and sess.considered_plans == []
+    assert any(e.kind == "plan_measured" and "without measuring" in e.message for e in sess.events)
+
+
+def test_precision_tolerance_is_checked():
+    for bad in (0, 1, -0.1, "0.01", True):
+        with pytest.raises(ConfigError, match="precision_tolerance"):
+            ScheduleConfig(precision="auto", precision_tolerance=bad)

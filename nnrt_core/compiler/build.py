@@ -114,7 +114,8 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
         graph.topological_sort()
     with stage("select"):
         scheduler = _scheduler(registry, resolve_scheduler(config, selection))
-        measuring = len(scheduler.candidate_plans([b.name for b in engines_of(selection)])) > 1
+        measuring = (len(scheduler.candidate_plans([b.name for b in engines_of(selection)])) > 1
+                     or config.precision == AUTO)
     if measuring:  # compile the scheduler's candidate plans, time them, keep the fastest
         with stage("measure"):
             return build_measured(graph, config, selection, events, scheduler,
@@ -188,16 +189,20 @@ def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig,
 
 
 def _as_stored_plan(config: ScheduleConfig, stored: dict[str, Any]) -> ScheduleConfig:
-    """``config`` with the backends and scheduler of the plan a cache entry
+    """``config`` with the backends, scheduler and precision of the plan a cache entry
     holds: a measured build stores its winner's (nnrt_core.compiler.measure),
     and the loaded session plans new input shapes with those, not by measuring again."""
-    if config.scheduler not in (AUTO, "measured") or not isinstance(stored, dict):
+    if (config.scheduler not in (AUTO, "measured") and config.precision != AUTO) or not isinstance(stored, dict):
         return config
-    backends, scheduler = stored.get("backends"), stored.get("scheduler")
-    if not isinstance(scheduler, str) or not (backends == "auto" or (
+    backends, scheduler, precision = stored.get("backends"), stored.get("scheduler"), stored.get("precision")
+    if not isinstance(scheduler, str) or not isinstance(precision, str) or not (backends == "auto" or (
             isinstance(backends, list) and all(isinstance(b, str) for b in backends))):
         return config
-    return config.replace(backends=backends if backends == "auto" else tuple(backends), scheduler=scheduler)
+    try:
+        return config.replace(backends=backends if backends == "auto" else tuple(backends), scheduler=scheduler,
+                              precision=precision)
+    except ConfigError:  # a stored value this release does not accept: the entry is rebuilt
+        return config
 
 
 def _store_cached(built: CompiledModel, cache: ModelCache, key: str) -> bool:

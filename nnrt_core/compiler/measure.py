@@ -19,6 +19,15 @@ measuring again), every candidate's figures are in ``considered_plans``
 With ``cache_dir`` the cache stores the chosen plan under the measuring
 config's key: another process with the same cache loads it and measures nothing.
 
+With ``precision="auto"`` every whole-model plan is also built in each
+reduced precision its engine's device offers (``DeviceInfo.precisions``;
+int8 only for a model with QuantizeLinear/DequantizeLinear nodes).  Every
+plan's outputs on the measurement inputs are compared with the fastest fp32
+plan's on real (not emulated) engines: a plan whose error (``max|out - ref| /
+max|ref|``, the worst output) exceeds ``precision_tolerance`` is out, whatever
+precision it claims; the fastest of the rest wins, and the report gives every
+plan's precision, error and time.
+
 ``backends="auto"`` with the default ``scheduler="auto"`` measures when two
 or more real engines (not emulated, not the backup) are selected;
 ``NNRT_MEASURE=0`` turns that off (the static priority order then places).
@@ -73,6 +82,8 @@ def resolve_scheduler(config: ScheduleConfig, selection: BackendSelection) -> st
     resolved to ``measured`` (two or more real engines, measuring on) or ``priority``."""
     if config.scheduler != AUTO:
         return config.scheduler
+    if config.precision == "auto":  # choosing a precision is measuring
+        return "measured"
     real = [b for b in engines_of(selection) if not b.emulated]
     on = os.environ.get(MEASURE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
     return "measured" if on and len(real) >= 2 else "priority"
@@ -106,11 +117,23 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
     candidates = scheduler.candidate_plans(engines)
     if not candidates:
         raise ConfigError(f"scheduler {scheduler.name!r} offered no plan to measure for backends {engines}")
+    if config.precision == AUTO:
+        candidates = with_precisions(candidates, config, selection, graph)
+    if len(candidates) == 1:  # nothing to choose between: the one plan, said so
+        (cand,) = candidates
+        sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler,
+                             precision=cand.precision or config.precision)
+        model = build_plan(graph, sub, BackendSelection([selection.named(n) for n in cand.backends],
+                                                        selection.backup), events, registry_scheduler(cand.scheduler))
+        model.events.add("plan_measured", ",".join(cand.backends), f"one candidate plan ({cand.label!r}): "
+                         "built without measuring", level=INFO)
+        return model
     feeds = measurement_feeds(graph)
     built: list[tuple[PlanCandidate, CompiledModel | None, str | None]] = []
     t0 = time.perf_counter()
     for cand in candidates:
-        sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler)
+        sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler,
+                             precision=cand.precision or config.precision)
         sub_selection = BackendSelection([selection.named(n) for n in cand.backends], selection.backup)
         try:
             model = build_plan(clone_graph(graph), sub, sub_selection, EventLog(), registry_scheduler(cand.scheduler))
@@ -121,6 +144,33 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
     budget = min(MAX_BUDGET, max(MIN_BUDGET, BUDGET_FRACTION * (time.perf_counter() - t0)))
     results = _time_plans(built, feeds, budget)
     return _chosen(built, results, config, events)
+
+
+def with_precisions(candidates: Sequence[PlanCandidate], config: ScheduleConfig, selection: BackendSelection,
+                    graph: Graph) -> list[PlanCandidate]:
+    """``precision="auto"``: each candidate in fp32, and each whole-model one
+    also in every reduced precision its engine's device offers."""
+    quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes)
+    out = []
+    for cand in candidates:
+        out.append(PlanCandidate(cand.label, cand.backends, cand.scheduler, cand.split, "fp32"))
+        if cand.split or len(cand.backends) != 1:
+            continue
+        for p in _reduced_precisions(selection.named(cand.backends[0]), config):
+            if p != "int8" or quantized:
+                out.append(PlanCandidate(f"{cand.label}, {p}", cand.backends, cand.scheduler, False, p))
+    return out
+
+
+def _reduced_precisions(backend: Backend, config: ScheduleConfig) -> list[str]:
+    """The precisions other than fp32 that ``backend``'s configured device computes in."""
+    if "precision" not in backend.supported_options:
+        return []
+    try:
+        device = backend.find_device(config.devices.get(backend.name))
+    except NnrtError:
+        return []
+    return [p for p in device.precisions if p in ("fp16", "bf16", "int8")]
 
 
 def _without_duplicates(built: list[tuple[PlanCandidate, CompiledModel | None, str | None]]
@@ -134,7 +184,7 @@ def _without_duplicates(built: list[tuple[PlanCandidate, CompiledModel | None, s
         if model is None:
             out.append((cand, model, problem))
             continue
-        layout = tuple((p.backend, p.nodes) for p in model.partitions)
+        layout = (cand.precision, tuple((p.backend, p.nodes) for p in model.partitions))
         if layout in seen:
             out.append((cand, None, f"placed exactly as {seen[layout]!r}: not timed again"))
             continue
@@ -156,7 +206,7 @@ def _time_plans(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str |
             g = model.graph
             ex = Executor(model.steps, [v.name for v in g.outputs], model.constants, [v.name for v in g.inputs])
             try:
-                ex.run(dict(feeds))  # the first run: one-time costs, and whether the plan runs at all
+                res["outputs"] = ex.run(dict(feeds))  # the first run: one-time costs, whether it runs at all
             except Exception as e:  # noqa: BLE001 - a plan that cannot run loses, with the reason
                 res["problem"] = f"run failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
                 ex = None
@@ -180,19 +230,26 @@ def _time_plans(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str |
 def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]], results: list[dict],
             config: ScheduleConfig, events: EventLog) -> CompiledModel:
     medians = [statistics.median(r["runs"]) if r["runs"] else None for r in results]
-    whole = [m for (c, _, _), m in zip(built, medians) if m is not None and not c.split]
+    errors = _errors(built, results, medians)
+    eligible = [m is not None for m in medians]
+    for i, err in enumerate(errors):
+        if err is not None and not err <= config.precision_tolerance:
+            eligible[i] = False  # a plan that changes the answer this much is never chosen, whatever its label
+            results[i]["problem"] = (f"error {err:.3g} of max|fp32 output| is over precision_tolerance "
+                                     f"{config.precision_tolerance:g}")
+    whole = [m for (c, _, _), m, ok in zip(built, medians, eligible) if ok and not c.split]
     best_whole = min(whole) if whole else None
 
     def rank(i: int) -> float:
         m = medians[i]
-        if m is None:
+        if m is None or not eligible[i]:
             return float("inf")
         split = built[i][0].split
         return m / SPLIT_MARGIN if split and best_whole is not None else m  # a split must beat the margin
 
     order = sorted(range(len(built)), key=rank)
     win = order[0]
-    if medians[win] is None:
+    if not eligible[win]:
         problems = "; ".join(f"{c.label}: {r['problem']}" for (c, _, _), r in zip(built, results))
         raise ConfigError(f"scheduler 'measured': no candidate plan could be built and run ({problems})")
     cand, model, _ = built[win]
@@ -204,13 +261,52 @@ def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | Non
             "label": c.label, "backends": list(c.backends), "split": c.split, "source": "measured",
             "estimated_ms": None if medians[i] is None else medians[i] * 1e3,
             "runs": len(results[i]["runs"]), "partitions": len(m.steps) if m is not None else 0,
-            "chosen": i == win, "end_to_end": True, "problem": results[i]["problem"]})
+            "chosen": i == win, "end_to_end": True, "problem": results[i]["problem"],
+            "precision": c.precision or config.precision, "max_rel_err": errors[i]})
     why = _why(cand, medians[win], built, medians, [r["problem"] for r in results])
     merged = EventLog(events)
     merged.extend(model.events)
     merged.add("plan_measured", ",".join(cand.backends), why, level=INFO)
     model.events, model.considered_plans = merged, considered
     return model
+
+
+def _errors(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]], results: list[dict],
+            medians: list[float | None]) -> list[float | None]:
+    """Per plan: its worst output's ``max|out - ref| / max|ref|`` against the
+    fastest fp32 plan's outputs on the same feeds (None: no outputs to compare)."""
+    fp32 = [i for i, (c, m, _) in enumerate(built)
+            if c.precision in (None, "fp32") and medians[i] is not None and "outputs" in results[i]]
+    if not fp32:
+        return [None] * len(built)
+    # the reference: an fp32 plan on real engines first (an emulated chip may store fp32 requests in fp16)
+    ref = results[min(fp32, key=lambda i: (_emulated(built[i][1]), medians[i]))]["outputs"]
+    out: list[float | None] = []
+    for res in results:
+        got = res.get("outputs")
+        if got is None or res["problem"] is not None:
+            out.append(None)
+            continue
+        worst = 0.0
+        for a, b in zip(got, ref):
+            a, b = np.asarray(a), np.asarray(b)
+            if a.shape != b.shape:
+                worst = float("inf")
+                break
+            if a.dtype.kind not in "biuf" or not a.size:
+                worst = max(worst, 0.0 if np.array_equal(a, b) else float("inf"))
+                continue
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            scale = float(np.max(np.abs(b64))) or 1.0
+            diff = np.abs(a64 - b64)
+            worst = max(worst, float("inf") if np.isnan(diff).any() and not np.array_equal(
+                np.isnan(a64), np.isnan(b64)) else float(np.nanmax(diff)) / scale)
+        out.append(worst)
+    return out
+
+
+def _emulated(model: CompiledModel | None) -> bool:
+    return model is not None and any(getattr(st.backend, "emulated", False) for st in model.steps)
 
 
 def _why(cand: PlanCandidate, median: float, built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]],

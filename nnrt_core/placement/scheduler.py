@@ -32,13 +32,17 @@ class PlanCandidate:
     the scheduler that places it, and whether it splits the model between
     engines (a split is kept only when measured faster than every whole-model plan)."""
 
-    __slots__ = ("label", "backends", "scheduler", "split")
+    __slots__ = ("label", "backends", "scheduler", "split", "precision")
 
-    def __init__(self, label: str, backends: Sequence[str], scheduler: str, split: bool = False) -> None:
+    def __init__(self, label: str, backends: Sequence[str], scheduler: str, split: bool = False,
+                 precision: str | None = None) -> None:
         self.label, self.backends, self.scheduler, self.split = label, tuple(backends), scheduler, split
+        #: the precision the plan computes in (None: the config's; ``precision="auto"`` sets it per plan)
+        self.precision = precision
 
     def __repr__(self) -> str:
-        return f"PlanCandidate({self.label!r}, {self.backends!r}, {self.scheduler!r}, split={self.split})"
+        return (f"PlanCandidate({self.label!r}, {self.backends!r}, {self.scheduler!r}, split={self.split}, "
+                f"precision={self.precision!r})")
 
 
 class Scheduler(abc.ABC):
