@@ -113,9 +113,12 @@ def _check_dtypes(node: Node, an: Analysis, data_in: list[Value], outs: list[Val
             raise Unsupported(f"chip {p.name!r} has no int8 support")
         return
     in_group = id(node) in an.member
+    exact = "any" if op == "Cast" and _exact_cast(node, an) else OPS[op].exact_dtypes
     for v in data_in + outs:
         dt = an.dtype(v)
         if an.is_const(v) and v not in outs:
+            continue
+        if exact == "any" and (dt.kind == "b" or dt in _CHIP_INTS) or exact == "bool" and dt.kind == "b":
             continue
         if dt in FLOAT_DTYPES:
             if an.fprec is None and not in_group:
@@ -124,6 +127,25 @@ def _check_dtypes(node: Node, an: Analysis, data_in: list[Value], outs: list[Val
             continue
         raise Unsupported(f"dtype {dt} of {v.name!r} is not supported by chip {p.name!r} "
                           f"(float32/float16{'/int8' if an.int8 else ''})")
+
+
+#: integer types the chip holds (exact ops may read and write them)
+_CHIP_INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.int64))
+#: integer types whose every value an fp16 store holds exactly (|x| <= 2048)
+_FP16_EXACT_INTS = (np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _exact_cast(node: Node, an: Analysis) -> bool:
+    """A Cast the chip computes exactly: to or from booleans, or from an
+    integer type every value of which the float storage holds (int8/uint8 in
+    fp16).  A wider integer (an int32 accumulator, an int64 id) could be
+    rounded or saturated by an fp16 store; float -> integer truncates values
+    already rounded to fp16."""
+    src, dst = an.dtype(node.inputs[0]), an.dtype(node.outputs[0])
+    if dst == np.bool_ or src == np.bool_ and dst.kind in "fbiu":
+        return True
+    return dst.kind == "f" and (src in _FP16_EXACT_INTS or src.kind in "iu" and an.precision == "fp32"
+                                and src.itemsize <= 2)
 
 
 def quantized_range(q: Node, an: Analysis) -> float | None:

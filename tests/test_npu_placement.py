@@ -1,0 +1,193 @@
+"""Heterogeneous placement under the fp16 NPU (issue 31): the cheap boolean
+ops of attention masks and NaN guards run on the emulated NPU (no NPU -> ORT
+-> NPU per layer), island merging is cost-based for any island size, and
+exactness of what the NPU computes in its boolean/integer ops."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("nnrt_npu_emu")
+
+from nnrt_core import ScheduleConfig, Session  # noqa: E402
+from nnrt_core.backend import CompileOptions  # noqa: E402
+from nnrt_core.frontends import load_onnx  # noqa: E402
+from nnrt_core.placement import merge_islands, partition_graph  # noqa: E402
+from nnrt_npu_emu.backend import NpuEmuBackend  # noqa: E402
+
+NPU_CFG = dict(backends=["npu_emu", "onnxruntime"], precision="fp16")
+
+
+def _ort(m: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def attention_model(layers: int = 3, seq: int = 8, dim: int = 16, seed: int = 0) -> onnx.ModelProto:
+    """``layers`` single-head attention layers as PyTorch exports them: a
+    boolean mask from an int64 attention mask (Cast, And, Where to -inf) and
+    the NaN guard ``Where(IsNaN(p), 0, p)`` after every Softmax."""
+    rng = np.random.default_rng(seed)
+    inits = [nh.from_array(np.array(0.0, np.float32), "zero"), nh.from_array(np.array(-np.inf, np.float32), "ninf"),
+             nh.from_array(np.array([1], np.int64), "ax1"), nh.from_array(np.array(dim ** -0.5, np.float32), "scale"),
+             nh.from_array(np.tril(np.ones((seq, seq), bool)), "causal")]
+    nodes = [h.make_node("Cast", ["mask"], ["mb"], to=T.BOOL, name="mask_cast"),
+             h.make_node("Unsqueeze", ["mb", "ax1"], ["mb3"], name="mask_unsq"),
+             h.make_node("And", ["mb3", "causal"], ["allowed"], name="mask_and"),
+             h.make_node("Where", ["allowed", "zero", "ninf"], ["bias"], name="mask_where")]
+    x = "x"
+    for i in range(layers):
+        for w in "qkvo":
+            inits.append(nh.from_array((rng.standard_normal((dim, dim)) / dim ** 0.5).astype(np.float32), f"w{w}{i}"))
+            nodes.append(h.make_node("MatMul", [x if w != "o" else f"att{i}", f"w{w}{i}"], [f"{w}{i}"], name=f"mm{w}{i}"))
+            if w == "v":
+                nodes += [h.make_node("Transpose", [f"k{i}"], [f"kt{i}"], perm=[0, 2, 1], name=f"kt{i}"),
+                          h.make_node("MatMul", [f"q{i}", f"kt{i}"], [f"s{i}"], name=f"qk{i}"),
+                          h.make_node("Mul", [f"s{i}", "scale"], [f"ss{i}"], name=f"scale{i}"),
+                          h.make_node("Add", [f"ss{i}", "bias"], [f"sb{i}"], name=f"bias{i}"),
+                          h.make_node("Softmax", [f"sb{i}"], [f"p{i}"], axis=-1, name=f"softmax{i}"),
+                          h.make_node("IsNaN", [f"p{i}"], [f"nan{i}"], name=f"isnan{i}"),
+                          h.make_node("Where", [f"nan{i}", "zero", f"p{i}"], [f"pg{i}"], name=f"guard{i}"),
+                          h.make_node("MatMul", [f"pg{i}", f"v{i}"], [f"att{i}"], name=f"pv{i}")]
+        nodes.append(h.make_node("Add", [x, f"o{i}"], [f"h{i}"], name=f"res{i}"))
+        x = f"h{i}"
+    nodes.append(h.make_node("Identity", [x], ["y"], name="out"))
+    g = h.make_graph(nodes, "attention", [h.make_tensor_value_info("x", T.FLOAT, [1, seq, dim]),
+                                          h.make_tensor_value_info("mask", T.INT64, [1, seq])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, seq, dim])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_nan_guard_and_mask_run_on_the_npu_without_ping_pong():
+    m = attention_model(layers=3)
+    feeds = {"x": np.random.default_rng(1).standard_normal((1, 8, 16)).astype(np.float32),
+             "mask": np.array([[1, 1, 1, 1, 1, 1, 0, 0]], np.int64)}
+    sess = Session(m, ScheduleConfig(**NPU_CFG))
+    # before: IsNaN/Where/And/Cast were not on the NPU: 1 + 2 per layer partitions
+    assert [p.backend for p in sess.partitions] == ["npu_emu"]
+    y = sess.run(feeds)["y"]
+    ref = _ort(m, feeds)[0]
+    assert y.shape == ref.shape
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 2e-2
+
+
+def _logic_model() -> onnx.ModelProto:
+    x, c = "x", "c"
+    nodes = [h.make_node("IsNaN", [x], ["isnan"]),
+             h.make_node("Equal", [x, c], ["eq"]), h.make_node("Less", [x, c], ["lt"]),
+             h.make_node("Greater", [x, c], ["gt"]), h.make_node("LessOrEqual", [x, c], ["le"]),
+             h.make_node("GreaterOrEqual", [x, c], ["ge"]),
+             h.make_node("Or", ["isnan", "lt"], ["or_"]), h.make_node("Xor", ["le", "ge"], ["xor"]),
+             h.make_node("Not", ["eq"], ["ne"]), h.make_node("And", ["ne", "gt"], ["and_"]),
+             h.make_node("Where", ["or_", x, c], ["sel"]),
+             h.make_node("Equal", ["ids", "zero_i"], ["pad"]),
+             h.make_node("Where", ["pad", "ids", "ids2"], ["ids_sel"])]
+    outs = ["isnan", "eq", "lt", "gt", "le", "ge", "or_", "xor", "ne", "and_", "pad"]
+    g = h.make_graph(
+        nodes, "logic", [h.make_tensor_value_info("x", T.FLOAT, [4, 6]), h.make_tensor_value_info("c", T.FLOAT, [4, 6]),
+                         h.make_tensor_value_info("ids", T.INT64, [4, 6])],
+        [h.make_tensor_value_info(o, T.BOOL, [4, 6]) for o in outs]
+        + [h.make_tensor_value_info("sel", T.FLOAT, [4, 6]), h.make_tensor_value_info("ids_sel", T.INT64, [4, 6])],
+        [nh.from_array(np.array(0, np.int64), "zero_i"), nh.from_array(np.full((4, 6), 7, np.int64), "ids2")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_boolean_ops_on_fp16_data_are_exact():
+    m = _logic_model()
+    rng = np.random.default_rng(2)
+    # fp16 values (what the chip holds): equal pairs, +-0, NaN, the largest finite fp16, subnormals
+    x = rng.standard_normal((4, 6)).astype(np.float16).astype(np.float32)
+    c = x.copy()
+    c[0] += 1.0
+    c[1, :3] = -c[1, :3]
+    x[2, 0], x[2, 1], x[2, 2], c[2, 3] = np.nan, 65504.0, -0.0, 0.0
+    x[3, 0], c[3, 0] = 6e-8, 0.0
+    x[3, 1] = c[3, 1] = np.nan
+    feeds = {"x": x, "c": c, "ids": rng.integers(0, 3, (4, 6)).astype(np.int64)}
+    sess = Session(m, ScheduleConfig(**NPU_CFG))
+    assert {p.backend for p in sess.partitions} == {"npu_emu"}
+    got = sess.run(feeds)
+    for name, ref in zip([o.name for o in m.graph.output], _ort(m, feeds)):
+        assert got[name].dtype == ref.dtype, name
+        np.testing.assert_array_equal(got[name], ref, err_msg=name)
+
+
+def test_isinf_is_declined_on_an_fp16_chip_with_the_reason():
+    g = h.make_graph([h.make_node("IsInf", ["x"], ["y"], name="isinf")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 3])], [h.make_tensor_value_info("y", T.BOOL, [2, 3])])
+    graph = load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)])).graph
+    backend = NpuEmuBackend()
+    cap16 = backend.capability(graph, CompileOptions(precision="fp16"))
+    assert "saturate" in cap16.reason("isinf")
+    sess = Session(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), ScheduleConfig(**NPU_CFG))
+    x = np.array([[np.inf, -np.inf, 1.0], [np.nan, 7e4, 0.0]], np.float32)
+    np.testing.assert_array_equal(sess.run({"x": x})["y"], np.isinf(x))
+    assert "saturate" in {p.node: p.rejected for p in sess.placement_report}["isinf"]["npu_emu"]
+
+
+def test_gather_nd_with_constant_indices_matches_ort():
+    idx = np.array([[[0, 1], [1, 0]], [[1, 1], [0, 0]]], np.int64)
+    for batch_dims, data_shape, ind, out_shape in ((0, [2, 2, 3], idx, [2, 2, 3]), (1, [2, 2, 3], idx[:, :, :1], [2, 2, 3])):
+        g = h.make_graph([h.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims, name="gnd"),
+                          h.make_node("Relu", ["y"], ["z"])], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, data_shape)],
+                         [h.make_tensor_value_info("z", T.FLOAT, out_shape)], [nh.from_array(ind, "i")])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        x = np.arange(12, dtype=np.float32).reshape(data_shape) - 5
+        sess = Session(m, ScheduleConfig(**NPU_CFG))
+        assert sess.placement["gnd"] == "npu_emu"
+        np.testing.assert_array_equal(sess.run({"x": x})["z"], _ort(m, {"x": x})[0])
+
+
+def test_wide_integer_to_float_cast_stays_off_the_fp16_chip():
+    # an int32 accumulator or an int64 id beyond 2048 is not exact in fp16 (2049 -> 2048, 70000 -> saturated)
+    for dtype, np_dtype in ((T.INT32, np.int32), (T.INT64, np.int64)):
+        g = h.make_graph([h.make_node("Cast", ["a"], ["y"], to=T.FLOAT, name="cast")], "g",
+                         [h.make_tensor_value_info("a", dtype, [2, 3])], [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        sess = Session(m, ScheduleConfig(**NPU_CFG))
+        assert sess.placement["cast"] == "onnxruntime"
+        a = np.array([[70000, 2049, 3], [-1, 0, 123457]], np_dtype)
+        np.testing.assert_array_equal(sess.run({"a": a})["y"], a.astype(np.float32))
+    # int8 -> float is exact in fp16: on the chip
+    g = h.make_graph([h.make_node("Cast", ["a"], ["f"], to=T.FLOAT, name="cast"), h.make_node("Neg", ["f"], ["y"])],
+                     "g", [h.make_tensor_value_info("a", T.INT8, [2, 3])], [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    sess = Session(m, ScheduleConfig(**NPU_CFG))
+    assert sess.placement["cast"] == "npu_emu"
+    a = np.array([[-128, 127, 3], [-1, 0, 5]], np.int8)
+    np.testing.assert_array_equal(sess.run({"a": a})["y"], -a.astype(np.float32))
+
+
+# ------------------------------------------------------- island merging
+def _chain(*ops: str) -> onnx.ModelProto:
+    nodes, prev = [], "x"
+    for i, op in enumerate(ops):
+        out = "y" if i == len(ops) - 1 else f"t{i}"
+        nodes.append(h.make_node(op, [prev], [out], name=f"{op.lower()}{i}"))
+        prev = out
+    g = h.make_graph(nodes, "chain", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_merge_islands_moves_a_sandwiched_partition_of_any_size_when_it_pays_off():
+    # relu0(npu) -> abs1(numpy) -> neg2, neg3, neg4 (npu) -> abs5(numpy) -> relu6(npu)
+    g = load_onnx(_chain("Relu", "Abs", "Neg", "Neg", "Neg", "Abs", "Relu")).graph
+    names = [n.name for n in g.nodes]
+    assignment = dict(zip(names, ["npu", "numpy", "npu", "npu", "npu", "numpy", "npu"]))
+    transfer = lambda v, src, dst: 0.0 if src == dst or "npu" not in (src, dst) else 1e-3  # noqa: E731
+    kwargs = dict(can_run=lambda n, b: b == "numpy" or not n.startswith("abs"), transfer_seconds=transfer,
+                  switch_seconds=lambda b: 1e-5)
+    merged, moves = merge_islands(g, assignment, island_seconds=lambda nodes, b: 1e-6 * len(nodes), **kwargs)
+    assert [(m.nodes, m.target) for m in moves] == [(["neg2", "neg3", "neg4"], "numpy")]
+    assert [p.backend for p in partition_graph(g, merged)] == ["npu", "numpy", "npu"]
+    # the same three nodes cost more on numpy than the two transfers they save: no move
+    slow = lambda nodes, b: 1e-3 * len(nodes) if b == "numpy" else 1e-6  # noqa: E731
+    assert merge_islands(g, assignment, island_seconds=slow, **kwargs)[1] == []
+    # a size bound still applies where a scheduler sets one
+    assert merge_islands(g, assignment, island_seconds=lambda nodes, b: 1e-6, max_nodes=2, **kwargs)[1] == []
