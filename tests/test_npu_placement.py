@@ -191,3 +191,99 @@ def test_merge_islands_moves_a_sandwiched_partition_of_any_size_when_it_pays_off
     assert merge_islands(g, assignment, island_seconds=slow, **kwargs)[1] == []
     # a size bound still applies where a scheduler sets one
     assert merge_islands(g, assignment, island_seconds=lambda nodes, b: 1e-6, max_nodes=2, **kwargs)[1] == []
+
+
+# ------------------------------------------------- shape-carrying values
+def duration_model(tokens: int = 6, hop: int = 4, dim: int = 8, seed: int = 3) -> onnx.ModelProto:
+    """A TTS duration construct: per-token durations ``Ceil(|w| * scale)``
+    and ``Floor(Div(.., 1))`` -> Cast -> ReduceSum / CumSum -> Range / Expand ->
+    the audio length (``hop`` samples per frame), beside a float encoder
+    (MatMul/Relu) that the NPU takes."""
+    rng = np.random.default_rng(seed)
+    inits = [nh.from_array(np.array(1.0, np.float32), "scale"), nh.from_array(np.array(1.0, np.float32), "one_f"),
+             nh.from_array(np.array(0, np.int64), "zero"), nh.from_array(np.array(1, np.int64), "one"),
+             nh.from_array(np.array(hop, np.int64), "hop"), nh.from_array(np.array(0, np.int64), "axis"),
+             nh.from_array((rng.standard_normal((dim, dim)) / dim ** 0.5).astype(np.float32), "w_enc")]
+    nodes = [h.make_node("MatMul", ["feat", "w_enc"], ["enc"], name="enc"), h.make_node("Relu", ["enc"], ["hid"], name="relu"),
+             h.make_node("Abs", ["w"], ["w_abs"], name="abs"),
+             h.make_node("Mul", ["w_abs", "scale"], ["w_scaled"], name="mul"),
+             h.make_node("Ceil", ["w_scaled"], ["w_ceil"], name="ceil"),
+             h.make_node("Div", ["w_ceil", "one_f"], ["w_div"], name="div"),
+             h.make_node("Floor", ["w_div"], ["w_floor"], name="floor"),
+             h.make_node("Cast", ["w_floor"], ["dur"], to=T.INT64, name="cast"),
+             h.make_node("Reshape", ["dur", "minus_one"], ["dur_flat"], name="flat"),
+             h.make_node("CumSum", ["dur_flat", "axis"], ["ends"], name="cumsum"),
+             h.make_node("ReduceSum", ["dur_flat"], ["frames"], keepdims=0, name="total"),
+             h.make_node("Mul", ["frames", "hop"], ["samples"], name="samples"),
+             h.make_node("Range", ["zero", "samples", "one"], ["t"], name="range"),
+             h.make_node("Cast", ["t"], ["audio"], to=T.FLOAT, name="audio"),
+             h.make_node("Reshape", ["samples", "minus_one"], ["samples1"], name="samples1"),
+             h.make_node("Expand", ["one_f", "samples1"], ["envelope"], name="expand")]
+    inits.append(nh.from_array(np.array([-1], np.int64), "minus_one"))
+    g = h.make_graph(nodes, "durations", [h.make_tensor_value_info("feat", T.FLOAT, [tokens, dim]),
+                                          h.make_tensor_value_info("w", T.FLOAT, [1, tokens])],
+                     [h.make_tensor_value_info("hid", T.FLOAT, [tokens, dim]),
+                      h.make_tensor_value_info("ends", T.INT64, [tokens]),
+                      h.make_tensor_value_info("audio", T.FLOAT, ["samples"]),
+                      h.make_tensor_value_info("envelope", T.FLOAT, ["samples"])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def _duration_feeds(tokens: int = 6, dim: int = 8) -> dict:
+    # durations just above an integer in fp32 but not in fp16 (spacing 1 between 1024 and 2048): Ceil gives n+1 in
+    # fp32 and n after an fp16 store
+    w = np.array([1024.4, 1500.3, 2000.2, 1100.45, 1300.25, 1800.3], np.float32)[:tokens]
+    return {"feat": np.random.default_rng(4).standard_normal((tokens, dim)).astype(np.float32),
+            "w": w[None]}
+
+
+def test_values_that_become_shapes_stay_exact_under_fp16():
+    m = duration_model()
+    feeds = _duration_feeds()
+    ref = dict(zip([o.name for o in m.graph.output], _ort(m, feeds)))
+    fp32 = Session(m, ScheduleConfig(backends=["numpy"])).run(feeds)
+    sess = Session(m, ScheduleConfig(**NPU_CFG))
+    got = sess.run(feeds)
+    for name in ref:
+        assert got[name].shape == fp32[name].shape == ref[name].shape, name
+    np.testing.assert_array_equal(got["ends"], ref["ends"])
+    assert got["audio"].shape == (4 * int(np.sum(np.ceil(feeds["w"]))),)
+    report = {p.node: p for p in sess.placement_report}
+    for node in ("abs", "mul", "ceil", "div", "floor"):
+        assert report[node].backend != "npu_emu", node
+        assert "becomes a shape" in report[node].rejected["npu_emu"], report[node].rejected
+    assert "Range 'range'" in report["floor"].rejected["npu_emu"] or "Reshape" in report["floor"].rejected["npu_emu"]
+    assert report["enc"].backend == "npu_emu"  # the float encoder still runs on the NPU
+
+
+def test_fp16_would_change_the_length_of_the_duration_construct():
+    """The construct of the test above does lose samples in fp16: the chip's
+    own result for the durations alone (the old plan) is shorter."""
+    m = duration_model()
+    feeds = _duration_feeds()
+    w16 = feeds["w"].astype(np.float16).astype(np.float32)
+    assert np.sum(np.ceil(w16)) < np.sum(np.ceil(feeds["w"]))
+    # on the chip, the fp32 plan's durations stay exact when no consumer is a shape:
+    g = load_onnx(m).graph
+    cap = NpuEmuBackend().capability(g, CompileOptions(precision="fp16"))
+    assert not cap.supports("ceil") and cap.supports("enc")
+    cap32 = NpuEmuBackend().capability(g, CompileOptions(precision="fp16", device="emu-npu-i8"))
+    assert "becomes a shape" not in (cap32.reason("ceil") or "")
+
+
+def test_shape_value_analysis_walks_data_flow_and_stops_at_shape_readers():
+    from nnrt_core.ir.shape_values import computes_in_float, shape_value_producers
+    g = load_onnx(duration_model()).graph
+    by_name = {n.name: n for n in g.nodes}
+    marked = {n.name for n in g.nodes if id(n) in shape_value_producers(g)}
+    assert {"abs", "mul", "ceil", "div", "floor", "cast", "flat", "total", "samples", "samples1"} <= marked
+    assert not marked & {"enc", "relu", "cumsum", "range", "audio", "expand"}  # none feeds a shape
+    assert computes_in_float(by_name["floor"]) and computes_in_float(by_name["cast"])
+    assert not computes_in_float(by_name["total"])  # int64 arithmetic is exact anywhere
+    # Shape reads only the shape of its input: what computes that input is not a shape value
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("Shape", ["r"], ["s"], name="shape"),
+             h.make_node("Reshape", ["x", "s"], ["y"], name="reshape")]
+    gm = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                      [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    g2 = load_onnx(h.make_model(gm, opset_imports=[h.make_opsetid("", 17)])).graph
+    assert {n.name for n in g2.nodes if id(n) in shape_value_producers(g2)} == {"shape"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnrt_core.ir import Node, Value
+from nnrt_core.ir.shape_values import computes_in_float
 from nnrt_npu_emu.lowering.analysis import FLOAT_DTYPES, Analysis
 from nnrt_npu_emu.numerics import FP16_MAX, fp16_unsafe_value
 from nnrt_npu_emu.ops import OPS, OpDef, Unsupported
@@ -36,6 +37,11 @@ def why_unsupported(node: Node, an: Analysis) -> str | None:
         return None
     if d.fold_only:
         return f"{node.op_type} is supported only as a compile-time constant"
+    shaped = an.shape_values.get(id(node))
+    if shaped is not None and computes_in_float(node):
+        # folded nodes (above) are computed in fp32 at compile time: exact
+        return (f"computes a value that becomes a shape ({shaped}): fp16 could change the output's shape "
+                "(e.g. a Floor of a duration one step lower), so it is kept exact for an fp32 backend")
     try:
         data_in = [v for i, v in enumerate(node.inputs) if v is not None and i not in d.const_inputs]
         outs = [v for v in node.outputs if an.live(v)]
