@@ -287,3 +287,32 @@ def test_shape_value_analysis_walks_data_flow_and_stops_at_shape_readers():
                       [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
     g2 = load_onnx(h.make_model(gm, opset_imports=[h.make_opsetid("", 17)])).graph
     assert {n.name for n in g2.nodes if id(n) in shape_value_producers(g2)} == {"shape"}
+
+
+# ------------------------------------------------------- dynamic int8
+def test_dynamically_quantized_accumulators_never_reach_fp16(tmp_path):
+    """``quantize_dynamic`` writes MatMulInteger (int32 accumulation) -> Cast
+    -> Mul(scale): the float accumulator (~1e5 here) was the input of an NPU
+    Mul, saturated by the chip's fp16 input store and moved to the backup
+    after the first run (``overflow_fallback``).  Now the Mul is declined up
+    front with the reason, and the result is ONNX Runtime's."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    rng = np.random.default_rng(0)
+    d = 64
+    nodes = [h.make_node("MatMul", ["x", "w0"], ["a"]), h.make_node("Relu", ["a"], ["b"]),
+             h.make_node("MatMul", ["b", "w1"], ["y"])]
+    g = h.make_graph(nodes, "mlp", [h.make_tensor_value_info("x", T.FLOAT, [1, 16, d])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 16, d])],
+                     [nh.from_array((rng.standard_normal((d, d)) * 0.5).astype(np.float32), f"w{i}") for i in range(2)])
+    src, dst = tmp_path / "mlp.onnx", tmp_path / "mlp_dyn.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), src)
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    m = onnx.load(dst)
+    assert "MatMulInteger" in {n.op_type for n in m.graph.node}
+    x = (rng.standard_normal((1, 16, d)) * 3).astype(np.float32)
+    sess = Session(m, ScheduleConfig(**NPU_CFG))
+    y = sess.run({"x": x})["y"]
+    assert not [e for e in sess.events if e.kind == "overflow_fallback"]
+    np.testing.assert_allclose(y, _ort(m, {"x": x})[0], rtol=1e-6, atol=1e-6 * float(np.abs(y).max()))
+    acc_readers = [p for p in sess.placement_report if "float of the int32 value" in p.rejected.get("npu_emu", "")]
+    assert acc_readers and all(p.backend != "npu_emu" for p in acc_readers)

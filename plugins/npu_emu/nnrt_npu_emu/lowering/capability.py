@@ -48,6 +48,7 @@ def why_unsupported(node: Node, an: Analysis) -> str | None:
         _check_operands(node, an, d, data_in, outs)
         _check_dtypes(node, an, data_in, outs)
         _check_fp16_range(node, an, outs)
+        _check_wide_integer_inputs(node, an, data_in)
         _check_fp16_constants(node, an)
         if d.check is not None:
             r = d.check(node, an)
@@ -200,6 +201,47 @@ def _check_fp16_range(node: Node, an: Analysis, outs: list[Value]) -> None:
         if r is not None and r > FP16_MAX:
             raise Unsupported(f"value {v.name!r} is quantized to a range of +-{r:.3g}, beyond fp16 (+-{FP16_MAX:g}); "
                               "the chip would saturate it")
+
+
+#: ops that move or re-label values without changing them (seen through when looking for a value's source)
+_MOVES = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Slice",
+                    "Gather", "Concat"})
+
+
+def _wide_integer_source(v: Value, an: Analysis, depth: int = 4) -> Value | None:
+    """The int32/int64 value ``v`` is the float Cast of (through data
+    movement), or ``None``."""
+    p = v.producer
+    if p is None or p.domain not in ("", "ai.onnx"):
+        return None
+    if p.op_type == "Cast" and p.inputs and p.inputs[0] is not None:
+        src = p.inputs[0]
+        try:
+            return src if an.dtype(src) in (np.dtype(np.int32), np.dtype(np.int64)) and not an.is_const(src) else None
+        except Unsupported:
+            return None
+    if p.op_type in _MOVES and depth > 0 and p.inputs and p.inputs[0] is not None:
+        return _wide_integer_source(p.inputs[0], an, depth - 1)
+    return None
+
+
+def _check_wide_integer_inputs(node: Node, an: Analysis, data_in: list[Value]) -> None:
+    """On an fp16 chip, refuse a float input converted from a run-time int32
+    or int64 value (the int32 accumulator of a MatMulInteger/ConvInteger,
+    positions, lengths): fp16 holds integers exactly only up to 2048 and
+    saturates beyond 65504, so the chip's input store would change it (a
+    dynamically quantized product is 1e5 before its scale)."""
+    if an.fprec != "fp16" or id(node) in an.member:
+        return
+    for v in data_in:
+        if an.is_const(v) or an.dtype(v).kind != "f":
+            continue
+        src = _wide_integer_source(v, an)
+        if src is not None:
+            made = f" of {src.producer.op_type} {src.producer.name!r}" if src.producer is not None else ""
+            raise Unsupported(f"input {v.name!r} is the float of the {an.dtype(src)} value {src.name!r}{made}, "
+                              "which fp16 may not hold (exact only up to 2048, saturated beyond 65504); kept for "
+                              "an fp32 backend")
 
 
 def _check_fp16_constants(node: Node, an: Analysis) -> None:
