@@ -316,3 +316,24 @@ def test_dynamically_quantized_accumulators_never_reach_fp16(tmp_path):
     np.testing.assert_allclose(y, _ort(m, {"x": x})[0], rtol=1e-6, atol=1e-6 * float(np.abs(y).max()))
     acc_readers = [p for p in sess.placement_report if "float of the int32 value" in p.rejected.get("npu_emu", "")]
     assert acc_readers and all(p.backend != "npu_emu" for p in acc_readers)
+
+
+def test_a_float_that_becomes_a_wide_integer_is_computed_off_the_fp16_chip():
+    """A bias quantized at run time (``Floor(b / (sx * sw))`` -> Cast int32, as
+    a dynamically quantized ConvInteger's): fp16 would round 12345.6 / 0.5 to
+    a multiple of 16."""
+    g = h.make_graph([h.make_node("Div", ["b", "s"], ["q"], name="div"), h.make_node("Floor", ["q"], ["f"], name="floor"),
+                      h.make_node("Cast", ["f"], ["y"], to=T.INT32, name="cast"),
+                      h.make_node("Relu", ["b"], ["r"], name="relu")], "g",
+                     [h.make_tensor_value_info("b", T.FLOAT, [2, 4]), h.make_tensor_value_info("s", T.FLOAT, [])],
+                     [h.make_tensor_value_info("y", T.INT32, [2, 4]), h.make_tensor_value_info("r", T.FLOAT, [2, 4])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    sess = Session(m, ScheduleConfig(**NPU_CFG))
+    report = {p.node: p for p in sess.placement_report}
+    for node in ("div", "floor"):
+        assert report[node].backend != "npu_emu"
+        assert "becomes an integer" in report[node].rejected["npu_emu"], report[node].rejected
+    assert report["relu"].backend == "npu_emu"
+    feeds = {"b": np.array([[12345.6, -3000.3, 7.0, 65000.0], [1.5, 2.5, -1e4, 4097.0]], np.float32),
+             "s": np.array(0.5, np.float32)}
+    np.testing.assert_array_equal(sess.run(feeds)["y"], _ort(m, feeds)[0])

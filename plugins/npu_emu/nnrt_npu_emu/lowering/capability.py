@@ -225,11 +225,32 @@ def _wide_integer_source(v: Value, an: Analysis, depth: int = 4) -> Value | None
     return None
 
 
+#: ops seen through when looking where a float value becomes an integer (rounding, clamping, movement)
+_TO_INTEGER = _MOVES | {"Floor", "Ceil", "Round", "Clip"}
+_WIDE_INTS = (6, 7)  #: ONNX element types INT32, INT64
+
+
+def _wide_integer_sink(v: Value, depth: int = 4) -> Node | None:
+    """A Cast turning ``v`` (through rounding, clamping or data movement)
+    into int32/int64, or ``None``."""
+    for u in v.consumers():
+        if u.domain not in ("", "ai.onnx"):
+            continue
+        if u.op_type == "Cast" and int(u.attr("to", 0)) in _WIDE_INTS:
+            return u
+        if u.op_type in _TO_INTEGER and depth > 0 and u.outputs and u.inputs and u.inputs[0] is v:
+            found = _wide_integer_sink(u.outputs[0], depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
 def _check_wide_integer_inputs(node: Node, an: Analysis, data_in: list[Value]) -> None:
     """On an fp16 chip, refuse a float input converted from a run-time int32
     or int64 value (the int32 accumulator of a MatMulInteger/ConvInteger,
-    positions, lengths): fp16 holds integers exactly only up to 2048 and
-    saturates beyond 65504, so the chip's input store would change it (a
+    positions, lengths), and a float output that becomes one (a bias
+    quantized at run time, ``Floor(b / scale)`` -> Cast int32): fp16 holds
+    integers exactly only up to 2048 and saturates beyond 65504 (a
     dynamically quantized product is 1e5 before its scale)."""
     if an.fprec != "fp16" or id(node) in an.member:
         return
@@ -242,6 +263,13 @@ def _check_wide_integer_inputs(node: Node, an: Analysis, data_in: list[Value]) -
             raise Unsupported(f"input {v.name!r} is the float of the {an.dtype(src)} value {src.name!r}{made}, "
                               "which fp16 may not hold (exact only up to 2048, saturated beyond 65504); kept for "
                               "an fp32 backend")
+    for v in node.outputs:
+        if an.live(v) and an.dtype(v).kind == "f":
+            cast = _wide_integer_sink(v)
+            if cast is not None:
+                raise Unsupported(f"its output {v.name!r} becomes an integer (Cast {cast.name!r} to "
+                                  f"{'int32' if int(cast.attr('to', 0)) == 6 else 'int64'}, e.g. a quantized bias), "
+                                  "which fp16 holds exactly only up to 2048; kept for an fp32 backend")
 
 
 def _check_fp16_constants(node: Node, an: Analysis) -> None:
