@@ -248,7 +248,8 @@ def _lower_gather_nd(node: Node, cx) -> list[Step]:
     b = int(node.attr("batch_dims", 0))
     idx = np.asarray(idx, np.int64)
     k = idx.shape[-1] if idx.ndim else 0
-    if idx.ndim < 1 or not 0 <= b < min(idx.ndim, len(xs)) + (0 if b else 1) or b + k > len(xs):
+    if (idx.ndim < 1 or not 0 <= b < idx.ndim or b + k > len(xs) or k < 1
+            or tuple(idx.shape[:b]) != tuple(xs[:b])):
         raise Unsupported(f"GatherND indices of shape {list(idx.shape)} do not fit data {list(xs)} "
                           f"with batch_dims={b}")
     lim = np.asarray(xs[b:b + k], np.int64)
