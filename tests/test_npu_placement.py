@@ -287,6 +287,7 @@ def test_shape_value_analysis_walks_data_flow_and_stops_at_shape_readers():
                       [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
     g2 = load_onnx(h.make_model(gm, opset_imports=[h.make_opsetid("", 17)])).graph
     assert {n.name for n in g2.nodes if id(n) in shape_value_producers(g2)} == {"shape"}
+    assert not computes_in_float(next(n for n in g2.nodes if n.name == "shape"))
 
 
 # ------------------------------------------------------- dynamic int8

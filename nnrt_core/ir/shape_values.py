@@ -72,10 +72,13 @@ def _walk_back(start: Value, reason: str, out: dict[int, str]) -> None:
 
 
 def computes_in_float(node: Node) -> bool:
-    """Whether ``node`` reads or writes a floating-point tensor (or one of an
-    unknown type): only such nodes change under reduced precision; integer
-    and boolean arithmetic is exact on any device."""
-    for v in [*node.inputs, *node.outputs]:
+    """Whether ``node`` reads the values of or writes a floating-point tensor
+    (or one of an unknown type): only such nodes change under reduced
+    precision; integer and boolean arithmetic is exact on any device, and
+    ``Shape``/``Size`` read only a shape."""
+    shape_only = SHAPE_ONLY_READERS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ()
+    read = [v for j, v in enumerate(node.inputs) if j not in shape_only]
+    for v in [*read, *node.outputs]:
         if v is None:
             continue
         t = v.type
