@@ -240,37 +240,10 @@ def merge_islands(
     current = dict(assignment)
     moves: list[IslandMove] = []
     plans = partition_graph(graph, current)
-    rejected: set[tuple[tuple[str, ...], str]] = set()
-    graph_outputs = {id(v) for v in graph.outputs}
-    run_seconds: dict[tuple[tuple[str, ...], str], float] = {}
-
-    def seconds(p: PartitionPlan, names: tuple[str, ...], backend: str) -> float:
-        key = (names, backend)
-        if key not in run_seconds:
-            run_seconds[key] = island_seconds(p.nodes, backend)
-        return run_seconds[key]
-
+    search = _MoveSearch(can_run, island_seconds, transfer_seconds, switch_seconds, set(locked), max_nodes,
+                         {id(v) for v in graph.outputs})
     while len(plans) > 1:
-        neighbours = partition_neighbours(plans)
-        by_index = {p.index: p for p in plans}
-        links = _Links(plans, graph_outputs, transfer_seconds)
-        best: tuple[float, PartitionPlan, str] | None = None
-        for p in plans:
-            names = tuple(p.node_names())
-            if max_nodes is not None and len(names) > max_nodes or any(n in locked for n in names):
-                continue
-            ins, outs = neighbours[p.index]
-            targets = {by_index[i].backend for i in ins} & {by_index[i].backend for i in outs}
-            for target in sorted(targets - {p.backend}):
-                if (names, target) in rejected or not all(can_run(n, target) for n in names):
-                    continue
-                saved_transfers = links.cost(p, p.backend) - links.cost(p, target)
-                if saved_transfers <= 0:
-                    continue
-                saved = (saved_transfers + switch_seconds(p.backend) + seconds(p, names, p.backend)
-                         - seconds(p, names, target))
-                if saved > 0 and (best is None or saved > best[0]):
-                    best = (saved, p, target)
+        best = search.best(plans)
         if best is None:
             break
         saved, p, target = best
@@ -282,8 +255,60 @@ def merge_islands(
             current, plans = trial, trial_plans
             moves.append(IslandMove(p.node_names(), p.backend, target, saved))
         else:
-            rejected.add((tuple(p.node_names()), target))
+            search.rejected.add((tuple(p.node_names()), target))
     return current, moves
+
+
+class _MoveSearch:
+    """The most saving move of one partitioning (:meth:`best`), with the
+    answers that stay valid across moves cached: whether a backend runs a
+    partition's nodes and its run time there."""
+
+    def __init__(self, can_run: Callable[[str, str], bool], island_seconds: Callable[[list[Node], str], float],
+                 transfer_seconds: Callable[[Value, str | None, str], float], switch_seconds: Callable[[str], float],
+                 locked: set[str], max_nodes: int | None, graph_outputs: set[int]) -> None:
+        self.can_run, self.island_seconds = can_run, island_seconds
+        self.transfer_seconds, self.switch_seconds = transfer_seconds, switch_seconds
+        self.locked, self.max_nodes, self.graph_outputs = locked, max_nodes, graph_outputs
+        self.rejected: set[tuple[tuple[str, ...], str]] = set()  #: moves that did not reduce the partitions
+        self._runnable: dict[tuple[tuple[str, ...], str], bool] = {}
+        self._seconds: dict[tuple[tuple[str, ...], str], float] = {}
+
+    def best(self, plans: list[PartitionPlan]) -> tuple[float, PartitionPlan, str] | None:
+        """(seconds saved, partition, target backend) of the best paying move, or ``None``."""
+        neighbours = partition_neighbours(plans)
+        by_index = {p.index: p for p in plans}
+        links = _Links(plans, self.graph_outputs, self.transfer_seconds)
+        best: tuple[float, PartitionPlan, str] | None = None
+        for p in plans:
+            names = tuple(p.node_names())
+            if self.max_nodes is not None and len(names) > self.max_nodes or any(n in self.locked for n in names):
+                continue
+            ins, outs = neighbours[p.index]
+            targets = {by_index[i].backend for i in ins} & {by_index[i].backend for i in outs}
+            for target in sorted(targets - {p.backend}):
+                if (names, target) in self.rejected or not self._runs(names, target):
+                    continue
+                saved_transfers = links.cost(p, p.backend) - links.cost(p, target)
+                if saved_transfers <= 0:
+                    continue
+                saved = (saved_transfers + self.switch_seconds(p.backend) + self._run_seconds(p, names, p.backend)
+                         - self._run_seconds(p, names, target))
+                if saved > 0 and (best is None or saved > best[0]):
+                    best = (saved, p, target)
+        return best
+
+    def _runs(self, names: tuple[str, ...], target: str) -> bool:
+        key = (names, target)
+        if key not in self._runnable:  # partitions mostly survive a move: ask once
+            self._runnable[key] = all(self.can_run(n, target) for n in names)
+        return self._runnable[key]
+
+    def _run_seconds(self, p: PartitionPlan, names: tuple[str, ...], backend: str) -> float:
+        key = (names, backend)
+        if key not in self._seconds:
+            self._seconds[key] = self.island_seconds(p.nodes, backend)
+        return self._seconds[key]
 
 
 class _Links:
