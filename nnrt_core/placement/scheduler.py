@@ -52,8 +52,9 @@ class Scheduler(abc.ABC):
     description: ClassVar[str] = ""
     #: move tiny islands to a neighbouring backend after ``_place`` (see merge_islands)
     merge_islands: ClassVar[bool] = True
-    #: largest partition (in nodes) considered an island
-    island_max_nodes: ClassVar[int] = 2
+    #: largest partition (in nodes) island merging may move; ``None``: any
+    #: partition whose transfers and switch cost more than it saves
+    island_max_nodes: ClassVar[int | None] = None
 
     def place(self, ctx: PlacementContext) -> PlacementResult:
         """Place every node of ``ctx.graph``: a :class:`PlacementResult`.
