@@ -73,10 +73,9 @@ class Attention(Kernel):
         t = k.shape[2]
         scale = self.scale if self.scale is not None else 1.0 / np.sqrt(hq // n)
         masks = [key_mask(mask_index, b, s, t, p, self.filter_value, self.fail)]
-        if self.unidirectional:
-            masks.append(causal_mask(s, t, p, self.filter_value))
+        causal = causal_mask(s, t, p) if self.unidirectional else None
         if attention_bias is not None:
             masks.append(np.asarray(attention_bias, dtype=comp))
-        out = merge_heads(attend(q, k, v, scale, masks)).astype(x.dtype)
+        out = merge_heads(attend(q, k, v, scale, masks, causal)).astype(x.dtype)
         present = np.stack([k, v]).astype(x.dtype) if k.shape == v.shape else None
         return [out, present]
