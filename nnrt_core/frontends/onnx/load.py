@@ -26,6 +26,7 @@ from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.lean_inference import infer_shapes_lean
 from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
 from nnrt_core.frontends.onnx.implied_opsets import add_implied_opsets, missing_implied_opsets
+from nnrt_core.frontends.onnx.spec_defaults import missing_spec_defaults, write_spec_defaults
 from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
 from nnrt_core.frontends.onnx.validate_proto import validate_model
 from nnrt_core.ir import Model
@@ -129,10 +130,12 @@ def load_onnx(
     mapped: dict[str, np.ndarray] = {}  # external data read into arrays, see load_external_data
     if load_external_data(proto, base_dir, mapped, weights):
         data = None  # ``data``: the bytes ``proto`` was parsed from while they still say the same
-    implied = missing_implied_opsets(proto)
-    if implied:  # e.g. com.microsoft nodes from ORT's transformer optimizer, which ORT runs as they are
+    implied = missing_implied_opsets(proto)  # e.g. com.microsoft nodes from ORT's transformer optimizer
+    defaults = missing_spec_defaults(proto)  # e.g. STFT's onesided, which onnx's inference reads as 0
+    if implied or defaults:
         proto = copy_model(proto) if proto is source else proto
         add_implied_opsets(proto, implied)
+        write_spec_defaults(proto)
         data = None
     proto, data = _sorted_and_checked(proto, source, mapped, sort=sort, check=check, data=data)
     if proto.functions:
