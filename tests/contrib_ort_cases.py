@@ -18,7 +18,8 @@ Input = tuple[str, "np.ndarray | None"]  # (name, value); None: an omitted optio
 
 
 def one_node_model(op: str, inputs: Sequence[Input], attrs: dict[str, Any], out_types: Sequence[int],
-                   ranks: Sequence[int] | None = None, initializers: Sequence[str] = ()) -> tuple[bytes, dict[str, np.ndarray]]:
+                   ranks: Sequence[int] | None = None, initializers: Sequence[str] = (),
+                   domain: str = MS) -> tuple[bytes, dict[str, np.ndarray]]:
     """A model of one ``op`` node; the names in ``initializers`` become
     initializers, the other present inputs graph inputs (returned as feeds).
     Outputs get symbolic shapes of the given ``ranks`` (None: no shape)."""
@@ -34,7 +35,7 @@ def one_node_model(op: str, inputs: Sequence[Input], attrs: dict[str, Any], out_
             graph_inputs.append(helper.make_tensor_value_info(name, np_dtype_to_tensor_dtype(value.dtype), value.shape))
             feeds[name] = value
     outs = [f"out{i}" for i in range(len(out_types))]
-    node = helper.make_node(op, names, outs, domain=MS, name=f"{op}_node", **attrs)
+    node = helper.make_node(op, names, outs, domain=domain, name=f"{op}_node", **attrs)
     outputs = [helper.make_tensor_value_info(o, t, None if ranks is None else [f"{o}_d{j}" for j in range(ranks[k])])
                for k, (o, t) in enumerate(zip(outs, out_types))]
     graph = helper.make_graph([node], "g", graph_inputs, outputs, inits)
@@ -66,12 +67,12 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def compare(op: str, inputs: Sequence[Input], attrs: dict[str, Any], out_types: Sequence[int] | int = 1,
-            initializers: Sequence[str] = (), threads: int = 0) -> list[float]:
+            initializers: Sequence[str] = (), threads: int = 0, domain: str = MS) -> list[float]:
     """Per-output relative errors of the NumPy backend against ONNX Runtime."""
     if isinstance(out_types, int):
         out_types = [TensorProto.FLOAT] * out_types
-    data, feeds = one_node_model(op, inputs, attrs, out_types, initializers=initializers)
+    data, feeds = one_node_model(op, inputs, attrs, out_types, initializers=initializers, domain=domain)
     want = reference(data, feeds, threads)  # ORT accepts outputs without shapes; nnrt's checker wants a rank
-    data, feeds = one_node_model(op, inputs, attrs, out_types, [w.ndim for w in want], initializers)
+    data, feeds = one_node_model(op, inputs, attrs, out_types, [w.ndim for w in want], initializers, domain)
     got = numpy_run(data, feeds)
     return [relative_error(g, w) for g, w in zip(got, want)]

@@ -282,6 +282,44 @@ def test_matmul_integer_to_float_is_bit_exact(seed, types, form):
     assert compare("MatMulIntegerToFloat", inputs, {}) == [0.0]
 
 
+@pytest.mark.parametrize("k", [384, 600, 1536, 3000])
+@pytest.mark.parametrize("op", ["DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulInteger"])
+def test_long_integer_products_with_constant_weights_are_bit_exact(op, k):
+    # constant weights are multiplied in float32 BLAS in K chunks that stay exact: long K crosses chunks
+    rng = _rng("long-k", op, k)
+    w = _quantized(rng, np.int8, k, 24)
+    w[:, 0] = -rng.integers(100, 129, k)  # one column of large same-sign weights meets one row of large
+    # same-sign inputs: their partial sums pass 2**24 where K allows, and float32 must not round them
+    if op == "DynamicQuantizeMatMul":
+        a = _normal(rng, 1, 7, k)
+        a[0, 0] = rng.uniform(30, 40, k)
+        a[0, 1, 0] = -1.0
+        inputs = [("a", a), ("b", w), ("b_scale", np.array([0.01], np.float32)), ("b_zp", np.array([0], np.int8)),
+                  ("bias", _normal(rng, 24))]
+        assert compare(op, inputs, {}, initializers=("b", "b_scale", "b_zp", "bias")) == [0.0]
+        return
+    a = _quantized(rng, np.uint8, 7, k)
+    a[0] = rng.integers(200, 256, k)
+    if op == "MatMulIntegerToFloat":
+        inputs = [("a", a), ("b", w), ("a_scale", np.array(0.02, np.float32)), ("b_scale", np.array([0.01], np.float32)),
+                  ("a_zp", np.array(3, np.uint8)), ("b_zp", np.array([0], np.int8))]
+        assert compare(op, inputs, {}, initializers=("b", "b_zp")) == [0.0]
+        return
+    inputs = [("a", a), ("b", w), ("a_zp", np.array(3, np.uint8)), ("b_zp", np.array(2, np.int8))]
+    assert compare(op, inputs, {}, [I32], initializers=("b", "b_zp"), domain="") == [0.0]
+
+
+def test_exact_product_falls_back_to_float64_beyond_float32_chunks():
+    from nnrt_numpy.ops.quant._imatmul import IntWeights, exact_product
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(-30000, 30001, (5, 300)).astype(np.float32)  # 16-bit magnitudes: chunks would be < 64
+    b = rng.integers(-30000, 30001, (300, 4))
+    got = exact_product(a, 30000.0, IntWeights(b))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ b)
+
+
 LSTM_FORMS = {
     "forward": {}, "reverse": {"direction": "reverse"}, "bidirectional": {"direction": "bidirectional"},
     "lengths": {"lens": True}, "bidirectional_lengths": {"direction": "bidirectional", "lens": True},

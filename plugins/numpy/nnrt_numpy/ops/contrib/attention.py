@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from nnrt_numpy import parallel
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
 from ._attention import attend, causal_mask, key_mask, merge_heads, read_head_attrs, split_heads
@@ -52,7 +53,7 @@ class Attention(Kernel):
         n = self.num_heads
         if hq % n or hv % n:
             raise self.fail(f"hidden sizes {hq}, {hv} not divisible by num_heads {n}")
-        proj = x.astype(comp) @ w.astype(comp)
+        proj = parallel.matmul(x.astype(comp, copy=False), w.astype(comp, copy=False))
         if bias is not None:
             bias = np.asarray(bias)
             if bias.shape != (w.shape[1],):

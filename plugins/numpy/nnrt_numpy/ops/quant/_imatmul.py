@@ -1,10 +1,13 @@
-"""Exact integer matrix products through float64 BLAS, and the per-row /
-per-column parameter layouts of the quantized MatMul operators."""
+"""Exact integer matrix products through float64 BLAS (float32 BLAS in K chunks
+for constant weights), and the per-row / per-column parameter layouts of the
+quantized MatMul operators."""
 from __future__ import annotations
 
 from typing import Callable
 
 import numpy as np
+
+from nnrt_numpy import parallel
 
 # Products of 8/16-bit operands summed over K stay exact in float64 while
 # |sum| < 2**53, i.e. for any realistic K; fall back to int64 beyond that.
@@ -57,3 +60,67 @@ def col_param(p: np.ndarray, b: np.ndarray, fail: Callable[[str], Exception], na
     if b.ndim >= 2 and p.ndim == b.ndim and p.shape[-2] == 1 and p.shape[-1] == b.shape[-1]:
         return p
     raise fail(f"{name} of shape {p.shape} is neither a scalar nor per-column for input of shape {b.shape}")
+
+
+# -- constant integer weights: exact products through float32 BLAS ----------------------------------
+# Integers below 2**24 are exact in float32, and so is every partial sum of products while
+# sum_k |a_k| |b_k| < 2**24, whatever order BLAS adds them in. With 8-bit operands (|a| <= 255,
+# |b| <= 128) that holds for K up to ~500; longer products are cut along K into such chunks, each
+# one exact sgemm, and summed in float64 (exact below 2**53). sgemm runs about twice as fast as
+# the float64 products of :func:`int_matmul`, and the weights are converted once, not every run.
+_F32_EXACT = float(2**24)
+_MIN_CHUNK = 64  # shorter chunks would cost more than one float64 product
+
+
+class IntWeights:
+    """A constant integer right operand ``(K, N)`` with its zero point subtracted,
+    kept as float32 (exact) for :func:`exact_product`."""
+
+    __slots__ = ("f32", "absmax", "k", "_f64")
+
+    def __init__(self, b_minus_zp: np.ndarray) -> None:
+        self.f32 = np.ascontiguousarray(b_minus_zp, dtype=np.float32)
+        self.absmax = float(np.abs(self.f32).max(initial=0))
+        self.k = self.f32.shape[-2]
+        self._f64: np.ndarray | None = None
+
+    def f64(self) -> np.ndarray:
+        if self._f64 is None:
+            self._f64 = self.f32.astype(np.float64)
+        return self._f64
+
+
+def exact_product(a: np.ndarray, a_absmax: float, w: IntWeights) -> np.ndarray:
+    """``a @ w`` exactly, for ``a`` (..., M, K) float32 holding integers of magnitude
+    at most ``a_absmax``: float32 when no partial sum can reach 2**24, else float64."""
+    bound = a_absmax * w.absmax
+    if bound * w.k < _F32_EXACT:
+        return parallel.matmul(a, w.f32)
+    chunk = int(_F32_EXACT // bound)
+    if chunk < _MIN_CHUNK:
+        return parallel.matmul(a.astype(np.float64), w.f64())
+    total: np.ndarray | None = None
+    for k0 in range(0, w.k, chunk):
+        part = parallel.matmul(np.ascontiguousarray(a[..., k0:k0 + chunk]), w.f32[k0:k0 + chunk])
+        total = part.astype(np.float64) if total is None else np.add(total, part, out=total)
+    assert total is not None
+    return total
+
+
+def const_weights(b: np.ndarray | None, zp: np.ndarray | None, zp_given: bool,
+                  fail: Callable[[str], Exception]) -> IntWeights | None:
+    """:class:`IntWeights` of a constant 2-D ``b`` minus its (scalar or per-column,
+    constant or absent) zero point, or None when either is not constant."""
+    if b is None or b.ndim != 2 or (zp_given and zp is None):
+        return None
+    bi = b.astype(np.int64)
+    if zp is not None:
+        bi = bi - col_param(zp, b, fail, "b_zero_point").astype(np.int64)
+    return IntWeights(bi)
+
+
+def range_absmax(dtype: np.dtype, zp: np.ndarray | float | None) -> float:
+    """The largest ``|q - zp|`` over the integer range of ``dtype`` (zp scalar or per-row)."""
+    info = np.iinfo(dtype)
+    z = np.asarray(0.0 if zp is None else zp, dtype=np.float64)
+    return float(max(np.max(np.abs(info.min - z)), np.max(np.abs(info.max - z))))
