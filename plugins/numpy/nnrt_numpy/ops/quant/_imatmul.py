@@ -63,25 +63,32 @@ def col_param(p: np.ndarray, b: np.ndarray, fail: Callable[[str], Exception], na
 
 
 # -- constant integer weights: exact products through float32 BLAS ----------------------------------
-# Integers below 2**24 are exact in float32, and so is every partial sum of products while
-# sum_k |a_k| |b_k| < 2**24, whatever order BLAS adds them in. With 8-bit operands (|a| <= 255,
-# |b| <= 128) that holds for K up to ~500; longer products are cut along K into such chunks, each
-# one exact sgemm, and summed in float64 (exact below 2**53). sgemm runs about twice as fast as
-# the float64 products of :func:`int_matmul`, and the weights are converted once, not every run.
+# Integers below 2**24 are exact in float32, and so is every partial sum BLAS forms (in any order,
+# any blocking) of a_mk * b_kn over a set of k while sum_k |a_mk| |b_kn| < 2**24. With |a| <= amax
+# that holds when amax * sum_k |b_kn| < 2**24 for every column n: for 8-bit weights (mean |b| ~ 30)
+# and 8-bit activations (|a - zp| <= 255), K up to ~2000 in one product. Longer products are cut
+# along K (at multiples of 64 rows) into chunks that each satisfy it, one exact sgemm each, summed
+# in float64 (exact below 2**53). sgemm runs about twice as fast as the float64 products of
+# :func:`int_matmul`, and the weights are converted once, not at every run.
 _F32_EXACT = float(2**24)
-_MIN_CHUNK = 64  # shorter chunks would cost more than one float64 product
+_BLOCK = 64  # rows of K per block of column sums (the chunk boundaries)
 
 
 class IntWeights:
     """A constant integer right operand ``(K, N)`` with its zero point subtracted,
-    kept as float32 (exact) for :func:`exact_product`."""
+    kept as float32 (exact) for :func:`exact_product`, with the column sums of
+    ``|b|`` per block of 64 rows that bound its partial sums."""
 
-    __slots__ = ("f32", "absmax", "k", "_f64")
+    __slots__ = ("f32", "k", "_blocks", "_chunks", "_f64")
 
     def __init__(self, b_minus_zp: np.ndarray) -> None:
         self.f32 = np.ascontiguousarray(b_minus_zp, dtype=np.float32)
-        self.absmax = float(np.abs(self.f32).max(initial=0))
         self.k = self.f32.shape[-2]
+        rows = -(-self.k // _BLOCK) * _BLOCK
+        padded = np.zeros((rows, self.f32.shape[-1]), np.float64)
+        padded[: self.k] = np.abs(self.f32)
+        self._blocks = padded.reshape(-1, _BLOCK, padded.shape[-1]).sum(axis=1)  # (blocks, N)
+        self._chunks: dict[float, list[tuple[int, int]] | None] = {}
         self._f64: np.ndarray | None = None
 
     def f64(self) -> np.ndarray:
@@ -89,19 +96,42 @@ class IntWeights:
             self._f64 = self.f32.astype(np.float64)
         return self._f64
 
+    def chunks(self, a_absmax: float) -> list[tuple[int, int]] | None:
+        """K ranges whose products with ``|a| <= a_absmax`` stay exact in float32,
+        or None when one block of 64 rows is already too long (use float64)."""
+        found = self._chunks.get(a_absmax, ())
+        if found != ():
+            return found  # type: ignore[return-value]
+        limit = _F32_EXACT / a_absmax if a_absmax else np.inf
+        out: list[tuple[int, int]] | None = []
+        running = np.zeros(self._blocks.shape[-1])
+        start = 0
+        for i, block in enumerate(self._blocks):
+            if float(block.max(initial=0)) >= limit:
+                out = None
+                break
+            if i > start and float((running + block).max(initial=0)) >= limit:
+                out.append((start * _BLOCK, i * _BLOCK))
+                start, running = i, np.zeros_like(running)
+            running += block
+        if out is not None:
+            out.append((start * _BLOCK, self.k))
+        if len(self._chunks) < 1024:
+            self._chunks[a_absmax] = out
+        return out
+
 
 def exact_product(a: np.ndarray, a_absmax: float, w: IntWeights) -> np.ndarray:
     """``a @ w`` exactly, for ``a`` (..., M, K) float32 holding integers of magnitude
-    at most ``a_absmax``: float32 when no partial sum can reach 2**24, else float64."""
-    bound = a_absmax * w.absmax
-    if bound * w.k < _F32_EXACT:
-        return parallel.matmul(a, w.f32)
-    chunk = int(_F32_EXACT // bound)
-    if chunk < _MIN_CHUNK:
+    at most ``a_absmax``: float32 when no partial sum can reach 2**24, float64 otherwise."""
+    chunks = w.chunks(a_absmax)
+    if chunks is None:
         return parallel.matmul(a.astype(np.float64), w.f64())
+    if len(chunks) == 1:
+        return parallel.matmul(a, w.f32)
     total: np.ndarray | None = None
-    for k0 in range(0, w.k, chunk):
-        part = parallel.matmul(np.ascontiguousarray(a[..., k0:k0 + chunk]), w.f32[k0:k0 + chunk])
+    for k0, k1 in chunks:
+        part = parallel.matmul(np.ascontiguousarray(a[..., k0:k1]), w.f32[k0:k1])
         total = part.astype(np.float64) if total is None else np.add(total, part, out=total)
     assert total is not None
     return total
