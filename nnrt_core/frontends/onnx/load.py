@@ -20,6 +20,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx import onnx_lite
+from nnrt_core.frontends.onnx.contrib_shapes import complete_contrib_types
 from nnrt_core.frontends.onnx.convert import model_from_proto
 from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
 from nnrt_core.frontends.onnx.onnx_lite import P
@@ -165,6 +166,7 @@ def load_onnx(
         # element types against the schemas' constraints (inference adds types, not nodes: the walk's nodes)
         validate_model(proto, types=True, structure=False, walk=walk)
     model = model_from_proto(proto, mapped)
+    complete_contrib_types(model.graph, model.opset_imports)  # onnx's inference knows no com.microsoft op
     model.base_dir = base_dir
     return model
 
