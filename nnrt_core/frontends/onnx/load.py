@@ -20,11 +20,14 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx import onnx_lite
+from nnrt_core.frontends.onnx.contrib_shapes import complete_contrib_types
 from nnrt_core.frontends.onnx.convert import model_from_proto
 from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
 from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.lean_inference import infer_shapes_lean
 from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
+from nnrt_core.frontends.onnx.implied_opsets import add_implied_opsets, missing_implied_opsets
+from nnrt_core.frontends.onnx.spec_defaults import missing_spec_defaults, write_spec_defaults
 from nnrt_core.frontends.onnx.protos import ModelSource, copy_model, first_line, subgraphs
 from nnrt_core.frontends.onnx.validate_proto import validate_model
 from nnrt_core.ir import Model
@@ -128,6 +131,13 @@ def load_onnx(
     mapped: dict[str, np.ndarray] = {}  # external data read into arrays, see load_external_data
     if load_external_data(proto, base_dir, mapped, weights):
         data = None  # ``data``: the bytes ``proto`` was parsed from while they still say the same
+    implied = missing_implied_opsets(proto)  # e.g. com.microsoft nodes from ORT's transformer optimizer
+    defaults = missing_spec_defaults(proto)  # e.g. STFT's onesided, which onnx's inference reads as 0
+    if implied or defaults:
+        proto = copy_model(proto) if proto is source else proto
+        add_implied_opsets(proto, implied)
+        write_spec_defaults(proto)
+        data = None
     proto, data = _sorted_and_checked(proto, source, mapped, sort=sort, check=check, data=data)
     if proto.functions:
         data = None
@@ -156,6 +166,7 @@ def load_onnx(
         # element types against the schemas' constraints (inference adds types, not nodes: the walk's nodes)
         validate_model(proto, types=True, structure=False, walk=walk)
     model = model_from_proto(proto, mapped)
+    complete_contrib_types(model.graph, model.opset_imports)  # onnx's inference knows no com.microsoft op
     model.base_dir = base_dir
     return model
 

@@ -40,7 +40,9 @@ __all__ = ["blas_threads", "enter", "leave", "available", "BLAS_OPS"]
 #: op types whose kernels call BLAS (a partition without them never touches the setting)
 BLAS_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "FusedConv", "FusedGemm", "Attention",
                       "MultiHeadAttention", "LSTM", "GRU", "RNN", "MatMulInteger", "QLinearMatMul",
-                      "QLinearConv", "ConvInteger", "DeformConv"})
+                      "QLinearConv", "ConvInteger", "DeformConv", "FusedMatMul", "TransposeMatMul",
+                      "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QGemm", "GemmFastGelu",
+                      "MatMulNBits"})
 
 _SYMBOLS = [  # (set, get) in the naming schemes of the wheels' OpenBLAS builds
     ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),

@@ -79,17 +79,24 @@ def key_mask(
     return np.where(masked, np.float32(filter_value), np.float32(0))
 
 
-def causal_mask(s: int, t: int, past: int, filter_value: float) -> np.ndarray:
-    """Additive (1, 1, S, T) mask hiding keys after each query's absolute position."""
+def causal_mask(s: int, t: int, past: int) -> np.ndarray:
+    """(S, T) booleans: True for the keys after each query's absolute position.
+
+    ONNX Runtime sets those scores to the lowest float instead of adding the
+    mask filter value, so a query whose visible keys are all padding still
+    attends only to them; :func:`attend` does the same."""
     i = np.arange(s)[:, None] + past
-    j = np.arange(t)[None, :]
-    return np.where(j > i, np.float32(filter_value), np.float32(0))[None, None]
+    return np.arange(t)[None, :] > i
 
 
-def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, masks: list[np.ndarray | None]) -> np.ndarray:
-    """softmax(q k^T * scale + sum(masks)) v, all (B, N, ., .)."""
+def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, masks: list[np.ndarray | None],
+           causal: np.ndarray | None = None) -> np.ndarray:
+    """softmax(q k^T * scale + sum(masks)) v, all (B, N, ., .); the scores where
+    ``causal`` (S, T) is True become the lowest float."""
     scores = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(scale, dtype=q.dtype)
     for m in masks:
         if m is not None:
             scores = scores + m.astype(scores.dtype, copy=False)
+    if causal is not None:
+        scores = np.where(causal, np.finfo(scores.dtype).min, scores)
     return np.matmul(softmax(scores), v)

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from nnrt_numpy import parallel
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
 from ._attention import attend, causal_mask, key_mask, merge_heads, read_head_attrs, split_heads
@@ -52,7 +53,7 @@ class Attention(Kernel):
         n = self.num_heads
         if hq % n or hv % n:
             raise self.fail(f"hidden sizes {hq}, {hv} not divisible by num_heads {n}")
-        proj = x.astype(comp) @ w.astype(comp)
+        proj = parallel.matmul(x.astype(comp, copy=False), w.astype(comp, copy=False))
         if bias is not None:
             bias = np.asarray(bias)
             if bias.shape != (w.shape[1],):
@@ -73,10 +74,9 @@ class Attention(Kernel):
         t = k.shape[2]
         scale = self.scale if self.scale is not None else 1.0 / np.sqrt(hq // n)
         masks = [key_mask(mask_index, b, s, t, p, self.filter_value, self.fail)]
-        if self.unidirectional:
-            masks.append(causal_mask(s, t, p, self.filter_value))
+        causal = causal_mask(s, t, p) if self.unidirectional else None
         if attention_bias is not None:
             masks.append(np.asarray(attention_bias, dtype=comp))
-        out = merge_heads(attend(q, k, v, scale, masks)).astype(x.dtype)
+        out = merge_heads(attend(q, k, v, scale, masks, causal)).astype(x.dtype)
         present = np.stack([k, v]).astype(x.dtype) if k.shape == v.shape else None
         return [out, present]

@@ -1,16 +1,36 @@
 """DynamicQuantizeMatMul (com.microsoft): quantize float ``A`` to uint8 on the
 fly (DynamicQuantizeLinear rules), multiply with the quantized ``B`` and
-rescale: ``Y = (Aq - a_zp) @ (B - b_zp) * a_scale * b_scale + bias``."""
+rescale: ``Y = (Aq - a_zp) @ (B - b_zp) * a_scale * b_scale + bias``.
+
+Constant ``B`` (the usual case) is converted once at compile time and
+multiplied exactly in float32 (:func:`..quant._imatmul.exact_product`)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_numpy.kernel import Kernel, register
+from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
-from ..quant._imatmul import col_param, int_matmul
+from ..quant._imatmul import col_param, const_weights, exact_product, int_matmul
 from ._util import MS
+
+
+def quantize_uint8(a: np.ndarray) -> tuple[np.ndarray, np.float32, float]:
+    """DynamicQuantizeLinear of float32 ``a`` as float32 integers ``q - zero_point``,
+    the scale, and the zero point."""
+    lo = min(0.0, float(a.min())) if a.size else 0.0
+    hi = max(0.0, float(a.max())) if a.size else 0.0
+    scale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
+    if scale == 0:
+        return np.zeros(a.shape, dtype=np.float32), scale, 0.0
+    zp = float(np.rint(np.clip(np.float32(0) - np.float32(lo) / scale, 0, 255)))
+    q = np.divide(a, scale, dtype=np.float32)
+    np.rint(q, out=q)
+    q += np.float32(zp)
+    np.clip(q, 0, 255, out=q)
+    q -= np.float32(zp)
+    return q, scale, zp
 
 
 @register
@@ -19,24 +39,22 @@ class DynamicQuantizeMatMul(Kernel):
     domain = MS
     since_version = 1
 
+    def _setup(self, node: NodeInfo) -> None:
+        self.weights = const_weights(node.const(1), node.const(3), node.present(3), self.fail)
+
     def __call__(self, a, b, b_scale, b_zp=None, bias=None) -> Sequence[Any]:
         a = np.asarray(a, dtype=np.float32)
         b = np.asarray(b)
-        lo = min(0.0, float(a.min())) if a.size else 0.0
-        hi = max(0.0, float(a.max())) if a.size else 0.0
-        a_scale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
-        if a_scale == 0:
-            aq = np.zeros(a.shape, dtype=np.int64)
-            a_zp = 0
+        aq, a_scale, a_zp = quantize_uint8(a)
+        if self.weights is not None and a.ndim >= 2 and a.shape[-1] == self.weights.k:
+            acc = exact_product(aq, max(a_zp, 255.0 - a_zp), self.weights)
         else:
-            a_zp = int(np.rint(np.clip(np.float32(0) - np.float32(lo) / a_scale, 0, 255)))
-            aq = np.clip(np.rint(a / a_scale) + a_zp, 0, 255).astype(np.int64)
-        bi = b.astype(np.int64)
-        if b_zp is not None:
-            bi = bi - col_param(b_zp, b, self.fail, "b_zero_point").astype(np.int64)
-        acc = int_matmul(aq - a_zp, bi, self.fail)
+            bi = b.astype(np.int64)
+            if b_zp is not None:
+                bi = bi - col_param(b_zp, b, self.fail, "b_zero_point").astype(np.int64)
+            acc = int_matmul(aq.astype(np.int64), bi, self.fail)
         scale = a_scale * col_param(np.asarray(b_scale, dtype=np.float32), b, self.fail, "b_scale")
         y = acc.astype(np.float32) * scale
         if bias is not None:
             y = y + np.asarray(bias, dtype=np.float32)
-        return (y.astype(np.float32),)
+        return (y.astype(np.float32, copy=False),)

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from nnrt_numpy import parallel
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
 from ._util import MS
@@ -38,7 +39,7 @@ class _FusedMatMulBase(Kernel):
         a = _prep(np.asarray(a), self.ta, self.tba)
         b = _prep(np.asarray(b), self.tb, self.tbb)
         try:
-            y = np.matmul(a, b)
+            y = parallel.matmul(a, b)  # split over idle cores when large enough
         except ValueError as e:
             raise self.fail(f"incompatible shapes {a.shape} @ {b.shape}: {e}") from None
         if self.alpha != 1.0:

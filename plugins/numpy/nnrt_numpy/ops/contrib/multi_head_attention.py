@@ -25,6 +25,8 @@ class MultiHeadAttention(Kernel):
         read_head_attrs(self, node)
         if node.present(8) or node.present(9):
             raise self.fail("past_sequence_length / cache_indirection (buffer sharing, beam search) are not supported")
+        if node.present(6) != node.present(7):
+            raise self.fail("past_key and past_value must be given together")
 
     @classmethod
     def _check(cls, node: NodeInfo) -> str | None:
@@ -93,9 +95,8 @@ class MultiHeadAttention(Kernel):
         t = kh.shape[2]
         scale = self.scale if self.scale is not None else 1.0 / np.sqrt(hq // n)
         masks = [key_mask(key_padding_mask, b, s, t, p, self.filter_value, self.fail, allow_4d=False)]
-        if self.unidirectional:
-            masks.append(causal_mask(s, t, p, self.filter_value))
+        causal = causal_mask(s, t, p) if self.unidirectional else None
         if attention_bias is not None:
             masks.append(np.asarray(attention_bias, dtype=comp))
-        out = merge_heads(attend(qh, kh, vh, scale, masks)).astype(dt)
+        out = merge_heads(attend(qh, kh, vh, scale, masks, causal)).astype(dt)
         return [out, kh.astype(dt), vh.astype(dt), None]

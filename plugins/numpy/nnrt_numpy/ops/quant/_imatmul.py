@@ -1,10 +1,13 @@
-"""Exact integer matrix products through float64 BLAS, and the per-row /
-per-column parameter layouts of the quantized MatMul operators."""
+"""Exact integer matrix products through float64 BLAS (float32 BLAS in K chunks
+for constant weights), and the per-row / per-column parameter layouts of the
+quantized MatMul operators."""
 from __future__ import annotations
 
 from typing import Callable
 
 import numpy as np
+
+from nnrt_numpy import parallel
 
 # Products of 8/16-bit operands summed over K stay exact in float64 while
 # |sum| < 2**53, i.e. for any realistic K; fall back to int64 beyond that.
@@ -57,3 +60,97 @@ def col_param(p: np.ndarray, b: np.ndarray, fail: Callable[[str], Exception], na
     if b.ndim >= 2 and p.ndim == b.ndim and p.shape[-2] == 1 and p.shape[-1] == b.shape[-1]:
         return p
     raise fail(f"{name} of shape {p.shape} is neither a scalar nor per-column for input of shape {b.shape}")
+
+
+# -- constant integer weights: exact products through float32 BLAS ----------------------------------
+# Integers below 2**24 are exact in float32, and so is every partial sum BLAS forms (in any order,
+# any blocking) of a_mk * b_kn over a set of k while sum_k |a_mk| |b_kn| < 2**24. With |a| <= amax
+# that holds when amax * sum_k |b_kn| < 2**24 for every column n: for 8-bit weights (mean |b| ~ 30)
+# and 8-bit activations (|a - zp| <= 255), K up to ~2000 in one product. Longer products are cut
+# along K (at multiples of 64 rows) into chunks that each satisfy it, one exact sgemm each, summed
+# in float64 (exact below 2**53). sgemm runs about twice as fast as the float64 products of
+# :func:`int_matmul`, and the weights are converted once, not at every run.
+_F32_EXACT = float(2**24)
+_BLOCK = 64  # rows of K per block of column sums (the chunk boundaries)
+
+
+class IntWeights:
+    """A constant integer right operand ``(K, N)`` with its zero point subtracted,
+    kept as float32 (exact) for :func:`exact_product`, with the column sums of
+    ``|b|`` per block of 64 rows that bound its partial sums."""
+
+    __slots__ = ("f32", "k", "_blocks", "_chunks", "_f64")
+
+    def __init__(self, b_minus_zp: np.ndarray) -> None:
+        self.f32 = np.ascontiguousarray(b_minus_zp, dtype=np.float32)
+        self.k = self.f32.shape[-2]
+        rows = -(-self.k // _BLOCK) * _BLOCK
+        padded = np.zeros((rows, self.f32.shape[-1]), np.float64)
+        padded[: self.k] = np.abs(self.f32)
+        self._blocks = padded.reshape(-1, _BLOCK, padded.shape[-1]).sum(axis=1)  # (blocks, N)
+        self._chunks: dict[float, list[tuple[int, int]] | None] = {}
+        self._f64: np.ndarray | None = None
+
+    def f64(self) -> np.ndarray:
+        if self._f64 is None:
+            self._f64 = self.f32.astype(np.float64)
+        return self._f64
+
+    def chunks(self, a_absmax: float) -> list[tuple[int, int]] | None:
+        """K ranges whose products with ``|a| <= a_absmax`` stay exact in float32,
+        or None when one block of 64 rows is already too long (use float64)."""
+        found = self._chunks.get(a_absmax, ())
+        if found != ():
+            return found  # type: ignore[return-value]
+        limit = _F32_EXACT / a_absmax if a_absmax else np.inf
+        out: list[tuple[int, int]] | None = []
+        running = np.zeros(self._blocks.shape[-1])
+        start = 0
+        for i, block in enumerate(self._blocks):
+            if float(block.max(initial=0)) >= limit:
+                out = None
+                break
+            if i > start and float((running + block).max(initial=0)) >= limit:
+                out.append((start * _BLOCK, i * _BLOCK))
+                start, running = i, np.zeros_like(running)
+            running += block
+        if out is not None:
+            out.append((start * _BLOCK, self.k))
+        if len(self._chunks) < 1024:
+            self._chunks[a_absmax] = out
+        return out
+
+
+def exact_product(a: np.ndarray, a_absmax: float, w: IntWeights) -> np.ndarray:
+    """``a @ w`` exactly, for ``a`` (..., M, K) float32 holding integers of magnitude
+    at most ``a_absmax``: float32 when no partial sum can reach 2**24, float64 otherwise."""
+    chunks = w.chunks(a_absmax)
+    if chunks is None:
+        return parallel.matmul(a.astype(np.float64), w.f64())
+    if len(chunks) == 1:
+        return parallel.matmul(a, w.f32)
+    total: np.ndarray | None = None
+    for k0, k1 in chunks:
+        part = parallel.matmul(np.ascontiguousarray(a[..., k0:k1]), w.f32[k0:k1])
+        total = part.astype(np.float64) if total is None else np.add(total, part, out=total)
+    assert total is not None
+    return total
+
+
+def const_weights(b: np.ndarray | None, zp: np.ndarray | None, zp_given: bool,
+                  fail: Callable[[str], Exception]) -> IntWeights | None:
+    """:class:`IntWeights` of a constant 2-D ``b`` minus its (scalar or per-column,
+    constant or absent) zero point, or None when either is not constant."""
+    if b is None or b.ndim != 2 or (zp_given and zp is None):
+        return None
+    bi = b.astype(np.int64)
+    if zp is not None:
+        bi = bi - col_param(zp, b, fail, "b_zero_point").astype(np.int64)
+    return IntWeights(bi)
+
+
+def range_absmax(dtype: np.dtype, zp: np.ndarray | float | None) -> float:
+    """The largest ``|q - zp|`` over the integer range of ``dtype`` (zp scalar or per-row)."""
+    info = np.iinfo(dtype)
+    z = np.asarray(0.0 if zp is None else zp, dtype=np.float64)
+    return float(max(np.max(np.abs(info.min - z)), np.max(np.abs(info.max - z))))

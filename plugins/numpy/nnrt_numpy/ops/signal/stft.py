@@ -1,5 +1,5 @@
 """STFT (opset 17): short-time Fourier transform of ``[batch, length, 1|2]``
-signals: frames of ``frame_length`` every ``frame_step`` samples, multiplied by
+signals, or real ``[batch, length]`` ones (which ONNX Runtime accepts too): frames of ``frame_length`` every ``frame_step`` samples, multiplied by
 ``window``, transformed (one-sided by default for real input).
 Output ``[batch, frames, bins, 2]``."""
 from __future__ import annotations
@@ -24,8 +24,10 @@ class STFT(Kernel):
 
     def __call__(self, signal, frame_step, window=None, frame_length=None) -> Sequence[Any]:
         x = np.asarray(signal)
+        if x.ndim == 2:  # real [batch, length]
+            x = x[..., None]
         if x.ndim != 3:
-            raise self.fail(f"signal must be [batch, length, 1|2], got shape {x.shape}")
+            raise self.fail(f"signal must be [batch, length], [batch, length, 1] or [batch, length, 2], got shape {x.shape}")
         step = scalar_int(frame_step, self.fail, "frame_step")
         if step <= 0:
             raise self.fail(f"frame_step must be positive, got {step}")

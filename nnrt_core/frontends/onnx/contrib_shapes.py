@@ -1,0 +1,195 @@
+"""Output types of ONNX Runtime's contrib ops (``com.microsoft``), which onnx's
+shape inference does not know, and of the nodes downstream of them.
+
+After import, every value behind a contrib node (a transformer optimized by
+``onnxruntime.transformers``: EmbedLayerNormalization -> Attention -> MatMul
+-> SkipLayerNormalization -> ...) would have no type. :func:`complete_contrib_types`
+walks the graph once in order: a contrib node's outputs get the type its rule
+below gives (from the input types and attributes, ORT's shape rules), and a
+standard node reading a value typed this way is inferred again by onnx's
+per-node inference. A type is only filled in where none (or no shape) was
+known; anything a rule cannot tell stays unknown, as before.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from nnrt_core.frontends.onnx.schemas import onnx_schema
+from nnrt_core.frontends.onnx.shapes import infer_node_types
+from nnrt_core.ir import DataType, Graph, Node, TensorType, ValueType
+from nnrt_core.logs import get_logger
+
+__all__ = ["complete_contrib_types", "CONTRIB_RULES"]
+
+log = get_logger("nnrt.onnx")
+MS = "com.microsoft"
+_MAX_DATA = 4096  # constant inputs handed to per-node inference (shape-like tensors)
+
+Dims = tuple
+Rule = Callable[[Node, list], list]
+
+
+def _t(v) -> TensorType | None:
+    return v.type if v is not None and isinstance(v.type, TensorType) and v.type.shape is not None else None
+
+
+def _inputs(node: Node) -> list[TensorType | None]:
+    return [_t(v) for v in node.inputs]
+
+
+def _same(node: Node, ts: list) -> list:
+    return [ts[0]]
+
+
+def _skip_norm(node: Node, ts: list) -> list:
+    return [ts[0], None, None, ts[0]]
+
+
+def _bcast(a: Dims, b: Dims) -> Dims | None:
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            return None
+    return tuple(out)
+
+
+def _matmul_shape(a: Dims, b: Dims) -> Dims | None:
+    if len(a) < 2 or len(b) < 2:
+        return None
+    batch = _bcast(a[:-2], b[:-2])
+    return None if batch is None else batch + (a[-2], b[-1])
+
+
+def _prep(shape: Dims, trans: bool, trans_batch: bool) -> Dims:
+    if trans_batch and len(shape) > 2:
+        shape = tuple(shape[1:-1]) + (shape[0], shape[-1])
+    if trans and len(shape) >= 2:
+        shape = tuple(shape[:-2]) + (shape[-1], shape[-2])
+    return tuple(shape)
+
+
+def _fused_matmul(node: Node, ts: list) -> list:
+    a, b = ts[0], ts[1]
+    if a is None or b is None:
+        return [None]
+    shape = _matmul_shape(_prep(a.shape, bool(node.attr("transA", 0)), bool(node.attr("transBatchA", 0))),
+                          _prep(b.shape, bool(node.attr("transB", 0)), bool(node.attr("transBatchB", 0))))
+    return [None if shape is None else TensorType(a.dtype, shape)]
+
+
+def _int_matmul(dtype_of: int | None) -> Rule:
+    def rule(node: Node, ts: list) -> list:
+        a, b = ts[0], ts[1]
+        dt = DataType.FLOAT if dtype_of is None else (ts[dtype_of].dtype if ts[dtype_of] is not None else None)
+        shape = None if a is None or b is None or dt is None else _matmul_shape(a.shape, b.shape)
+        return [None if shape is None else TensorType(dt, shape)]
+    return rule
+
+
+def _attention(node: Node, ts: list) -> list:
+    x, w = ts[0], ts[1]
+    if x is None or w is None or len(x.shape) != 3 or len(w.shape) != 2:
+        return [None]
+    sizes = node.attr("qkv_hidden_sizes")
+    hv = int(sizes[2]) if sizes is not None else (w.shape[1] // 3 if isinstance(w.shape[1], int) else None)
+    return [TensorType(x.dtype, (x.shape[0], x.shape[1], hv))]
+
+
+def _multi_head_attention(node: Node, ts: list) -> list:
+    q = ts[0]
+    v = ts[2] if len(ts) > 2 else None
+    if q is None or len(q.shape) != 3 or v is None:
+        return [None]
+    if len(v.shape) == 3:
+        hv = v.shape[2]
+    elif len(v.shape) == 4 and all(isinstance(d, int) for d in v.shape[1::2]):
+        hv = v.shape[1] * v.shape[3]
+    else:
+        return [None]
+    return [TensorType(q.dtype, (q.shape[0], q.shape[1], hv))]
+
+
+def _embed_layer_norm(node: Node, ts: list) -> list:
+    ids, word = ts[0], ts[2]
+    if ids is None or word is None or len(ids.shape) != 2 or len(word.shape) != 2:
+        return [None]
+    out = TensorType(word.dtype, (ids.shape[0], ids.shape[1], word.shape[1]))
+    return [out, TensorType(DataType.INT32, (ids.shape[0],)), out]
+
+
+def _dynamic_quantize_lstm(node: Node, ts: list) -> list:
+    x = ts[0]
+    h = node.attr("hidden_size")
+    if x is None or len(x.shape) != 3 or h is None:
+        return [None]
+    d = 2 if node.attr("direction", "forward") == "bidirectional" else 1
+    state = TensorType(x.dtype, (d, x.shape[1], int(h)))
+    return [TensorType(x.dtype, (x.shape[0], d, x.shape[1], int(h))), state, state]
+
+
+#: op type -> rule (input types -> output types, None where unknown)
+CONTRIB_RULES: dict[str, Rule] = {
+    **{op: _same for op in ("FastGelu", "BiasGelu", "QuickGelu", "Gelu", "BiasAdd", "RotaryEmbedding", "Inverse")},
+    "SkipLayerNormalization": _skip_norm, "SkipSimplifiedLayerNormalization": _skip_norm,
+    "FusedMatMul": _fused_matmul, "TransposeMatMul": _fused_matmul,
+    "DynamicQuantizeMatMul": _int_matmul(None), "MatMulIntegerToFloat": _int_matmul(2),
+    "Attention": _attention, "MultiHeadAttention": _multi_head_attention,
+    "EmbedLayerNormalization": _embed_layer_norm, "DynamicQuantizeLSTM": _dynamic_quantize_lstm,
+}
+
+
+def _unknown(t: ValueType | None) -> bool:
+    return t is None or (isinstance(t, TensorType) and t.shape is None)
+
+
+def _fits(old: ValueType | None, new: TensorType) -> bool:
+    return old is None or (isinstance(old, TensorType) and old.dtype in (DataType.UNDEFINED, new.dtype))
+
+
+def _standard(node: Node, opsets: dict[str, int]) -> Sequence[ValueType | None]:
+    schema = onnx_schema(node.op_type, node.domain, node.opset or opsets.get(node.domain, 1))
+    if schema is None:
+        return []
+    types = {v.name: v.type for v in node.inputs if v is not None and isinstance(v.type, TensorType)}
+    data = {v.name: v.const for v in node.inputs
+            if v is not None and v.const is not None and v.const.size <= _MAX_DATA and v.const.dtype != object}
+    try:
+        return infer_node_types(schema, node.op_type, node.domain, [v.name if v is not None else "" for v in node.inputs],
+                                [o.name for o in node.outputs], list(node.attributes.values()), types, data, opsets)
+    except Exception:  # NodeInferenceError or GraphError: the types stay unknown, as before
+        return []
+
+
+def complete_contrib_types(graph: Graph, opsets: dict[str, int]) -> int:
+    """Fill in the types behind the contrib nodes of ``graph`` (top level, in
+    order); returns how many values got a type."""
+    if not any(n.domain == MS and n.op_type in CONTRIB_RULES for n in graph.nodes):
+        return 0
+    fresh: set[str] = set()
+    for node in graph.nodes:
+        if not any(o.name and _unknown(o.type) for o in node.outputs):
+            continue
+        if node.domain == MS:
+            rule = CONTRIB_RULES.get(node.op_type)
+            try:
+                new = rule(node, _inputs(node)) if rule is not None else []
+            except Exception:  # a rule never breaks loading
+                new = []
+        elif any(v is not None and v.name in fresh for v in node.inputs):
+            new = list(_standard(node, opsets))
+        else:
+            continue
+        for out, t in zip(node.outputs, new):
+            if out.name and isinstance(t, TensorType) and t.shape is not None and _unknown(out.type) \
+                    and _fits(out.type, t):
+                out.type = t
+                fresh.add(out.name)
+    if fresh:
+        log.debug("typed %d values behind contrib ops", len(fresh))
+    return len(fresh)

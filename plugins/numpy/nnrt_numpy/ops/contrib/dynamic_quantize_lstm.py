@@ -1,0 +1,144 @@
+"""DynamicQuantizeLSTM (com.microsoft): an LSTM whose ``W`` (D, I, 4H) and
+``R`` (D, H, 4H) are int8/uint8 with per-direction or per-gate-column scales
+and zero points, as ``onnxruntime.quantization.quantize_dynamic`` writes it.
+
+Arithmetic follows ONNX Runtime's CPU kernel: the input rows of the first
+``max(sequence_lens)`` steps are quantized to uint8 once (range including 0,
+``scale = (max - min) / 255``), the hidden state of all batch rows is
+quantized again at every step (rows whose sequence ended count as zeros),
+integer products are exact and rescaled in float32 by ``a_scale * w_scale``.
+Reverse directions run on each sequence reversed within its own length.
+Gates are ordered i, o, f, c; peepholes i, o, f; ``input_forget`` couples
+f = 1 - i. ORT's kernel splits the batch over its threads when quantizing the
+hidden state (batch > 4, or batch >= 2 with hidden <= 256); this kernel
+quantizes the whole batch at once, ORT's result with one thread."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from nnrt_numpy.kernel import NodeInfo, register
+
+from ..quant._imatmul import int_matmul
+from ..rnn._common import RecurrentBase
+from ._util import MS
+
+
+def quantize_rows(a: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """``a`` as exact integers ``q - zero_point`` and its scale (uint8 range incl. 0)."""
+    lo = np.float32(min(0.0, float(a.min()))) if a.size else np.float32(0)
+    hi = np.float32(max(0.0, float(a.max()))) if a.size else np.float32(0)
+    scale = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    zp = np.float32(np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)))
+    q = np.clip(np.rint(a / scale) + zp, 0, 255)
+    return (q - zp).astype(np.int64), scale
+
+
+@register
+class DynamicQuantizeLSTM(RecurrentBase):
+    op_type = "DynamicQuantizeLSTM"
+    domain = MS
+    since_version = 1
+    _gates = 4
+    _default_acts = ("Sigmoid", "Tanh", "Tanh")
+
+    def _setup(self, node: NodeInfo) -> None:
+        super()._setup(node)
+        self.input_forget = bool(node.attr("input_forget", 0))
+        for k, name in ((8, "W_scale"), (9, "W_zero_point"), (10, "R_scale"), (11, "R_zero_point")):
+            if not node.present(k):
+                raise self.fail(f"input {name} is required")
+
+    def _weights(self, w: Any, scale: Any, zp: Any, rows: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Integer weights minus their zero points (D, rows, 4H) and float32 scales (D, 1 or 4H)."""
+        w = np.asarray(w)
+        d, h4 = self.num_dirs, 4 * self.hidden
+        if w.dtype not in (np.int8, np.uint8) or w.shape != (d, rows, h4):
+            raise self.fail(f"{name} must be int8/uint8 of shape {(d, rows, h4)}, got {w.dtype} {w.shape}")
+        params = []
+        for what, p in (("scale", scale), ("zero_point", zp)):
+            p = np.asarray(p)
+            if p.shape not in ((d,), (d, h4)):
+                raise self.fail(f"{name}_{what} must have shape ({d},) or ({d}, {h4}), got {p.shape}")
+            params.append(p.reshape(d, 1, -1))
+        s, z = params
+        return w.astype(np.int64) - z.astype(np.int64), s.astype(np.float32).reshape(d, -1)
+
+    def __call__(self, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,
+                 W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None) -> Sequence[Any]:
+        x = np.asarray(X)
+        if x.dtype != np.float32 or x.ndim != 3:
+            raise self.fail(f"X must be float32 (T, N, I), got {x.dtype} {x.shape}")
+        t, n, i = x.shape
+        r_arr = np.asarray(R)
+        self.hidden = self.hidden_size if self.hidden_size is not None else (r_arr.shape[1] if r_arr.ndim == 3 else 0)
+        hs, d = self.hidden, self.num_dirs
+        w, w_s = self._weights(W, W_scale, W_zero_point, i, "W")
+        r, r_s = self._weights(R, R_scale, R_zero_point, hs, "R")
+        b = np.zeros((d, 8 * hs), np.float32) if B is None else np.asarray(B, dtype=np.float32)
+        p = np.zeros((d, 3 * hs), np.float32) if P is None else np.asarray(P, dtype=np.float32)
+        if b.shape != (d, 8 * hs) or p.shape != (d, 3 * hs):
+            raise self.fail(f"B must be {(d, 8 * hs)} and P {(d, 3 * hs)}, got {b.shape}, {p.shape}")
+        lens = np.full(n, t, np.int64) if sequence_lens is None else np.asarray(sequence_lens).astype(np.int64)
+        if lens.shape != (n,) or np.any(lens < 0) or np.any(lens > t):
+            raise self.fail(f"sequence_lens must be ({n},) values in [0, {t}], got {lens.tolist()}")
+        states = []
+        for k, s in enumerate((initial_h, initial_c)):
+            s = np.zeros((d, n, hs), np.float32) if s is None else np.asarray(s, dtype=np.float32)
+            if s.shape != (d, n, hs):
+                raise self.fail(f"initial state {k} must have shape {(d, n, hs)}, got {s.shape}")
+            states.append(s)
+        self.check_alloc((t, d, n, hs), np.float32, "Y")
+        y = np.zeros((t, d, n, hs), np.float32)
+        y_h = np.zeros((d, n, hs), np.float32)
+        y_c = np.zeros((d, n, hs), np.float32)
+        steps = int(lens.max(initial=0))
+        for k, reverse in self.directions():
+            xs = _reverse_within(x, lens) if reverse else x
+            out, y_h[k], y_c[k] = self._direction(k, xs[:steps], w[k], w_s[k], r[k], r_s[k], b[k], p[k],
+                                                  states[0][k], states[1][k], lens)
+            y[:steps, k] = _reverse_within(out, lens) if reverse else out
+        return [y, y_h, y_c]
+
+    def _direction(self, k, x, w, w_s, r, r_s, b, p, h, c, lens) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One direction over ``x`` (steps, N, I): outputs (steps, N, H), final h and c."""
+        f, g, act_h = self.acts[k]
+        hs = self.hidden
+        steps, n = x.shape[:2]
+        out = np.zeros((steps, n, hs), np.float32)
+        final_h = np.zeros((n, hs), np.float32)
+        final_c = np.zeros((n, hs), np.float32)
+        if steps == 0:
+            return out, final_h, final_c
+        xq, x_scale = quantize_rows(x.reshape(steps * n, -1))
+        xw = (int_matmul(xq, w, self.fail).astype(np.float32) * (x_scale * w_s)).reshape(steps, n, 4 * hs)
+        bias = b[:4 * hs] + b[4 * hs:]
+        bi, bo, bf, bc = (bias[j * hs:(j + 1) * hs] for j in range(4))
+        pi, po, pf = p[:hs], p[hs:2 * hs], p[2 * hs:]
+        h_prev = h
+        for step in range(steps):
+            hq, h_scale = quantize_rows(h_prev)
+            gates = xw[step] + int_matmul(hq, r, self.fail).astype(np.float32) * (h_scale * r_s)
+            gi = f(self.clipped(gates[:, :hs] + c * pi + bi))
+            gf = 1 - gi if self.input_forget else f(self.clipped(gates[:, 2 * hs:3 * hs] + c * pf + bf))
+            gc = g(self.clipped(gates[:, 3 * hs:] + bc))
+            active = (step < lens)[:, None]
+            c = np.where(active, gf * c + gi * gc, c).astype(np.float32)
+            go = f(self.clipped(gates[:, hs:2 * hs] + c * po + bo))
+            h_new = np.where(active, go * act_h(c), np.float32(0)).astype(np.float32)
+            out[step] = h_new
+            last = (step + 1 == lens)[:, None]
+            final_h = np.where(last, h_new, final_h)
+            final_c = np.where(last, c, final_c)
+            h_prev = h_new
+        return out, final_h, final_c
+
+
+def _reverse_within(a: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Each batch column of ``a`` (T, N, ...) reversed within its own length."""
+    out = a.copy()
+    for j, ln in enumerate(lens.tolist()):
+        if ln:
+            out[:ln, j] = a[:ln, j][::-1]
+    return out

@@ -1,0 +1,80 @@
+"""Types behind com.microsoft nodes (nnrt_core/frontends/onnx/contrib_shapes.py):
+onnx's inference knows no contrib op, so nnrt's rules give their outputs the
+shapes ONNX Runtime computes, and the nodes after them are inferred again."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.helper import np_dtype_to_tensor_dtype
+
+from nnrt_core.frontends.onnx import load_onnx
+
+R = np.random.default_rng(0)
+F = np.float32
+
+
+def _f(*shape: int) -> np.ndarray:
+    return R.standard_normal(shape).astype(F)
+
+
+def _model(op: str, inputs: list, attrs: dict, n_out: int, want: list | None = None) -> tuple[bytes, dict]:
+    names, vis, feeds = [], [], {}
+    for name, value in inputs:
+        names.append(name if value is not None else "")
+        if value is not None:
+            vis.append(helper.make_tensor_value_info(name, np_dtype_to_tensor_dtype(value.dtype), value.shape))
+            feeds[name] = value
+    outs = [f"o{i}" for i in range(n_out)]
+    nodes = [helper.make_node(op, names, outs, domain="com.microsoft", name="contrib", **attrs)]
+    nodes += [helper.make_node("Identity", [o], [f"{o}_next"], name=f"next{i}") for i, o in enumerate(outs)]
+    nodes += [helper.make_node("Identity", [f"{o}_next"], [f"{o}_out"], name=f"id{i}") for i, o in enumerate(outs)]
+    # graph outputs with symbolic dims only (the checker wants a rank): all sizes come from the rules
+    graph = helper.make_graph(nodes, "g", vis, [helper.make_tensor_value_info(
+        f"{o}_out", _OUT_TYPES.get(op, {}).get(i, TensorProto.FLOAT) if want is None
+        else np_dtype_to_tensor_dtype(want[i].dtype),
+        None if want is None else [f"{o}_{j}" for j in range(want[i].ndim)]) for i, o in enumerate(outs)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    return model.SerializeToString(), feeds
+
+
+H = 16
+_OUT_TYPES = {"EmbedLayerNormalization": {1: TensorProto.INT32}}  # outputs that are not float
+CASES = {
+    "FastGelu": ([("x", _f(2, 3, 8)), ("b", _f(8))], {}, 1),
+    "BiasGelu": ([("x", _f(2, 3, 8)), ("b", _f(8))], {}, 1),
+    "SkipLayerNormalization": ([("x", _f(2, 3, 8)), ("s", _f(2, 3, 8)), ("g", _f(8)), ("b", _f(8))], {}, 1),
+    "FusedMatMul": ([("a", _f(2, 5, 4)), ("b", _f(2, 6, 4))], {"transB": 1, "alpha": 0.5}, 1),
+    "FusedMatMul_batch": ([("a", _f(5, 2, 4)), ("b", _f(2, 4, 6))], {"transBatchA": 1}, 1),
+    "DynamicQuantizeMatMul": ([("a", _f(2, 3, 8)), ("b", R.integers(-5, 5, (8, 6)).astype(np.int8)),
+                               ("s", np.array([0.1], F))], {}, 1),
+    "MatMulIntegerToFloat": ([("a", R.integers(0, 9, (3, 8)).astype(np.uint8)),
+                              ("b", R.integers(0, 9, (8, 6)).astype(np.uint8)),
+                              ("sa", np.array(0.1, F)), ("sb", np.array([0.1], F))], {}, 1),
+    "Attention": ([("x", _f(2, 5, 8)), ("w", _f(8, 3 * H)), ("b", _f(3 * H))], {"num_heads": 2}, 1),
+    "MultiHeadAttention": ([("q", _f(2, 5, H)), ("k", _f(2, 7, H)), ("v", _f(2, 7, H))], {"num_heads": 4}, 1),
+    "EmbedLayerNormalization": ([("ids", R.integers(0, 9, (2, 5)).astype(np.int32)), ("seg", None), ("w", _f(10, 8)),
+                                 ("p", _f(6, 8)), ("se", None), ("g", _f(8)), ("be", _f(8))], {}, 2),
+    "DynamicQuantizeLSTM": ([("x", _f(4, 2, 3)), ("w", R.integers(-5, 5, (2, 3, 16)).astype(np.int8)),
+                             ("r", R.integers(-5, 5, (2, 4, 16)).astype(np.int8)), ("b", None), ("sl", None),
+                             ("h0", None), ("c0", None), ("p", None), ("ws", np.array([0.1, 0.1], F)),
+                             ("wz", np.zeros(2, np.int8)), ("rs", np.array([0.1, 0.1], F)),
+                             ("rz", np.zeros(2, np.int8))], {"hidden_size": 4, "direction": "bidirectional"}, 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_contrib_output_types_are_the_shapes_onnxruntime_computes(name):
+    inputs, attrs, n_out = CASES[name]
+    op = name.split("_")[0]
+    data, feeds = _model(op, inputs, attrs, n_out)
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    data, feeds = _model(op, inputs, attrs, n_out, want)
+    graph = load_onnx(data).graph
+    node = next(n for n in graph.nodes if n.domain == "com.microsoft")
+    for out, w in zip(node.outputs, want):
+        assert out.type is not None and tuple(out.type.shape) == w.shape, f"{out.name}: {out.type} vs {w.shape}"
+    ident = {n.outputs[0].name: n.outputs[0] for n in graph.nodes if n.op_type == "Identity"}
+    for i, w in enumerate(want):  # the node after it is inferred from the rule's type
+        assert tuple(ident[f"o{i}_next"].type.shape) == w.shape
