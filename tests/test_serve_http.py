@@ -189,7 +189,7 @@ def test_binary_payload_that_does_not_match_its_shape(server):
     status, body = request(x[:28], 28)  # 7 floats for a [1, 8] tensor
     assert status == 400 and "'x'" in body["error"] and "28 bytes" in body["error"] and "32" in body["error"]
     status, body = request(x, 40)  # claims more than there is
-    assert status == 400 and "'x'" in body["error"] and "binary_data_size 40" in body["error"]
+    assert status == 400 and "'x'" in body["error"] and "40 bytes" in body["error"] and "needs 32" in body["error"]
     status, body = request(x + b"\0" * 4, 32)  # bytes nobody claims
     assert status == 400 and "not claimed" in body["error"]
     head = b'{"inputs": []}'

@@ -10,13 +10,11 @@ import sys
 from typing import Any, Sequence
 
 from nnrt_core import ScheduleConfig
+from nnrt_serve.process import LISTENING
 from nnrt_serve.repository import ModelRepository
 from nnrt_serve.server import InferenceServer, ServerOptions
 
-__all__ = ["run_command", "main", "LISTENING"]
-
-#: the first line ``nnrt serve`` prints on stdout, then a JSON object of its addresses
-LISTENING = "nnrt serve: listening "
+__all__ = ["run_command", "main"]
 
 
 def _announce(addresses: dict[str, Any]) -> None:

@@ -1,4 +1,7 @@
-"""``nnrt serve`` in a child process, for tests, benchmarks and scripts: it
+"""``nnrt serve`` in a child process, for tests, benchmarks and scripts (this
+module imports no server code: a client process may hold its own protobuf
+stubs of the protocol, e.g. tritonclient.grpc's, which define the same
+names as ours).  It
 starts bounded (``--exit-after``), waits until the server listens and its
 models are ready, and stops by signal, then kill, each with a timeout."""
 from __future__ import annotations
@@ -14,9 +17,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from nnrt_core.errors import ExecutionError
-from nnrt_serve.cli import LISTENING
 
-__all__ = ["ServerProcess"]
+__all__ = ["ServerProcess", "LISTENING"]
+
+#: the first line ``nnrt serve`` prints on stdout, then a JSON object of its addresses
+LISTENING = "nnrt serve: listening "
 
 
 class ServerProcess:
