@@ -11,11 +11,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import grpc
 import uvicorn
 
 from nnrt_core.errors import ConfigError
-from nnrt_serve.grpc_service import add_to_server, grpc_options
 from nnrt_serve.handlers import Handlers
 from nnrt_serve.repository import ModelRepository
 from nnrt_serve.rest import RestOptions, create_app
@@ -80,7 +78,14 @@ class InferenceServer:
         self.addresses["http_port"] = sock.getsockname()[1]
         return uvicorn.Server(config), sock
 
-    def _grpc(self) -> grpc.aio.Server:
+    def _grpc(self) -> Any:
+        """The grpc.aio server (its stubs imported only now: a process that
+        holds another copy of the protocol's protobuf names, e.g.
+        tritonclient.grpc's, can still use the REST server)."""
+        import grpc
+
+        from nnrt_serve.grpc_service import add_to_server, grpc_options
+
         o = self.options
         server = grpc.aio.server(options=grpc_options(o.max_request_bytes))
         add_to_server(self.handlers, server, o.token)
