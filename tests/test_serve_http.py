@@ -280,6 +280,9 @@ def test_metrics_and_placement(server, client, repo):
                  "nnrt_serve_compute_seconds_bucket", "nnrt_serve_batch_rows_bucket", "nnrt_serve_model_ready"):
         assert name in text
     assert metric_value(text, 'nnrt_serve_requests_total{model="mlp",protocol="http"}') >= 1
+    # bad requests are counted whether they fail decoding (malformed JSON: 400) or the checks
+    assert metric_value(text, 'nnrt_serve_request_failures_total{model="mlp",protocol="http",status="400"}') >= 10
+    assert metric_value(text, 'nnrt_serve_request_failures_total{model="mlp",protocol="http",status="413"}') >= 1
     conn = http.client.HTTPConnection(server.http_address, timeout=30)
     conn.request("GET", "/v2/models/mlp/placement")
     doc = json.loads(conn.getresponse().read())

@@ -107,7 +107,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         async def infer() -> pb.ModelInferResponse:
             limit = self.handlers.tensor_limit(request.model_name)
-            req = decode_infer_request(request, limit, context.time_remaining())
+            try:
+                req = decode_infer_request(request, limit, context.time_remaining())
+            except Exception as e:
+                raise self.handlers.refused(request.model_name, "grpc", e) from None
             return encode_infer_result(await self.handlers.infer(req, "grpc"))
         return await self._call(context, infer)
 

@@ -138,6 +138,13 @@ class Handlers:
         budget = m.session.default_control.max_tensor_bytes if m is not None and m.session is not None else None
         return budget or DEFAULT_MAX_TENSOR_BYTES
 
+    def refused(self, model: str, protocol: str, error: BaseException) -> ServeError:
+        """Count a request refused before it was decoded (bad body, size); the error to answer with."""
+        err = as_serve_error(error)
+        label = model if model in self.repository.models else "<unknown>"
+        self.metrics.answered(label, protocol, err.status, 0.0)
+        return err
+
     async def infer(self, request: InferRequest, protocol: str) -> InferResult:
         """Run one request; metrics count it, whatever the answer."""
         t0 = time.perf_counter()

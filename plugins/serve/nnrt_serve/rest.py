@@ -120,8 +120,12 @@ def create_app(handlers: Handlers, options: RestOptions | None = None) -> Starle
         name = request.path_params["name"]
         handlers.repository.get(name, v(request))  # 404 before reading a body for nobody
         limit = opts.max_request_bytes
-        body = decompress(await _read_body(request, limit), request.headers.get("content-encoding"), limit)
-        req = decode_request(body, request.headers.get(HEADER_LENGTH), name, v(request), handlers.tensor_limit(name))
+        try:
+            body = decompress(await _read_body(request, limit), request.headers.get("content-encoding"), limit)
+            req = decode_request(body, request.headers.get(HEADER_LENGTH), name, v(request),
+                                 handlers.tensor_limit(name))
+        except Exception as e:
+            raise handlers.refused(name, "http", e) from None
         result = await _watching_client(request, handlers.infer(req, "http"))
         payload, header_len = encode_result(result, req.parameters)
         if header_len is None:
