@@ -35,7 +35,8 @@ def free_batch(m: onnx.ModelProto, name: str = "N") -> onnx.ModelProto:
 
 
 def mlp_model(seed: int = 0) -> onnx.ModelProto:
-    """y = relu(x @ W + float(offset)) [N, 4] and its argmax [N, 1] (INT64), from x [N, 8] FP32 and offset [N, 1] INT64."""
+    """y = relu(x @ W + float(offset)) [N, 4] and its argmax [N, 1] (INT64),
+    from x [N, 8] FP32 and offset [N, 1] INT64."""
     rs = np.random.RandomState(seed)
     w = numpy_helper.from_array(rs.randn(8, 4).astype(np.float32), "W")
     nodes = [helper.make_node("MatMul", ["x", "W"], ["xw"]),

@@ -84,7 +84,8 @@ def test_concurrent_requests_are_batched(client, repo):
     feeds = [mlp_feeds(n) for n in (1, 2, 1, 3, 1, 2, 1, 1)]
     results: list = [None] * len(feeds)
     for i, f in enumerate(feeds):
-        client.async_infer("mlp", inputs(f), callback=lambda result, error, i=i: results.__setitem__(i, (result, error)))
+        client.async_infer("mlp", inputs(f),
+                           callback=lambda result, error, i=i: results.__setitem__(i, (result, error)))
     deadline = time.monotonic() + 60
     while any(r is None for r in results) and time.monotonic() < deadline:
         time.sleep(0.02)

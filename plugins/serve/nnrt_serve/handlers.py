@@ -72,14 +72,23 @@ class Handlers:
 
     # ------------------------------------------------------------- start
     async def load(self) -> None:
-        """Compile every model (in a thread, so health answers meanwhile), then start its queue."""
+        """Compile every model (in a thread, so health answers meanwhile)."""
         await asyncio.to_thread(self.repository.load_all)
+        self.loaded()
+
+    def loaded(self) -> None:
+        """Record the models' load in the metrics (after ``repository.load_all()``)."""
         for m in self.repository.models.values():
             self.metrics.model_loaded(m)
-            if m.ready and m.session is not None:
-                runner = ModelRunner(m.name, m.session, m.settings, m.batching, self.metrics.executed)
-                self.metrics.queue_depth.labels(m.name).set_function(lambda r=runner: len(r.queue))
-                self.runners[m.name] = runner
+
+    def runner(self, m: ServedModel) -> ModelRunner:
+        """The queue of ready model ``m``, started on the running loop at its first request."""
+        runner = self.runners.get(m.name)
+        if runner is None:
+            runner = self.runners[m.name] = ModelRunner(m.name, m.session, m.settings, m.batching,
+                                                        self.metrics.executed)
+            self.metrics.queue_depth.labels(m.name).set_function(lambda r=runner: len(r.queue))
+        return runner
 
     async def close(self) -> None:
         for r in self.runners.values():
@@ -90,13 +99,13 @@ class Handlers:
         return True
 
     def server_ready(self) -> bool:
-        return self.repository.ready and all(name in self.runners for name in self.repository.models)
+        return self.repository.ready
 
     def server_metadata(self) -> dict[str, Any]:
         return {"name": SERVER_NAME, "version": __version__, "extensions": list(EXTENSIONS)}
 
     def model_ready(self, name: str, version: str | None = None) -> bool:
-        return self.repository.get(name, version).ready and name in self.runners
+        return self.repository.get(name, version).ready
 
     def model_metadata(self, name: str, version: str | None = None) -> dict[str, Any]:
         m = self.repository.get_ready(name, version)
@@ -163,7 +172,7 @@ class Handlers:
 
     async def _infer(self, request: InferRequest) -> InferResult:
         m = self.repository.get_ready(request.model, request.version)
-        runner = self.runners[m.name]
+        runner = self.runner(m)
         feeds = check_inputs(m, request.inputs)
         wanted = requested_outputs(m, request.outputs)
         outputs = await runner.infer(feeds, self._deadline(m, request))

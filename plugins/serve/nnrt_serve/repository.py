@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError, NnrtError
@@ -52,7 +52,8 @@ class ServedModel:
     session: Session | None = None
     load_seconds: float = 0.0
     batch_dim: bool = False  #: every input and output has a free leading dimension
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: makes the session instead of ``Session(path, config)`` (a Ray Serve replica loads a shipped file)
+    loader: Callable[[], Session] | None = field(default=None, repr=False)
 
     @property
     def ready(self) -> bool:
@@ -66,7 +67,7 @@ class ServedModel:
         """Compile (or load) the session; the model becomes READY or FAILED with the reason."""
         t0 = time.perf_counter()
         try:
-            sess = Session(self.path, self.config)
+            sess = self.loader() if self.loader is not None else Session(self.path, self.config)
             self.batch_dim = has_free_batch_dim(sess)
             if self.settings.max_batch_size > 0 and not self.batch_dim:
                 raise ConfigError(f"max_batch_size={self.settings.max_batch_size}, but the model has no free "
@@ -120,6 +121,14 @@ class ModelRepository:
         if not self.models and not self.problems:
             raise ConfigError(f"model repository {str(self.root)!r} holds no model folder")
         self.loaded = threading.Event()
+
+    @classmethod
+    def of_models(cls, root: str | Path, models: list[ServedModel]) -> "ModelRepository":
+        """A repository of models already found (a Ray Serve replica's, whose sessions come shipped)."""
+        repo = cls.__new__(cls)
+        repo.root, repo.problems, repo.loaded = Path(root), {}, threading.Event()
+        repo.models = {m.name: m for m in models}
+        return repo
 
     def _add(self, folder: Path, base_config: ScheduleConfig | None) -> None:
         if not valid_model_name(folder.name):
