@@ -30,7 +30,8 @@ runs.  Nothing leaves 127.0.0.1.
    request drawn at random: 60 % good (binary), the rest one of: wrong
    datatype, wrong shape, missing input, unknown model, malformed JSON, a
    binary payload whose size does not match its shape.  Every request has a
-   30 s client timeout (a timeout counts as a hang); every good answer must
+   30 s client timeout (a timeout counts as a hang, a connection the server
+   closed without an answer as dropped); every good answer must
    be 200 with the right shape, every bad one a 4xx whose message names the
    tensor (or the model / JSON).  Reported: counts, hangs, server alive, the
    server's RSS after the first quarter (warm) and at the end.
@@ -266,7 +267,7 @@ def load_held(server, clients: int, seconds: float) -> dict:
 
     x = np.random.RandomState(2).rand(*SHAPE).astype(np.float32)
     bad = _bad_requests(x)
-    stats = {"good": 0, "bad": 0, "hangs": 0, "wrong": []}
+    stats = {"good": 0, "bad": 0, "hangs": 0, "dropped": 0, "wrong": []}
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
     rss: list[int] = []
@@ -278,8 +279,14 @@ def load_held(server, clients: int, seconds: float) -> dict:
         else:
             kind = rng.choice(sorted(bad))
             model, body, headers, words = bad[kind]
-            conn.request("POST", f"/v2/models/{model}/infer", body, headers)
-            r = conn.getresponse()
+            try:
+                conn.request("POST", f"/v2/models/{model}/infer", body, headers)
+                r = conn.getresponse()
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                # the server closed this keep-alive connection while it idled (uvicorn: after 5 s): a new one
+                conn.close()
+                conn.request("POST", f"/v2/models/{model}/infer", body, headers)
+                r = conn.getresponse()
             msg = json.loads(r.read()).get("error", "")
             ok, key = 400 <= r.status < 500 and all(w in msg for w in words), "bad"
             if not ok:
@@ -294,9 +301,9 @@ def load_held(server, clients: int, seconds: float) -> dict:
         while time.monotonic() < stop_at:
             try:
                 one(c, conn, rng)
-            except (TimeoutError, OSError, http.client.HTTPException) as e:
+            except (TimeoutError, OSError, http.client.HTTPException) as e:  # no answer
                 with lock:
-                    stats["hangs"] += 1
+                    stats["hangs" if isinstance(e, TimeoutError) else "dropped"] += 1
                     stats["wrong"].append(("transport", 0, repr(e)[:200]))
                 conn = http.client.HTTPConnection(server.http_address, timeout=30)
         c.close()
@@ -311,7 +318,8 @@ def load_held(server, clients: int, seconds: float) -> dict:
         t.join(seconds + 60)
     rss.append(server.rss_bytes())
     return {"clients": clients, "seconds": seconds, "good": stats["good"], "bad": stats["bad"],
-            "hangs": stats["hangs"] + sum(t.is_alive() for t in threads), "wrong_answers": stats["wrong"][:10],
+            "hangs": stats["hangs"] + sum(t.is_alive() for t in threads), "dropped": stats["dropped"],
+            "wrong_answers": stats["wrong"][:10],
             "server_alive": server.proc.poll() is None, "rss_warm_mb": rss[0] / 2**20, "rss_end_mb": rss[1] / 2**20,
             "rss_growth": rss[1] / rss[0] - 1}
 
@@ -367,7 +375,8 @@ def main() -> int:
     if "load" in report:
         load = report["load"]
         print(f"load held, {load['clients']} clients x {load['seconds']:.0f} s: {load['good']} good, {load['bad']} "
-              f"bad, {load['hangs']} hangs, server alive {load['server_alive']}, RSS {load['rss_warm_mb']:.0f} -> "
+              f"bad, {load['hangs']} hangs (30 s timeouts), {load['dropped']} connections dropped, "
+              f"server alive {load['server_alive']}, RSS {load['rss_warm_mb']:.0f} -> "
               f"{load['rss_end_mb']:.0f} MB ({100 * load['rss_growth']:+.1f} %), wrong answers: "
               f"{load['wrong_answers'] or 'none'}")
     return 0

@@ -157,6 +157,17 @@ def test_unknown_model_and_version_are_404(server, client):
         client.get_model_metadata("nope")
 
 
+def test_the_connection_stays_usable_after_an_error_answer(server):
+    conn = http.client.HTTPConnection(server.http_address, timeout=60)
+    body = json.dumps({"inputs": [GOOD_X, GOOD_OFFSET]}).encode()
+    for model, status in (("nope", 404), ("mlp", 200), ("mlp", 200)):
+        conn.request("POST", f"/v2/models/{model}/infer", body if model == "mlp" else body + b" " * 4096)
+        r = conn.getresponse()
+        r.read()
+        assert r.status == status and r.getheader("connection") != "close"
+    conn.close()
+
+
 @pytest.mark.parametrize("inputs, status, words", [
     ([GOOD_X], 400, ["missing", "offset"]),
     ([GOOD_X, GOOD_OFFSET, {"name": "z", "datatype": "FP32", "shape": [1], "data": [0]}], 400, ["unexpected", "'z'"]),
