@@ -35,6 +35,11 @@ runs.  Nothing leaves 127.0.0.1.
    be 200 with the right shape, every bad one a 4xx whose message names the
    tensor (or the model / JSON).  Reported: counts, hangs, server alive, the
    server's RSS after the first quarter (warm) and at the end.
+4. **Ray Serve** (``--parts ray``, not run by default; needs plugins/serve[ray]):
+   ``nnrt serve --ray --replicas 2``; ``--ray-clients`` clients for
+   ``--ray-seconds``; a third of the way in, one replica's process is
+   SIGKILLed.  Reported: answers (ok / error), hangs (30 s timeouts), how
+   long until 2 replicas serve again.
 """
 from __future__ import annotations
 
@@ -324,6 +329,61 @@ def load_held(server, clients: int, seconds: float) -> dict:
             "rss_growth": rss[1] / rss[0] - 1}
 
 
+# --------------------------------------------------------------------------- 4. Ray Serve
+def ray_kill(repo: Path, clients: int, seconds: float) -> dict:
+    """``nnrt serve --ray`` with 2 replicas; one is SIGKILLed a third into ``seconds`` of load."""
+    import signal
+
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    from nnrt_serve.process import ServerProcess
+
+    x = np.random.RandomState(3).rand(*SHAPE).astype(np.float32)
+    stats = {"ok": 0, "error": 0, "hangs": 0}
+    lock = threading.Lock()
+    with ServerProcess(repo, exit_after=seconds + 300, extra_args=["--ray", "--replicas", "2"]) as server:
+        replicas = lambda: [p for p, c in server.descendants() if "ServeReplica:nnrt" in c]  # noqa: E731
+        wait_until = time.monotonic() + 120
+        while len(replicas()) < 2 and time.monotonic() < wait_until:
+            time.sleep(0.5)
+        stop_at = time.monotonic() + seconds
+
+        def client_loop() -> None:
+            c = httpclient.InferenceServerClient(server.http_address, network_timeout=30)
+            while time.monotonic() < stop_at:
+                try:
+                    c.infer("sq_batch", [triton_input(x)])
+                    key = "ok"
+                except InferenceServerException:
+                    key = "error"  # an error answer (the proxy's, for a request on the dead replica)
+                except Exception as e:  # no answer
+                    key = "hangs" if "timed out" in str(e).lower() else "error"
+                    c.close()
+                    c = httpclient.InferenceServerClient(server.http_address, network_timeout=30)
+                with lock:
+                    stats[key] += 1
+            c.close()
+
+        threads = [threading.Thread(target=client_loop) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        time.sleep(seconds / 3)
+        victim = replicas()[0]
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        replaced = None
+        while time.monotonic() < stop_at + 60 and replaced is None:
+            now = replicas()
+            if len(now) == 2 and victim not in now:
+                replaced = time.monotonic() - killed_at
+            time.sleep(0.5)
+        for t in threads:
+            t.join(60)
+    return {"clients": clients, "seconds": seconds, **stats, "stuck_clients": sum(t.is_alive() for t in threads),
+            "replaced_after_s": replaced}
+
+
 # ------------------------------------------------------------------------------------ main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -335,7 +395,9 @@ def main() -> int:
     ap.add_argument("--load-clients", type=int, default=16)
     ap.add_argument("--load-seconds", type=float, default=20)
     ap.add_argument("--instances", type=int, default=2, help="instances of both throughput models (default 2)")
-    ap.add_argument("--parts", default="latency,throughput,load")
+    ap.add_argument("--ray-clients", type=int, default=8)
+    ap.add_argument("--ray-seconds", type=float, default=30)
+    ap.add_argument("--parts", default="latency,throughput,load", help="any of latency,throughput,load,ray")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
@@ -354,6 +416,8 @@ def main() -> int:
                 report["throughput"]["in_process_batch16_gain"] = batch_gain(repo, args.backends)
             if "load" in parts:
                 report["load"] = load_held(server, args.load_clients, args.load_seconds)
+        if "ray" in parts:
+            report["ray"] = ray_kill(repo, args.ray_clients, args.ray_seconds)
     report["load_average_end"] = os.getloadavg()
     if args.json:
         print(json.dumps(report, indent=2))
@@ -379,6 +443,11 @@ def main() -> int:
               f"server alive {load['server_alive']}, RSS {load['rss_warm_mb']:.0f} -> "
               f"{load['rss_end_mb']:.0f} MB ({100 * load['rss_growth']:+.1f} %), wrong answers: "
               f"{load['wrong_answers'] or 'none'}")
+    if "ray" in report:
+        r = report["ray"]
+        print(f"Ray Serve, 2 replicas, one SIGKILLed under {r['clients']} clients x {r['seconds']:.0f} s: {r['ok']} ok, "
+              f"{r['error']} error answers, {r['hangs']} hangs, {r['stuck_clients']} stuck clients, replaced after "
+              f"{r['replaced_after_s'] if r['replaced_after_s'] is None else round(r['replaced_after_s'], 1)} s")
     return 0
 
 

@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,30 +43,8 @@ def inputs(n: int) -> tuple[dict, list]:
     return feeds, ins
 
 
-def descendants(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of every process below ``pid`` (Linux /proc)."""
-    parents: dict[int, int] = {}
-    cmd: dict[int, str] = {}
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                stat = (p / "stat").read_text()
-                parents[int(p.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-                cmd[int(p.name)] = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except (OSError, ValueError, IndexError):
-                continue
-    out, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        for child, pp in parents.items():
-            if pp == parent:
-                out.append((child, cmd[child]))
-                todo.append(child)
-    return out
-
-
 def replicas(server) -> list[int]:
-    return [p for p, c in descendants(server.pid) if "ServeReplica:nnrt" in c]
+    return [p for p, c in server.descendants() if "ServeReplica:nnrt" in c]
 
 
 def test_replicas_answer_like_session_run(server):
@@ -92,7 +69,7 @@ def test_a_killed_replica_is_replaced_and_no_request_hangs(server):
     while len(replicas(server)) < 2 and time.monotonic() < deadline:
         time.sleep(0.5)
     before = replicas(server)
-    assert len(before) == 2, descendants(server.pid)
+    assert len(before) == 2, server.descendants()
     stats = {"ok": 0, "error": 0, "hung": 0}
     lock = threading.Lock()
     stop_at = time.monotonic() + 12

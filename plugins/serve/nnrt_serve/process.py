@@ -104,6 +104,28 @@ class ServerProcess:
             self.proc.kill()
             return self.proc.wait(timeout)
 
+    def descendants(self) -> list[tuple[int, str]]:
+        """(pid, command line) of every process below the server (Linux /proc): e.g. the Ray Serve
+        replicas of ``--ray``, whose command lines hold ``ServeReplica:nnrt``."""
+        parents: dict[int, int] = {}
+        cmd: dict[int, str] = {}
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                parents[int(p.name)] = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmd[int(p.name)] = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, ValueError, IndexError):  # gone meanwhile
+                continue
+        out, todo = [], [self.proc.pid]
+        while todo:
+            parent = todo.pop()
+            for child, pp in parents.items():
+                if pp == parent and child in cmd:
+                    out.append((child, cmd[child]))
+                    todo.append(child)
+        return out
+
     def rss_bytes(self) -> int:
         """The server's resident memory (Linux)."""
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
