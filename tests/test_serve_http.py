@@ -177,6 +177,8 @@ def test_the_connection_stays_usable_after_an_error_answer(server):
     ([{**GOOD_X, "data": [1, 2]}, GOOD_OFFSET], 400, ["'x'", "2 values", "needs 8"]),
     ([{**GOOD_X, "shape": "1x8"}, GOOD_OFFSET], 400, ["'x'", "shape"]),
     ([{**GOOD_X, "data": ["a"] * 8}, GOOD_OFFSET], 400, ["'x'", "FP32"]),
+    ([GOOD_X, {**GOOD_OFFSET, "data": [1.5]}], 400, ["'offset'", "INT64", "fractional"]),
+    ([GOOD_X, {**GOOD_OFFSET, "data": [2 ** 70]}], 400, ["'offset'", "INT64"]),
     ([{**GOOD_X, "shape": [1 << 40, 8]}, GOOD_OFFSET], 413, ["'x'", "memory budget"]),
     ([{**GOOD_X, "shape": [17, 8], "data": [0.0] * 136}, {**GOOD_OFFSET, "shape": [17, 1], "data": [0] * 17}],
      400, ["17", "max_batch_size"]),

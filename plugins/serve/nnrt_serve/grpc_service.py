@@ -38,7 +38,10 @@ def _from_contents(t: Any, limit: int) -> np.ndarray:
     if len(values) != math.prod(shape):
         raise BadRequest(f"tensor {t.name!r}: {len(values)} values in contents.{field}, but shape {list(shape)} "
                          f"needs {math.prod(shape)}")
-    return np.array(values, dtype=dt.newbyteorder("=")).reshape(shape)
+    try:
+        return np.array(values, dtype=dt.newbyteorder("=")).reshape(shape)
+    except (ValueError, OverflowError) as e:  # e.g. 300 in int_contents for an INT8 tensor
+        raise BadRequest(f"tensor {t.name!r}: contents.{field} are not {t.datatype} values ({e})") from None
 
 
 def decode_infer_request(request: pb.ModelInferRequest, limit: int, timeout: float | None) -> InferRequest:

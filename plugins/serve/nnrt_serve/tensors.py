@@ -79,7 +79,14 @@ def from_json_data(tensor: str, datatype: str, shape: Sequence[int], data: Any, 
     if not isinstance(data, list):
         data = [data]
     try:
-        arr = np.array(data, dtype=dt.newbyteorder("="))
+        given = np.array(data)
+        if dt.kind in "iub" and given.dtype.kind == "f" and not np.all(np.isfinite(given) & (given == np.round(given))):
+            raise ValueError("fractional or non-finite numbers for an integer datatype")
+        arr = given.astype(dt.newbyteorder("="), casting="unsafe") if given.dtype.kind in "biuf" else \
+            np.array(data, dtype=dt.newbyteorder("="))
+        if dt.kind in "iu" and given.dtype.kind in "iu" and given.size and (
+                given.min() < np.iinfo(dt).min or given.max() > np.iinfo(dt).max):
+            raise ValueError(f"values outside {datatype}'s range")
     except (ValueError, TypeError, OverflowError) as e:
         raise BadRequest(f"tensor {tensor!r}: data is not a list of {datatype} values ({e})") from None
     if arr.size != math.prod(shape):
