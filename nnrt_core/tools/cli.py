@@ -1,5 +1,5 @@
 """The ``nnrt`` command line: ``devices``, ``run``, ``compile``, ``bench``, ``partition``, ``quantize``,
-``batch``, ``check``."""
+``batch``, ``serve``, ``check``."""
 from __future__ import annotations
 
 import argparse
@@ -15,6 +15,7 @@ from nnrt_core.errors import ConfigError, InputError, NnrtError
 from nnrt_core.quantization.cli import add_quantize_parser
 from nnrt_core.tools.batch_cli import add_batch_parser
 from nnrt_core.tools.cli_config import add_config_flags, config_from_args
+from nnrt_core.tools.serve_cli import add_serve_parser
 
 if TYPE_CHECKING:  # imported by main() once the arguments parsed: ``nnrt --help`` never pays for them
     import numpy as np
@@ -358,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_quantize_parser(sub)  # nnrt quantize MODEL --calibration DATA -o OUT
     add_batch_parser(sub, add_config_flags, config_from_args)  # nnrt batch MODEL --input PATH --output DIR (Ray)
+    add_serve_parser(sub, add_config_flags, config_from_args)  # nnrt serve --model-repository DIR (plugins/serve)
 
     p = sub.add_parser("check", help="compare each partition's outputs with the reference backend alone")
     p.add_argument("model")

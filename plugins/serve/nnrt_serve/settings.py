@@ -1,0 +1,86 @@
+"""A served model's ``nnrt.toml``: the :class:`ScheduleConfig` fields of the
+session plus the serving ones (:class:`ServingSettings`)."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from nnrt_core import ScheduleConfig
+from nnrt_core.errors import ConfigError
+
+__all__ = ["ServingSettings", "load_model_config", "CONFIG_FILE"]
+
+CONFIG_FILE = "nnrt.toml"
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """How requests reach one model's session.
+
+    max_batch_size
+        the most rows one execution stacks from queued requests (0: no
+        dynamic batching; each request runs on its own).  Needs a free
+        leading (batch) dimension on every input and output.
+    max_queue_delay_ms
+        how long the first request of a batch waits for others to join it.
+    instances
+        executions of this model at once (each takes the next batch).
+    max_queue_size
+        requests waiting at most; one more is refused with 503 /
+        ``UNAVAILABLE`` (0: ``64 * instances``).
+    default_timeout_ms
+        the deadline of a request that names none (0: no deadline).
+    """
+
+    max_batch_size: int = 0
+    max_queue_delay_ms: float = 0.0
+    instances: int = 1
+    max_queue_size: int = 0
+    default_timeout_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ConfigError(f"{f.name} must be a number >= 0, got {v!r}")
+        for name in ("max_batch_size", "instances", "max_queue_size"):
+            if not isinstance(getattr(self, name), int):
+                raise ConfigError(f"{name} must be an integer, got {getattr(self, name)!r}")
+        if self.instances < 1:
+            raise ConfigError(f"instances must be at least 1, got {self.instances}")
+        if self.max_queue_size == 0:
+            object.__setattr__(self, "max_queue_size", 64 * self.instances)
+
+    @classmethod
+    def names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "ServingSettings":
+        return replace(self, **dict(overrides))
+
+
+def load_model_config(folder: Path, base: ScheduleConfig | None = None) -> tuple[ScheduleConfig, ServingSettings]:
+    """The session config and serving settings of the model in ``folder``:
+    its ``nnrt.toml`` (keys of :class:`ScheduleConfig` and of
+    :class:`ServingSettings`, optionally under ``[nnrt]``) over ``base``."""
+    base = base if base is not None else ScheduleConfig()
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        return base, ServingSettings()
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}") from e
+    data = data.get("nnrt", data)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a table")
+    serving = {k: data.pop(k) for k in list(data) if k in ServingSettings.names()}
+    known = set(ScheduleConfig.fields())
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {unknown}; valid keys: "
+                          f"{', '.join(sorted(known | ServingSettings.names()))}")
+    config = base.replace(**data) if data else base
+    return config, ServingSettings(**serving)
