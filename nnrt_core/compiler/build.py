@@ -141,7 +141,7 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
     if config.cache_dir is None:
         return None, ""
     from nnrt_core.storage.model_cache import ModelCache  # only sessions with a cache folder use it
-    cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if unusable
+    cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if a file; unwritable: not written
     digest = model_digest(model)
     if digest is None:
         events.add("cache_disabled", "-", "model cache skipped: this model cannot be keyed")
