@@ -7,7 +7,12 @@ scheduler) are ordinary distributions registered through the same groups.
 A plugin that fails to import (anything raised, ``SystemExit`` included) or
 whose backend fails to initialize or declares attributes of the wrong types
 (:func:`trait_problem`) is recorded as unavailable with the reason and a log
-line; it never breaks the runtime or the other backends.
+line; it never breaks the runtime or the other backends.  Two plugins that
+offer one backend name: one is kept by :func:`precedence` (built-ins first,
+then the entry point named like the backend, then distribution and
+entry-point name), the other is listed in :attr:`Registry.conflicts` as
+unavailable with the reason (``nnrt devices``, a ``backend_unavailable``
+event in sessions that select that name).
 
 Environment variables:
 
@@ -30,7 +35,7 @@ import pluggy
 from nnrt_core.backend.base import Backend
 from nnrt_core.entry_points import EntryPointInfo, entry_points as installed_entry_points
 from nnrt_core.config import DEFAULT_BACKUP, DEFAULT_SCHEDULER
-from nnrt_core.errors import ConfigError, PluginError
+from nnrt_core.errors import ConfigError
 from nnrt_core.gc_pause import paused_gc
 from nnrt_core.hookspec import PROJECT, BackendSpec, FrontendSpec, SchedulerSpec
 from nnrt_core.logs import get_logger
@@ -47,6 +52,7 @@ __all__ = [
     "default_registry",
     "trait_problem",
     "custom_ops_problem",
+    "precedence",
 ]
 
 log = get_logger("nnrt.registry")
@@ -89,6 +95,9 @@ class Registry:
         self._records: list[PluginRecord] = []
         self._backends: dict[str, BackendRecord] = {}
         self._schedulers: dict[str, SchedulerRecord] = {}
+        #: backends not used because another plugin offers the same name (unavailable, with the reason)
+        self.conflicts: list[BackendRecord] = []
+        self._owners: dict[Any, PluginRecord] = {}  # backend name / ("scheduler", name) -> the plugin kept
         self._pending: dict[str, list[tuple[PluginRecord, Any]]] = {
             BACKEND_GROUP: [], SCHEDULER_GROUP: []}
         self._lock = threading.RLock()  # one thread imports a plugin; the others wait for it
@@ -177,8 +186,10 @@ class Registry:
                 rec.status, rec.reason = "failed", "same plugin object registered under another name"
                 return
             self.pm.register(obj, name=rec.name)
-        except ValueError as e:
-            raise PluginError(f"plugin name {rec.name!r} is registered twice: {e}") from e
+        except ValueError as e:  # two entry points of one name (two distributions): the first is kept
+            rec.status, rec.reason = "failed", f"plugin name {rec.name!r} is registered twice: {e}"
+            log.warning("plugin %s: %s", rec.name, rec.reason)
+            return
         except Exception as e:  # pluggy validation error (bad hook signature...)
             rec.status, rec.reason = "failed", f"registration failed: {e}"
             return
@@ -202,17 +213,18 @@ class Registry:
         if not isinstance(name, str) or not name:
             rec.status, rec.reason = "failed", f"backend {cls!r} has no name"
             return
-        if name in self._backends:
-            other = self._backends[name].plugin
-            raise PluginError(
-                f"backend name {name!r} is provided by two plugins: {other!r} and {rec.name!r}; "
-                f"uninstall one or block it with {ENV_BLOCK}={rec.name}"
-            )
         priority = getattr(cls, "default_priority", 0)
         br = BackendRecord(name, rec.name, priority=priority if _is_int(priority) else 0,
                            version=_text(getattr(cls, "version", "")),
                            device_type=_text(getattr(cls, "device_type", "")))
-        self._backends[name] = br
+        if name in self._backends and not self._displaces(rec, name):
+            self._conflict(br, self._backends[name].plugin)
+            return
+        if name in self._backends:
+            old = self._backends[name]
+            old.backend = None
+            self._conflict(old, rec.name)
+        self._backends[name], self._owners[name] = br, rec
         try:
             backend = cls() if isinstance(cls, type) else cls
             if not isinstance(backend, Backend):
@@ -231,27 +243,50 @@ class Registry:
         if br.reason is not None:
             log.info("backend %s is unavailable: %s", name, br.reason)
 
+    def _displaces(self, rec: PluginRecord, name: str) -> bool:
+        """Whether ``rec``'s backend ``name`` goes before the one registered
+        (the conflict rule, see :func:`precedence`)."""
+        holder = self._owners.get(name)
+        return holder is not None and precedence(rec, name) < precedence(holder, name)
+
+    def _conflict(self, loser: BackendRecord, kept: str) -> None:
+        """Record backend ``loser`` as unavailable: plugin ``kept`` offers the same name."""
+        loser.reason = (f"backend name {loser.name!r} is also offered by plugin {kept!r}, which is kept "
+                        f"(built-in plugins first, then the entry point named like the backend, then by "
+                        f"distribution and entry-point name); block one with {ENV_BLOCK}")
+        self.conflicts.append(loser)
+        log.warning("plugin %s: %s", loser.plugin, loser.reason)
+
     def _add_scheduler(self, rec: PluginRecord, cls: Any) -> None:
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not name:
             rec.status, rec.reason = "failed", f"scheduler {cls!r} has no name"
             return
-        if name in self._schedulers:
-            raise PluginError(
-                f"scheduler name {name!r} is provided by two plugins: "
-                f"{self._schedulers[name].plugin!r} and {rec.name!r}"
-            )
+        holder = self._owners.get(("scheduler", name))
+        if holder is not None:  # the rule of backends (precedence) decides which one stays
+            kept, loser = (rec, holder) if precedence(rec, name) < precedence(holder, name) else (holder, rec)
+            loser.reason = f"scheduler name {name!r} is also offered by plugin {kept.name!r}, which is kept"
+            log.warning("plugin %s: %s", loser.name, loser.reason)
+            if kept is holder:
+                return
+        self._owners[("scheduler", name)] = rec
         self._schedulers[name] = SchedulerRecord(name, rec.name, cls, getattr(cls, "description", ""))
 
     # -------------------------------------------------------------- queries
     def find_backend(self, name: str) -> BackendRecord | None:
         """The record of backend ``name``, or ``None``: imports the plugin whose
         entry point has that name first, every backend plugin only if needed."""
-        if name not in self._backends:
-            self._load_pending(BACKEND_GROUP, name)
+        self._load_outranking(BACKEND_GROUP, name)
         if name not in self._backends:
             self._load_pending(BACKEND_GROUP)  # a plugin may name its backend differently
         return self._backends.get(name)
+
+    def _load_outranking(self, group: str, name: str) -> None:
+        """Import the pending plugins that would keep ``name`` over any other
+        (:func:`precedence`): the built-in ones and the entry point called ``name``."""
+        for wanted in (*sorted(EMBEDDED_PLUGINS), name):
+            if any(ep.name == wanted for _, ep in self._pending[group]):
+                self._load_pending(group, wanted)
 
     def backend(self, name: str) -> BackendRecord:
         """The record of an installed backend; :class:`ConfigError` listing the
@@ -305,8 +340,7 @@ class Registry:
         """The scheduler ``name`` (imports its plugin; every scheduler plugin
         only if no entry point has that name); :class:`ConfigError` listing
         the installed ones when unknown."""
-        if name not in self._schedulers:
-            self._load_pending(SCHEDULER_GROUP, name)
+        self._load_outranking(SCHEDULER_GROUP, name)
         if name not in self._schedulers:
             self._load_pending(SCHEDULER_GROUP)
         try:
@@ -328,6 +362,14 @@ _TRAITS: dict[str, tuple[tuple[type, ...], str]] = {
     "compiles_read_only": ((bool,), "a bool"),
     "fresh_outputs": ((bool,), "a bool"),
 }
+
+
+def precedence(rec: PluginRecord, backend: str) -> tuple[bool, bool, str, str]:
+    """The order in which plugins offering the same backend name are kept
+    (lowest first, whatever the import order): the built-in plugins, then the
+    one whose entry point is named like the backend, then by distribution
+    name, then by entry-point name."""
+    return rec.name not in EMBEDDED_PLUGINS, rec.name != backend, rec.distribution, rec.name
 
 
 def trait_problem(backend: Backend) -> str | None:
@@ -374,7 +416,7 @@ def _sorted_unique(eps: Iterable[Any]) -> list[Any]:
     seen: dict[tuple[str, str], Any] = {}
     for ep in eps:  # the same distribution can be visible twice on odd sys.paths
         seen.setdefault((ep.name, ep.value), ep)
-    return sorted(seen.values(), key=lambda ep: ep.name)
+    return sorted(seen.values(), key=lambda ep: (ep.name, getattr(getattr(ep, "dist", None), "name", "") or ""))
 
 
 _default: Registry | None = None

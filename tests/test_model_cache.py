@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -235,12 +236,44 @@ def test_bad_cache_dirs(tmp_path, monkeypatch):
     f.write_text("x")
     with pytest.raises(ConfigError, match="is a file"):
         Session(small_cnn(), ScheduleConfig(backends=["numpy"], cache_dir=str(f)))
+    under_a_file = f / "cache"  # cannot be created: like a full disk, the session runs without writing
+    sess = Session(small_cnn(), ScheduleConfig(backends=["numpy"], cache_dir=str(under_a_file)))
+    assert any(e.kind == "cache_disabled" and "cannot be created" in e.message for e in sess.events)
+    assert sess.run({"x": np.zeros((1, 3, 8, 8), np.float32)})["y"].shape == (1, 5)
+
+
+def test_read_only_cache_dir_is_read_not_written_like_a_full_disk(tmp_path, monkeypatch):
+    """Issue #35: a read-only cache_dir was a ConfigError while a full disk only warned."""
     ro = tmp_path / "ro"
-    ro.mkdir()
+    cfg = ScheduleConfig(backends=["numpy"], cache_dir=str(ro))
+    Session(small_cnn(), cfg)  # an entry, written while it was writable
+    (entry,) = _cache_files(ro)
     real_access = os.access
     monkeypatch.setattr(model_cache_mod.os, "access", lambda p, mode: False if str(p) == str(ro) else real_access(p, mode))
-    with pytest.raises(ConfigError, match="not writable"):
-        Session(small_cnn(), ScheduleConfig(backends=["numpy"], cache_dir=str(ro)))
+    assert Session(small_cnn(), cfg).cache_hit  # a read-only cache still gives its entries
+    other = ScheduleConfig(backends=["numpy"], cache_dir=str(ro), cache_version=2)  # a miss: built, not written
+    sess = Session(small_cnn(), other)
+    assert not sess.cache_hit
+    assert any(e.kind == "cache_disabled" and "is not writable" in e.message and "running without a cache"
+               in e.message for e in sess.events), sess.events
+    assert _cache_files(ro) == [entry]
+    assert sess.run({"x": np.zeros((1, 3, 8, 8), np.float32)})["y"].shape == (1, 5)
+
+
+def test_stale_temporary_files_of_killed_writers_are_removed_on_open(tmp_path, monkeypatch):
+    """A writer killed mid-write leaves ``.<entry>.<random>.tmp``; the next process opening the
+    directory removes those older than STALE_TMP_SECONDS and never a fresh one (a write in progress)."""
+    monkeypatch.setattr(model_cache_mod, "_cleaned", set())  # a new process
+    stale = tmp_path / ".0123abcd.nnrtc.k1ll3d.tmp"
+    fresh = tmp_path / ".4567ef01.nnrtc.wr1t3.tmp"
+    foreign = tmp_path / ".notes.txt.old.tmp"  # not ours: left alone, whatever its age
+    for p in (stale, fresh, foreign):
+        p.write_bytes(b"partial")
+    old = time.time() - model_cache_mod.STALE_TMP_SECONDS - 60
+    os.utime(stale, (old, old))
+    os.utime(foreign, (old, old))
+    Session(small_cnn(), ScheduleConfig(backends=["numpy"], cache_dir=str(tmp_path)))
+    assert not stale.exists() and fresh.exists() and foreign.exists()
 
 
 def test_full_disk_degrades_to_no_cache(tmp_path, monkeypatch, x):

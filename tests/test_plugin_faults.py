@@ -242,6 +242,28 @@ def test_registry_faults_disable_only_that_backend(fault, caplog):
     np.testing.assert_array_equal(named.run(X)["y"], EXPECTED)
 
 
+def test_two_plugins_offering_one_backend_name_disable_only_the_second(caplog, capsys, monkeypatch):
+    """A duplicate name (issue #35) made every session of the process fail: one copy is kept by the
+    registry's rule, the other is unavailable with the reason, in ``nnrt devices`` and as an event."""
+    first = make_fake_backend("bad", ["Neg"], priority=200)
+    second = make_fake_backend("bad", ["Relu", "Neg", "Abs"], priority=300)
+    reg = make_registry(fake_plugin(first), fake_plugin(second))  # plugins test0, test1
+    assert reg.backend("bad").plugin == "test0" and reg.backend("bad").available
+    (dup,) = reg.conflicts
+    assert dup.plugin == "test1" and not dup.available and "also offered by plugin 'test0'" in dup.reason
+    sess = Session(chain(), ScheduleConfig(backends=["bad"], backup="numpy"), registry=reg)
+    assert sess.placement["neg1"] == "bad"  # the kept one: it claims Neg only
+    assert any(e.kind == "backend_unavailable" and "of plugin 'test1' is not used" in e.message
+               and "also offered by plugin 'test0'" in e.message for e in sess.events)
+    np.testing.assert_array_equal(sess.run(X)["y"], EXPECTED)
+    from nnrt_core import registry
+    from nnrt_core.tools import cli
+    monkeypatch.setattr(registry, "default_registry", lambda **_: reg)  # what `nnrt devices` lists
+    assert cli.main(["devices"]) == 0
+    table = capsys.readouterr().out
+    assert "unavailable: backend name 'bad' is also offered by plugin 'test0', which is kept" in table
+
+
 @pytest.mark.parametrize("body", ["raise SystemExit(2)", "raise RuntimeError('no sdk')", "import nnrt_no_such_sdk"])
 def test_plugin_import_raising_anything_is_listed_not_fatal(body, tmp_path, monkeypatch):
     name = f"nnrt_test_plugin_import_{abs(hash(body))}"

@@ -195,6 +195,43 @@ def test_nnrt_batch_bad_rows_skip_or_fail(tmp_path, model_file, capsys):
     assert "nnrt: error: row 'bad.npz#" in err and "column 'x'" in err and "(3, 8, 8) float32" in err
 
 
+def test_nnrt_batch_skip_lists_wrong_dtype_files_and_flags_nonfinite_rows(tmp_path, model_file, capsys):
+    """Issue #35: one float64 .npy among float32 ones made Ray Data fail to unify its blocks (rc 1,
+    ArrowTypeError, 0-8 good rows written, no list); NaN rows passed unflagged."""
+    data = tmp_path / "in"
+    data.mkdir()
+    good, nan = _rows(6, 1), _rows(4, 2)
+    nan[1, 0, 0, 0] = np.nan
+    nan[3, 2, 7, 7] = np.inf
+    np.save(data / "a_good.npy", good)
+    np.save(data / "b_f64.npy", _rows(3, 3).astype(np.float64))
+    np.savez(data / "c_i64.npz", x=np.ones((2, 3, 8, 8), np.int64))
+    np.save(data / "d_nan.npy", nan)
+    out = tmp_path / "out"
+    rc = main(["batch", str(model_file), "--input", str(data), "--output", str(out), "--workers", "1",
+               "--batch-size", "8", "--format", "npz", "--backends", "numpy", "--on-error", "skip"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    parts = [np.load(f) for f in sorted(out.glob("part-*.npz"))]
+    ids = list(np.concatenate([p["row_id"] for p in parts]))
+    assert sorted(ids) == sorted([f"a_good.npy#{i}" for i in range(6)] + [f"d_nan.npy#{i}" for i in range(4)])
+    flags = dict(zip(ids, np.concatenate([p["_nonfinite"] for p in parts])))
+    assert sorted(i for i, f in flags.items() if f) == ["d_nan.npy#1", "d_nan.npy#3"]
+    bad = {r["row_id"]: r for r in map(json.loads, (out / "_errors.jsonl").read_text().splitlines())}
+    assert sorted(bad) == ["b_f64.npy#0", "b_f64.npy#1", "b_f64.npy#2", "c_i64.npz#0", "c_i64.npz#1"]
+    assert "has dtype float64" in bad["b_f64.npy#0"]["error"] and bad["b_f64.npy#0"]["column"] == "x"
+    assert "has dtype int64" in bad["c_i64.npz#1"]["error"] and "float32" in bad["c_i64.npz#1"]["error"]
+    assert "5 bad row(s) skipped" in err and "2 row(s) gave NaN or infinite outputs" in err
+    assert [json.loads(x)["row_id"] for x in (out / "_nonfinite.jsonl").read_text().splitlines()] == \
+        ["d_nan.npy#1", "d_nan.npy#3"]
+    summary = json.loads((out / "_summary.json").read_text())
+    assert summary["rows"] == 10 and summary["bad_rows"] == 5 and summary["nonfinite_rows"] == 2
+    # fail mode: the first file that does not fit, named, before the job starts
+    rc = main(["batch", str(model_file), "--input", str(data), "--output", str(tmp_path / "o2"), "--workers", "1",
+               "--format", "npz", "--backends", "numpy"])
+    assert rc == 2 and "row 'b_f64.npy#0', column 'x': has dtype float64" in capsys.readouterr().err
+
+
 def _parquet_rows(out):
     table = pq.read_table(str(out))
     return dict(zip(table["row_id"].to_pylist(), table["y"].combine_chunks().to_numpy()))

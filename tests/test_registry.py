@@ -111,11 +111,50 @@ def test_autoload_disabled_keeps_embedded_plugins(extra_eps):
     assert reg.backend("numpy").available and "priority" in reg.schedulers
 
 
-def test_duplicate_backend_names_are_an_error():
-    a = make_fake_backend("twin", ["Relu"])
-    b = make_fake_backend("twin", ["Add"])
-    with pytest.raises(PluginError, match="'twin' is provided by two plugins"):
-        make_registry(fake_plugin(a), fake_plugin(b))
+def _twins(*names: str) -> Registry:
+    """A registry of plugins ``names`` (in that registration order), each offering backend 'twin'."""
+    plugins = [(n, fake_plugin(make_fake_backend("twin", ["Relu"], version=n))) for n in names]
+    return Registry(entry_points=builtin_entry_points, env={}, plugins=plugins)
+
+
+@pytest.mark.parametrize("names, kept", [(["alpha", "beta"], "alpha"), (["beta", "alpha"], "alpha"),
+                                         (["alpha", "twin"], "twin"), (["twin", "alpha"], "twin")])
+def test_duplicate_backend_name_keeps_one_by_the_rule_whatever_the_order(names, kept, caplog):
+    """Issue #35: two plugins offering one name made the whole registry fail.  The entry point named
+    like the backend is kept, else the first by (distribution, entry-point) name; the other is listed
+    unavailable with the reason, and the registry works."""
+    reg = _twins(*names)
+    rec = reg.backend("twin")
+    assert rec.available and rec.plugin == kept and rec.backend.version == kept
+    (other,) = reg.conflicts
+    loser = next(n for n in names if n != kept)
+    assert other.plugin == loser and not other.available
+    assert f"backend name 'twin' is also offered by plugin {kept!r}, which is kept" in other.reason
+    assert other.reason in caplog.text
+    assert reg.backend("numpy").available
+
+
+def test_a_plugin_offering_a_built_in_backend_name_does_not_replace_it():
+    impostor = make_fake_backend("numpy", ["Relu"])
+    reg = Registry(entry_points=builtin_entry_points, env={}, plugins=[("aaa", fake_plugin(impostor))])
+    assert reg.backend("numpy").plugin == "numpy" and reg.backend("numpy").available
+    assert [(r.name, r.plugin, r.available) for r in reg.conflicts] == [("numpy", "aaa", False)]
+
+
+def test_duplicate_scheduler_name_keeps_the_built_in_one():
+    class Sched:
+        name = "priority"
+
+    class Plugin:
+        from nnrt_core.hookspec import hookimpl
+
+        @hookimpl
+        def nnrt_schedulers(self):
+            return [Sched]
+
+    reg = Registry(entry_points=builtin_entry_points, env={}, plugins=[("dup", Plugin())])
+    assert reg.scheduler("priority").plugin == "priority"  # the built-in one
+    assert any("scheduler name 'priority' is also offered" in (p.reason or "") for p in reg.plugin_records)
 
 
 def test_unknown_backend_lists_installed():

@@ -66,6 +66,11 @@ def select_backends(config: ScheduleConfig, registry: Registry, events: EventLog
             else:
                 target = f"falling back to {config.backup!r}" if config.backup else "no backup configured"
                 events.add("backend_unavailable", name, f"backend {name!r} is unavailable ({rec.reason}); {target}")
+    selected = {r.name for r in records} | ({config.backup} if config.backup else set())
+    for r in registry.conflicts:  # the same name from two plugins: say which one was left out
+        if r.name in selected:
+            events.add("backend_unavailable", r.name, f"backend {r.name!r} of plugin {r.plugin!r} is not used: "
+                                                      f"{r.reason}")
     backends = [r.backend for r in records if r.backend is not None]
     if not backends and backup is None:
         raise ConfigError("no usable backend: every selected backend is unavailable and no backup is set")

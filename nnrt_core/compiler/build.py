@@ -18,7 +18,7 @@ from nnrt_core.backend.warming import prepare_build, warm_up_partition
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
 from nnrt_core.gc_pause import paused_gc
-from nnrt_core.logs import get_logger
+from nnrt_core.logs import INFO, get_logger
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.runtime.heap import wait_for_prefault
 from nnrt_core.frontends import model_digest
@@ -134,7 +134,23 @@ def _build_graph(registry: Registry, graph: Any, config: ScheduleConfig, selecti
     with stage("place"):
         placement = place_and_compile(graph, config, selection, scheduler, events)
     with stage("explain"):
-        return explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
+        built = explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
+        if config.precision != "fp32":
+            _note_precision(built)
+        return built
+
+
+def _note_precision(built: CompiledModel) -> None:
+    """A ``reduced_precision`` event per partition that computes floats in the
+    reduced precision the config asked for (its backend's ``describe()``
+    says so): the placement report tells where results are not fp32."""
+    asked = built.config.precision
+    for info in built.partition_infos():
+        got = info.details.get("precision")
+        if got == asked and got in ("fp16", "bf16"):
+            built.events.add("reduced_precision", info.backend,
+                             f"partition {info.index} on {info.backend!r} computes in {got} (precision={asked!r} "
+                             f"asked): its float results carry {got} rounding, not fp32's", info.nodes, level=INFO)
 
 
 def _scheduler(registry: Registry, name: str) -> Scheduler:
@@ -155,7 +171,7 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
     if config.cache_dir is None:
         return None, ""
     from nnrt_core.storage.model_cache import ModelCache  # only sessions with a cache folder use it
-    cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if unusable
+    cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if a file; unwritable: not written
     digest = model_digest(model)
     if digest is None:
         events.add("cache_disabled", "-", "model cache skipped: this model cannot be keyed")

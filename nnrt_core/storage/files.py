@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+import time
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["remove_stale_temporaries", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
@@ -24,3 +26,30 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
             pass
         raise
     return p
+
+
+def remove_stale_temporaries(directory: str | os.PathLike, marker: str, max_age: float) -> list[str]:
+    """Delete the temporary files :func:`write_atomic` left in ``directory``
+    for targets whose name contains ``marker`` (a writer killed mid-write)
+    once they are older than ``max_age`` seconds: a younger one may be
+    another process's write in progress.  Only regular files named
+    ``.<target>.<random>.tmp`` are touched; errors are ignored (another
+    process may clean at the same time).  Returns the names removed."""
+    removed = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for e in entries:
+        name = e.name
+        if not (name.startswith(".") and name.endswith(".tmp") and marker in name):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > max_age:
+                os.unlink(e.path)
+                removed.append(name)
+        except OSError:
+            continue
+    return removed

@@ -22,9 +22,14 @@ Rules (after OpenHarmony NNRt's compilation cache):
   the session reports a ``cache_rebuilt`` event;
 * writes go through a unique temporary file and an atomic rename, so
   concurrent writers cannot corrupt an entry;
-* a full disk or an I/O error while writing -> a warning; the session runs
-  without a cache;
-* a cache directory that is a file, or that is not writable -> ``ConfigError``.
+* a full disk or an I/O error while writing, a cache directory that is not
+  writable (read-only) or cannot be created -> a warning and a
+  ``cache_disabled`` event; the session runs without writing the cache (a
+  read-only directory's entries are still read);
+* a cache directory that is a file -> ``ConfigError`` (a configuration mistake);
+* temporary files of writers killed mid-write (``.<entry>.<random>.tmp``)
+  are removed when a process first opens the directory, once older than
+  :data:`STALE_TMP_SECONDS` (a younger one may be a write in progress).
 """
 from __future__ import annotations
 
@@ -37,14 +42,17 @@ from typing import Any
 
 from nnrt_core.errors import ConfigError, SessionFileError
 from nnrt_core.frontends import model_digest  # re-exported: the cache key of a model
-from nnrt_core.storage.files import write_atomic
+from nnrt_core.storage.files import remove_stale_temporaries, write_atomic
 from nnrt_core.storage.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode, read_bytes
 
-__all__ = ["ModelCache", "model_digest"]
+__all__ = ["STALE_TMP_SECONDS", "ModelCache", "model_digest"]
 
 log = logging.getLogger("nnrt.cache")
 
 SUFFIX = ".nnrtc"
+#: a temporary entry file older than this (seconds) is a dead writer's: removed on open
+STALE_TMP_SECONDS = 3600.0
+_cleaned: set[str] = set()  # directories this process removed stale temporaries from
 
 
 class ModelCache:
@@ -53,14 +61,23 @@ class ModelCache:
     def __init__(self, directory: str | os.PathLike, version: int) -> None:
         self.dir = Path(directory)
         self.version = version
+        #: why entries cannot be written (``None``: they can); the session then runs without writing
+        self.problem: str | None = None
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError(f"cache_dir {str(self.dir)!r} is a file, expected a directory")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise ConfigError(f"cache_dir {str(self.dir)!r} cannot be created: {e}") from e
-        if not os.access(self.dir, os.W_OK | os.X_OK):
-            raise ConfigError(f"cache_dir {str(self.dir)!r} is not writable")
+            self.problem = f"cache_dir {str(self.dir)!r} cannot be created: {e}"
+        else:
+            if not os.access(self.dir, os.W_OK | os.X_OK):
+                self.problem = f"cache_dir {str(self.dir)!r} is not writable"
+        if self.problem is not None:
+            log.warning("model cache: %s; running without writing the cache", self.problem)
+        elif str(self.dir) not in _cleaned:
+            _cleaned.add(str(self.dir))
+            for name in remove_stale_temporaries(self.dir, SUFFIX + ".", STALE_TMP_SECONDS):
+                log.info("model cache: removed %s, a temporary file of a writer that did not finish", name)
 
     @staticmethod
     def key(model_digest: str, config: dict[str, Any], backends: list[dict[str, Any]]) -> str:
@@ -114,6 +131,8 @@ class ModelCache:
     def store(self, key: str, image: SessionImage) -> str | None:
         """Write ``image``; returns ``None`` or the reason it was not written
         (the caller reports it; the session works without a cache)."""
+        if self.problem is not None:
+            return self.problem
         image.meta["cache_version"] = self.version
         try:
             data = encode(image)

@@ -61,7 +61,8 @@ def plan_for_inputs(sess: Session, feeds: dict[str, Any]) -> None:
 def cmd_devices(args: argparse.Namespace) -> int:
     reg = default_registry()
     data = {
-        "backends": [r.to_dict() for r in sorted(reg.backends.values(), key=lambda r: (-r.priority, r.name))],
+        "backends": [r.to_dict() for r in sorted(reg.backends.values(), key=lambda r: (-r.priority, r.name))]
+        + [r.to_dict() for r in reg.conflicts],  # a name two plugins offer: the one not kept, with the reason
         "schedulers": [{"name": s.name, "plugin": s.plugin, "description": s.description}
                        for s in reg.schedulers.values()],
         "plugins": [p.as_dict() for p in reg.plugin_records],

@@ -7,6 +7,7 @@ import numpy as np
 
 from nnrt_core.frontends.onnx.convert import type_from_proto
 from nnrt_core.frontends.onnx import onnx_lite
+from nnrt_core.frontends.onnx.bounded_inference import infer_shapes_bounded
 from nnrt_core.frontends.onnx.export import array_to_tensor, attribute_to_proto, to_onnx, type_to_proto
 from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.proto_build import make_node, make_tensor_value_info
@@ -50,7 +51,7 @@ def infer_static_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] |
     del g.value_info[:]
     g.value_info.extend(keep)
     _drop_large_data(g)
-    inferred = onnx_lite.infer_shapes(proto, strict_mode=False, data_prop=True)
+    inferred = infer_shapes_bounded(proto)
     types: dict[str, TensorType] = {}
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
         t = type_from_proto(vi.type)

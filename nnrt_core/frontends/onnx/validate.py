@@ -50,12 +50,13 @@ INT64 = (-(1 << 63), (1 << 63) - 1)
 NOT_TENSOR = -1
 
 #: attribute names that are tensor axes (or counts of them)
-AXIS_NAMES = frozenset({"axis", "axes", "batch_dims", "batch_axis", "time_axis", "new_axis", "perm"})
+AXIS_NAMES = frozenset({"axis", "axes", "batch_dims", "batch_axis", "time_axis", "new_axis", "perm",
+                        "scan_input_axes", "scan_output_axes"})
 #: attribute names that hold an element type (``TensorProto.DataType``)
 DTYPE_NAMES = frozenset({"dtype", "to", "stash_type", "softmax_precision", "output_dtype"})
 #: attribute names whose every value must be >= 1
-POSITIVE_NAMES = frozenset({"strides", "kernel_shape", "dilations", "group", "blocksize", "size",
-                            "num_outputs"})
+POSITIVE_NAMES = frozenset({"strides", "kernel_shape", "dilations", "group", "offset_group", "blocksize",
+                            "size", "num_outputs"})
 #: flag attributes: 0 or 1 in every schema that has them (another value sent ORT's Cast down a path
 #: that ended in std::bad_alloc and abort, fuzz seed 6)
 FLAG_NAMES = frozenset({"saturate", "keepdims", "ceil_mode", "count_include_pad", "transA", "transB",

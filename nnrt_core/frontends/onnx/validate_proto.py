@@ -124,6 +124,9 @@ def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int], types: Map
             continue  # the type checks read inputs only (Constant nodes: half of some models)
         items, graphs = _proto_attrs(p, structure) if has_attrs else ((), ())
         op, domain = p.op_type, p.domain
+        if op.__class__ is not str or domain.__class__ is not str or p.name.__class__ is not str or \
+                not all(v.__class__ is str for v in (*inputs, *p.output)):
+            _not_text(p, k)
         version = opsets.get("" if domain == "ai.onnx" else domain)
         n_outputs = len(p.output)
         _check(g.node, k, op, domain, version, items, inputs, n_outputs,
@@ -134,6 +137,16 @@ def _validate_proto_graph(g: P.GraphProto, opsets: Mapping[str, int], types: Map
             nested = True
             _validate_proto_graph(sub, opsets, types, structure)
     return nested
+
+
+def _not_text(p: P.NodeProto, k: int) -> None:
+    """A node whose op_type, domain, name or value names are not valid UTF-8
+    (protobuf hands those string fields over as ``bytes``; the checker lets
+    them pass outside the default domain)."""
+    fields = [("op_type", p.op_type), ("domain", p.domain), ("name", p.name),
+              *((f"input {i}", v) for i, v in enumerate(p.input)), *((f"output {i}", v) for i, v in enumerate(p.output))]
+    what, value = next((f, v) for f, v in fields if v.__class__ is not str)
+    raise ModelLoadError(f"node #{k}: its {what} {value!r} is not valid UTF-8 text")
 
 
 def validate_model(proto: P.ModelProto, *, types: bool = False, structure: bool = True,

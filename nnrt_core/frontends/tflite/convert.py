@@ -9,6 +9,7 @@ import numpy as np
 from nnrt_core.errors import ModelLoadError, NnrtError, PluginError, UnsupportedNodeError
 from nnrt_core.frontends.tflite.context import QUANTIZED_TYPES, GraphState, OpContext
 from nnrt_core.frontends.tflite.dynamic import resolve_shapes
+from nnrt_core.frontends.tflite.static_shapes import check_declared_shapes
 from nnrt_core.frontends.tflite.ops.fft import check_complex
 from nnrt_core.frontends.tflite.ops import Mapper, available_ops, custom_ops, mapper_for, shortcut_for
 from nnrt_core.frontends.tflite.ops.registry import Shortcut
@@ -84,6 +85,8 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
         if not 0 <= t < len(tensors):
             raise ModelLoadError(f"subgraph input/output refers to tensor {t}; the subgraph has {len(tensors)}")
     resolved = resolve_shapes(flat, sg, tensors, ins, input_shapes)
+    if resolved.tensors is tensors:  # static: the declared shapes are used as they are, so checked
+        check_declared_shapes(flat, sg, tensors)
     has_complex = any(t.dtype is _COMPLEX64 for t in resolved.tensors)
     for t in ins + outs if has_complex else ():
         if tensors[t].dtype == DataType.COMPLEX64:

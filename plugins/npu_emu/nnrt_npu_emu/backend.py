@@ -12,7 +12,7 @@ import numpy as np
 
 from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import (CompileError, ConfigError, ExecutionError, InputError, NumericOverflowError,
-                              RunStoppedError)
+                              MemoryBudgetError, RunStoppedError)
 from nnrt_core.ir import Graph
 from nnrt_core.runtime.control import RunControl, current_control
 from nnrt_npu_emu.binding import BoundProgram
@@ -95,7 +95,7 @@ class NpuPartition(CompiledPartition):
         def job() -> dict[str, Any]:
             try:
                 overflow = self._execute(bound, outs, control)
-            except RunStoppedError:
+            except (RunStoppedError, MemoryBudgetError):  # the run's own limits: as they are
                 raise
             except Exception as e:
                 raise ExecutionError(f"partition {self.name!r} on {self.device.id} failed: "

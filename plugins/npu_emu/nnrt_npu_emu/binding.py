@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from nnrt_core.runtime import control as run_control
 from nnrt_core.runtime.control import RunControl
 from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.hostfuse import STORE_BOUNDS, plan_steps
@@ -176,9 +177,18 @@ class BoundProgram:
         """Run every instruction; ``ins``/``outs`` are the run's tensors (each
         with an ``offset`` into the arena).  ``trace`` collects host seconds per
         instruction; a stopped ``control`` (deadline, cancel) stops the run
-        before the next instruction.  Returns ``None``, or the first
+        before the next instruction (and, as the thread's current control,
+        inside kernels' long host loops).  Returns ``None``, or the first
         instruction whose fp16 store saturated and the value that did not fit
         (the run goes on, saturating, like the chip)."""
+        previous = run_control.enter(control)  # long host loops in kernels check it (and its budget)
+        try:
+            return self._run_steps(ins, outs, trace, control)
+        finally:
+            run_control.leave(previous)
+
+    def _run_steps(self, ins: Sequence[Any], outs: Sequence[Any], trace: list[float] | None,
+                   control: RunControl | None) -> tuple[int, float] | None:
         view = self.arena.view
         watch = control if control is not None and control.watched else None
         overflow: tuple[int, float] | None = None

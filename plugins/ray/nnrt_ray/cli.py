@@ -30,4 +30,8 @@ def run_command(args: argparse.Namespace, config: ScheduleConfig) -> int:
               file=sys.stderr)
         for r in report.bad_rows[:10]:
             print(f"  row {r['row_id']!r}, column {r['column']!r}: {r['error']}", file=sys.stderr)
+    if report.nonfinite_rows:
+        print(f"nnrt batch: {len(report.nonfinite_rows)} row(s) gave NaN or infinite outputs (column "
+              f"'_nonfinite', listed in {report.output}/_nonfinite.jsonl): "
+              + ", ".join(repr(i) for i in report.nonfinite_rows[:10]), file=sys.stderr)
     return 0

@@ -22,13 +22,15 @@ from nnrt_core.errors import ConfigError, NnrtError
 from nnrt_ray.cluster import check_resources, connect
 from nnrt_ray.errors import start_error_sink
 from nnrt_ray.predictor import ON_ERROR, NnrtPredictor
-from nnrt_ray.rows import row_specs
+from nnrt_ray.rows import BadRow, row_specs
 from nnrt_ray.shipping import ShippedSession, ship
 from nnrt_ray.sources import ROW_ID, open_input
 
-__all__ = ["BatchReport", "run_batch", "map_dataset", "FORMATS"]
+__all__ = ["BatchReport", "run_batch", "map_dataset", "FORMATS", "NONFINITE"]
 
 FORMATS = ("parquet", "npz")
+#: the output column flagging rows whose outputs are not all finite
+NONFINITE = "_nonfinite"
 
 
 @dataclass
@@ -44,6 +46,8 @@ class BatchReport:
     build_seconds: float
     shipped: str  #: "file" (compiled once, loaded warm) or "model" (built in each actor)
     resources: dict[str, float] = field(default_factory=dict)
+    #: ids of the written rows whose outputs hold a NaN or an infinity (flagged in the NONFINITE column)
+    nonfinite_rows: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,15 +78,18 @@ def _prepare_output(out: Path, fmt: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _write_npz(ds: "ray.data.Dataset", out: Path, progress: Callable[[int], None]) -> int:
-    rows = 0
+def _write_npz(ds: "ray.data.Dataset", out: Path, progress: Callable[[int], None]) -> tuple[int, list[str]]:
+    """Rows written and the ids of the rows flagged non-finite."""
+    rows, flagged = 0, []
     for k, batch in enumerate(ds.iter_batches(batch_size=None, batch_format="numpy")):
         n = len(batch[ROW_ID])
         if n:
             np.savez(out / f"part-{k:05d}.npz", **{c: _plain(v) for c, v in batch.items()})
+            if NONFINITE in batch:
+                flagged += [str(i) for i in np.asarray(batch[ROW_ID])[np.asarray(batch[NONFINITE], bool)]]
         rows += n
         progress(rows)
-    return rows
+    return rows, flagged
 
 
 def _plain(v: np.ndarray) -> np.ndarray:
@@ -95,11 +102,19 @@ def _plain(v: np.ndarray) -> np.ndarray:
     return v
 
 
-def _write_parquet(ds: "ray.data.Dataset", out: Path) -> int:
+def _write_parquet(ds: "ray.data.Dataset", out: Path) -> tuple[int, list[str]]:
+    """Rows written and the ids of the rows flagged non-finite (read back: two small columns)."""
     import pyarrow.parquet as pq
 
     ds.write_parquet(str(out))
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in out.glob("*.parquet"))
+    rows, flagged = 0, []
+    for f in sorted(out.glob("*.parquet")):
+        pf = pq.ParquetFile(f)
+        rows += pf.metadata.num_rows
+        if NONFINITE in pf.schema_arrow.names:
+            t = pf.read(columns=[ROW_ID, NONFINITE])
+            flagged += [i for i, bad in zip(t[ROW_ID].to_pylist(), t[NONFINITE].to_pylist()) if bad]
+    return rows, flagged
 
 
 _REMOTE_ERROR = re.compile(r"nnrt_core\.errors\.(\w+): (.*)")
@@ -133,23 +148,27 @@ def run_batch(model: Any, input_path: str | Path, output: str | Path, *, config:
         shipped = ship(model, config)
         workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         check_resources(shipped.resources, workers)
-        ds = open_input(input_path, row_specs(shipped.inputs), id_column, block_rows=batch_size)
+        skipped: list[BadRow] = []  # array files the model cannot take, found before Ray reads them
+        ds = open_input(input_path, row_specs(shipped.inputs), id_column, block_rows=batch_size,
+                        skipped=skipped if on_error == "skip" else None)
         ray.data.DataContext.get_current().enable_progress_bars = bool(sys.stderr.isatty() if progress is None
                                                                         else progress)
         sink = start_error_sink() if on_error == "skip" else None
         mapped = map_dataset(ds, shipped, workers=workers, batch_size=batch_size, on_error=on_error,
-                             error_sink=sink, max_restarts=max_restarts, max_task_retries=max_task_retries)
+                             error_sink=sink, max_restarts=max_restarts, max_task_retries=max_task_retries,
+                             nonfinite_column=NONFINITE)
         show = progress if progress is not None else sys.stderr.isatty()
         try:
-            rows = _write_npz(mapped, out, _progress_printer(show)) if fmt == "npz" else _write_parquet(mapped, out)
+            rows, flagged = _write_npz(mapped, out, _progress_printer(show)) if fmt == "npz" \
+                else _write_parquet(mapped, out)
         except Exception as e:
             cause = _unwrap(e)
             if cause is None:
                 raise
             raise cause from e
-        bad = ray.get(sink.get.remote()) if sink is not None else []
+        bad = [b.to_dict() for b in skipped] + (ray.get(sink.get.remote()) if sink is not None else [])
         report = BatchReport(rows, bad, str(out), fmt, workers, time.perf_counter() - t0, shipped.build_seconds,
-                             shipped.mode, dict(shipped.resources))
+                             shipped.mode, dict(shipped.resources), sorted(flagged))
         _write_reports(out, report)
         return report
     finally:
@@ -167,7 +186,11 @@ def _write_reports(out: Path, report: BatchReport) -> None:
     with open(out / "_errors.jsonl", "w") as f:
         for r in report.bad_rows:
             f.write(json.dumps(r) + "\n")
-    summary = {k: v for k, v in report.to_dict().items() if k != "bad_rows"}
-    (out / "_summary.json").write_text(json.dumps({**summary, "bad_rows": len(report.bad_rows)}, indent=2))
+    with open(out / "_nonfinite.jsonl", "w") as f:
+        for row_id in report.nonfinite_rows:
+            f.write(json.dumps({"row_id": row_id}) + "\n")
+    summary = {k: v for k, v in report.to_dict().items() if k not in ("bad_rows", "nonfinite_rows")}
+    (out / "_summary.json").write_text(json.dumps({**summary, "bad_rows": len(report.bad_rows),
+                                                   "nonfinite_rows": len(report.nonfinite_rows)}, indent=2))
 
 

@@ -22,7 +22,7 @@ from nnrt_core.runtime.feeds import TensorInfo
 from nnrt_core.storage.session_file import looks_like_session_file
 from nnrt_ray.rows import BadRow, RowSpec, check_columns, chunks, empty_column, gather_rows, row_specs
 
-__all__ = ["NnrtPredictor", "ON_ERROR"]
+__all__ = ["NnrtPredictor", "ON_ERROR", "nonfinite_rows"]
 
 log = logging.getLogger("nnrt.ray")
 
@@ -43,11 +43,13 @@ class NnrtPredictor:
     ``error_sink.add.remote(records)`` (an :class:`~nnrt_ray.errors.ErrorSink`)
     and the log.  ``warmup``: run the session once on zeros before the first
     batch (inputs with static row shapes), so that one-time costs of a first
-    run (buffers, kernel set-up) are paid at start-up, not by the first batch."""
+    run (buffers, kernel set-up) are paid at start-up, not by the first batch.
+    ``nonfinite_column``: a bool column of that name is added, true for the
+    rows whose outputs hold a NaN or an infinity."""
 
     def __init__(self, session: Any, *, input_map: Mapping[str, str] | None = None, id_column: str | None = "row_id",
                  passthrough: Sequence[str] = (), on_error: str = "fail", error_sink: Any = None,
-                 warmup: bool = False) -> None:
+                 warmup: bool = False, nonfinite_column: str | None = None) -> None:
         t0 = time.perf_counter()
         if on_error not in ON_ERROR:
             raise InputError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
@@ -64,6 +66,7 @@ class NnrtPredictor:
         self.outputs: list[TensorInfo] = self.session.outputs
         self.id_column, self.passthrough = id_column, tuple(passthrough)
         self.on_error, self.error_sink = on_error, error_sink
+        self.nonfinite_column = nonfinite_column
         if warmup and all(None not in s.row_shape for s in self.specs):
             self.session.run({s.name: np.zeros((s.batch or 1, *s.row_shape), s.dtype) for s in self.specs})
         #: seconds this actor took to get its session ready (load or build)
@@ -88,6 +91,8 @@ class NnrtPredictor:
         out = {c: batch[c][rows] if len(rows) != n else batch[c] for c in keep if c in batch}
         for info in self.outputs:
             out[info.name] = results[info.name] if rows else empty_column(info)
+        if self.nonfinite_column is not None:
+            out[self.nonfinite_column] = nonfinite_rows([out[o.name] for o in self.outputs], len(rows))
         return out
 
     def _report(self, bad: list[BadRow]) -> None:
@@ -153,3 +158,14 @@ class NnrtPredictor:
                 raise ExecutionError(f"output {name!r} has shape {np.shape(v)}, not a leading batch axis of "
                                      f"{want} rows; batch inference needs outputs with the inputs' batch axis")
         return {k: np.asarray(v)[:m] for k, v in out.items()}
+
+
+def nonfinite_rows(columns: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """A bool per row: true where any of the output ``columns`` (``n`` rows
+    each) holds a NaN or an infinity in that row."""
+    flag = np.zeros(n, bool)
+    for v in columns:
+        v = np.asarray(v)
+        if n and v.dtype.kind in "fc":
+            flag |= ~np.isfinite(v.reshape(n, -1)).all(axis=1)
+    return flag

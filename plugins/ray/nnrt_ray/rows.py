@@ -54,6 +54,14 @@ class RowSpec:
             return f"has row shape {tuple(col.shape[1:])}, model input {self.name!r} expects {self.describe()}"
         return None
 
+    def header_error(self, dtype: np.dtype, row_shape: Sequence[int]) -> str | None:
+        """Why rows of ``dtype`` and ``row_shape`` (a file's header) do not fit, or None."""
+        if np.dtype(dtype) != self.dtype:
+            return f"has dtype {np.dtype(dtype)}, model input {self.name!r} expects {self.describe()}"
+        if not _fits(tuple(row_shape), self.row_shape):
+            return f"has row shape {tuple(row_shape)}, model input {self.name!r} expects {self.describe()}"
+        return None
+
     def row_error(self, row: Any) -> str | None:
         """Why ``row`` (one row of the column) does not fit, or None."""
         if isinstance(row, np.generic):

@@ -2,6 +2,11 @@
 files (read by Ray tasks, a chunk of rows each), a folder of images (Ray
 Data's ``read_images``, decoded by Pillow) or Parquet (``read_parquet``).
 
+Array files are checked one by one against the model's inputs (dtype, row
+shape, from their headers) before any is read into the dataset: Ray Data
+cannot unify blocks of different dtypes, so a file that does not fit is left
+out and its rows are reported as bad rows.
+
 Row ids: ``FILE#ROW`` for arrays (the file relative to the input, the row
 index in it), the image path relative to the input folder, and for Parquet
 its ``id_column`` (default ``row_id``)."""
@@ -15,7 +20,7 @@ import numpy as np
 import ray
 
 from nnrt_core.errors import InputError
-from nnrt_ray.rows import RowSpec
+from nnrt_ray.rows import BadRow, RowSpec
 
 __all__ = ["open_input", "input_files", "IMAGE_EXTENSIONS", "ROWS_PER_CHUNK", "ROW_ID"]
 
@@ -45,25 +50,43 @@ def input_files(path: str | Path) -> tuple[str, list[Path]]:
     return present[0], found[present[0]]
 
 
-def _row_count(f: Path, specs: Sequence[RowSpec]) -> int:
-    """Rows of one array file (read from the headers; the data stays on disk)."""
+def _headers(f: Path, specs: Sequence[RowSpec]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """(shape, dtype) of each array of one array file, by column (a .npy
+    file's from its header: the data stays on disk)."""
     try:
         if f.suffix.lower() == ".npy":
-            arr = np.load(f, mmap_mode="r", allow_pickle=False)
-            counts = {specs[0].column: arr.shape[0] if arr.ndim else -1} if len(specs) == 1 else None
-            if counts is None:
+            if len(specs) != 1:
                 raise InputError(f"{str(f)!r} is a .npy file (one array) but the model has inputs "
                                  f"{[s.column for s in specs]}: give .npz files with one array per input")
-        else:
-            with np.load(f, allow_pickle=False) as z:
-                counts = {k: (z[k].shape[0] if z[k].ndim else -1) for k in z.files}
+            arr = np.load(f, mmap_mode="r", allow_pickle=False)
+            return {specs[0].column: (arr.shape, arr.dtype)}
+        with np.load(f, allow_pickle=False) as z:
+            return {k: (z[k].shape, z[k].dtype) for k in z.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise InputError(f"cannot read {str(f)!r} as a numpy array file: {e}") from e
+
+
+def _row_count(f: Path, headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> int:
+    counts = {k: (shape[0] if shape else -1) for k, (shape, _) in headers.items()}
     if any(c < 0 for c in counts.values()):
         raise InputError(f"{str(f)!r} holds a 0-d array; every array needs a leading row axis")
     if len(set(counts.values())) > 1:
         raise InputError(f"{str(f)!r}: its arrays disagree on the number of rows: {counts}")
     return next(iter(counts.values()), 0)
+
+
+def _file_problem(headers: dict[str, tuple[tuple[int, ...], np.dtype]], specs: Sequence[RowSpec]
+                  ) -> tuple[str, str] | None:
+    """(column, problem) of the first model input whose array in a file does
+    not fit (dtype, row shape), or ``None``: checked per file, before Ray Data
+    unifies the blocks of different files (which fails on mixed dtypes)."""
+    for s in specs:
+        if s.column in headers:
+            shape, dtype = headers[s.column]
+            problem = s.header_error(dtype, shape[1:])
+            if problem:
+                return s.column, problem
+    return None
 
 
 def _read_chunk(batch: dict[str, np.ndarray], column: str | None) -> Iterator[dict[str, Any]]:
@@ -79,16 +102,26 @@ def _read_chunk(batch: dict[str, np.ndarray], column: str | None) -> Iterator[di
         yield {ROW_ID: ids, **cols}
 
 
-def _arrays(root: Path, files: list[Path], specs: Sequence[RowSpec], block_rows: int) -> "ray.data.Dataset":
+def _arrays(root: Path, files: list[Path], specs: Sequence[RowSpec], block_rows: int,
+            skipped: list[BadRow] | None) -> "ray.data.Dataset":
     items = []
     for f in files:
-        n = _row_count(f, specs)
+        headers = _headers(f, specs)
+        n = _row_count(f, headers)
         name = f.name if f == root else str(f.relative_to(root))
+        problem = _file_problem(headers, specs)
+        if problem is not None:
+            column, why = problem
+            if skipped is None:
+                raise InputError(BadRow(f"{name}#0", column, why).message() + f" (and every other row of {name!r})")
+            skipped += [BadRow(f"{name}#{i}", column, why) for i in range(n)]
+            continue
         step = max(1, min(block_rows, ROWS_PER_CHUNK)) if f.suffix.lower() == ".npy" else max(n, 1)
         items += [{"path": str(f.resolve()), "name": name, "start": a, "stop": min(a + step, n)}
                   for a in range(0, n, step)]
     if not items:
-        raise InputError(f"--input {str(root)!r} holds no rows")
+        raise InputError(f"--input {str(root)!r} holds no rows" + (
+            f" the model can take ({len(skipped)} bad row(s), e.g. {skipped[0].message()})" if skipped else ""))
     column = specs[0].column if len(specs) == 1 else None
     return ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
         _read_chunk, fn_kwargs={"column": column}, batch_size=1, **READ_ARGS)
@@ -125,14 +158,16 @@ def _images(root: Path, files: list[Path], specs: Sequence[RowSpec]) -> "ray.dat
 
 
 def open_input(path: str | Path, specs: Sequence[RowSpec], id_column: str | None = None,
-               block_rows: int = 32) -> "ray.data.Dataset":
+               block_rows: int = 32, skipped: list[BadRow] | None = None) -> "ray.data.Dataset":
     """The dataset of ``path`` with a ``row_id`` column and one column per model
     input; a ``.npy`` file comes in blocks of ``block_rows`` rows (the batch
-    size, so that every actor of the pool gets work), an ``.npz`` file in one."""
+    size, so that every actor of the pool gets work), an ``.npz`` file in one.
+    An array file whose dtype or row shape the model cannot take is left out:
+    its rows are appended to ``skipped`` (an :class:`InputError` without it)."""
     root = Path(path)
     kind, files = input_files(root)
     if kind == "arrays":
-        return _arrays(root, files, specs, block_rows)
+        return _arrays(root, files, specs, block_rows, skipped)
     if kind == "images":
         return _images(root, files, specs)
     ds = ray.data.read_parquet([str(f.resolve()) for f in files], **READ_ARGS)

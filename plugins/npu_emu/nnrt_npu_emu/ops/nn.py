@@ -9,8 +9,12 @@ from nnrt_core.ir import Node
 from nnrt_npu_emu.numerics import f32
 from nnrt_npu_emu.ops.common import Step, Unsupported, attr_ints, kernel, op, store, store_kernel
 from nnrt_npu_emu.ops.spatial import conv_nd, pool_nd
+from nnrt_numpy.host_kernels import resolve_pads, window_misfit
 
-__all__ = ["conv_nd", "pool_nd"]
+__all__ = ["MAX_POOL_TAPS", "conv_nd", "pool_nd"]
+
+#: the most taps one pooling window may hold on the chip (the emulator loops over taps on the host)
+MAX_POOL_TAPS = 1 << 16
 
 
 # ------------------------------------------------------------------ helpers
@@ -149,11 +153,32 @@ def _lower_pool(kind: str):
             raise Unsupported("MaxPool Indices output is not supported by the chip")
         strides, pads, dil = _spatial_attrs(node, cx, k)
         osz = list(ys[2:])
+        _check_pool_window(node, xs, ys, k, strides, pads, dil)
         return [Step("pool", [node.inputs[0]], [node.outputs[0]],
                      {"kind": kind, "k": k, "strides": strides, "pads": pads, "dilations": dil, "osz": osz,
                       "count_include_pad": bool(node.attr("count_include_pad", 0))},
                      int(np.prod(ys)) * int(np.prod(k)))]
     return lower
+
+
+def _check_pool_window(node: Node, xs, ys, k, strides, pads, dil) -> None:
+    """Decline windows the emulator cannot run in bounded time and memory:
+    non-positive sizes, more than :data:`MAX_POOL_TAPS` taps, a window that
+    does not fit the padded input (NumPy and ONNX Runtime refuse those too),
+    an output shape that is not the one the attributes give."""
+    if any(v < 1 for v in [*k, *strides, *dil]) or any(p < 0 for p in pads):
+        raise Unsupported(f"kernel_shape {k}, strides {strides} and dilations {dil} must be positive, "
+                          f"pads {pads} non-negative")
+    taps = math.prod(k)
+    if taps > MAX_POOL_TAPS:
+        raise Unsupported(f"kernel_shape {k} is a window of {taps} taps, over the chip's {MAX_POOL_TAPS}")
+    sp = len(k)
+    begin, end, out, _ = resolve_pads("NOTSET", xs[2:], k, strides, dil, pads, bool(node.attr("ceil_mode", 0)))
+    misfit = window_misfit(xs[2:], k, dil, begin, end)
+    if misfit is not None:
+        raise Unsupported(misfit)
+    if list(out) != list(ys[2:]):
+        raise Unsupported(f"output shape {list(ys)} does not match the {sp}-d window's {list(xs[:2]) + list(out)}")
 
 
 op("MaxPool", int8="generic")(_lower_pool("max"))

@@ -17,6 +17,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from nnrt_core.errors import MemoryBudgetError
+from nnrt_core.runtime.control import current_control, tensor_limit
 from nnrt_numpy.host_kernels import pooled_reduce  # the NumPy backend's separable pools (same taps, same order)
 from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.ops.hostdw import depthwise_2d
@@ -50,6 +52,10 @@ def pad_crop(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: flo
     if not any(b) and not any(e):
         return x if x.dtype == dt else x.astype(dt)
     shape = x.shape[:2] + tuple(x.shape[2 + i] + b[i] + e[i] for i in range(sp))
+    size = math.prod(shape) * dt.itemsize
+    if size > tensor_limit():  # a host copy of the emulator: the run's memory budget applies
+        raise MemoryBudgetError(f"the padded copy {list(shape)} ({dt}) of a window op needs {size} bytes, over "
+                                f"the memory budget of {tensor_limit()} bytes (ScheduleConfig.max_tensor_bytes)")
     out = np.full(shape, value, dtype=dt)
     out[(slice(None), slice(None)) + tuple(slice(b[i], b[i] + x.shape[2 + i]) for i in range(sp))] = x
     return out
@@ -336,7 +342,11 @@ def _pool_counts(shape, k, strides, dil, osz, begin, end, explicit_end, include_
     else:
         mask = pad_crop(mask, begin, end, 0.0)
     cnt = np.zeros((1, 1) + tuple(osz), np.float32)
+    watch = current_control()
+    watch = watch if watch is not None and watch.watched else None
     for tap in _taps(k):
+        if watch is not None and watch.stopped():
+            raise watch.error(f"the divisors of an average pool of kernel {list(k)}")
         cnt += mask[_tap_slice(tap, strides, dil, osz)]
     cnt = np.maximum(cnt, 1.0)
     cnt.flags.writeable = False

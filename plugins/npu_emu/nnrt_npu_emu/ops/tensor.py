@@ -268,6 +268,9 @@ def _lower_gather_nd(node: Node, cx) -> list[Step]:
 @op("Tile", exact_dtypes="bool", const_inputs=(1,))
 def _lower_tile(node: Node, cx) -> list[Step]:
     reps = _const_ints(node, cx, 1, "repeats")
+    xs, ys = list(cx.shape(node.inputs[0])), list(cx.shape(node.outputs[0]))
+    if len(reps) != len(xs) or [x * r for x, r in zip(xs, reps)] != ys:  # a declared shape that lies
+        raise Unsupported(f"repeats {reps} of input shape {xs} do not give the declared output shape {ys}")
     return [Step("tile", [node.inputs[0]], [node.outputs[0]], {"reps": reps},
                  int(np.prod(cx.shape(node.outputs[0]))))]
 
@@ -279,6 +282,15 @@ def _k_tile(ins, outs, a):
 
 @op("Expand", exact_dtypes="bool", const_inputs=(1,))
 def _lower_expand(node: Node, cx) -> list[Step]:
+    shape = _const_ints(node, cx, 1, "shape")
+    xs, ys = tuple(cx.shape(node.inputs[0])), tuple(cx.shape(node.outputs[0]))
+    try:
+        want = tuple(np.broadcast_shapes(xs, tuple(shape)))
+    except ValueError:
+        want = None
+    if want != ys:  # a declared shape that lies
+        raise Unsupported(f"input shape {list(xs)} expanded to {shape} does not give the declared output shape "
+                          f"{list(ys)}")
     return [Step("expand", [node.inputs[0]], [node.outputs[0]], {},
                  int(np.prod(cx.shape(node.outputs[0]))))]
 
@@ -318,6 +330,8 @@ def _lower_constant(node: Node, cx) -> list[Step]:
 @op("ConstantOfShape", const_inputs=(0,), fold_only=True)
 def _lower_cos(node: Node, cx) -> list[Step]:
     shape = _const_ints(node, cx, 0, "shape")
+    if list(shape) != list(cx.shape(node.outputs[0])):  # checked before the constant is allocated
+        raise Unsupported(f"shape {shape} is not the declared output shape {list(cx.shape(node.outputs[0]))}")
     v = node.attr("value", None)
     val = np.zeros(1, np.float32) if v is None else np.asarray(v).reshape(-1)
     return [Step("literal", [np.full(shape, val[0], dtype=val.dtype)], [node.outputs[0]], {}, 0)]

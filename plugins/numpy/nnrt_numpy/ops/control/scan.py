@@ -47,7 +47,7 @@ class Scan(Kernel):
         scans = []
         for x, axis, direction in zip(inputs[self.n:], self.in_axes, self.in_dirs):
             x = np.asarray(x)
-            axis = axis + x.ndim if axis < 0 else axis
+            axis = self._axis("scan_input_axes", axis, x.ndim)
             x = np.moveaxis(x, axis, 0)
             scans.append(x[::-1] if direction else x)
         lengths = {s.shape[0] for s in scans}
@@ -70,9 +70,15 @@ class Scan(Kernel):
             if direction:
                 items = items[::-1]
             stacked = np.stack(items) if items else np.zeros((0,), np.float32)
-            axis = axis + stacked.ndim if axis < 0 else axis
+            axis = self._axis("scan_output_axes", axis, stacked.ndim)
             results.append(np.moveaxis(stacked, 0, axis))
         return state + results
+
+    def _axis(self, name: str, axis: int, ndim: int) -> int:
+        """``axis`` of a rank-``ndim`` tensor, made non-negative; an OpError naming ``name`` when out of range."""
+        if not -ndim <= axis < ndim:
+            raise self.fail(f"{name} holds {axis}, out of range for a tensor of rank {ndim}")
+        return axis + ndim if axis < 0 else axis
 
 
 @register

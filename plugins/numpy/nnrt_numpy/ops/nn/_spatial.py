@@ -6,6 +6,8 @@ from typing import Sequence
 
 import numpy as np
 
+from nnrt_core.runtime.control import current_control
+
 
 def resolve_pads(
     auto_pad: str,
@@ -217,7 +219,11 @@ def pooled_reduce(
         else:
             acc.fill(identity)
             rest = taps
+        watch = current_control() if len(rest) > 64 else None  # a long window: the run's stop checked per tap
+        watch = watch if watch is not None and watch.watched else None
         for lo, hi, start in rest:
+            if watch is not None and watch.stopped():
+                raise watch.error(f"a pooling window of {kernel[ax]} taps on spatial axis {ax}")
             dst = acc[pre + (slice(lo, hi),)]
             ufunc(dst, src(lo, hi, start), out=dst, dtype=dtype)
         y = acc

@@ -20,6 +20,8 @@ class Col2Im(Kernel):
         self.strides = node.attr("strides")
 
     def __call__(self, x: np.ndarray, image_shape: np.ndarray, block_shape: np.ndarray) -> tuple[np.ndarray]:
+        if x.dtype.kind in "OUSV":  # overlapping blocks are summed: no sum of strings (the schema allows them)
+            raise self.fail(f"input of dtype {x.dtype} cannot be summed; Col2Im needs a numeric tensor")
         image = int_list(image_shape)
         block = int_list(block_shape)
         nd = len(image)

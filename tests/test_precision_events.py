@@ -1,0 +1,30 @@
+"""An explicit ``precision="fp16"`` is visible in the placement report: each
+partition computing in fp16 gets a ``reduced_precision`` event (issue #35
+item 7, its explicit part)."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from nnrt_core import ScheduleConfig, Session
+
+
+def _relu_cumsum() -> bytes:
+    g = h.make_graph([h.make_node("Relu", ["x"], ["t"], name="r"), h.make_node("CumSum", ["t", "ax"], ["y"], name="c")],
+                     "g", [h.make_tensor_value_info("x", T.FLOAT, [4])], [h.make_tensor_value_info("y", T.FLOAT, [4])],
+                     [h.make_tensor("ax", T.INT64, [], [0])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_fp16_partitions_are_named_in_the_events():
+    sess = Session(_relu_cumsum(), ScheduleConfig(backends=["npu_emu", "numpy"], precision="fp16"))
+    assert sess.placement == {"r": "npu_emu", "c": "numpy"}
+    (ev,) = [e for e in sess.events if e.kind == "reduced_precision"]
+    assert ev.backend == "npu_emu" and ev.nodes == ["r"] and "computes in fp16 (precision='fp16' asked)" in ev.message
+    np.testing.assert_allclose(sess.run({"x": np.arange(4, dtype=np.float32)})["y"], [0, 1, 3, 6])
+
+
+def test_no_precision_event_in_fp32():
+    sess = Session(_relu_cumsum(), ScheduleConfig(backends=["npu_emu", "numpy"]))
+    assert not [e for e in sess.events if e.kind == "reduced_precision"]
