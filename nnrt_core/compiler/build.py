@@ -21,6 +21,7 @@ from nnrt_core.logs import get_logger
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.runtime.heap import wait_for_prefault
 from nnrt_core.frontends import model_digest
+from nnrt_core.ir import Graph
 from nnrt_core.placement import Scheduler
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
 from nnrt_core.storage.weights import share_graph_weights
@@ -111,6 +112,7 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
     with stage("load"):
         graph = load_model(model, config.input_shapes, registry.tflite_custom_ops).graph
         graph.topological_sort()
+        report_declared_outputs(graph, events)
     with stage("select"):
         scheduler = _scheduler(registry, config.scheduler)
     with stage("optimize"), build_budget(config.max_tensor_bytes):  # folding allocates under the session's budget
@@ -121,6 +123,18 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
         placement = place_and_compile(graph, config, selection, scheduler, events)
     with stage("explain"):
         return explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
+
+
+def report_declared_outputs(graph: Graph, events: EventLog) -> None:
+    """A ``declared_shape_corrected`` event per graph output whose declared
+    shape the frontend corrected to the computed one (``Graph.declared_outputs``)."""
+    for name, d in graph.declared_outputs.items():
+        if d.corrected:
+            producer = next((v.producer.name for v in graph.outputs if v.name == name and v.producer), None)
+            events.add("declared_shape_corrected", "-",
+                       f"graph output {name!r}: the model declares {d.declared} but its graph computes {d.computed}; "
+                       "the computed shape is used (ONNX Runtime merges such declarations leniently too)",
+                       [producer] if producer else [])
 
 
 def _scheduler(registry: Registry, name: str) -> Scheduler:

@@ -56,7 +56,9 @@ def _clone_graph(g: Graph, value_map: dict[int, Value], parent: Graph) -> Graph:
 
 def clone_graph(graph: Graph) -> Graph:
     """A structural copy of a top-level graph (constant arrays are shared)."""
-    return _clone_graph(graph, {}, None)
+    new = _clone_graph(graph, {}, None)
+    new.declared_outputs = dict(graph.declared_outputs)
+    return new
 
 
 def extract_subgraph(
