@@ -186,6 +186,9 @@ class Graph:
         self.value_info: dict[str, Value] = {}
         #: graph outputs whose declared type the frontend did not keep as it was (see ``DeclaredOutput``)
         self.declared_outputs: dict[str, DeclaredOutput] = {}
+        #: the format the graph was imported from ("onnx", "tflite"; "" for IR built in Python):
+        #: a backend may match that format's reference engine (the ORT plugin's ``precise_kernels``)
+        self.origin = ""
         for v in initializers:
             self.add_initializer(v)
         for n in nodes:
