@@ -227,6 +227,10 @@ class Backend(abc.ABC):
     #: session with free input dimensions then plans again per input signature
     #: (``ScheduleConfig.specialize_shapes``)
     needs_static_shapes: ClassVar[bool] = False
+    #: True when the backend emulates a device on the host (its speed is not
+    #: the device's): ``backends="auto"`` leaves it out, and it takes part only
+    #: when a config names it
+    emulated: ClassVar[bool] = False
 
     # -- availability and devices -------------------------------------------
     def availability(self) -> str | None:

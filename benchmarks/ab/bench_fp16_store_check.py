@@ -1,6 +1,6 @@
 """Cost of the emulated NPU's fp16 overflow check on its store path, A/B in one process.
 
-    python benchmarks/bench_fp16_store_check.py [--base /tmp/base-s12] [--runs 201]
+    python benchmarks/ab/bench_fp16_store_check.py [--base /tmp/base-s12] [--runs 201]
 
 Times :func:`nnrt_npu_emu.numerics.store_fp16` (rounds a store and says
 whether it saturated) against the ``round_fp16`` of the tree at ``--base``

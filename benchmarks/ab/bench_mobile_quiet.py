@@ -1,7 +1,7 @@
 """Wall time of the mobile models on the NumPy backend and ONNX Runtime, counting only calls
 during which no other process ran (for a shared machine).
 
-    python benchmarks/bench_mobile_quiet.py [--models ppocr_v2_cls,ppocr_v6_rec_tiny] [--batches 1,8]
+    python benchmarks/ab/bench_mobile_quiet.py [--models ppocr_v2_cls,ppocr_v6_rec_tiny] [--batches 1,8]
                                             [--calls 200] [--block 10]
 
 Both sides on their default threads (nnrt: its split kernels on the idle cores; ORT: its pool of
@@ -27,7 +27,7 @@ import onnxruntime as ort
 
 from nnrt_core import ScheduleConfig, Session
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: the shared benchmark modules
 import real_models as rm  # noqa: E402
 
 

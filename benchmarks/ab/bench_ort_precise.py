@@ -4,7 +4,7 @@ float64, and against what the onnxruntime backend exports instead
 input range, and the run-time cost: median of interleaved runs, with the
 ratio) and ``ReduceMean`` (relative error on 64x64 windows).
 
-    python benchmarks/bench_ort_precise.py [--size 1000000] [--runs 21]
+    python benchmarks/ab/bench_ort_precise.py [--size 1000000] [--runs 21]
 """
 from __future__ import annotations
 

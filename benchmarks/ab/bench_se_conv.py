@@ -1,7 +1,7 @@
 """The squeeze-excite + 1x1 Conv step (``nnrt_numpy/fusion_seconv.py``) against the two steps
 it replaces, on the mobile models, in one process.
 
-    python benchmarks/bench_se_conv.py [--models ppocr_v2_cls,ppocr_v6_rec_tiny] [--batches 1,8] [--calls 200]
+    python benchmarks/ab/bench_se_conv.py [--models ppocr_v2_cls,ppocr_v6_rec_tiny] [--batches 1,8] [--calls 200]
 
 Two NumPy-only sessions per model and batch, one thread each (``num_threads=1``): one built as
 shipped, one with the merge turned off while it is built (``program.merge_se_conv`` replaced by
@@ -24,7 +24,7 @@ import numpy as np
 from nnrt_core import ScheduleConfig, Session
 from nnrt_numpy import program
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: the shared benchmark modules
 import real_models as rm  # noqa: E402
 
 

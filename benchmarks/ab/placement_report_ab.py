@@ -4,7 +4,7 @@ the events of the build (read before the report), then the placement report
 events again and the partitions' backends, compared between this tree and
 ``--base``.
 
-    python benchmarks/placement_report_ab.py --base DIR [--models "GLOB,GLOB"]
+    python benchmarks/ab/placement_report_ab.py --base DIR [--models "GLOB,GLOB"]
                                              [--configs "onnxruntime;onnxruntime,numpy;npu_emu"]
 
 Each config is a ``backends`` list (``,``-separated; the backup is the

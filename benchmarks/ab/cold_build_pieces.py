@@ -3,7 +3,7 @@ main-thread CPU milliseconds (``time.thread_time``) of the build's parts in a
 fresh process, medians over ``--rounds`` processes, with the stage wall times
 of ``Session.stats()["build"]``.
 
-    python benchmarks/cold_build_pieces.py [--model mobile|light|PATH] [--backend onnxruntime]
+    python benchmarks/ab/cold_build_pieces.py [--model mobile|light|PATH] [--backend onnxruntime]
                                            [--rounds 7] [--base DIR] [--warm]
 
 The child imports numpy, onnxruntime and ``nnrt_core`` first, and the backend
@@ -36,10 +36,11 @@ import statistics
 import subprocess
 import sys
 
-from bench_cold_start import child_env, models, result_of
-from cold_start_breakdown import tree_env
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: the shared benchmark modules
+from bench_cold_start import child_env, models, result_of  # noqa: E402
+from cold_start_breakdown import tree_env  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 
 CHILD = r"""
 import functools, json, sys, time

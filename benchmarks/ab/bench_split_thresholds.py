@@ -1,7 +1,7 @@
 """Where splitting a kernel over two threads pays on the NumPy backend: mobile
 models run under several split thresholds, alternated in one process.
 
-    python benchmarks/bench_split_thresholds.py [--models ppocr_v6_rec_tiny,ppocr_v2_cls]
+    python benchmarks/ab/bench_split_thresholds.py [--models ppocr_v6_rec_tiny,ppocr_v2_cls]
         [--batches 1,8] [--rounds 5] [--runs 7] [--configs current,1thread,...]
 
 A configuration sets the split rule ``nnrt_numpy.parallel.SPLIT_US``,
@@ -36,7 +36,7 @@ import numpy as np
 from nnrt_core import ScheduleConfig, Session
 from nnrt_numpy import blas, parallel
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: the shared benchmark modules
 import real_models as rm  # noqa: E402
 
 #: the cut-offs before the split rule (bfce14a): GEMM / Conv splits from 8 M multiply-adds,

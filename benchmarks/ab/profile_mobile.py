@@ -1,6 +1,6 @@
 """Per-op-type time of a mobile model on the NumPy backend against ONNX Runtime's own per-op profile.
 
-    python benchmarks/profile_mobile.py [--models ppocr_v6_rec_tiny,ppocr_v2_cls] [--batches 1,8] [--runs 15]
+    python benchmarks/ab/profile_mobile.py [--models ppocr_v6_rec_tiny,ppocr_v2_cls] [--batches 1,8] [--runs 15]
                                         [--threads N] [--top 12] [--per-node]
 
 nnrt side: the NumPy partition's program steps (fused chains count as one
@@ -33,7 +33,7 @@ import onnxruntime as ort
 
 from nnrt_core import ScheduleConfig, Session
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: the shared benchmark modules
 import real_models as rm  # noqa: E402
 
 

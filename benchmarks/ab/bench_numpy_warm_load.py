@@ -2,7 +2,7 @@
 repeated on the same bytes, split into its stages (the session file's decode,
 the stored partition's model load, the program build, the warm-up).
 
-    python benchmarks/bench_numpy_warm_load.py [--models squeezenet,resnet50] [--loads 20] [--formats 2,1]
+    python benchmarks/ab/bench_numpy_warm_load.py [--models squeezenet,resnet50] [--loads 20] [--formats 2,1]
 
 The file is built as ``nnrt_ray.ship`` builds it (through a model cache) and
 read into a read-only array (as Ray's object store hands it over).  Medians
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 import bench_ray  # noqa: E402
 
 import nnrt_core.compiler.build as build  # noqa: E402

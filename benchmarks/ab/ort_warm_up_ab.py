@@ -1,7 +1,7 @@
 """nnrt's ONNX Runtime backend with and without its warm-up at build, in fresh
 processes: the first run against a steady run, page faults, build time.
 
-    python benchmarks/ort_warm_up_ab.py [--model mobile|light|PATH] [--shape 8,3,48,192] [--rounds 9]
+    python benchmarks/ab/ort_warm_up_ab.py [--model mobile|light|PATH] [--shape 8,3,48,192] [--rounds 9]
         [--variants nowarm,warm,run,shapes+run]
 
 Each child (a fresh process, as a user's) builds
@@ -33,7 +33,8 @@ import sys
 
 import onnx
 
-from bench_cold_start import child_env, models, result_of
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: the shared benchmark modules
+from bench_cold_start import child_env, models, result_of  # noqa: E402
 
 CHILD = r"""
 import sys, time, resource, json, statistics, numpy as np

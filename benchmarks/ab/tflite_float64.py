@@ -4,7 +4,7 @@ each fp32 implementation (LiteRT's XNNPACK and reference kernels, nnrt's
 NumPy backend, per output (max |err| / max |float64|).  Plus the fp16 floor:
 how far LiteRT's own output moves when only the input is rounded to fp16.
 
-    python benchmarks/tflite_float64.py --models mp_selfie_seg,mp_pose_landmark_full
+    python benchmarks/ab/tflite_float64.py --models mp_selfie_seg,mp_pose_landmark_full
 
 The float64 graph is nnrt's own import, so a mapping error would be shared
 with nnrt's rows; LiteRT's distances to it are the check of the mapping.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: the shared benchmark modules
 import tflite_models as tm  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 against the previous rational-erf form (27 passes, kept here as the reference),
 one thread, alternating call by call.
 
-    python benchmarks/bench_gelu.py [--runs 300]
+    python benchmarks/ab/bench_gelu.py [--runs 300]
 
 Per size: median CPU µs of the calling thread of each, the ratio new / old,
 and both maximum errors against float64 on a dense grid of [-12, 12]

@@ -4,7 +4,7 @@ did (node and op counts after, rewrites per pass), the placement report
 node names, the events, and the outputs of one run (sha256 of their bytes),
 compared between this tree and ``--base``.
 
-    python benchmarks/build_identity_ab.py --base DIR [--models "GLOB,GLOB"] [--backends numpy] [--level basic]
+    python benchmarks/ab/build_identity_ab.py --base DIR [--models "GLOB,GLOB"] [--backends numpy] [--level basic]
 
 Default models: every ``.tflite`` under /tmp/tflite_models and the ONNX
 models of ``benchmarks/real_models.py`` (/tmp/pypi_models).  Each tree runs

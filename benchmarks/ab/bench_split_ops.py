@@ -1,6 +1,6 @@
 """Where a 2-way split pays, per kind of splitting kernel of the NumPy backend.
 
-    python benchmarks/bench_split_ops.py [--kinds gemm1x1,conv3x3,dw3x3,matmul,softmax,conv1x1_gelu]
+    python benchmarks/ab/bench_split_ops.py [--kinds gemm1x1,conv3x3,dw3x3,matmul,softmax,conv1x1_gelu]
         [--reps 41] [--rounds 3]
 
 For every kind a ladder of one-node (or one-chain) ONNX models of growing

@@ -1,6 +1,6 @@
 """A/B session build time of two source trees, interleaved model by model.
 
-    python benchmarks/bench_build_ab.py --base /work/main [--rounds 3] [--runs 3]
+    python benchmarks/ab/bench_build_ab.py --base /work/main [--rounds 3] [--runs 3]
         [--models "/tmp/tflite_models/**/*.tflite"] [--only face,pose] [--no-collect] [--json]
 
 On a shared machine the load moves build times by tens of percent between
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parents[2]  # the repository root
 DEFAULT_MODELS = "/tmp/tflite_models/**/*.tflite"
 
 

@@ -1,6 +1,6 @@
 """A/B of ``bench_mobile.py`` between this source tree and another (e.g. main's), in alternating processes.
 
-    python benchmarks/bench_mobile_ab.py --base TREE [--rounds 2] [--interleave cpu] [bench_mobile.py options...]
+    python benchmarks/ab/bench_mobile_ab.py --base TREE [--rounds 2] [--interleave cpu] [bench_mobile.py options...]
 
 Make TREE with ``mkdir -p /tmp/base && git -C /work/main archive main | tar -x -C /tmp/base``.
 Each round runs ``bench_mobile.py --json`` (the script of *this* tree, so both sides time the
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent  # benchmarks/: the shared benchmark modules
 PLUGINS = ["plugins/numpy", "plugins/npu_emu", "plugins/onnxruntime", "schedulers", "plugins/ray"]
 
 

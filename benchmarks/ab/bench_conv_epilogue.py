@@ -2,7 +2,7 @@
 split convolution (``epilogue=``, nnrt_numpy/fusion.py) against after the whole
 convolution (the previous way), in one process, call by call.
 
-    python benchmarks/bench_conv_epilogue.py [--runs 200] [--threads 2]
+    python benchmarks/ab/bench_conv_epilogue.py [--runs 200] [--threads 2]
 
 Each row: one fused Conv -> tail step (a ``GraphProgram`` of a two-node model),
 built twice (``Conv.accepts_epilogue`` on and off), timed alternately with the

@@ -5,7 +5,7 @@ dtype, shape, sha256 of its bytes), every node in order (name, domain,
 opset, op, input and output names and types, attributes with array
 attributes hashed, sub-graphs recursively) and the model metadata.
 
-    python benchmarks/import_identity_ab.py --base DIR [--models "GLOB,GLOB"]
+    python benchmarks/ab/import_identity_ab.py --base DIR [--models "GLOB,GLOB"]
 
 Default models: every ``.tflite`` under /tmp/tflite_models.  Each tree runs
 one child process for all models (``DIR`` and its plugin folders on

@@ -3,7 +3,7 @@ partitions handed to ORT (their stored bytes: the ONNX model, or ORT's
 optimized graph, and the weights) and the outputs of one run, compared byte
 for byte between this tree and ``--base``.
 
-    python benchmarks/ort_identity_ab.py --base DIR [--models "GLOB,GLOB"] [--backends onnxruntime]
+    python benchmarks/ab/ort_identity_ab.py --base DIR [--models "GLOB,GLOB"] [--backends onnxruntime]
 
 Each tree builds ``Session(path, ScheduleConfig(backends=[...]))`` in its own
 child process (``DIR`` and its plugin folders on ``PYTHONPATH``); the feeds
@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 ONNX_LIGHT = "<onnx>/backend/test/data/light/*.onnx"
 PYPI = "/tmp/pypi_models/**/*.onnx"
 

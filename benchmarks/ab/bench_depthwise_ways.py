@@ -1,6 +1,6 @@
 """The NumPy backend's depthwise ways (``rows``, ``cols``, ``cl``) on the same shapes, one thread, CPU time.
 
-    python benchmarks/bench_depthwise_ways.py [--runs 40] [--shapes N,C,H,W,K,SH;...]
+    python benchmarks/ab/bench_depthwise_ways.py [--runs 40] [--shapes N,C,H,W,K,SH;...]
 
 Per shape (a "same"-padded K x K depthwise conv with bias, stride SH across rows, 1 along them)
 every way of :class:`nnrt_numpy.ops.nn._depthwise.DepthwisePlan` is forced and timed alone
@@ -20,7 +20,7 @@ import numpy as np
 
 from nnrt_numpy.ops.nn._depthwise import DepthwisePlan
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: the shared benchmark modules
 from bench_mobile import thread_cpu_s  # noqa: E402
 
 #: PP-OCR / MobileNet depthwise shapes (N, C, H, W, K, SH): few-row maps, 12-row maps, taller ones

@@ -1,7 +1,7 @@
 """Cold start of this source tree against another one (A/B), interleaved in
 fresh processes: time to first inference per backend and ``nnrt --help``.
 
-    python benchmarks/bench_cold_ab.py --base DIR [--rounds 7] [--kinds onnxruntime,numpy] [--model mobile]
+    python benchmarks/ab/bench_cold_ab.py --base DIR [--rounds 7] [--kinds onnxruntime,numpy] [--model mobile]
 
 ``DIR`` is another source tree (e.g. ``git archive main`` unpacked); each
 side runs with its tree (and plugin folders) first on ``PYTHONPATH`` and as
@@ -23,10 +23,11 @@ import subprocess
 import sys
 import time
 
-from bench_cold_start import CHILD, child_env, models, result_of
-from cold_start_breakdown import tree_env
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: the shared benchmark modules
+from bench_cold_start import CHILD, child_env, models, result_of  # noqa: E402
+from cold_start_breakdown import tree_env  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 
 
 def cold_start(tree: str, env: dict[str, str], kind: str, model: dict) -> dict:

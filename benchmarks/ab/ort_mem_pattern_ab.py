@@ -1,8 +1,8 @@
 """Steady runs of raw ONNX Runtime with its memory pattern on against off,
 and the first two runs of each, interleaved in one process.
 
-    python benchmarks/ort_mem_pattern_ab.py [--runs 300] [--models mobile,light] [--batch 8]
-    python benchmarks/ort_mem_pattern_ab.py --model PATH --shape 1,3,48,320
+    python benchmarks/ab/ort_mem_pattern_ab.py [--runs 300] [--models mobile,light] [--batch 8]
+    python benchmarks/ab/ort_mem_pattern_ab.py --model PATH --shape 1,3,48,320
 
 The ORT backend switches ``enable_mem_pattern`` off by default on the CPU
 provider (see docs/plugins.md, "warm-up"): with it on, ORT records a memory
@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
 import onnxruntime as ort
 
-from bench_cold_start import models
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: the shared benchmark modules
+from bench_cold_start import models  # noqa: E402
 
 
 def session(path: str, pattern: bool) -> ort.InferenceSession:

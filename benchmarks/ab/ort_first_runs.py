@@ -2,7 +2,7 @@
 processes: does a warm-up run at session build make the first real run a
 steady one?
 
-    python benchmarks/ort_first_runs.py [--rounds 7] [--runs 5] [--steady 15] [--batch 8] [--models mobile,light]
+    python benchmarks/ab/ort_first_runs.py [--rounds 7] [--runs 5] [--steady 15] [--batch 8] [--models mobile,light]
 
 Issue #19 asks that the first run be at most 1.5x a steady run on every
 backend, and suggests warm-up at build where it is cheap.  On the ONNX
@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 
-from bench_cold_start import child_env, models
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: the shared benchmark modules
+from bench_cold_start import child_env, models  # noqa: E402
 
 CHILD = r"""
 import sys, time, json

@@ -1,6 +1,6 @@
 """The NumPy backend's depthwise kernel on one thread against two, per shape.
 
-    python benchmarks/bench_depthwise_threads.py [--runs 15] [--max-wait 20] [--json]
+    python benchmarks/ab/bench_depthwise_threads.py [--runs 15] [--max-wait 20] [--json]
 
 For the microbenchmark shapes of ``bench_mobile.py`` and the depthwise
 shapes of the PP-OCR models (batch 1 and 8), one ``DepthwisePlan`` per
@@ -34,7 +34,7 @@ import numpy as np
 from nnrt_numpy import parallel
 from nnrt_numpy.ops.nn import _depthwise
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: the shared benchmark modules
 from bench_mobile import MODEL_SHAPES, SHAPES  # noqa: E402
 
 try:

@@ -4,7 +4,7 @@ one-node session ``bench_ray._startup`` runs first, split into the kernel and
 plugin modules the start imports (timed apart: a probe process lists them,
 the measured one imports them first) and the rest.
 
-    python benchmarks/bench_startup_split.py [--models squeezenet,resnet50] [--backends numpy,onnxruntime]
+    python benchmarks/ab/bench_startup_split.py [--models squeezenet,resnet50] [--backends numpy,onnxruntime]
                                              [--runs 3]
 
 No Ray: the file is read into a read-only array (as the object store hands
@@ -50,7 +50,7 @@ print(json.dumps({"imports": imports, "rest": rest}))
 
 def _files(name: str, backend: str, d: str) -> dict[str, str]:
     """The model file (cold) and its session file (warm, built through a model cache as ``ship`` does)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
     import bench_ray
     from nnrt_core import ScheduleConfig, Session
     from nnrt_core.storage.session_file import encode

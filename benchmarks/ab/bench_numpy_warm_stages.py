@@ -1,7 +1,7 @@
 """Where a fresh process's NumPy warm start goes: thread CPU ms of each stage
 of ``Session(file)``, against a cold build of the same model.
 
-    python benchmarks/bench_numpy_warm_stages.py [--models squeezenet,resnet50] [--real-weights]
+    python benchmarks/ab/bench_numpy_warm_stages.py [--models squeezenet,resnet50] [--real-weights]
                                                  [--runs 5] [--formats 2,1]
 
 Each start is a fresh child process that first does what ``bench_ray._startup``
@@ -27,9 +27,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_cold_start import result_of
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: the shared benchmark modules
+from bench_cold_start import result_of  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent  # benchmarks/: the shared benchmark modules
 CHILD = r"""
 import functools, importlib, json, sys, time
 import numpy as np
