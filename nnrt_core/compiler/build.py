@@ -22,6 +22,7 @@ from nnrt_core.logs import INFO, get_logger
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.runtime.heap import wait_for_prefault
 from nnrt_core.frontends import model_digest
+from nnrt_core.ir import Graph
 from nnrt_core.placement import Scheduler
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
 from nnrt_core.storage.weights import share_graph_weights
@@ -112,6 +113,7 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
     with stage("load"):
         graph = load_model(model, config.input_shapes, registry.tflite_custom_ops).graph
         graph.topological_sort()
+        report_declared_outputs(graph, events)
     with stage("select"):
         scheduler = _scheduler(registry, resolve_scheduler(config, selection))
         measuring = (len(scheduler.candidate_plans([b.name for b in engines_of(selection)])) > 1
@@ -151,6 +153,18 @@ def _note_precision(built: CompiledModel) -> None:
             built.events.add("reduced_precision", info.backend,
                              f"partition {info.index} on {info.backend!r} computes in {got} (precision={asked!r} "
                              f"asked): its float results carry {got} rounding, not fp32's", info.nodes, level=INFO)
+
+
+def report_declared_outputs(graph: Graph, events: EventLog) -> None:
+    """A ``declared_shape_corrected`` event per graph output whose declared
+    shape the frontend corrected to the computed one (``Graph.declared_outputs``)."""
+    for name, d in graph.declared_outputs.items():
+        if d.corrected:
+            producer = next((v.producer.name for v in graph.outputs if v.name == name and v.producer), None)
+            events.add("declared_shape_corrected", "-",
+                       f"graph output {name!r}: the model declares {d.declared} but its graph computes {d.computed}; "
+                       "the computed shape is used (ONNX Runtime merges such declarations leniently too)",
+                       [producer] if producer else [])
 
 
 def _scheduler(registry: Registry, name: str) -> Scheduler:

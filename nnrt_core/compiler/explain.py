@@ -7,10 +7,11 @@ from nnrt_core.compiler.backends import BackendSelection
 from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
 from nnrt_core.compiler.place import Placement
 from nnrt_core.config import ScheduleConfig
-from nnrt_core.ir import Graph, Node
+from nnrt_core.ir import Graph, Node, TensorType
 from nnrt_core.passes import PassReport
 from nnrt_core.placement import NodePlacement, PartitionPlan, PlacementContext, Scheduler
 from nnrt_core.runtime.executor import ExecutionStep
+from nnrt_core.runtime.output_check import DeclaredShapeWatch
 from nnrt_core.storage.weights import SharingReport
 
 __all__ = ["explain", "placement_events", "placement_report", "partition_info"]
@@ -70,6 +71,17 @@ def partition_info(plan: PartitionPlan) -> PartitionInfo:
                          tuple(v.name for v in plan.inputs), tuple(v.name for v in plan.outputs), {})
 
 
+def declared_watch(graph: Graph, plan: PartitionPlan, name: str, events: EventLog) -> DeclaredShapeWatch | None:
+    """The run-time comparison of ``plan``'s graph outputs with their unconfirmed declarations, if any."""
+    unconfirmed = {v.name: d.declared for v in plan.outputs
+                   if (d := graph.declared_outputs.get(v.name)) is not None and not d.corrected
+                   and isinstance(d.declared, TensorType)}
+    if not unconfirmed:
+        return None
+    return DeclaredShapeWatch(name, unconfirmed,
+                              lambda out, message: events.add("declared_shape_mismatch", plan.backend, message))
+
+
 def explain(graph: Graph, config: ScheduleConfig, selection: BackendSelection, scheduler: Scheduler,
             placement: Placement, events: EventLog, pass_report: PassReport,
             weight_sharing: SharingReport) -> CompiledModel:
@@ -78,7 +90,8 @@ def explain(graph: Graph, config: ScheduleConfig, selection: BackendSelection, s
     first read (same content; the report's events are added now)."""
     placement_events(graph, placement, selection, events)
     steps = [ExecutionStep(compiled, selection.named(plan.backend), [v.name for v in plan.inputs],
-                           [v.name for v in plan.outputs], types={v.name: v.type for v in plan.outputs})
+                           [v.name for v in plan.outputs], types={v.name: v.type for v in plan.outputs},
+                           declared=declared_watch(graph, plan, compiled.name, events))
              for plan, compiled in zip(placement.plans, placement.compiled)]
     constants = {v.name: v.const for v in graph.outputs if v.const is not None and v.producer is None}
     placement = placement.replace(context=placement.context.replace(compiled={}))

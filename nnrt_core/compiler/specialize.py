@@ -43,7 +43,9 @@ def wants_specialization(config: ScheduleConfig, registry: Registry) -> bool:
 class Specializations(Generic[Plan]):
     """The plans of one model specialized per input signature.
 
-    ``make_plan`` turns a :class:`CompiledModel` into what a run needs (the
+    Signatures are planned on first sight until ``capacity`` plans are held,
+    then on their second sight (a new sequence length seen once costs no
+    build).  ``make_plan`` turns a :class:`CompiledModel` into what a run needs (the
     session's executor); ``lookup`` is the per-run fast path (a tuple of
     shapes and a dict probe), ``specialize`` builds on a miss.  A signature
     whose build fails is remembered with ``None``: its runs take the generic
@@ -61,6 +63,9 @@ class Specializations(Generic[Plan]):
         self._plans: OrderedDict[Signature, Plan | None] = OrderedDict()
         self._latest: Signature | None = None
         self._lock = threading.Lock()
+        #: signatures seen once while the cache was full (see ``_worth_planning``)
+        self._seen_once: OrderedDict[Signature, None] = OrderedDict()
+        self._deferred = False
 
     def __len__(self) -> int:
         return len(self._plans)
@@ -71,17 +76,45 @@ class Specializations(Generic[Plan]):
 
     def plan_for(self, feeds: Mapping[str, Any]) -> Plan | None:
         """The plan of validated ``feeds``' signature, built on first sight
-        (``None``: that signature cannot be specialized)."""
+        while fewer than ``capacity`` plans are held, else on its second
+        sight (:meth:`_worth_planning`); ``None``: the generic plan runs it
+        (that signature cannot be specialized, or not yet)."""
         sig = tuple([feeds[n].shape for n in self.names])
         plan = self._plans.get(sig, _MISSING)
         if plan is _MISSING:
-            return self.specialize(sig)
+            return self.specialize(sig) if self._worth_planning(sig) else None
         if sig != self._latest:  # most recently used last (a repeat of the latest costs nothing)
             with self._lock:
                 if sig in self._plans:
                     self._plans.move_to_end(sig)
                 self._latest = sig
         return plan
+
+    def _worth_planning(self, sig: Signature) -> bool:
+        """Whether a run with the unplanned ``sig`` builds its plan now.
+
+        A full cache would evict a plan for it and pay a whole build (seconds
+        on a transformer) for a signature that may never come back, as every
+        new sequence length of a text model would: once ``capacity`` plans
+        are held, a new signature runs on the generic plan and is planned
+        when it is seen again (the seen-once set is bounded too).  One
+        ``specialization_deferred`` event says so."""
+        if len(self._plans) < self.capacity:
+            return True
+        with self._lock:
+            if sig in self._seen_once:
+                del self._seen_once[sig]
+                return True
+            self._seen_once[sig] = None
+            while len(self._seen_once) > 4 * self.capacity:
+                self._seen_once.popitem(last=False)
+            if not self._deferred:
+                self._deferred = True
+                self.events.add("specialization_deferred", "-",
+                                f"{self.capacity} specialized plans are held (max_specializations): a new input "
+                                "signature runs on the dynamic plan and is planned when it is seen again",
+                                level=INFO)
+        return False
 
     def specialize(self, sig: Signature) -> Plan | None:
         """Build (once) and cache the plan for ``sig``; ``None`` when it cannot be built."""

@@ -56,7 +56,10 @@ def _clone_graph(g: Graph, value_map: dict[int, Value], parent: Graph) -> Graph:
 
 def clone_graph(graph: Graph) -> Graph:
     """A structural copy of a top-level graph (constant arrays are shared)."""
-    return _clone_graph(graph, {}, None)
+    new = _clone_graph(graph, {}, None)
+    new.declared_outputs = dict(graph.declared_outputs)
+    new.origin = graph.origin
+    return new
 
 
 def extract_subgraph(
@@ -71,6 +74,7 @@ def extract_subgraph(
     given boundary ``inputs`` and ``outputs``.  Initializers the nodes read are
     carried over (sharing their arrays, no copy)."""
     sub = Graph(name, opset_imports=_all_opsets(graph))
+    sub.origin = _root(graph).origin
     value_map: dict[int, Value] = {}
     for v in inputs:
         nv = clone_value(v, as_const=False)
@@ -92,8 +96,11 @@ def extract_subgraph(
     return sub
 
 
+def _root(graph: Graph) -> Graph:
+    while graph.parent is not None:
+        graph = graph.parent
+    return graph
+
+
 def _all_opsets(graph: Graph) -> dict[str, int]:
-    g: Graph | None = graph
-    while g is not None and g.parent is not None:
-        g = g.parent
-    return dict(g.opset_imports) if g is not None else {}
+    return dict(_root(graph).opset_imports)

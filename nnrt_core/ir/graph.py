@@ -17,9 +17,9 @@ from nnrt_core.errors import GraphError
 from nnrt_core.ir.attributes import Attribute, AttrKind
 from nnrt_core.ir.dtypes import DataType
 from nnrt_core.ir.types import Dim, TensorType, ValueType
-from nnrt_core.record import Record
+from nnrt_core.record import FrozenRecord, Record
 
-__all__ = ["Value", "Node", "Graph", "Model"]
+__all__ = ["DeclaredOutput", "Value", "Node", "Graph", "Model"]
 
 _GRAPH_KINDS = frozenset((AttrKind.GRAPH, AttrKind.GRAPHS))
 
@@ -139,6 +139,23 @@ class Node:
 
 
 # --------------------------------------------------------------------- graphs
+class DeclaredOutput(FrozenRecord):
+    """A graph output's type as the model file declares it, where that says
+    more than (``corrected`` false) or contradicts (``corrected`` true) what
+    the graph computes; ``computed`` is the output's type in the graph
+    (``nnrt_core.frontends.onnx.declared_outputs``)."""
+
+    __slots__ = ("declared", "computed", "corrected")
+    declared: ValueType
+    computed: ValueType | None
+    corrected: bool
+
+    def __init__(self, declared: ValueType, computed: ValueType | None, corrected: bool) -> None:
+        object.__setattr__(self, "declared", declared)
+        object.__setattr__(self, "computed", computed)
+        object.__setattr__(self, "corrected", corrected)
+
+
 class Graph:
     """A list of nodes with named inputs, outputs and initializers.
 
@@ -167,6 +184,11 @@ class Graph:
         self.parent = parent
         self.doc = doc
         self.value_info: dict[str, Value] = {}
+        #: graph outputs whose declared type the frontend did not keep as it was (see ``DeclaredOutput``)
+        self.declared_outputs: dict[str, DeclaredOutput] = {}
+        #: the format the graph was imported from ("onnx", "tflite"; "" for IR built in Python):
+        #: a backend may match that format's reference engine (the ORT plugin's ``precise_kernels``)
+        self.origin = ""
         for v in initializers:
             self.add_initializer(v)
         for n in nodes:

@@ -78,6 +78,7 @@ def whole_graph_view(graph: Graph, plan: PartitionPlan) -> Graph | None:
             or {id(v) for v in plan.outputs} != {id(v) for v in graph.outputs}):
         return None
     view = Graph(plan.name, inputs=plan.inputs, outputs=plan.outputs, opset_imports=graph.opset_imports)
+    view.origin = graph.origin
     consts = view.initializers
     for n in plan.nodes:
         if n.subgraphs():

@@ -25,7 +25,7 @@ from nnrt_core.errors import ExecutionError, NnrtError, NumericOverflowError
 from nnrt_core.ir.types import ValueType
 from nnrt_core.record import Record
 from nnrt_core.runtime.control import RunControl, accepts_control
-from nnrt_core.runtime.output_check import OutputCheck, describe_value
+from nnrt_core.runtime.output_check import DeclaredShapeWatch, OutputCheck, describe_value
 from nnrt_core.runtime.overflow import Refit
 from nnrt_core.runtime.tensor import Tensor
 
@@ -52,26 +52,36 @@ class StepObserver(Protocol):
 class ExecutionStep(Record):
     """One compiled partition in execution order, with its backend and boundaries."""
 
-    __slots__ = ("compiled", "backend", "inputs", "outputs", "release", "types")
+    __slots__ = ("compiled", "backend", "inputs", "outputs", "release", "types", "declared")
     compiled: CompiledPartition
     backend: Backend
     inputs: list[str]
     outputs: list[str]
     release: list[str]  #: values dead after this step
-    #: declared types of the outputs, where known (what :class:`OutputCheck` checks them against)
+    #: types of the outputs as the graph computes them, where known (what :class:`OutputCheck` checks)
     types: Mapping[str, ValueType]
+    #: graph outputs whose declared shape says more than inference confirmed, and the
+    #: report of a run that contradicts it (see :class:`DeclaredShapeWatch`); ``None``: none
+    declared: "DeclaredShapeWatch | None"
 
     def __init__(self, compiled: CompiledPartition, backend: Backend, inputs: list[str], outputs: list[str],
-                 release: list[str] | None = None, types: Mapping[str, ValueType] | None = None) -> None:
+                 release: list[str] | None = None, types: Mapping[str, ValueType] | None = None,
+                 declared: "DeclaredShapeWatch | None" = None) -> None:
         self.compiled, self.backend, self.inputs, self.outputs = compiled, backend, inputs, outputs
         self.release = [] if release is None else release
         self.types = {} if types is None else types
+        self.declared = declared
 
     def output_check(self) -> Callable[[Any], Any]:
         """The check of what this step's partition returns (``outs`` -> ``outs``
-        or :class:`ExecutionError`; see :class:`OutputCheck`)."""
-        return OutputCheck(self.backend.name, self.compiled.name, self.outputs, self.types,
-                           self.backend.host_memory).fast
+        or :class:`ExecutionError`; see :class:`OutputCheck`), followed by the
+        comparison with the model's unconfirmed declarations, if any."""
+        check = OutputCheck(self.backend.name, self.compiled.name, self.outputs, self.types,
+                            self.backend.host_memory).fast
+        watch = self.declared
+        if watch is None:
+            return check
+        return lambda outs: watch(check(outs))
 
 
 class Executor:

@@ -17,7 +17,7 @@ from nnrt_core.errors import ExecutionError
 from nnrt_core.ir import SequenceType, TensorType
 from nnrt_core.ir.types import ValueType
 
-__all__ = ["OutputCheck", "describe_value"]
+__all__ = ["DeclaredShapeWatch", "OutputCheck", "describe_value"]
 
 #: per output: (name, dtype or None, rank or None, fixed dims, the whole shape when static)
 _Spec = tuple[str, "np.dtype | None", "int | None", tuple[tuple[int, int], ...], "tuple[int, ...] | None"]
@@ -82,6 +82,35 @@ class OutputCheck:
 
     def _error(self, what: str) -> ExecutionError:
         return ExecutionError(f"backend {self.backend!r} partition {self.partition!r} {what}")
+
+
+class DeclaredShapeWatch:
+    """Compares a partition's graph outputs with the shapes the model file
+    declares for them where inference could not confirm the declaration
+    (``Graph.declared_outputs``): a run whose output contradicts it is
+    reported once per output through ``report(name, message)`` and the
+    output returned as computed, as ONNX Runtime's ``VerifyOutputSizes``
+    warns and goes on."""
+
+    def __init__(self, partition: str, declared: Mapping[str, TensorType],
+                 report: Callable[[str, str], None]) -> None:
+        self.partition = partition
+        self.pending = {n: t for n, t in declared.items() if t.shape is not None}
+        self.report = report
+
+    def __call__(self, outs: Any) -> Any:
+        if self.pending:
+            for name, t in list(self.pending.items()):
+                shape = getattr(outs.get(name), "shape", None)
+                if isinstance(shape, tuple) and not _fits(t.shape, shape) and self.pending.pop(name, None):
+                    self.report(name, f"graph output {name!r}: partition {self.partition!r} returned shape "
+                                      f"{list(shape)}, the model declares {t}; the output is returned as computed "
+                                      "(the declaration is not what the graph computes)")
+        return outs
+
+
+def _fits(declared: Sequence[Any], shape: Sequence[int]) -> bool:
+    return len(shape) == len(declared) and all(not isinstance(d, int) or d == s for d, s in zip(declared, shape))
 
 
 def _fast_check(specs: list[_Spec], slow: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -167,6 +167,7 @@ class _ProtoConverter:
     def model(self, proto: P.ModelProto) -> Model:
         opsets = {(o.domain or ""): o.version for o in proto.opset_import}
         graph = self.graph(proto.graph, opsets, parent=None, scope=[])
+        graph.origin = "onnx"
         return Model(
             graph=graph,
             ir_version=proto.ir_version,

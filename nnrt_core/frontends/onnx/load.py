@@ -22,6 +22,7 @@ from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx import onnx_lite
 from nnrt_core.frontends.onnx.contrib_shapes import complete_contrib_types
 from nnrt_core.frontends.onnx.convert import model_from_proto
+from nnrt_core.frontends.onnx import declared_outputs
 from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
 from nnrt_core.frontends.onnx.onnx_lite import P
 from nnrt_core.frontends.onnx.lean_inference import infer_shapes_lean
@@ -158,17 +159,30 @@ def load_onnx(
             proto, owned = copy_model(proto), True
         apply_input_shapes(proto, input_shapes)
         data = None
+    declared: dict[str, P.TypeProto] = {}
+    if infer_shapes and not typed and _declares_output_shapes(proto.graph):
+        if not owned:
+            proto, owned = copy_model(proto), True
+        declared, data = declared_outputs.set_aside(proto.graph), None  # inferred as computed, then compared
     if infer_shapes and not typed:
         try:  # the file's bytes (the same message) or, for a large model, the model without its weights
             proto = infer_shapes_lean(proto, data, owned=owned)
         except Exception as e:
             log.warning("ONNX shape inference failed, continuing without it: %s", first_line(e))
+            declared_outputs.restore(proto.graph, declared)
+            declared = {}
         # element types against the schemas' constraints (inference adds types, not nodes: the walk's nodes)
         validate_model(proto, types=True, structure=False, walk=walk)
+    declared_outputs.keep_element_types(proto.graph, declared)
     model = model_from_proto(proto, mapped)
     complete_contrib_types(model.graph, model.opset_imports)  # onnx's inference knows no com.microsoft op
+    declared_outputs.reconcile(model.graph, declared)  # after every inferred type is in
     model.base_dir = base_dir
     return model
+
+
+def _declares_output_shapes(g: P.GraphProto) -> bool:
+    return any(vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape") for vi in g.output)
 
 
 def _sorted_and_checked(proto: P.ModelProto, source: ModelSource, mapped: Mapping[str, np.ndarray], *,

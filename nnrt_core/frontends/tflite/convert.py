@@ -121,6 +121,7 @@ def convert(flat: FlatModel, plugin_ops: PluginOps | None = None,
     meta = {"tflite.subgraphs": json.dumps(names), "tflite.signatures": json.dumps(flat.signatures()),
             "tflite.main_subgraph": names[0]}
     meta.update(state.metadata)
+    graph.origin = "tflite"
     return Model(graph=graph, producer_name="tflite", doc=flat.description(), metadata=meta, ir_version=8)
 
 

@@ -19,7 +19,7 @@ from nnrt_onnxruntime import warmup
 from nnrt_onnxruntime.crash_guard import crash_risk
 from nnrt_onnxruntime.deviations import known_deviation
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
-from nnrt_onnxruntime.export import export_partition, max_ir_version, relax_static_shapes
+from nnrt_onnxruntime.export import export_partition, max_ir_version, relax_static_shapes, wants_precise_kernels
 from nnrt_onnxruntime.offline import PARTITION_WEIGHTS, OptimizedModel, external_arrays, machine_fingerprint
 from nnrt_onnxruntime.partition import OrtPartition, unpack_blob
 from nnrt_onnxruntime.version import __version__
@@ -129,6 +129,7 @@ class OnnxRuntimeBackend(Backend):
         return p
 
     def _capability(self, graph: Graph, options: CompileOptions) -> Capability:
+        wants_precise_kernels(graph, options.extra)  # a bad value is the user's ConfigError, not a fallback
         prober = self.prober(options)
         deviations = (options.extra or {}).get("known_deviations", True) is not False
         cap = Capability(self.name)
@@ -174,7 +175,8 @@ class OnnxRuntimeBackend(Backend):
         # large initializers stay our arrays: ORT reads them in place (no
         # protobuf copy), and every session of the partition shares them
         weights = ExternalWeights(PARTITION_WEIGHTS)
-        proto = export_partition(graph, weights)
+        precise = wants_precise_kernels(graph, options.extra)
+        proto = export_partition(graph, weights, precise=precise)
         if relaxed:
             relax_static_shapes(proto)
         part = OrtPartition(self, graph.name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
@@ -182,6 +184,7 @@ class OnnxRuntimeBackend(Backend):
                             weights=weights)
         if relaxed:
             part.note("shapes", "ranks only (static shapes fail ORT's type inference of a sub-graph)")
+        part.note("precise_kernels", precise)
         return part
 
     def load_compiled(self, blob: bytes, options: CompileOptions) -> CompiledPartition:

