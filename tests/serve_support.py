@@ -52,7 +52,8 @@ def mlp_model(seed: int = 0) -> onnx.ModelProto:
 
 
 def make_repository(root: Path, squeeze: bool = True) -> Path:
-    """squeezenet/ (batch 1), squeezenet_batch/ (free batch, batching on), mlp/2/ (free batch, 2 instances)."""
+    """squeezenet/ (batch 1), squeezenet_batch/ (free batch, batching on), mlp/2/ (free batch, 2 instances),
+    slow/ (tens of ms a run, queue of 2, one instance)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "mlp" / "2").mkdir(parents=True)
     onnx.save(mlp_model(), str(root / "mlp" / "2" / "model.onnx"))
@@ -64,7 +65,24 @@ def make_repository(root: Path, squeeze: bool = True) -> Path:
         (root / "squeezenet_batch").mkdir()
         onnx.save(free_batch(squeezenet()), str(root / "squeezenet_batch" / "model.onnx"))
         (root / "squeezenet_batch" / "nnrt.toml").write_text(SQUEEZE_BATCH_TOML)
+        (root / "slow").mkdir()
+        onnx.save(slow_model(), str(root / "slow" / "model.onnx"))
+        (root / "slow" / "nnrt.toml").write_text(SMALL_QUEUE_TOML + "instances = 1\n")
     return root
+
+
+def slow_model(steps: int = 24) -> onnx.ModelProto:
+    """``y = x @ I @ I ...`` on [64, 1024] x [1024, 1024]: ~3 GFLOP a run (tens of ms), values unchanged,
+    so requests pile up behind one another whatever the machine's load."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    eye = numpy_helper.from_array(np.eye(1024, dtype=np.float32), "w")
+    names = ["x"] + [f"t{i}" for i in range(steps - 1)] + ["y"]
+    nodes = [helper.make_node("MatMul", [names[i], "w"], [names[i + 1]], name=f"mm{i}") for i in range(steps)]
+    g = helper.make_graph(nodes, "slow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 1024])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 1024])], [eye])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 SMALL_QUEUE_TOML = "max_queue_size = 2\n"
