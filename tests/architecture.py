@@ -9,7 +9,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Module", "load_modules", "import_cycles", "private_accesses", "long_functions", "ROOT"]
+__all__ = ["Module", "load_modules", "import_cycles", "private_accesses", "long_functions", "plugin_surface_breaches",
+           "ROOT"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,6 +164,52 @@ def long_functions(mods: dict[str, Module], limit: int) -> list[str]:
     return out
 
 
+#: what a plugin may import from the core: the plugin surface, the IR, the errors
+PLUGIN_SURFACE = ("nnrt_core.plugin_api", "nnrt_core.ir", "nnrt_core.errors")
+#: names a plugin may import from ``nnrt_core`` itself (the modules above; Ray also uses the user API)
+CORE_NAMES = {"*": {"errors", "ir", "plugin_api"}, "nnrt_ray": {"Session", "ScheduleConfig"}}
+#: another plugin's public module, the only one of it a plugin may import (declared as a dependency)
+PLUGIN_PUBLIC = {"nnrt_numpy": ("nnrt_numpy.host_kernels",)}
+
+
+def plugin_dirs(root: Path = ROOT) -> list[Path]:
+    """Every plugin's package: the shipped backends, the schedulers, the example backend."""
+    return [*sorted((root / "plugins").glob("*/nnrt_*")), root / "schedulers" / "nnrt_schedulers",
+            *sorted((root / "examples").glob("*/nnrt_*"))]
+
+
+def _within(name: str, allowed: tuple[str, ...] | set[str]) -> bool:
+    return any(name == a or name.startswith(a + ".") for a in allowed)
+
+
+def plugin_surface_breaches(root: Path = ROOT) -> list[str]:
+    """Imports of a plugin package that reach past the plugin surface: a core
+    module other than :data:`PLUGIN_SURFACE`, or another plugin's internals."""
+    found = []
+    for d in plugin_dirs(root):
+        own = d.name
+        for p in sorted(d.rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text())):
+                if isinstance(node, ast.Import):
+                    targets = [(a.name, None) for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    targets = [(node.module or "", a.name) for a in node.names]
+                else:
+                    continue
+                for mod, name in targets:
+                    top = mod.split(".")[0]
+                    if top == "nnrt_core":
+                        ok = _within(mod, PLUGIN_SURFACE) or (
+                            mod == "nnrt_core" and name in CORE_NAMES["*"] | CORE_NAMES.get(own, set()))
+                    elif top.startswith("nnrt_") and top != own:
+                        ok = _within(mod, PLUGIN_PUBLIC.get(top, ()))
+                    else:
+                        ok = True
+                    if not ok:
+                        found.append(f"{p.relative_to(root)}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
 if __name__ == "__main__":
     modules = load_modules()
     print("import cycles:", import_cycles(modules) or "none")
@@ -170,3 +217,4 @@ if __name__ == "__main__":
     print("functions over 80 lines:", *long_functions(modules, 80) or ["none"], sep="\n  ")
     print("modules over 450 lines:", *[f"{m.name}: {m.lines}" for m in modules.values() if m.lines > 450] or ["none"],
           sep="\n  ")
+    print("plugin imports past the plugin surface:", *plugin_surface_breaches() or ["none"], sep="\n  ")

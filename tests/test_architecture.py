@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from architecture import ROOT, import_cycles, load_modules, long_functions, private_accesses
+from architecture import ROOT, import_cycles, load_modules, long_functions, plugin_surface_breaches, private_accesses
 
 PLUGIN_PACKAGES = ("nnrt_numpy", "nnrt_onnxruntime", "nnrt_npu_emu", "nnrt_ray", "nnrt_schedulers")
 
@@ -73,6 +73,33 @@ def test_tflite_is_imported_only_by_the_tflite_frontend(modules):
                 users.add(m.name)
     assert users == set()
     assert "nnrt_core.frontends.tflite.schema" in modules
+
+
+def test_plugins_import_only_the_plugin_surface():
+    assert plugin_surface_breaches() == []
+
+
+def test_the_plugin_surface_exports_what_it_lists():
+    import nnrt_core.plugin_api as api
+
+    assert api.__all__ == sorted(set(api.__all__))
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+    with pytest.raises(AttributeError):
+        api.no_such_name
+
+
+def test_surface_checker_finds_planted_breaches(tmp_path):
+    pkg = tmp_path / "plugins" / "x" / "nnrt_x"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("from nnrt_core.plugin_api import Backend\nfrom nnrt_core.ir import Graph\n"
+                              "from nnrt_core.runtime.control import RunControl\nimport nnrt_core.compiler\n"
+                              "from nnrt_core import Session\nfrom nnrt_numpy.host_kernels import clip\n"
+                              "from nnrt_numpy.parallel import run_chunks\n")
+    (tmp_path / "schedulers" / "nnrt_schedulers").mkdir(parents=True)
+    found = [f.split(" ", 1)[1] for f in plugin_surface_breaches(tmp_path)]
+    assert found == ["from nnrt_core.runtime.control import RunControl", "import nnrt_core.compiler",
+                     "from nnrt_core import Session", "from nnrt_numpy.parallel import run_chunks"]
 
 
 def test_checker_finds_a_planted_cycle_and_private_access(tmp_path):

@@ -32,9 +32,9 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from nnrt_core.hookspec import hookimpl
+from nnrt_core.plugin_api import hookimpl
 from nnrt_core.ir import Node
-from nnrt_core.placement import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, PartitionPlan,
+from nnrt_core.plugin_api import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, PartitionPlan,
                                   PlacementContext, PlacementResult, Scheduler, partition_graph)
 from nnrt_schedulers.profiling import ProfileCache, Profiler, cache_directory
 

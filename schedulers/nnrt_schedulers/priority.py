@@ -5,8 +5,8 @@ capability answer claims it; nodes nobody claims go to the backup.
 """
 from __future__ import annotations
 
-from nnrt_core.hookspec import hookimpl
-from nnrt_core.placement import PlacementContext, PlacementResult, Scheduler
+from nnrt_core.plugin_api import hookimpl
+from nnrt_core.plugin_api import PlacementContext, PlacementResult, Scheduler
 
 __all__ = ["PriorityScheduler"]
 

@@ -30,12 +30,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition, estimated_seconds_of
+from nnrt_core.plugin_api import Backend, CompiledPartition, estimated_seconds_of
 from nnrt_core.errors import InputError, NnrtError
 from nnrt_core.ir import AttrKind, Graph, Node, Value
-from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, partition_graph
-from nnrt_core.runtime.feeds import random_feeds, tensor_info
-from nnrt_core.storage.files import write_atomic
+from nnrt_core.plugin_api import PartitionKey, PartitionPlan, PlacementContext, partition_graph
+from nnrt_core.plugin_api import random_feeds, tensor_info
+from nnrt_core.plugin_api import write_atomic
 
 __all__ = ["ProfileCache", "Profiler", "partition_signature", "machine_id", "cache_directory",
            "synthesize_feeds"]
@@ -281,7 +281,7 @@ class Profiler:
         plan alike); the median per plan.  Catches what per-partition timings
         miss (e.g. one runtime's spinning threads slowing the next partition).
         Cached like partition timings; None for a plan that cannot run."""
-        from nnrt_core.runtime.executor import ExecutionStep, Executor
+        from nnrt_core.plugin_api import ExecutionStep, Executor
 
         graph = self.ctx.graph
         keys = ["plan|" + hashlib.sha256("\n".join(

@@ -28,8 +28,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from nnrt_core.runtime.control import RunControl
-from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
+from nnrt_core.plugin_api import RunControl
+from nnrt_numpy.host_kernels import parallel  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.hostfuse import STORE_BOUNDS, plan_steps
 from nnrt_npu_emu.memory import DeviceArena
 from nnrt_npu_emu.numerics import store_fp16

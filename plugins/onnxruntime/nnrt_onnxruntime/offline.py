@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from nnrt_core.errors import CompileError
-from nnrt_core.frontends.onnx import ExternalWeights
-from nnrt_core.frontends.onnx.onnx_lite import P
-from nnrt_core.frontends.onnx.proto_build import make_tensor_value_info, tensor_dtype_to_np_dtype
+from nnrt_core.plugin_api import ExternalWeights
+from nnrt_core.plugin_api import P
+from nnrt_core.plugin_api import make_tensor_value_info, tensor_dtype_to_np_dtype
 
 __all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays", "feed_as_inputs",
            "FEED_MIN_BYTES", "OPTIMIZED_WEIGHTS", "PARTITION_WEIGHTS"]

@@ -25,12 +25,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
+from nnrt_core.plugin_api import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
-from nnrt_core.frontends.onnx import ExternalWeights
-from nnrt_core.logs import get_logger
-from nnrt_core.runtime.control import RunControl
-from nnrt_core.runtime.thread_budget import CORES, thread_budget
+from nnrt_core.plugin_api import ExternalWeights
+from nnrt_core.plugin_api import get_logger
+from nnrt_core.plugin_api import RunControl
+from nnrt_core.plugin_api import CORES, thread_budget
 
 from nnrt_onnxruntime.capability import first_line
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue

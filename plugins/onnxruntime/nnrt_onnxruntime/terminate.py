@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 from nnrt_core.errors import ExecutionError
-from nnrt_core.runtime.control import RunControl
+from nnrt_core.plugin_api import RunControl
 
 __all__ = ["run_terminable"]
 
