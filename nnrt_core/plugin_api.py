@@ -50,11 +50,16 @@ backend computed in ``capability`` and reuses in ``compile``).
 :func:`looks_like_session_file` (session files).
 
 **ONNX interchange** (for backends that hand ONNX to an engine):
-:func:`to_onnx`, :func:`graph_to_onnx`, :class:`ExternalWeights`,
-:func:`load_onnx`, :func:`validate_graph`, :func:`onnx_schema`, :data:`P`
-(the ONNX proto classes: ``P.ModelProto``...), :mod:`proto_build` (the
-``onnx.helper`` builders), :func:`make_tensor_value_info`,
-:func:`tensor_dtype_to_np_dtype`.
+:func:`to_onnx`, :func:`graph_to_onnx`, :class:`ExternalWeights` (the
+weights region of an export), :func:`load_onnx`, :func:`validate_graph`,
+:func:`onnx_schema`, :data:`P` (the ``onnx`` package: ``P.ModelProto``...),
+:mod:`proto_build` (the ``onnx.helper`` builders),
+:func:`make_tensor_value_info`.  These import ``onnx`` when first *used*
+(an attribute read, a call), not when imported, so a plugin may import them
+at the top of a module that the path loading a compiled ``.nnrt`` file
+needs.  That path reads ONNX bytes with :func:`read_initializers` (an
+initializer's name, type, dims and external data: :data:`EXTERNAL`, without
+``onnx``) and :func:`tensor_dtype_to_np_dtype`.
 
 **Value types and logging**: :class:`Record` / :class:`FrozenRecord` (slotted
 value classes, picklable), :func:`get_logger` (a logger that imports
@@ -62,6 +67,7 @@ value classes, picklable), :func:`get_logger` (a logger that imports
 """
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below are imported on first use, see _LAZY
@@ -70,10 +76,11 @@ if TYPE_CHECKING:  # the names below are imported on first use, see _LAZY
                                         estimated_seconds_of)
     from nnrt_core.backend.facts import recall, remember
     from nnrt_core.compiler.budget import check_static_sizes
-    from nnrt_core.frontends.onnx import (ExternalWeights, graph_to_onnx, load_onnx, onnx_schema, proto_build,
-                                          to_onnx, validate_graph)
-    from nnrt_core.frontends.onnx.onnx_lite import P
-    from nnrt_core.frontends.onnx.proto_build import make_tensor_value_info, tensor_dtype_to_np_dtype
+    from nnrt_core.frontends.onnx import graph_to_onnx, load_onnx, onnx_schema, proto_build, to_onnx, validate_graph
+    from nnrt_core.frontends.onnx.external_weights import ExternalWeights
+    from nnrt_core.frontends.onnx.onnx_api import P
+    from nnrt_core.frontends.onnx.proto_build import make_tensor_value_info
+    from nnrt_core.frontends.onnx.wire import EXTERNAL, read_initializers, tensor_dtype_to_np_dtype
     from nnrt_core.hookspec import hookimpl
     from nnrt_core.logs import get_logger
     from nnrt_core.placement import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, PartitionKey,
@@ -111,29 +118,61 @@ _LAZY: dict[str, str] = {
     "write_atomic": "nnrt_core.storage.files",
     "checksum": "nnrt_core.storage.checksum",
     **dict.fromkeys(["encode", "looks_like_session_file"], "nnrt_core.storage.session_file"),
-    **dict.fromkeys(["ExternalWeights", "graph_to_onnx", "load_onnx", "onnx_schema", "to_onnx", "validate_graph"],
+    "ExternalWeights": "nnrt_core.frontends.onnx.external_weights",
+    **dict.fromkeys(["graph_to_onnx", "load_onnx", "onnx_schema", "to_onnx", "validate_graph"],
                     "nnrt_core.frontends.onnx"),
     "proto_build": "nnrt_core.frontends.onnx.proto_build",
-    **dict.fromkeys(["make_tensor_value_info", "tensor_dtype_to_np_dtype"], "nnrt_core.frontends.onnx.proto_build"),
-    "P": "nnrt_core.frontends.onnx.onnx_lite",
+    "make_tensor_value_info": "nnrt_core.frontends.onnx.proto_build",
+    "P": "nnrt_core.frontends.onnx.onnx_api",
+    **dict.fromkeys(["EXTERNAL", "read_initializers", "tensor_dtype_to_np_dtype"], "nnrt_core.frontends.onnx.wire"),
     **dict.fromkeys(["FrozenRecord", "Record"], "nnrt_core.record"),
     "get_logger": "nnrt_core.logs",
 }
 
 #: the names that are modules themselves
 _MODULES = frozenset({"background", "checksum", "proto_build"})
+#: the names whose module imports ``onnx``: given as stand-ins that import it on first use
+_ON_USE = frozenset({"P", "proto_build", "graph_to_onnx", "load_onnx", "onnx_schema", "to_onnx", "validate_graph",
+                     "make_tensor_value_info"})
 
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nnrt_core.plugin_api' has no attribute {name!r}")
-    import importlib
+def _resolve(name: str) -> Any:
+    mod = importlib.import_module(_LAZY[name])
+    return mod if name in _MODULES else getattr(mod, name)
 
-    mod = importlib.import_module(module)
-    value = mod if name in _MODULES else getattr(mod, name)
+
+class _OnFirstUse:
+    """A module (or module-like value) imported when an attribute is first read."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(_resolve(self.name), attr)
+
+    def __repr__(self) -> str:
+        return f"<{_LAZY[self.name]} {self.name}, imported on first use>"
+
+
+def _on_first_call(name: str) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return _resolve(name)(*args, **kwargs)
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"``{_LAZY[name]}.{name}``, imported on the first call."
+    return call
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'nnrt_core.plugin_api' has no attribute {name!r}")
+    if name in _ON_USE:
+        value = _OnFirstUse(name) if name in ("P", "proto_build") else _on_first_call(name)
+    else:
+        value = _resolve(name)
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -5,7 +5,8 @@ import ast
 
 import pytest
 
-from architecture import ROOT, import_cycles, load_modules, long_functions, plugin_surface_breaches, private_accesses
+from architecture import (ROOT, dependency_internals, import_cycles, load_modules, long_functions,
+                          plugin_surface_breaches, private_accesses)
 
 PLUGIN_PACKAGES = ("nnrt_numpy", "nnrt_onnxruntime", "nnrt_npu_emu", "nnrt_ray", "nnrt_schedulers")
 
@@ -100,6 +101,34 @@ def test_surface_checker_finds_planted_breaches(tmp_path):
     found = [f.split(" ", 1)[1] for f in plugin_surface_breaches(tmp_path)]
     assert found == ["from nnrt_core.runtime.control import RunControl", "import nnrt_core.compiler",
                      "from nnrt_core import Session", "from nnrt_numpy.parallel import run_chunks"]
+
+
+def test_no_private_names_of_dependencies_no_import_state_writes_no_ctypes_loading():
+    """0 imports or reads of ``_``-prefixed modules/attributes of other
+    distributions (onnx, protobuf, numpy, onnxruntime...), 0 writes to
+    ``sys.modules`` / ``sys.meta_path``, 0 shared libraries loaded through
+    ctypes (the platform's C library aside)."""
+    assert dependency_internals() == []
+
+
+def test_internals_checker_finds_planted_uses(tmp_path):
+    pkg = tmp_path / "nnrt_core"
+    pkg.mkdir()
+    (pkg / "a.py").write_text(
+        "import ctypes, sys, importlib\nimport numpy as np\nimport google._upb._message\n"
+        "from numpy._core import umath\nfrom onnx import _private_thing\nfrom onnx import helper\n"
+        "x = np._core.umath\ny = helper._internal\nsys.modules['onnx.x'] = x\nsys.meta_path.insert(0, x)\n"
+        "lib = ctypes.CDLL('libonnx.so')\nctypes.CDLL('libc.so.6')\nimportlib.import_module('numpy._core.umath')\n"
+        "ok = np.__version__, sys.modules.get('onnx'), ctypes.memmove\n")
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "schedulers" / "nnrt_schedulers").mkdir(parents=True)
+    found = sorted(f.split(" ", 1)[1] for f in dependency_internals(tmp_path))
+    assert found == sorted([
+        "imports private module google._upb._message", "imports from private module numpy._core",
+        "imports private name _private_thing of onnx", "reads private attribute np._core",
+        "reads private attribute helper._internal", "writes sys.modules[...]", "changes sys.meta_path (insert)",
+        "loads a shared library through ctypes.CDLL", "imports private module numpy._core.umath by name",
+        "names private module numpy._core.umath"])
 
 
 def test_checker_finds_a_planted_cycle_and_private_access(tmp_path):

@@ -20,7 +20,6 @@ from nnrt_core.gc_pause import paused_gc
 from nnrt_core.logs import get_logger
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.runtime.heap import wait_for_prefault
-from nnrt_core.frontends import model_digest
 from nnrt_core.placement import Scheduler
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
 from nnrt_core.storage.weights import share_graph_weights
@@ -140,6 +139,7 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
                 events: EventLog) -> tuple[ModelCache | None, str]:
     if config.cache_dir is None:
         return None, ""
+    from nnrt_core.frontends import model_digest
     from nnrt_core.storage.model_cache import ModelCache  # only sessions with a cache folder use it
     cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if unusable
     digest = model_digest(model)

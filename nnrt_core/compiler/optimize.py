@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from nnrt_core.backend.base import Backend
 from nnrt_core.config import ScheduleConfig
-from nnrt_core.frontends import refine_static_shapes
 from nnrt_core.ir import Graph, TensorType
 from nnrt_core.logs import get_logger
 from nnrt_core.passes import (BackendSupport, PassContext, PassManager, PassReport, StaticShapeRefinement,
@@ -27,6 +26,7 @@ def optimize(graph: Graph, config: ScheduleConfig, candidates: list[Backend],
     static_inputs = config.input_shapes or all(isinstance(v.type, TensorType) and v.type.is_static
                                                for v in graph.inputs)
     if passes and static_inputs:
+        from nnrt_core.frontends import refine_static_shapes
         passes.append(StaticShapeRefinement(refine_static_shapes))
     report = PassManager(config.optimization_level, passes).run(graph, ctx)
     if report.nodes_after != report.nodes_before:

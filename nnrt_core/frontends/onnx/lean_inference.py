@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nnrt_core.frontends.onnx import onnx_lite
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx import onnx_api
+from nnrt_core.frontends.onnx.onnx_api import P
 
 __all__ = ["LEAN_MIN_BYTES", "LEAN_MIN_ELEMENTS", "infer_shapes_lean"]
 
@@ -40,18 +40,18 @@ _GRAPH_KINDS = (P.AttributeProto.GRAPH, P.AttributeProto.GRAPHS)
 
 
 def infer_shapes_lean(proto: P.ModelProto, data: bytes | None, *, owned: bool) -> P.ModelProto:
-    """``onnx_lite.infer_shapes(strict_mode=False, data_prop=True)`` of
+    """``onnx_api.infer_shapes(strict_mode=False, data_prop=True)`` of
     ``proto`` (``data``: the bytes it was parsed from, if still the same).
     With ``owned`` (a proto this load parsed) a large model is inferred
     without its large weights and the result written into ``proto``."""
     size = len(data) if data is not None else proto.ByteSize()
     if not owned or size < LEAN_MIN_BYTES or proto.functions or _has_subgraphs(proto.graph):
-        return onnx_lite.infer_shapes(proto if data is None else data, strict_mode=False, data_prop=True)
+        return onnx_api.infer_shapes(proto if data is None else data, strict_mode=False, data_prop=True)
     try:
         lean, constants = _without_weights(proto)
-        inferred = onnx_lite.infer_shapes(lean, strict_mode=False, data_prop=True)
+        inferred = onnx_api.infer_shapes(lean, strict_mode=False, data_prop=True)
     except Exception:  # whatever the lean copy trips on: the plain path decides (and its error is reported)
-        return onnx_lite.infer_shapes(proto if data is None else data, strict_mode=False, data_prop=True)
+        return onnx_api.infer_shapes(proto if data is None else data, strict_mode=False, data_prop=True)
     g, ig = proto.graph, inferred.graph
     declared = {vi.name for vi in g.value_info}
     added = [vi for vi in ig.value_info if vi.name not in declared]

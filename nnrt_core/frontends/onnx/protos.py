@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from nnrt_core.errors import ModelLoadError
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.proto_build import tensor_dtype_to_np_dtype
 from nnrt_core.ir import DataType
 from nnrt_core.runtime.control import DEFAULT_MAX_TENSOR_BYTES

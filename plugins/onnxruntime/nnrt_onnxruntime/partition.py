@@ -363,10 +363,8 @@ class OrtPartition(CompiledPartition):
 
 
 def _fast_run(sess: Any) -> Any:
-    """The C session's run: it skips the Python wrapper's per-call feed check
-    (the core already validated feeds); same semantics otherwise."""
-    inner = getattr(sess, "_sess", None)
-    return inner.run if inner is not None and hasattr(inner, "run") else sess.run
+    """The session's public ``run`` (the C session under it is onnxruntime's private attribute)."""
+    return sess.run
 
 
 def _ortvalues(weights: ExternalWeights) -> tuple[list[str], list[Any]]:
