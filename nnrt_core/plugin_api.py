@@ -87,7 +87,7 @@ if TYPE_CHECKING:  # the names below are imported on first use, see _LAZY
                                      PartitionPlan, PlacementContext, PlacementResult, Scheduler, partition_graph)
     from nnrt_core.record import FrozenRecord, Record
     from nnrt_core.registry import Registry, default_registry
-    from nnrt_core.runtime.control import RunControl, current_control, tensor_limit
+    from nnrt_core.control import RunControl, current_control, tensor_limit
     from nnrt_core.runtime.executor import ExecutionStep, Executor
     from nnrt_core.runtime.feeds import TensorInfo, random_feeds, tensor_info
     from nnrt_core.runtime.heap import prefault_heap, prefault_heap_async, tune_allocator
@@ -108,7 +108,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ExecutionStep", "Executor"], "nnrt_core.runtime.executor"),
     **dict.fromkeys(["TensorInfo", "random_feeds", "tensor_info"], "nnrt_core.runtime.feeds"),
     **dict.fromkeys(["Registry", "default_registry"], "nnrt_core.registry"),
-    **dict.fromkeys(["RunControl", "current_control", "tensor_limit"], "nnrt_core.runtime.control"),
+    **dict.fromkeys(["RunControl", "current_control", "tensor_limit"], "nnrt_core.control"),
     **dict.fromkeys(["ALIGN", "Buffer", "align", "live_peak_bytes", "lower_bound", "plan_offsets"],
                     "nnrt_core.runtime.memory_plan"),
     "check_static_sizes": "nnrt_core.compiler.budget",

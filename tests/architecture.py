@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Module", "load_modules", "import_cycles", "private_accesses", "long_functions", "plugin_surface_breaches",
-           "dependency_internals", "ROOT"]
+           "dependency_internals", "PACKAGE_LAYERS", "package_of", "package_breaches", "ROOT"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,6 +163,62 @@ def long_functions(mods: dict[str, Module], limit: int) -> list[str]:
                 if n > limit:
                     out.append(f"{m.name}.{node.name}: {n} lines")
     return out
+
+
+#: the bottom modules of nnrt_core: every package may import them; they import only each other
+FOUNDATION = frozenset({"errors", "record", "logs", "gc_pause", "background", "version", "control", "entry_points"})
+#: package of nnrt_core -> the packages it may import besides the foundation (docs/architecture.md shows
+#: the same table); a top-level module is a package of its own, ``nnrt_core`` is the package's __init__
+PACKAGE_LAYERS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
+    "ir": [],
+    "backend": ["ir"],
+    "config": ["backend"],
+    "hookspec": ["backend", "placement"],
+    "registry_records": ["backend"],
+    "registry": ["backend", "config", "hookspec", "registry_records"],
+    "placement": ["ir", "backend", "config"],
+    "passes": ["ir", "backend"],
+    "frontends": ["ir"],
+    "storage": ["ir"],
+    "runtime": ["ir", "backend"],
+    "compiler": ["ir", "backend", "config", "hookspec", "registry", "registry_records", "placement", "passes",
+                 "frontends", "storage", "runtime"],
+    "profiling": ["ir", "backend", "placement", "compiler", "runtime"],
+    "session": ["ir", "backend", "config", "registry", "placement", "compiler", "runtime", "storage", "profiling"],
+    "builder": ["ir", "backend", "config", "registry", "frontends", "compiler", "session"],
+    "quantization": ["ir", "config", "registry", "passes", "frontends", "compiler", "session"],
+    "tools": ["ir", "backend", "config", "registry", "placement", "passes", "frontends", "storage", "runtime",
+              "compiler", "profiling", "session", "builder", "quantization"],
+    "plugin_api": ["ir", "backend", "hookspec", "config", "registry", "placement", "frontends", "storage", "runtime",
+                   "compiler"],
+    "nnrt_core": ["ir", "backend", "config", "registry", "compiler", "runtime", "profiling", "session", "builder",
+                  "tools"],
+}.items()}
+
+
+def package_of(module: str) -> str:
+    """The package of an ``nnrt_core`` module (``nnrt_core.runtime.executor`` -> ``runtime``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def package_breaches(mods: dict[str, Module], layers: dict[str, frozenset[str]] = PACKAGE_LAYERS) -> list[str]:
+    """Imports between nnrt_core packages that the layer table does not allow
+    (each a back arrow or a dependency the table does not show)."""
+    found = []
+    for m in mods.values():
+        if m.name.split(".")[0] != "nnrt_core":
+            continue
+        a = package_of(m.name)
+        for i in sorted(m.imports):
+            if i.split(".")[0] != "nnrt_core":
+                continue
+            b = package_of(i)
+            if b == a or b in FOUNDATION and (a not in FOUNDATION or b in FOUNDATION):
+                continue
+            if b not in layers.get(a, ()):
+                found.append(f"{a} -> {b}: {m.name} imports {i}")
+    return found
 
 
 #: what a plugin may import from the core: the plugin surface, the IR, the errors
@@ -354,4 +410,5 @@ if __name__ == "__main__":
     print("modules over 450 lines:", *[f"{m.name}: {m.lines}" for m in modules.values() if m.lines > 450] or ["none"],
           sep="\n  ")
     print("plugin imports past the plugin surface:", *plugin_surface_breaches() or ["none"], sep="\n  ")
+    print("package imports the layer table does not allow:", *package_breaches(modules) or ["none"], sep="\n  ")
     print("dependency internals, import state, ctypes:", *dependency_internals() or ["none"], sep="\n  ")

@@ -7,7 +7,7 @@ import re
 import onnx.backend.test
 
 from nnrt_core import ScheduleConfig
-from nnrt_core.frontends.onnx.backend_adapter import nnrt_backend
+from nnrt_core.tools.backend_adapter import nnrt_backend
 
 
 def backend_test_cases(config: ScheduleConfig, module: str, pattern: str,

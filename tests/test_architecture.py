@@ -5,8 +5,8 @@ import ast
 
 import pytest
 
-from architecture import (ROOT, dependency_internals, import_cycles, load_modules, long_functions,
-                          plugin_surface_breaches, private_accesses)
+from architecture import (FOUNDATION, PACKAGE_LAYERS, ROOT, dependency_internals, import_cycles, load_modules,
+                          long_functions, package_breaches, package_of, plugin_surface_breaches, private_accesses)
 
 PLUGIN_PACKAGES = ("nnrt_numpy", "nnrt_onnxruntime", "nnrt_npu_emu", "nnrt_ray", "nnrt_schedulers")
 
@@ -52,7 +52,8 @@ def test_the_core_imports_no_plugin(modules):
 def test_onnx_is_imported_only_by_the_onnx_frontend(modules):
     users = set()
     for m in modules.values():
-        if m.name.split(".")[0] != "nnrt_core" or m.name.startswith("nnrt_core.frontends.onnx"):
+        if m.name.split(".")[0] != "nnrt_core" or m.name.startswith("nnrt_core.frontends.onnx") \
+                or m.name == "nnrt_core.tools.backend_adapter":  # onnx.backend's test harness over Session
             continue
         for node in ast.walk(m.tree):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
@@ -76,6 +77,40 @@ def test_tflite_is_imported_only_by_the_tflite_frontend(modules):
     assert "nnrt_core.frontends.tflite.schema" in modules
 
 
+def test_packages_import_only_what_the_layer_table_allows(modules):
+    assert package_breaches(modules) == []
+
+
+def test_the_layer_table_has_no_back_arrows_and_names_every_package(modules):
+    """The table is a DAG (no package reaches itself through it), the
+    foundation imports nothing above it, and every package is in it."""
+    def reach(p, seen):
+        for q in PACKAGE_LAYERS.get(p, ()):
+            if q not in seen:
+                seen.add(q)
+                reach(q, seen)
+        return seen
+    assert [p for p in PACKAGE_LAYERS if p in reach(p, set())] == []
+    packages = {package_of(m) for m in modules if m.split(".")[0] == "nnrt_core"}
+    assert packages - FOUNDATION - set(PACKAGE_LAYERS) == set()
+    assert not FOUNDATION & set(PACKAGE_LAYERS)
+
+
+def test_layer_checker_finds_a_planted_back_arrow(tmp_path):
+    pkg = tmp_path / "nnrt_core"
+    for sub in ("runtime", "compiler"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("")
+    (pkg / "runtime" / "plan.py").write_text("from nnrt_core.compiler.model import X\nfrom nnrt_core import errors\n")
+    (pkg / "compiler" / "model.py").write_text("X = 1\nimport nnrt_core.runtime.plan\n")
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "schedulers" / "nnrt_schedulers").mkdir(parents=True)
+    assert package_breaches(load_modules(tmp_path)) == [
+        "runtime -> compiler: nnrt_core.runtime.plan imports nnrt_core.compiler.model"]
+
+
 def test_plugins_import_only_the_plugin_surface():
     assert plugin_surface_breaches() == []
 
@@ -94,12 +129,12 @@ def test_surface_checker_finds_planted_breaches(tmp_path):
     pkg = tmp_path / "plugins" / "x" / "nnrt_x"
     pkg.mkdir(parents=True)
     (pkg / "a.py").write_text("from nnrt_core.plugin_api import Backend\nfrom nnrt_core.ir import Graph\n"
-                              "from nnrt_core.runtime.control import RunControl\nimport nnrt_core.compiler\n"
+                              "from nnrt_core.control import RunControl\nimport nnrt_core.compiler\n"
                               "from nnrt_core import Session\nfrom nnrt_numpy.host_kernels import clip\n"
                               "from nnrt_numpy.parallel import run_chunks\n")
     (tmp_path / "schedulers" / "nnrt_schedulers").mkdir(parents=True)
     found = [f.split(" ", 1)[1] for f in plugin_surface_breaches(tmp_path)]
-    assert found == ["from nnrt_core.runtime.control import RunControl", "import nnrt_core.compiler",
+    assert found == ["from nnrt_core.control import RunControl", "import nnrt_core.compiler",
                      "from nnrt_core import Session", "from nnrt_numpy.parallel import run_chunks"]
 
 

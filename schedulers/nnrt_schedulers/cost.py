@@ -12,7 +12,7 @@ Candidate placements ("plans") are built and each is *evaluated*, not guessed:
   partition-switch penalties, then tiny islands merged.
 
 A plan's cost is its *projected latency*, the figure ``nnrt bench`` and
-``Session.profile`` report (:mod:`nnrt_core.tools.projection`): the sum over
+``Session.profile`` report (:mod:`nnrt_core.profiling.projection`): the sum over
 its partitions (``partition_graph``: acyclic, pins and capabilities respected)
 of the measured run time (median) on CPU backends or the simulated device time
 of backends with a cost model, plus modelled host<->device transfers (bytes /

@@ -1,6 +1,6 @@
 """Run-time limits of the NumPy kernels: the run's stop checks (deadline,
 cancellation) and the memory budget of computed tensors, checked before numpy
-allocates (see :mod:`nnrt_core.runtime.control`)."""
+allocates (see :mod:`nnrt_core.control`)."""
 from __future__ import annotations
 
 import math
