@@ -113,7 +113,8 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
     with stage("select"):
         scheduler = _scheduler(registry, config.scheduler)
     with stage("optimize"), build_budget(config.max_tensor_bytes):  # folding allocates under the session's budget
-        pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
+        pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry),
+                               selection.options)
         check_static_sizes(graph, config.max_tensor_bytes)
         sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
     with stage("place"):

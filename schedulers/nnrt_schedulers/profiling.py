@@ -200,7 +200,7 @@ class Profiler:
             from nnrt_core.ir.clone import extract_subgraph
 
             sub = extract_subgraph(ctx.graph, plan.nodes, plan.inputs, outs, name=f"reference_{plan.name}")
-            part = backend.compile(sub, ctx.config.compile_options(backend.name))
+            part = backend.compile(sub, ctx.compile_options(backend.name))
             args = {v.name: _to(backend, env[v.name]) for v in plan.inputs}
             result = part.run(args)
             for name, x in result.items():
@@ -217,7 +217,7 @@ class Profiler:
         return self._memo[key]
 
     def cache_key(self, plan: PartitionPlan, backend: Backend) -> str:
-        opts = self.ctx.config.compile_options(backend.name)
+        opts = self.ctx.compile_options(backend.name)
         sig = partition_signature(plan.nodes, plan.inputs, plan.outputs)
         return (f"{backend.name}@{backend.version}|{opts.precision},{opts.num_threads},{opts.device},"
                 f"{sorted(opts.extra.items())!r}|{sig}")
@@ -257,7 +257,7 @@ class Profiler:
         if part is None:
             backend = self.ctx.backend(plan.backend)
             try:
-                part = backend.compile(plan.to_graph(self.ctx.graph), self.ctx.config.compile_options(backend.name))
+                part = backend.compile(plan.to_graph(self.ctx.graph), self.ctx.compile_options(backend.name))
             except NnrtError as e:
                 self.errors.append(f"{plan.name} does not compile: {e}")
                 return None
