@@ -33,6 +33,10 @@ see benchmarks/real_models.py; skipped when absent), input ``batch x 3 x 48 x
 192``; ``light`` = SqueezeNet from the onnx wheel's light models, ``1 x 3 x
 224 x 224``.
 
+``--base DIR`` also times another checkout of nnrt (e.g. ``git worktree add
+/tmp/base main``) in the same interleaved rounds: kinds prefixed ``base:``
+run with that tree's packages first on ``PYTHONPATH``.
+
 Byte-code caches: a user's installed packages have ``.pyc`` files; this
 machine may run with ``PYTHONDONTWRITEBYTECODE=1``, which would make every
 child compile nnrt's sources again.  The children therefore run with that
@@ -129,13 +133,23 @@ def result_of(proc: subprocess.CompletedProcess, who: str) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+def base_env(env: dict[str, str], base: Path) -> dict[str, str]:
+    """``env`` with the packages of the nnrt checkout ``base`` first on ``PYTHONPATH``."""
+    roots = [base, base / "schedulers", *sorted(p for p in (base / "plugins").iterdir() if p.is_dir())]
+    return {**env, "PYTHONPATH": os.pathsep.join(str(r) for r in roots), "NNRT_BENCH_CWD": str(base)}
+
+
 def run_child(kind: str, model: dict, steady: int, env: dict[str, str]) -> dict:
     """One fresh process of ``kind`` on ``model``: its timings and the process wall time."""
-    path = model["files"][kind] if kind in FILE_KINDS else model["path"]
+    if kind.startswith("base:"):
+        env, kind, files = model["base_env"], kind[len("base:"):], model["base_files"]
+    else:
+        files = model["files"]
+    path = files[kind] if kind in FILE_KINDS else model["path"]
     args = [sys.executable, "-c", CHILD, kind, str(path), model["input"],
             ",".join(map(str, model["shape"])), str(steady)]
     t0 = time.perf_counter()
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=env.get("NNRT_BENCH_CWD", ROOT))
     wall = time.perf_counter() - t0
     res = result_of(proc, kind)
     res["proc"] = wall
@@ -168,9 +182,9 @@ def bench_help(rounds: int, env: dict[str, str]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def compile_files(model: dict, kinds: list[str], folder: Path, env: dict[str, str]) -> None:
+def compile_files(model: dict, kinds: list[str], folder: Path, env: dict[str, str], key: str = "files") -> None:
     """The session files the ``*-file`` kinds load, compiled in a child process."""
-    model["files"] = {}
+    model[key] = {}
     folder.mkdir(parents=True, exist_ok=True)
     for kind in kinds:
         if kind in FILE_KINDS:
@@ -178,8 +192,8 @@ def compile_files(model: dict, kinds: list[str], folder: Path, env: dict[str, st
             code = ("import sys; from nnrt_core import ScheduleConfig, Session; "
                     "Session(sys.argv[1], ScheduleConfig(backends=[sys.argv[2]])).save(sys.argv[3])")
             subprocess.run([sys.executable, "-c", code, str(model["path"]), FILE_KINDS[kind], str(out)],
-                           check=True, env=env, cwd=ROOT)
-            model["files"][kind] = out
+                           check=True, env=env, cwd=env.get("NNRT_BENCH_CWD", ROOT))
+            model[key][kind] = out
 
 
 def bench_model(model: dict, kinds: list[str], rounds: int, steady: int, env: dict[str, str]) -> dict[str, list]:
@@ -242,9 +256,12 @@ def main() -> None:
     ap.add_argument("--models", default="mobile,light")
     ap.add_argument("--kinds", default=",".join(KINDS), help="ort (raw ONNX Runtime) and nnrt backends")
     ap.add_argument("--keep-env", action="store_true", help="run children with this environment as is")
+    ap.add_argument("--base", type=Path, help="another nnrt checkout, timed in the same rounds (kinds base:...)")
     args = ap.parse_args()
     env = child_env(args.keep_env)
     kinds = ["ort"] + [k for k in args.kinds.split(",") if k and k != "ort"]
+    if args.base is not None:
+        kinds += ["base:" + k for k in kinds[1:]]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     help_times = bench_help(args.rounds, env)
@@ -253,6 +270,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nnrt-cold-") as folder:
         for i, model in enumerate(models(args.models.split(","), args.batch)):
             compile_files(model, kinds, Path(folder) / str(i), env)
+            if args.base is not None:
+                model["base_env"] = base_env(env, args.base.resolve())
+                compile_files(model, kinds, Path(folder) / f"{i}-base", model["base_env"], "base_files")
             report_model(model, bench_model(model, kinds, args.rounds, args.steady, env))
 
 
