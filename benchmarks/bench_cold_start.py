@@ -10,7 +10,10 @@ interleaved round by round (the order rotates), and medians are printed:
   ``import numpy`` + ``import onnxruntime`` + ``InferenceSession(path)`` +
   first ``run`` (raw ORT), against ``import numpy`` + ``from nnrt_core import
   Session`` + ``Session(path, ScheduleConfig(backends=[b]))`` + first
-  ``run``, for b = onnxruntime, numpy, npu_emu (the NPU with
+  ``run``, for b = onnxruntime, numpy, npu_emu, and ``Session(file)`` of
+  the model compiled beforehand for onnxruntime into a ``.nnrt`` session
+  file (kind ``ort-file``, the deployment path: no ``import onnx``;
+  ``onnx`` in the table says whether the child imported it) (the NPU with
   ``input_shapes`` fixed: a model with free dimensions is otherwise planned
   for its input signature in the first run, see docs/runtime.md).  The feed
   is made outside the timed span.  ``cpu`` is the main thread's CPU time
@@ -29,6 +32,10 @@ Models: ``mobile`` = PP-OCR v2 text-direction classifier (MobileNetV3-class,
 see benchmarks/real_models.py; skipped when absent), input ``batch x 3 x 48 x
 192``; ``light`` = SqueezeNet from the onnx wheel's light models, ``1 x 3 x
 224 x 224``.
+
+``--base DIR`` also times another checkout of nnrt (e.g. ``git worktree add
+/tmp/base main``) in the same interleaved rounds: kinds prefixed ``base:``
+run with that tree's packages first on ``PYTHONPATH``.
 
 Byte-code caches: a user's installed packages have ``.pyc`` files; this
 machine may run with ``PYTHONDONTWRITEBYTECODE=1``, which would make every
@@ -55,7 +62,9 @@ ROOT = Path(__file__).resolve().parent.parent
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS_DIR = Path(os.environ.get("NNRT_REAL_MODELS") or "/tmp/pypi_models")
 MOBILE = "rapidocr_onnxruntime/rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"
-KINDS = ["ort", "onnxruntime", "numpy", "npu_emu"]
+KINDS = ["ort", "onnxruntime", "ort-file", "numpy", "npu_emu"]
+#: kind -> the backend a session file is compiled for beforehand
+FILE_KINDS = {"ort-file": "onnxruntime"}
 
 #: the child: argv = kind, model path, input name, shape (comma separated), steady runs
 CHILD = r"""
@@ -69,6 +78,11 @@ if kind == "ort":
     t1 = time.perf_counter()
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     run = lambda feeds: sess.run(None, feeds)
+elif kind.endswith("-file"):
+    from nnrt_core import Session
+    t1 = time.perf_counter()
+    sess = Session(path)
+    run = sess.run
 else:
     from nnrt_core import ScheduleConfig, Session
     t1 = time.perf_counter()
@@ -90,6 +104,7 @@ out = {"import": t1 - t0, "build": t2 - t1, "first": t4 - t3, "total": (t2 - t0)
 if kind != "ort":
     out["stages"] = sess.stats().get("build", {})
     out["modules"] = sorted({m.split(".")[0] for m in sys.modules if m.startswith(("nnrt_", "scipy"))})
+out["onnx"] = "onnx" in sys.modules
 print("RESULT " + json.dumps(out))
 """
 
@@ -118,12 +133,23 @@ def result_of(proc: subprocess.CompletedProcess, who: str) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+def base_env(env: dict[str, str], base: Path) -> dict[str, str]:
+    """``env`` with the packages of the nnrt checkout ``base`` first on ``PYTHONPATH``."""
+    roots = [base, base / "schedulers", *sorted(p for p in (base / "plugins").iterdir() if p.is_dir())]
+    return {**env, "PYTHONPATH": os.pathsep.join(str(r) for r in roots), "NNRT_BENCH_CWD": str(base)}
+
+
 def run_child(kind: str, model: dict, steady: int, env: dict[str, str]) -> dict:
     """One fresh process of ``kind`` on ``model``: its timings and the process wall time."""
-    args = [sys.executable, "-c", CHILD, kind, str(model["path"]), model["input"],
+    if kind.startswith("base:"):
+        env, kind, files = model["base_env"], kind[len("base:"):], model["base_files"]
+    else:
+        files = model["files"]
+    path = files[kind] if kind in FILE_KINDS else model["path"]
+    args = [sys.executable, "-c", CHILD, kind, str(path), model["input"],
             ",".join(map(str, model["shape"])), str(steady)]
     t0 = time.perf_counter()
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=env.get("NNRT_BENCH_CWD", ROOT))
     wall = time.perf_counter() - t0
     res = result_of(proc, kind)
     res["proc"] = wall
@@ -154,6 +180,20 @@ def bench_help(rounds: int, env: dict[str, str]) -> dict[str, float]:
         for key in list(cmds)[r % len(cmds):] + list(cmds)[:r % len(cmds)]:
             times[key].append(time_command(cmds[key], env))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def compile_files(model: dict, kinds: list[str], folder: Path, env: dict[str, str], key: str = "files") -> None:
+    """The session files the ``*-file`` kinds load, compiled in a child process."""
+    model[key] = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for kind in kinds:
+        if kind in FILE_KINDS:
+            out = folder / f"{kind}.nnrt"
+            code = ("import sys; from nnrt_core import ScheduleConfig, Session; "
+                    "Session(sys.argv[1], ScheduleConfig(backends=[sys.argv[2]])).save(sys.argv[3])")
+            subprocess.run([sys.executable, "-c", code, str(model["path"]), FILE_KINDS[kind], str(out)],
+                           check=True, env=env, cwd=env.get("NNRT_BENCH_CWD", ROOT))
+            model[key][kind] = out
 
 
 def bench_model(model: dict, kinds: list[str], rounds: int, steady: int, env: dict[str, str]) -> dict[str, list]:
@@ -190,14 +230,15 @@ def report_model(model: dict, results: dict[str, list]) -> None:
     ort_total, ort_cpu = med(results["ort"], "total"), med(results["ort"], "cpu")
     print(f"\n{model['key']}  (medians of {len(results['ort'])} fresh processes, ms)")
     print(f"  {'kind':16s} {'import':>7s} {'build':>7s} {'first':>7s} {'total':>7s} {'x ORT':>6s} "
-          f"{'cpu':>7s} {'x ORT':>6s} {'proc':>7s} {'steady':>7s} {'first/steady':>12s}")
+          f"{'cpu':>7s} {'x ORT':>6s} {'proc':>7s} {'steady':>7s} {'first/steady':>12s} {'onnx':>5s}")
     for kind, rows in results.items():
         label = "raw ORT" if kind == "ort" else f"nnrt {kind}"
         total, cpu = med(rows, "total"), med(rows, "cpu")
         first, steady = med(rows, "first"), med(rows, "steady")
         print(f"  {label:16s} {med(rows, 'import') * 1e3:7.1f} {med(rows, 'build') * 1e3:7.1f} "
               f"{first * 1e3:7.1f} {total * 1e3:7.1f} {total / ort_total:6.2f} {cpu * 1e3:7.1f} "
-              f"{cpu / ort_cpu:6.2f} {med(rows, 'proc') * 1e3:7.1f} {steady * 1e3:7.1f} {first / steady:12.2f}")
+              f"{cpu / ort_cpu:6.2f} {med(rows, 'proc') * 1e3:7.1f} {steady * 1e3:7.1f} {first / steady:12.2f} "
+              f"{'yes' if any(r.get('onnx') for r in rows) else 'no':>5s}")
     for kind, rows in results.items():
         if kind == "ort":
             continue
@@ -215,16 +256,24 @@ def main() -> None:
     ap.add_argument("--models", default="mobile,light")
     ap.add_argument("--kinds", default=",".join(KINDS), help="ort (raw ONNX Runtime) and nnrt backends")
     ap.add_argument("--keep-env", action="store_true", help="run children with this environment as is")
+    ap.add_argument("--base", type=Path, help="another nnrt checkout, timed in the same rounds (kinds base:...)")
     args = ap.parse_args()
     env = child_env(args.keep_env)
     kinds = ["ort"] + [k for k in args.kinds.split(",") if k and k != "ort"]
+    if args.base is not None:
+        kinds += ["base:" + k for k in kinds[1:]]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     help_times = bench_help(args.rounds, env)
     print(f"\nfresh processes (medians of {args.rounds}, ms): "
           + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in help_times.items()))
-    for model in models(args.models.split(","), args.batch):
-        report_model(model, bench_model(model, kinds, args.rounds, args.steady, env))
+    with tempfile.TemporaryDirectory(prefix="nnrt-cold-") as folder:
+        for i, model in enumerate(models(args.models.split(","), args.batch)):
+            compile_files(model, kinds, Path(folder) / str(i), env)
+            if args.base is not None:
+                model["base_env"] = base_env(env, args.base.resolve())
+                compile_files(model, kinds, Path(folder) / f"{i}-base", model["base_env"], "base_files")
+            report_model(model, bench_model(model, kinds, args.rounds, args.steady, env))
 
 
 if __name__ == "__main__":

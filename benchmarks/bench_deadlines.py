@@ -49,7 +49,7 @@ from onnx import helper as h
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import RunStoppedError
-from nnrt_core.runtime.control import RunControl
+from nnrt_core.control import RunControl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # test-support models
 from runaway_models import loop_model  # noqa: E402

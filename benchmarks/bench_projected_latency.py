@@ -4,7 +4,7 @@
 
 The NPU emulator runs its program on the host, so wall time says nothing about
 the device.  Every plan is scored by its *projected latency*
-(``nnrt_core.tools.projection``): host partitions measured (median host wall
+(``nnrt_core.profiling.projection``): host partitions measured (median host wall
 time), NPU partitions by the emulator's cost model (**simulated device time**),
 host<->device copies modelled (bytes / link bandwidth + latency).
 
@@ -43,7 +43,7 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nnrt_core import ScheduleConfig, Session  # noqa: E402
-from nnrt_core.tools.projection import project, sample_run  # noqa: E402
+from nnrt_core.profiling.projection import project, sample_run  # noqa: E402
 
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 SINGLES = {"numpy": {"backends": ["numpy"]},

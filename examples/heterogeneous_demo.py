@@ -17,7 +17,7 @@ scheduler unless told otherwise), the largest difference from the reference
 backend's outputs and, per partition, the host wall time on this machine and,
 for the emulated NPU, its **simulated device time**, with the projected
 end-to-end latency (host partitions measured + device partitions simulated +
-modelled host<->device copies; see ``nnrt_core.tools.projection``).  The
+modelled host<->device copies; see ``nnrt_core.profiling.projection``).  The
 emulator runs the NPU program on the host, so the heterogeneous session's
 wall time here is not the device's latency: the projection is what compares
 with the NumPy-only wall time.
@@ -43,7 +43,7 @@ import onnx
 
 from light_weights import he_initialized
 from nnrt_core import ScheduleConfig, Session, default_registry
-from nnrt_core.tools.projection import measure_projection
+from nnrt_core.profiling.projection import measure_projection
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 DEFAULT_MODELS = ["squeezenet", "resnet50", "inception_v1", "zfnet512"]

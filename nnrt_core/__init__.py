@@ -31,12 +31,12 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562), see _L
     from nnrt_core.compiler import CompiledModel, PartitionInfo, compile_model, load_model
     from nnrt_core.config import ScheduleConfig
     from nnrt_core.registry import default_registry
-    from nnrt_core.runtime.control import RunControl
+    from nnrt_core.control import RunControl
     from nnrt_core.runtime.feeds import TensorInfo
     from nnrt_core.runtime.streams import Completion, RunFuture, Stream
     from nnrt_core.runtime.tensor import Tensor
     from nnrt_core.session import Session
-    from nnrt_core.tools.profiler import Trace
+    from nnrt_core.profiling.profiler import Trace
 
 #: public name -> the module it comes from; ``import nnrt_core`` imports none of
 #: them (no numpy, no onnx): ``nnrt --help`` and tools that only need the errors
@@ -50,12 +50,12 @@ _LAZY = {
     **dict.fromkeys(["CompiledModel", "PartitionInfo", "compile_model", "load_model"], "nnrt_core.compiler"),
     "ScheduleConfig": "nnrt_core.config",
     "default_registry": "nnrt_core.registry",
-    "RunControl": "nnrt_core.runtime.control",
+    "RunControl": "nnrt_core.control",
     "TensorInfo": "nnrt_core.runtime.feeds",
     **dict.fromkeys(["Completion", "RunFuture", "Stream"], "nnrt_core.runtime.streams"),
     "Tensor": "nnrt_core.runtime.tensor",
     "Session": "nnrt_core.session",
-    "Trace": "nnrt_core.tools.profiler",
+    "Trace": "nnrt_core.profiling.profiler",
 }
 
 

@@ -5,7 +5,7 @@ A plugin is a module (or object) registered under an entry point of group
 marked with :data:`hookimpl`::
 
     # my_backend/plugin.py
-    from nnrt_core.hookspec import hookimpl
+    from nnrt_core.plugin_api import hookimpl
     from my_backend.backend import MyBackend
 
     @hookimpl
@@ -17,7 +17,8 @@ and in the plugin's ``pyproject.toml``::
     [project.entry-points."nnrt.backends"]
     mybackend = "my_backend.plugin"
 
-See ``docs/plugins.md`` for the whole contract.
+See ``docs/plugins.md`` for the whole contract and :mod:`nnrt_core.plugin_api`
+for everything a plugin may import.
 """
 from __future__ import annotations
 

@@ -17,18 +17,18 @@ from nnrt_core.errors import ConfigError, InputError, SessionFileError
 from nnrt_core.ir import Graph
 from nnrt_core.placement import PlacementEvent
 from nnrt_core.registry import Registry, default_registry
-from nnrt_core.runtime.control import RunControl, for_run
+from nnrt_core.control import RunControl, for_run
 from nnrt_core.runtime.executor import Executor, StepObserver
 from nnrt_core.runtime.feeds import FeedValidator, TensorInfo, allocate_input, tensor_info
 from nnrt_core.runtime.memory_plan import MemoryPlan
-from nnrt_core.runtime.plan import RunPlan
+from nnrt_core.compiler.plan import RunPlan
 from nnrt_core.runtime.tensor import Tensor
 from nnrt_core.storage.files import write_atomic
 from nnrt_core.storage.session_file import SessionImage, encode, looks_like_session_file
 
 if TYPE_CHECKING:  # streams (concurrent.futures, logging): imported by the async methods that use them
     from nnrt_core.runtime.streams import RunFuture, RunPool, Stream
-    from nnrt_core.tools.profiler import Trace
+    from nnrt_core.profiling.profiler import Trace
 
 __all__ = ["Session", "TensorInfo", "PartitionInfo", "load_model"]
 
@@ -293,8 +293,8 @@ class Session:
 
     def profile(self, feeds: Mapping[str, Any]) -> "Trace":
         """Run once with timing of every partition, node and transfer; returns
-        a :class:`~nnrt_core.tools.profiler.Trace` (``.save(path)`` writes Chrome /
+        a :class:`~nnrt_core.profiling.profiler.Trace` (``.save(path)`` writes Chrome /
         Perfetto trace JSON, ``.outputs`` holds the run's outputs)."""
-        from nnrt_core.tools.profiler import profile_run
+        from nnrt_core.profiling.profiler import profile_run
 
         return profile_run(self.compiled_model, self.run_observed, feeds)

@@ -8,7 +8,7 @@ import onnx.backend.test
 
 from conformance_data import spec_undefined_cases
 from nnrt_core import ScheduleConfig
-from nnrt_core.frontends.onnx.backend_adapter import nnrt_backend
+from nnrt_core.tools.backend_adapter import nnrt_backend
 
 
 def backend_test_cases(config: ScheduleConfig, module: str, pattern: str,

@@ -1,17 +1,15 @@
-"""Cold-start work done on background threads: onnx's schema registry built
-while nnrt imports (nnrt_core.frontends.onnx.schema_prime) and the heap
-prefaulted while ONNX Runtime builds a session (nnrt_core.runtime.heap)."""
+"""Cold-start work done on background threads: the heap prefaulted while
+ONNX Runtime builds a session (nnrt_core.runtime.heap), and the fork/exit
+joins of nnrt_core.background."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 import textwrap
-import types
 
 import pytest
 
-from nnrt_core.frontends.onnx import schema_prime
 from nnrt_core.runtime import heap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,54 +45,6 @@ def test_async_prefault_does_nothing_untuned_or_above_the_mmap_threshold(fresh_h
 def test_async_prefault_of_fewer_bytes_than_touched_starts_no_thread(fresh_heap):
     assert fresh_heap.prefault_heap(2 << 20)
     assert fresh_heap.prefault_heap_async(1 << 20) and fresh_heap._pending is None
-
-
-def test_schema_prime_starts_nothing_without_the_symbol(monkeypatch, tmp_path):
-    monkeypatch.setattr(schema_prime, "_thread", None)
-    assert not schema_prime.start(None)
-    assert not schema_prime.start(types.ModuleType("no_file"))
-    assert not schema_prime.start(types.SimpleNamespace(__file__=str(tmp_path / "missing.so")))
-    import numpy.core._multiarray_umath as other  # a loaded extension without onnx's symbol
-    assert not schema_prime.start(other)
-    monkeypatch.setenv(schema_prime.ENV_VAR, "0")
-    assert not schema_prime.start(sys.modules.get("onnx.onnx_cpp2py_export"))
-    assert schema_prime._thread is None
-
-
-CHILD = textwrap.dedent("""
-    import os, signal, time
-    from onnx import TensorProto, helper
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    from nnrt_core.frontends.onnx import onnx_lite, schema_prime
-    started = schema_prime._thread is not None
-    pid = os.fork()  # right away: the registry is still under construction
-    if pid == 0:
-        onnx_lite.check_model(data)  # a child forked mid-construction would wait here forever
-        os._exit(0)
-    for _ in range(600):  # 30 s, then the hung child is killed (never left behind)
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        status = 1 << 8
-    onnx_lite.check_model(data)
-    print(started, os.waitstatus_to_exitcode(status))
-""")
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-@pytest.mark.parametrize("prime, started", [("1", "True"), ("0", "False")])
-def test_registry_thread_starts_on_import_and_a_fork_right_after_still_checks(prime, started):
-    env = {**os.environ, schema_prime.ENV_VAR: prime}
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [started, "0"]
 
 
 def test_the_async_block_is_held_until_waited_for_and_then_freed(fresh_heap):

@@ -10,14 +10,14 @@ from onnx import TensorProto, helper
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends import load_onnx
-from nnrt_core.frontends.onnx import onnx_lite
+from nnrt_core.frontends.onnx import onnx_api
 
 
 @pytest.fixture
 def seen(monkeypatch):
     """What the checker and shape inference were handed: ("check"|"infer", bytes or proto)."""
     calls: list[tuple[str, object]] = []
-    check, infer = onnx_lite.check_model, onnx_lite.infer_shapes
+    check, infer = onnx_api.check_model, onnx_api.infer_shapes
 
     def spy_check(model, *a, **k):
         calls.append(("check", model))
@@ -27,8 +27,8 @@ def seen(monkeypatch):
         calls.append(("infer", model))
         return infer(model, *a, **k)
 
-    monkeypatch.setattr(onnx_lite, "check_model", spy_check)
-    monkeypatch.setattr(onnx_lite, "infer_shapes", spy_infer)
+    monkeypatch.setattr(onnx_api, "check_model", spy_check)
+    monkeypatch.setattr(onnx_api, "infer_shapes", spy_infer)
     return calls
 
 
@@ -242,11 +242,11 @@ def _weighty_model() -> onnx.ModelProto:
 
 def test_lean_inference_gives_the_bytes_full_inference_gives(monkeypatch, light_dir, seen):
     from nnrt_core.frontends.onnx import lean_inference
-    from nnrt_core.frontends.onnx.onnx_lite import P
+    from nnrt_core.frontends.onnx.onnx_api import P
     monkeypatch.setattr(lean_inference, "LEAN_MIN_BYTES", 0)
     weighty = _weighty_model().SerializeToString()
     for data in (weighty, *(p.read_bytes() for p in sorted(light_dir.glob("*.onnx")))):
-        full = onnx_lite.infer_shapes(data, strict_mode=False, data_prop=True)
+        full = onnx_api.infer_shapes(data, strict_mode=False, data_prop=True)
         seen.clear()
         lean = lean_inference.infer_shapes_lean(P.ModelProto.FromString(data), data, owned=True)
         assert lean.SerializeToString() == full.SerializeToString()

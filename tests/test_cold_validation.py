@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends import load_onnx
-from nnrt_core.frontends.onnx import onnx_lite, validate_model, validate_proto
+from nnrt_core.frontends.onnx import onnx_api, validate_model, validate_proto
 
 
 def _model(nodes, inputs, outputs, opset: int = 17):
@@ -35,7 +35,7 @@ def test_a_walk_finds_the_type_error_a_full_walk_finds():
     m = _cast_then_sqrt()
     walk = validate_model(m)  # the structure is fine
     assert walk is not None and [n[0] for n in walk.nodes] == ["Cast", "Sqrt"]
-    inferred = onnx_lite.infer_shapes(m, strict_mode=False, data_prop=True)
+    inferred = onnx_api.infer_shapes(m, strict_mode=False, data_prop=True)
     full = _message(lambda: validate_model(inferred, types=True, structure=False))
     walked = _message(lambda: validate_model(inferred, types=True, structure=False, walk=walk))
     assert walked == full and "node 'sqrt' (Sqrt)" in full and "int64" in full
@@ -85,6 +85,6 @@ def test_sub_graphs_and_changed_graphs_are_walked_in_full():
     short = _model([helper.make_node("Cast", ["x"], ["c"], name="cast", to=TensorProto.INT64)],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                    [helper.make_tensor_value_info("c", TensorProto.INT64, [2])])
-    inferred = onnx_lite.infer_shapes(sqrt, strict_mode=False, data_prop=True)
+    inferred = onnx_api.infer_shapes(sqrt, strict_mode=False, data_prop=True)
     with pytest.raises(ModelLoadError, match="node 'sqrt' \\(Sqrt\\)"):
         validate_model(inferred, types=True, structure=False, walk=validate_model(short))

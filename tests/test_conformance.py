@@ -25,7 +25,7 @@ def test_loop16_seq_none_output_matches():
     import numpy as np
     from onnx.backend.test.loader import load_model_tests
 
-    from nnrt_core.frontends.onnx.backend_adapter import nnrt_backend
+    from nnrt_core.tools.backend_adapter import nnrt_backend
 
     case = next(c for c in load_model_tests(kind="node") if c.name == "test_loop16_seq_none")
     rep = nnrt_backend(ScheduleConfig(backends=["numpy"])).prepare(case.model)
@@ -70,7 +70,7 @@ def test_random_cases_draw_zeros_and_ones_in_the_expected_type(name):
     p = 1 and 0 where p = 0."""
     import numpy as np
 
-    from nnrt_core.frontends.onnx.backend_adapter import nnrt_backend
+    from nnrt_core.tools.backend_adapter import nnrt_backend
 
     case = _random_case(name)
     rep = nnrt_backend(ScheduleConfig(backends=["numpy"])).prepare(case.model)

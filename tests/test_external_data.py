@@ -20,7 +20,7 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends import load_onnx
 from nnrt_core.frontends.onnx import MMAP_MIN_BYTES
-from nnrt_core.storage.model_cache import model_digest
+from nnrt_core.frontends import model_digest
 
 BIG = ("w1", "b1", "w2")  # initializers of MMAP_MIN_BYTES or more
 

@@ -93,11 +93,11 @@ def test_session_on_onnxruntime_imports_only_what_it_uses():
 ORT_FILE_SESSION = MODULES + """
 import numpy as np
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.frontends.onnx import onnx_lite
-sess = Session(%r, ScheduleConfig(backends=[%r]))
+path, backend = %r, %r
+sess = Session(path) if path.endswith(".nnrt") else Session(path, ScheduleConfig(backends=[backend]))
 sess.run({sess.inputs[0].name: np.ones((1, 3, 224, 224), np.float32)})
-print(json.dumps({"lite": onnx_lite.is_lite(),
-                  "onnx": loaded({"onnx", "ml_dtypes", "difflib", "asyncio"}) + [m for m in ["importlib.metadata"] if m in sys.modules],
+print(json.dumps({"onnx": loaded({"onnx", "ml_dtypes", "difflib", "asyncio", "google"})
+                          + [m for m in ["importlib.metadata"] if m in sys.modules],
                   "hashlib": "hashlib" in sys.modules,
                   "stdlib": [m for m in %r if m in sys.modules],
                   "nnrt": [m for m in %r if m in sys.modules],
@@ -113,21 +113,30 @@ NNRT_NOT_ON_FILE_SESSION = ("nnrt_core.runtime.streams", "nnrt_numpy.stored", "n
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "numpy"])
-def test_session_from_a_file_does_not_import_onnx(light_dir, backend):
-    """Loading, checking, shape inference, export to ONNX Runtime (or the
-    NumPy backend's compile) and the first run use the onnx wheel's
-    extension and protos, not the package."""
+def test_session_from_an_onnx_file_imports_only_what_it_uses(light_dir, backend):
+    """An ``.onnx`` file's session imports ``onnx`` (its checker, shape
+    inference and schemas) but none of the modules a plain session does not use."""
     pytest.importorskip(backend)
     out = _python(ORT_FILE_SESSION % (str(light_dir / "light_squeezenet.onnx"), backend, NOT_ON_FILE_SESSION,
                                       NNRT_NOT_ON_FILE_SESSION))
-    assert out["lite"], "the onnx wheel's files could not be loaded by path here"
     assert out["placement"] == [backend]
-    assert "onnx" not in out["onnx"], out["onnx"]
-    # nor ml_dtypes, asyncio or importlib.metadata (which onnx/__init__ imports)
-    assert all(m.startswith("onnx.onnx_cpp2py_export") for m in out["onnx"]), out["onnx"]
+    assert "onnx" in out["onnx"]
     assert not out["hashlib"], "hashlib (OpenSSL's binding, ~3 ms) is for cache keys and old files only"
-    assert out["stdlib"] == [] and out["nnrt"] == [], out
+    assert set(out["stdlib"]) <= {"importlib.abc", "dataclasses"} and out["nnrt"] == [], out  # onnx imports those
     assert out["gc_enabled"], "imports pause the cyclic GC and must re-enable it"
+
+
+def test_session_from_a_compiled_nnrt_file_does_not_import_onnx(light_dir, tmp_path):
+    """The deployment path: a session file compiled for ONNX Runtime loads and
+    runs without ``onnx`` (nor protobuf, ml_dtypes, asyncio, importlib.metadata)."""
+    pytest.importorskip("onnxruntime")
+    path = tmp_path / "squeezenet.nnrt"
+    Session(str(light_dir / "light_squeezenet.onnx"), ScheduleConfig(backends=["onnxruntime"])).save(str(path))
+    out = _python(ORT_FILE_SESSION % (str(path), "onnxruntime", NOT_ON_FILE_SESSION, ()))
+    assert out["placement"] == ["onnxruntime"]
+    assert out["onnx"] == [], out["onnx"]
+    assert out["stdlib"] == [], out
+    assert out["gc_enabled"]
 
 
 #: nnrt modules a plain session does not use, imported on first use

@@ -180,10 +180,10 @@ def _file_with(sess: Session, blob: bytes) -> bytes:
 
 def test_a_fully_typed_stored_partition_loads_without_shape_inference(monkeypatch):
     sess, blob = _stored_session()
-    from nnrt_core.frontends.onnx import onnx_lite  # what the loader calls, onnx package or not
+    from nnrt_core.frontends.onnx import onnx_api  # what the loader calls, onnx package or not
     calls = []
-    real = onnx_lite.infer_shapes
-    monkeypatch.setattr(onnx_lite, "infer_shapes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = onnx_api.infer_shapes
+    monkeypatch.setattr(onnx_api, "infer_shapes", lambda *a, **k: calls.append(1) or real(*a, **k))
     loaded = Session(_file_with(sess, blob))
     assert calls == []  # every value's type is stored: nothing to infer
     assert loaded.run(_x())["y"].tobytes() == sess.run(_x())["y"].tobytes()

@@ -14,7 +14,7 @@ pytest.importorskip("nnrt_onnxruntime")
 from nnrt_core.errors import GraphError  # noqa: E402
 from nnrt_core.frontends.onnx import proto_build  # noqa: E402
 from nnrt_core.frontends.onnx.export import attribute_to_proto  # noqa: E402
-from nnrt_core.frontends.onnx.onnx_lite import P  # noqa: E402
+from nnrt_core.frontends.onnx.onnx_api import P  # noqa: E402
 from nnrt_core.ir import Attribute, AttrKind  # noqa: E402
 from nnrt_onnxruntime import export  # noqa: E402
 

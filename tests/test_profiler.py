@@ -11,7 +11,7 @@ from conftest import make_registry
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.tools.cli import main
 from nnrt_core.errors import InputError
-from nnrt_core.tools.profiler import HOST_PID, Trace
+from nnrt_core.profiling.profiler import HOST_PID, Trace
 from test_async import batches, small_cnn
 
 

@@ -14,7 +14,7 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.backend import DeviceInfo
 from nnrt_core.placement import link_copy_seconds
 from nnrt_core.tools.bench import bench_session
-from nnrt_core.tools.projection import SIMULATED, measure_projection
+from nnrt_core.profiling.projection import SIMULATED, measure_projection
 from test_partitioning import X, chain, reference
 from test_schedulers import ELEMENTWISE, registry, timed_backend
 

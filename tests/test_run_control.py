@@ -22,7 +22,7 @@ from nnrt_core.backend import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import (ConfigError, MemoryBudgetError, OpError, RunCancelledError, RunStoppedError,
                               RunTimeoutError, UnsupportedNodeError)
 from nnrt_core.ir import Graph, Node
-from nnrt_core.runtime.control import RunControl
+from nnrt_core.control import RunControl
 
 X1 = {"x": np.zeros(1, np.float32)}
 
@@ -345,7 +345,7 @@ def test_npu_queue_drops_stopped_jobs_and_the_program_stops_between_instructions
 
 
 def test_finished_runs_do_not_pile_up_in_the_deadline_watchdog():
-    from nnrt_core.runtime.control import watched_deadlines
+    from nnrt_core.control import watched_deadlines
 
     fired = []
     for _ in range(2000):
@@ -383,7 +383,7 @@ def test_mixed_device_and_host_partitions_stop_at_the_deadline():
 def test_accepts_control_is_remembered_per_function_and_still_right():
     """``accepts_control`` caches its answer per function (not per bound method or
     instance): each function keeps its own answer, callable objects are asked each time."""
-    from nnrt_core.runtime import control as ctl
+    from nnrt_core import control as ctl
 
     class Old:
         def run(self, inputs):

@@ -13,7 +13,7 @@ from onnx import helper as h
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import MemoryBudgetError, RunTimeoutError, UnsupportedNodeError
-from nnrt_core.runtime.control import RunControl
+from nnrt_core.control import RunControl
 from nnrt_npu_emu.ops.nn import MAX_POOL_TAPS
 
 T_OUT = 0.3  #: the runs' timeout (s)

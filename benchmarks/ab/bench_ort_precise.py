@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime as ort
 
 from nnrt_core.frontends.onnx import proto_build as helper
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 
 
 def session(nodes: list, extra: list, n: int) -> ort.InferenceSession:

@@ -13,7 +13,7 @@ timed here); then it wraps these functions with a CPU-time counter:
 * load: ``_parse_source`` (read + protobuf parse), ``load_external_data``,
   ``_check`` (the ONNX checker; its first call in a process builds onnx's
   operator-schema registry, ~10 ms), ``validate_model`` (both calls),
-  ``onnx_lite.infer_shapes``, ``model_from_proto`` (protos -> IR), the
+  ``onnx_api.infer_shapes``, ``model_from_proto`` (protos -> IR), the
   topological sort;
 * optimize: every pass's ``run``, ``share_graph_weights``, ``check_static_sizes``;
 * place: each backend's ``capability`` (the backup's too), the scheduler,
@@ -48,7 +48,7 @@ path, backend, warm = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 import numpy, onnxruntime
 from nnrt_core import ScheduleConfig, Session
 import nnrt_core.session, nnrt_core.compiler.build as B, nnrt_core.compiler.place as PL
-import nnrt_core.frontends.onnx.load as L, nnrt_core.frontends.onnx.onnx_lite as OL
+import nnrt_core.frontends.onnx.load as L, nnrt_core.frontends.onnx.onnx_api as OL
 import nnrt_core.passes.manager as PM, nnrt_core.passes.shapes as PS
 import nnrt_core.backend.base as BB, nnrt_core.placement.partitioning as PP, nnrt_core.ir.graph as IG
 acc = {}

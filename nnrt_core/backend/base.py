@@ -25,7 +25,7 @@ from nnrt_core.errors import CompileError, ExecutionError, NnrtError
 from nnrt_core.ir import Graph, Node
 from nnrt_core.logs import get_logger
 from nnrt_core.record import FrozenRecord, Record
-from nnrt_core.runtime.control import RunControl, accepts_control, enter, leave
+from nnrt_core.control import RunControl, accepts_control, enter, leave
 
 if TYPE_CHECKING:  # concurrent.futures imports logging: only asynchronous runs import it
     from concurrent.futures import Future
@@ -137,7 +137,7 @@ class CompiledPartition(abc.ABC):
 
         ``control`` (optional) carries the run's deadline, cancellation and
         memory budget: while ``_run`` runs it is the thread's
-        :func:`~nnrt_core.runtime.control.current_control`; a backend that
+        :func:`~nnrt_core.control.current_control`; a backend that
         never looks at it still works (the executor checks between partitions)."""
         prev = enter(control) if control is not None else None
         try:

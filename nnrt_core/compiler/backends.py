@@ -1,7 +1,10 @@
 """Stage 1: the backends a build may use, from the config and the registry."""
 from __future__ import annotations
 
-from nnrt_core.backend.base import Backend
+from types import MappingProxyType
+from typing import Mapping
+
+from nnrt_core.backend.base import Backend, CompileOptions
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.compiler.model import EventLog
 from nnrt_core.errors import ConfigError
@@ -14,15 +17,20 @@ __all__ = ["BackendSelection", "select_backends", "host_evaluator"]
 
 
 class BackendSelection(FrozenRecord):
-    """The selected available backends (priority order) and the backup."""
+    """The selected available backends (priority order), the backup, and the
+    :class:`CompileOptions` of each candidate: computed once here, from the
+    config, and handed to every stage that asks a backend anything."""
 
-    __slots__ = ("backends", "backup")
+    __slots__ = ("backends", "backup", "options")
     backends: list[Backend]
     backup: Backend | None
+    options: Mapping[str, CompileOptions]  #: backend name -> its options, for every candidate
 
-    def __init__(self, backends: list[Backend], backup: Backend | None) -> None:
+    def __init__(self, backends: list[Backend], backup: Backend | None,
+                 options: Mapping[str, CompileOptions] | None = None) -> None:
         object.__setattr__(self, "backends", backends)
         object.__setattr__(self, "backup", backup)
+        object.__setattr__(self, "options", MappingProxyType(dict(options or {})))
 
     @property
     def candidates(self) -> list[Backend]:
@@ -74,7 +82,8 @@ def select_backends(config: ScheduleConfig, registry: Registry, events: EventLog
     backends = [r.backend for r in records if r.backend is not None]
     if not backends and backup is None:
         raise ConfigError("no usable backend: every selected backend is unavailable and no backup is set")
-    selection = BackendSelection(backends, backup)
+    selection = BackendSelection(backends, backup, {b.name: config.compile_options(b.name)
+                                                    for b in with_backup(backends, backup)})
     for b in selection.candidates:
         ignored = sorted(config.requested_options() - b.supported_options)
         if ignored:

@@ -9,7 +9,7 @@ from typing import Iterator
 
 from nnrt_core.errors import MemoryBudgetError
 from nnrt_core.ir import Graph
-from nnrt_core.runtime.control import DEFAULT_MAX_TENSOR_BYTES, RunControl, enter, leave
+from nnrt_core.control import DEFAULT_MAX_TENSOR_BYTES, RunControl, enter, leave
 
 __all__ = ["build_budget", "check_static_sizes"]
 

@@ -21,7 +21,6 @@ from nnrt_core.gc_pause import paused_gc
 from nnrt_core.logs import INFO, get_logger
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.runtime.heap import wait_for_prefault
-from nnrt_core.frontends import model_digest
 from nnrt_core.ir import Graph
 from nnrt_core.placement import Scheduler
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
@@ -130,7 +129,8 @@ def _build_graph(registry: Registry, graph: Any, config: ScheduleConfig, selecti
                  events: EventLog, scheduler: Scheduler) -> CompiledModel:
     """Stages 2-6 on a loaded graph: optimize, place and compile, explain."""
     with stage("optimize"), build_budget(config.max_tensor_bytes):  # folding allocates under the session's budget
-        pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
+        pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry),
+                               selection.options)
         check_static_sizes(graph, config.max_tensor_bytes)
         sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
     with stage("place"):
@@ -184,6 +184,7 @@ def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
                 events: EventLog) -> tuple[ModelCache | None, str]:
     if config.cache_dir is None:
         return None, ""
+    from nnrt_core.frontends import model_digest
     from nnrt_core.storage.model_cache import ModelCache  # only sessions with a cache folder use it
     cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if a file; unwritable: not written
     digest = model_digest(model)

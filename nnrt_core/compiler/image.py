@@ -83,7 +83,7 @@ def stored_config(image: SessionImage, what: str = "session file") -> ScheduleCo
         raise SessionFileError(f"{what}: field 'config' is not a valid config: {e}") from None
 
 
-def _load_partition(rec: PartitionRecord, image: SessionImage, config: ScheduleConfig,
+def _load_partition(rec: PartitionRecord, image: SessionImage, options: CompileOptions,
                     registry: Registry) -> ExecutionStep:
     """``rec`` loaded by its backend, its boundary checked against the record."""
     reg = registry.backend(rec.backend)  # ConfigError listing installed backends
@@ -91,7 +91,7 @@ def _load_partition(rec: PartitionRecord, image: SessionImage, config: ScheduleC
         raise SessionFileError(f"the compiled session needs backend {rec.backend!r}, which is unavailable "
                                f"here: {reg.reason}")
     backend = reg.backend
-    part = _loaded(backend, rec.blob, config.compile_options(rec.backend), rec.index)
+    part = _loaded(backend, rec.blob, options, rec.index)
     reads, writes = getattr(part, "input_names", None), getattr(part, "output_names", None)
     if reads is not None and set(reads) != set(rec.inputs):
         raise SessionFileError(f"partition {rec.index} ({rec.backend!r}): field 'inputs' names {rec.inputs}, "
@@ -111,8 +111,11 @@ def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) 
     graph = Graph(str(image.meta.get("graph_name", "offline")),
                   inputs=[Value(n, t) for n, t in image.inputs], outputs=[Value(n, t) for n, t in image.outputs])
     steps, used = [], []
+    options: dict[str, CompileOptions] = {}  # once per backend
     for rec in image.partitions:
-        step = _load_partition(rec, image, config, registry)
+        if rec.backend not in options:
+            options[rec.backend] = config.compile_options(rec.backend)
+        step = _load_partition(rec, image, options[rec.backend], registry)
         if step.backend not in used:
             used.append(step.backend)
         steps.append(step)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from nnrt_core.frontends import load_onnx, to_onnx, validate_graph
 from nnrt_core.frontends.detect import is_tflite_source
 from nnrt_core.frontends.tflite_entry import load_tflite_source
 from nnrt_core.ir import Graph, Model
@@ -20,6 +19,7 @@ def load_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = No
     (``ScheduleConfig.input_shapes``; IR models go through ONNX for it).
     IR nodes pass the same attribute and arity checks as ONNX files.
     ``plugin_ops``: plugins' TFLite custom-operator mappers (``Registry.tflite_custom_ops``)."""
+    from nnrt_core.frontends import load_onnx, to_onnx, validate_graph  # onnx: not for session files
     if isinstance(model, (Model, Graph)):
         validate_graph(model.graph if isinstance(model, Model) else model)
     if input_shapes and isinstance(model, (Model, Graph)):

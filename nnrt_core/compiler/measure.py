@@ -123,8 +123,7 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
         (cand,) = candidates
         sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler,
                              precision=cand.precision or config.precision)
-        model = build_plan(graph, sub, BackendSelection([selection.named(n) for n in cand.backends],
-                                                        selection.backup), events, registry_scheduler(cand.scheduler))
+        model = build_plan(graph, sub, _sub_selection(selection, cand, sub), events, registry_scheduler(cand.scheduler))
         model.events.add("plan_measured", ",".join(cand.backends), f"one candidate plan ({cand.label!r}): "
                          "built without measuring", level=INFO)
         return model
@@ -134,7 +133,7 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
     for cand in candidates:
         sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler,
                              precision=cand.precision or config.precision)
-        sub_selection = BackendSelection([selection.named(n) for n in cand.backends], selection.backup)
+        sub_selection = _sub_selection(selection, cand, sub)
         try:
             model = build_plan(clone_graph(graph), sub, sub_selection, EventLog(), registry_scheduler(cand.scheduler))
             built.append((cand, model, None))
@@ -144,6 +143,13 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
     budget = min(MAX_BUDGET, max(MIN_BUDGET, BUDGET_FRACTION * (time.perf_counter() - t0)))
     results = _time_plans(built, feeds, budget)
     return _chosen(built, results, config, events)
+
+
+def _sub_selection(selection: BackendSelection, cand: PlanCandidate, sub: ScheduleConfig) -> BackendSelection:
+    """The candidate's backends (and the backup) with the options of its config (its precision)."""
+    backends = [selection.named(n) for n in cand.backends]
+    names = {b.name for b in backends} | ({selection.backup.name} if selection.backup is not None else set())
+    return BackendSelection(backends, selection.backup, {n: sub.compile_options(n) for n in names})
 
 
 def with_precisions(candidates: Sequence[PlanCandidate], config: ScheduleConfig, selection: BackendSelection,

@@ -16,7 +16,7 @@ from nnrt_core.passes import PassReport
 from nnrt_core.placement import NodePlacement, PlacementEvent, Scheduler
 from nnrt_core.record import FrozenRecord
 from nnrt_core.runtime.executor import ExecutionStep
-from nnrt_core.runtime.memory_plan import MemoryPlans
+from nnrt_core.compiler.memory_plans import MemoryPlans
 from nnrt_core.storage.weights import SharingReport
 
 __all__ = ["CompiledModel", "EventLog", "PartitionInfo"]

@@ -48,7 +48,7 @@ def _place_and_compile(graph: Graph, config: ScheduleConfig, selection: BackendS
     compiled_cache: dict[PartitionKey, CompiledPartition] = {}
     for _attempt in range(1 + len(graph.nodes) * max(1, len(caps))):
         ctx = PlacementContext(graph, selection.backends, selection.backup, caps, config, config.pins,
-                               compiled=compiled_cache)
+                               compiled=compiled_cache, options=selection.options)
         result, plans = _schedule(scheduler, ctx)
         compiled = _compile_all(graph, config, selection, plans, compiled_cache)
         if isinstance(compiled, list):
@@ -72,9 +72,9 @@ def _capabilities(graph: Graph, config: ScheduleConfig, selection: BackendSelect
     caps: dict[str, Capability] = {}
     for b in selection.candidates:
         if b is selection.backup and selection.backends and b not in selection.backends and _per_node(b):
-            caps[b.name] = DeferredCapability(b.name, lambda b=b: b.capability(graph, config.compile_options(b.name)))
+            caps[b.name] = DeferredCapability(b.name, lambda b=b: b.capability(graph, selection.options[b.name]))
             continue
-        cap = caps[b.name] = b.capability(graph, config.compile_options(b.name))
+        cap = caps[b.name] = b.capability(graph, selection.options[b.name])
         if cap.fault is not None:  # a broken plugin: its nodes go to the other backends
             events.add("plugin_fault", b.name, f"backend {b.name!r}: {cap.fault}; its nodes fall back to other "
                        "backends", sorted(cap.rejected))
@@ -114,7 +114,7 @@ def _compile_all(graph: Graph, config: ScheduleConfig, selection: BackendSelecti
             try:
                 with stage(f"compile:{backend.name}", exclude_from="place"):
                     part = plan.to_graph(graph, share=backend.compiles_read_only)  # no copy of a whole graph
-                    compiled = backend.compile(part, config.compile_options(backend.name))
+                    compiled = backend.compile(part, selection.options[backend.name])
             except CompileError as e:
                 return plan, e
             cache[key] = compiled

@@ -1,17 +1,28 @@
 """Model importers and exporters; :mod:`nnrt_core.frontends.onnx` is the only
-part of nnrt that knows ONNX protos."""
+part of nnrt that knows ONNX protos.  The names below are imported on first
+use (PEP 562): importing ``nnrt_core.frontends.detect`` or one module of the
+ONNX frontend imports neither frontend whole, nor ``onnx``."""
 from __future__ import annotations
 
-from nnrt_core.frontends.onnx import (
-    ExternalWeights,
-    infer_static_types,
-    load_onnx,
-    model_digest,
-    parse_model_proto,
-    refine_static_shapes,
-    to_onnx,
-    validate_graph,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nnrt_core.frontends.onnx import (ExternalWeights, infer_static_types, load_onnx, model_digest,
+                                          parse_model_proto, refine_static_shapes, to_onnx, validate_graph)
 
 __all__ = ["ExternalWeights", "infer_static_types", "load_onnx", "model_digest", "parse_model_proto",
            "refine_static_shapes", "to_onnx", "validate_graph"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'nnrt_core.frontends' has no attribute {name!r}")
+    from nnrt_core.frontends import onnx
+
+    value = getattr(onnx, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

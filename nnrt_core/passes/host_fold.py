@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from nnrt_core.ir import AttrKind, DataType, Node
-from nnrt_core.runtime.control import tensor_limit
+from nnrt_core.control import tensor_limit
 
 __all__ = ["host_value"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from nnrt_core.backend.base import Backend, Capability, CompiledPartition
+from nnrt_core.backend.base import Backend, Capability, CompiledPartition, CompileOptions
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError
 from nnrt_core.ir import Graph, Node
@@ -26,7 +26,7 @@ def with_backup(backends: list[Backend], backup: Backend | None) -> list[Backend
 class PlacementContext(Record):
     """Everything a scheduler may use to decide a placement."""
 
-    __slots__ = ("graph", "backends", "backup", "capabilities", "config", "pins", "compiled")
+    __slots__ = ("graph", "backends", "backup", "capabilities", "config", "pins", "compiled", "options")
     graph: Graph
     backends: list[Backend]  #: selected available backends, highest priority first
     backup: Backend | None
@@ -36,14 +36,27 @@ class PlacementContext(Record):
     #: compiled partitions shared with the session (a scheduler that compiles
     #: to measure leaves them here so the session does not compile twice)
     compiled: dict[PartitionKey, CompiledPartition]
+    #: backend name -> the options it compiles with (the build's selection computed them once)
+    options: Mapping[str, CompileOptions]
 
     def __init__(self, graph: Graph, backends: list[Backend], backup: Backend | None,
                  capabilities: dict[str, Capability], config: ScheduleConfig, pins: Mapping[str, str] | None = None,
-                 compiled: dict[PartitionKey, CompiledPartition] | None = None) -> None:
+                 compiled: dict[PartitionKey, CompiledPartition] | None = None,
+                 options: Mapping[str, CompileOptions] | None = None) -> None:
         self.graph, self.backends, self.backup, self.capabilities, self.config = graph, backends, backup, \
             capabilities, config
         self.pins = {} if pins is None else pins
         self.compiled = {} if compiled is None else compiled
+        self.options = {b.name: config.compile_options(b.name) for b in with_backup(backends, backup)} \
+            if options is None else options
+
+    def compile_options(self, name: str) -> CompileOptions:
+        """The options backend ``name`` compiles (and estimates costs) with."""
+        try:
+            return self.options[name]
+        except KeyError:
+            raise ConfigError(f"backend {name!r} is not selected; selected: "
+                              + ", ".join(b.name for b in with_backup(self.backends, self.backup))) from None
 
     def backend(self, name: str) -> Backend:
         """The selected (or backup) backend called ``name``."""

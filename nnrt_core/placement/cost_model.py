@@ -150,7 +150,7 @@ class CostModel:
         cap = self.ctx.capabilities[backend]
         split = {n.name: backend if cap.supports(n.name) else "\0other" for n in self.ctx.graph.nodes}
         out: dict[str, float] = {}
-        options = self.ctx.config.compile_options(backend)
+        options = self.ctx.compile_options(backend)
         for plan in partition_graph(self.ctx.graph, split):
             if plan.backend != backend:
                 continue

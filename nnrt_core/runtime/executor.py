@@ -24,7 +24,7 @@ from nnrt_core.backend.base import Backend, CompiledPartition
 from nnrt_core.errors import ExecutionError, NnrtError, NumericOverflowError
 from nnrt_core.ir.types import ValueType
 from nnrt_core.record import Record
-from nnrt_core.runtime.control import RunControl, accepts_control
+from nnrt_core.control import RunControl, accepts_control
 from nnrt_core.runtime.output_check import DeclaredShapeWatch, OutputCheck, describe_value
 from nnrt_core.runtime.overflow import Refit
 from nnrt_core.runtime.tensor import Tensor

@@ -8,7 +8,7 @@ NPU's float-status flag), by ``ScheduleConfig.on_overflow``:
 * ``"raise"``: :class:`ExecutionError` naming the partition and the node;
 * ``"fallback"``: the run is surveyed again with every overflow collected,
   the plan is rebuilt with those partitions' nodes on the backup (``replan``:
-  :meth:`nnrt_core.runtime.plan.RunPlan.replan`) and the run repeated on the
+  :meth:`nnrt_core.compiler.plan.RunPlan.replan`) and the run repeated on the
   new plan, which later runs keep.  Without a way to replan it raises.
 
 The executor calls :meth:`OverflowGuard.step` from its run loops; the check

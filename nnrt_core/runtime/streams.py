@@ -35,7 +35,7 @@ import numpy as np
 
 from nnrt_core.errors import ConfigError, ExecutionError
 from nnrt_core.record import Record
-from nnrt_core.runtime.control import RunControl, accepts_control
+from nnrt_core.control import RunControl, accepts_control
 from nnrt_core.runtime.thread_budget import CORES, share_of_cores, use_thread_budget
 
 

@@ -41,11 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from nnrt_core.errors import ConfigError, SessionFileError
-from nnrt_core.frontends import model_digest  # re-exported: the cache key of a model
 from nnrt_core.storage.files import remove_stale_temporaries, write_atomic
 from nnrt_core.storage.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode, read_bytes
 
-__all__ = ["STALE_TMP_SECONDS", "ModelCache", "model_digest"]
+__all__ = ["STALE_TMP_SECONDS", "ModelCache"]
 
 log = logging.getLogger("nnrt.cache")
 

@@ -6,7 +6,7 @@ the same one-at-a-time loop, with N > 1 a :class:`~nnrt_core.runtime.streams.Str
 keeping N requests going.
 
 The report also carries the session's *projected latency*
-(:mod:`nnrt_core.tools.projection`): per partition the host wall time here and,
+(:mod:`nnrt_core.profiling.projection`): per partition the host wall time here and,
 for emulated devices, the simulated device time, and the projected end-to-end
 latency = host partitions measured + device partitions simulated + modelled
 host<->device copies.  The emulator runs its program on the host, so for a
@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import ConfigError
-from nnrt_core.tools.projection import LatencyProjection, measure_projection
+from nnrt_core.profiling.projection import LatencyProjection, measure_projection
 
 if TYPE_CHECKING:
     from nnrt_core.session import Session

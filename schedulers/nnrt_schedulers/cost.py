@@ -12,7 +12,7 @@ Candidate placements ("plans") are built and each is *evaluated*, not guessed:
   partition-switch penalties, then tiny islands merged.
 
 A plan's cost is its *projected latency*, the figure ``nnrt bench`` and
-``Session.profile`` report (:mod:`nnrt_core.tools.projection`): the sum over
+``Session.profile`` report (:mod:`nnrt_core.profiling.projection`): the sum over
 its partitions (``partition_graph``: acyclic, pins and capabilities respected)
 of the measured run time (median) on CPU backends or the simulated device time
 of backends with a cost model, plus modelled host<->device transfers (bytes /
@@ -32,9 +32,9 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from nnrt_core.hookspec import hookimpl
+from nnrt_core.plugin_api import hookimpl
 from nnrt_core.ir import Node
-from nnrt_core.placement import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, PartitionPlan,
+from nnrt_core.plugin_api import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, PartitionPlan,
                                   PlacementContext, PlacementResult, Scheduler, partition_graph)
 from nnrt_schedulers.profiling import ProfileCache, Profiler, cache_directory
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from nnrt_core.backend.base import Backend
-from nnrt_core.hookspec import hookimpl
-from nnrt_core.placement import PlacementContext, PlacementResult, Scheduler
+from nnrt_core.plugin_api import Backend
+from nnrt_core.plugin_api import hookimpl
+from nnrt_core.plugin_api import PlacementContext, PlacementResult, Scheduler
 
 __all__ = ["DevicePreferenceScheduler", "PreferNpuScheduler", "PreferCpuScheduler"]
 

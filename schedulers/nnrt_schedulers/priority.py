@@ -12,10 +12,10 @@ whole-model plan.
 """
 from __future__ import annotations
 
-from nnrt_core.hookspec import hookimpl
 from typing import Sequence
 
-from nnrt_core.placement import PlacementContext, PlacementResult, PlanCandidate, Scheduler
+from nnrt_core.plugin_api import hookimpl
+from nnrt_core.plugin_api import PlacementContext, PlacementResult, PlanCandidate, Scheduler
 
 __all__ = ["MeasuredScheduler", "PriorityScheduler"]
 

@@ -30,12 +30,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition, estimated_seconds_of
+from nnrt_core.plugin_api import Backend, CompiledPartition, estimated_seconds_of
 from nnrt_core.errors import InputError, NnrtError
 from nnrt_core.ir import AttrKind, Graph, Node, Value
-from nnrt_core.placement import PartitionKey, PartitionPlan, PlacementContext, partition_graph
-from nnrt_core.runtime.feeds import random_feeds, tensor_info
-from nnrt_core.storage.files import write_atomic
+from nnrt_core.plugin_api import PartitionKey, PartitionPlan, PlacementContext, partition_graph
+from nnrt_core.plugin_api import random_feeds, tensor_info
+from nnrt_core.plugin_api import write_atomic
 
 __all__ = ["ProfileCache", "Profiler", "partition_signature", "machine_id", "cache_directory",
            "synthesize_feeds"]
@@ -200,7 +200,7 @@ class Profiler:
             from nnrt_core.ir.clone import extract_subgraph
 
             sub = extract_subgraph(ctx.graph, plan.nodes, plan.inputs, outs, name=f"reference_{plan.name}")
-            part = backend.compile(sub, ctx.config.compile_options(backend.name))
+            part = backend.compile(sub, ctx.compile_options(backend.name))
             args = {v.name: _to(backend, env[v.name]) for v in plan.inputs}
             result = part.run(args)
             for name, x in result.items():
@@ -217,7 +217,7 @@ class Profiler:
         return self._memo[key]
 
     def cache_key(self, plan: PartitionPlan, backend: Backend) -> str:
-        opts = self.ctx.config.compile_options(backend.name)
+        opts = self.ctx.compile_options(backend.name)
         sig = partition_signature(plan.nodes, plan.inputs, plan.outputs)
         return (f"{backend.name}@{backend.version}|{opts.precision},{opts.num_threads},{opts.device},"
                 f"{sorted(opts.extra.items())!r}|{sig}")
@@ -257,7 +257,7 @@ class Profiler:
         if part is None:
             backend = self.ctx.backend(plan.backend)
             try:
-                part = backend.compile(plan.to_graph(self.ctx.graph), self.ctx.config.compile_options(backend.name))
+                part = backend.compile(plan.to_graph(self.ctx.graph), self.ctx.compile_options(backend.name))
             except NnrtError as e:
                 self.errors.append(f"{plan.name} does not compile: {e}")
                 return None
@@ -281,7 +281,7 @@ class Profiler:
         plan alike); the median per plan.  Catches what per-partition timings
         miss (e.g. one runtime's spinning threads slowing the next partition).
         Cached like partition timings; None for a plan that cannot run."""
-        from nnrt_core.runtime.executor import ExecutionStep, Executor
+        from nnrt_core.plugin_api import ExecutionStep, Executor
 
         graph = self.ctx.graph
         keys = ["plan|" + hashlib.sha256("\n".join(

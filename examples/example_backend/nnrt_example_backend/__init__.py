@@ -11,8 +11,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from nnrt_core.backend import Backend, CompiledPartition, CompileOptions
-from nnrt_core.hookspec import hookimpl
+from nnrt_core.plugin_api import Backend, CompiledPartition, CompileOptions
+from nnrt_core.plugin_api import hookimpl
 from nnrt_core.ir import Graph, Node
 
 OPS: dict[str, Callable[..., np.ndarray]] = {

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from nnrt_core.frontends.onnx import onnx_lite
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx import onnx_api
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.logs import get_logger
 
 __all__ = ["DATA_PROP_MAX_DIM", "data_prop_blocker", "infer_shapes_bounded"]
@@ -38,14 +38,14 @@ def infer_shapes_bounded(model: Any) -> P.ModelProto:
     """``infer_shapes(strict_mode=False)`` of ``model`` (a ``ModelProto`` or
     its bytes) with data propagation when :func:`data_prop_blocker` finds
     nothing against it in the inference without."""
-    plain = onnx_lite.infer_shapes(model, strict_mode=False, data_prop=False)
+    plain = onnx_api.infer_shapes(model, strict_mode=False, data_prop=False)
     if _all_static(plain.graph):  # nothing left for data propagation to refine: one pass
         return plain
     blocker = data_prop_blocker(plain.graph)
     if blocker is not None:
         log.info("ONNX shape inference without data propagation: %s", blocker)
         return plain
-    return onnx_lite.infer_shapes(model, strict_mode=False, data_prop=True)
+    return onnx_api.infer_shapes(model, strict_mode=False, data_prop=True)
 
 
 def data_prop_blocker(g: P.GraphProto) -> str | None:

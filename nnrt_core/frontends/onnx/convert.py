@@ -10,7 +10,7 @@ import numpy as np
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx import protos
 from nnrt_core.frontends.onnx.external_data import mapped_key
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.proto_build import to_array
 from nnrt_core.frontends.onnx.protos import MAX_TENSOR_BYTES, declared_bytes, first_line, mappable_dtype
 from nnrt_core.ir import (

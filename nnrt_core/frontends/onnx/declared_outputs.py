@@ -33,7 +33,7 @@ from typing import Mapping
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.convert import type_from_proto
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.ir import DataType, Graph, TensorType
 from nnrt_core.ir.graph import DeclaredOutput
 

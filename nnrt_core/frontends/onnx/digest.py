@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 from nnrt_core.frontends.detect import is_tflite_source
 from nnrt_core.frontends.onnx.export import to_onnx
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.protos import attribute_graphs, subgraphs
 from nnrt_core.ir import Graph, Model
 

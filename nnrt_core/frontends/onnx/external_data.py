@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from nnrt_core.errors import ModelLoadError
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.protos import all_tensors, copy_model, declared_bytes, mappable_dtype
 
 __all__ = ["MAPPED_KEY", "MMAP_MIN_BYTES", "for_checker", "is_mapped", "load_external_data", "mapped_key"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator, Mapping, Sequence
 
 from nnrt_core.errors import ConfigError
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.protos import subgraphs, unknown_dim
 
 __all__ = ["apply_input_shapes", "clear_unknown_dims", "has_unknown_dims"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.protos import subgraphs
 from nnrt_core.logs import get_logger
 

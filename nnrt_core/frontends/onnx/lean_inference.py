@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from nnrt_core.frontends.onnx import onnx_api
 from nnrt_core.frontends.onnx.bounded_inference import infer_shapes_bounded
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 
 __all__ = ["LEAN_MIN_BYTES", "LEAN_MIN_ELEMENTS", "infer_shapes_lean"]
 

@@ -19,12 +19,12 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 from nnrt_core.errors import ModelLoadError
-from nnrt_core.frontends.onnx import onnx_lite
+from nnrt_core.frontends.onnx import onnx_api
 from nnrt_core.frontends.onnx.contrib_shapes import complete_contrib_types
 from nnrt_core.frontends.onnx.convert import model_from_proto
 from nnrt_core.frontends.onnx import declared_outputs
 from nnrt_core.frontends.onnx.external_data import for_checker, load_external_data
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.lean_inference import infer_shapes_lean
 from nnrt_core.frontends.onnx.free_dims import apply_input_shapes, clear_unknown_dims, has_unknown_dims
 from nnrt_core.frontends.onnx.implied_opsets import add_implied_opsets, missing_implied_opsets
@@ -47,8 +47,8 @@ def check_model(proto: P.ModelProto, *, full_check: bool = False) -> None:
     """Run ``onnx.checker`` on ``proto``; :class:`ModelCheckError` (with the
     checker's message) when it fails."""
     try:
-        onnx_lite.check_model(proto, full_check=full_check)
-    except (onnx_lite.ValidationError, onnx_lite.InferenceError) as e:
+        onnx_api.check_model(proto, full_check=full_check)
+    except (onnx_api.ValidationError, onnx_api.InferenceError) as e:
         raise ModelCheckError(str(e)) from e
 
 
@@ -143,7 +143,7 @@ def load_onnx(
     if proto.functions:
         data = None
         try:
-            proto = onnx_lite.inline_local_functions(proto)
+            proto = onnx_api.inline_local_functions(proto)
         except Exception as e:  # pragma: no cover - depends on onnx internals
             raise ModelLoadError(f"could not inline the model's local functions: {first_line(e)}") from e
     typed = infer_shapes == "missing" and _fully_typed(proto.graph)  # no inference: one pass checks the types too
@@ -213,8 +213,8 @@ def _sorted_and_checked(proto: P.ModelProto, source: ModelSource, mapped: Mappin
 
 def _check(proto: P.ModelProto, mapped: Mapping[str, np.ndarray], data: bytes | None = None) -> None:
     try:
-        onnx_lite.check_model(for_checker(proto) if mapped else proto if data is None else data)
-    except (onnx_lite.ValidationError, ValueError) as e:
+        onnx_api.check_model(for_checker(proto) if mapped else proto if data is None else data)
+    except (onnx_api.ValidationError, ValueError) as e:
         raise ModelLoadError(f"ONNX model is invalid: {first_line(e)}") from e
 
 

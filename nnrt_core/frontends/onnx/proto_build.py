@@ -1,9 +1,9 @@
 """Proto builders and tensor <-> array conversion without ``onnx.helper``.
 
 The equivalents of the ``onnx.helper`` / ``onnx.numpy_helper`` functions the
-load path uses, over :mod:`~nnrt_core.frontends.onnx.onnx_lite`'s classes
+load path uses, over :mod:`~nnrt_core.frontends.onnx.onnx_api`'s classes
 (``import onnx`` costs ~55 ms; see there).  They build the same protos
-(``tests/test_onnx_lite.py`` compares the bytes).  Element types outside
+(``tests/test_onnx_api.py`` compares the bytes).  Element types outside
 NumPy's own (bfloat16, float8, 4-, 2- and 6-bit types, which need
 ``ml_dtypes``) are converted by the real ``onnx.numpy_helper``.
 """
@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from nnrt_core.frontends.onnx.onnx_lite import P, real_onnx
+from nnrt_core.frontends.onnx.onnx_api import P, real_onnx
 
 __all__ = ["from_array", "get_attribute_value", "make_attribute", "make_graph", "make_model", "make_node",
            "make_opsetid", "make_optional_type_proto", "make_sequence_type_proto", "make_tensor_type_proto",

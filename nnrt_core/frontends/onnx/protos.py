@@ -8,10 +8,10 @@ from typing import Iterator
 import numpy as np
 
 from nnrt_core.errors import ModelLoadError
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.proto_build import tensor_dtype_to_np_dtype
 from nnrt_core.ir import DataType
-from nnrt_core.runtime.control import DEFAULT_MAX_TENSOR_BYTES
+from nnrt_core.control import DEFAULT_MAX_TENSOR_BYTES
 
 __all__ = ["MAX_TENSOR_BYTES", "ModelProto", "ModelSource", "PACKED_TYPES", "all_tensors", "attribute_graphs", "copy_model",
            "declared_bytes", "first_line", "mappable_dtype", "subgraphs", "unknown_dim"]

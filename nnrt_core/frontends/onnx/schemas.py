@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Mapping
 
-from nnrt_core.frontends.onnx import onnx_lite
-from nnrt_core.frontends.onnx.onnx_lite import P, real_onnx
+from nnrt_core.frontends.onnx import onnx_api
+from nnrt_core.frontends.onnx.onnx_api import P, real_onnx
 
 __all__ = ["ONNX_DOMAINS", "onnx_domains", "convert_opset", "default_opset", "has_onnx_op", "ir_version_for", "newest_opset_version",
            "newest_domain_version", "oldest_onnx_version", "onnx_op_names", "onnx_schema", "onnxruntime_schemas"]
@@ -15,7 +15,7 @@ __all__ = ["ONNX_DOMAINS", "onnx_domains", "convert_opset", "default_opset", "ha
 def onnx_domains() -> frozenset[str]:
     """The domains whose schemas (with shape inference) ship with the installed
     onnx; computed on first use (listing every schema takes ~10 ms)."""
-    return frozenset({""} | {s.domain for s in onnx_lite.get_all_schemas_with_history()}) - {"ai.onnx"}
+    return frozenset({""} | {s.domain for s in onnx_api.get_all_schemas_with_history()}) - {"ai.onnx"}
 
 
 def __getattr__(name: str) -> Any:
@@ -26,24 +26,24 @@ def __getattr__(name: str) -> Any:
 
 def newest_opset_version() -> int:
     """The newest version of the default ONNX domain the installed onnx knows."""
-    return onnx_lite.onnx_opset_version()
+    return onnx_api.onnx_opset_version()
 
 
 def newest_domain_version(domain: str) -> int:
     """The newest version of ONNX domain ``domain`` (1 when it has no schema)."""
-    return max((s.since_version for s in onnx_lite.get_all_schemas_with_history() if s.domain == domain),
+    return max((s.since_version for s in onnx_api.get_all_schemas_with_history() if s.domain == domain),
                default=1)
 
 
 @functools.lru_cache(maxsize=None)
 def onnx_op_names(domain: str) -> tuple[str, ...]:
     """Every operator name onnx has a schema for in ``domain``, sorted."""
-    return tuple(sorted({s.name for s in onnx_lite.get_all_schemas_with_history() if s.domain == domain}))
+    return tuple(sorted({s.name for s in onnx_api.get_all_schemas_with_history() if s.domain == domain}))
 
 
 def has_onnx_op(op_type: str, domain: str) -> bool:
     """True when onnx has a schema of ``op_type`` in ``domain`` (any version)."""
-    return onnx_lite.has_schema(op_type, domain)
+    return onnx_api.has_schema(op_type, domain)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -51,14 +51,14 @@ def onnx_schema(op_type: str, domain: str, opset: int) -> Any | None:
     """onnx's newest ``OpSchema`` of ``op_type`` whose version is <= ``opset``, or ``None``
     (cached: every node of a model asks, and onnx builds a new Python object per call)."""
     try:
-        return onnx_lite.get_schema(op_type, opset, domain)
-    except onnx_lite.SchemaError:
+        return onnx_api.get_schema(op_type, opset, domain)
+    except onnx_api.SchemaError:
         return None
 
 
 def oldest_onnx_version(op_type: str, domain: str) -> int:
     """The first opset of ``domain`` that has ``op_type`` (which must exist)."""
-    return min(s.since_version for s in onnx_lite.get_all_schemas_with_history()
+    return min(s.since_version for s in onnx_api.get_all_schemas_with_history()
                if s.name == op_type and s.domain == domain)
 
 
@@ -76,7 +76,7 @@ def onnxruntime_schemas() -> dict[tuple[str, str], list[Any]]:
     table: dict[tuple[str, str], list[Any]] = {}
     for s in get_all():
         domain = "" if s.domain == "ai.onnx" else s.domain
-        if domain in onnx_domains() and onnx_lite.has_schema(s.name, domain):
+        if domain in onnx_domains() and onnx_api.has_schema(s.name, domain):
             continue  # onnx's own schema (with shape inference) wins
         table.setdefault((domain, s.name), []).append(s)
     for versions in table.values():

@@ -6,10 +6,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.frontends.onnx.convert import type_from_proto
-from nnrt_core.frontends.onnx import onnx_lite
+from nnrt_core.frontends.onnx import onnx_api
 from nnrt_core.frontends.onnx.bounded_inference import infer_shapes_bounded
 from nnrt_core.frontends.onnx.export import array_to_tensor, attribute_to_proto, to_onnx, type_to_proto
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.proto_build import make_node, make_tensor_value_info
 from nnrt_core.frontends.onnx.protos import first_line
 from nnrt_core.ir import Attribute, DataType, Graph, TensorType, ValueType
@@ -132,7 +132,7 @@ def infer_node_types(schema: Any, op_type: str, domain: str, input_names: Sequen
     type_protos = {name: type_to_proto(t) for name, t in types.items()}
     data_protos = {name: array_to_tensor(arr, name) for name, arr in data.items()}
     try:
-        inferred = onnx_lite.infer_node_outputs(schema, node, type_protos, data_protos, dict(opsets))
+        inferred = onnx_api.infer_node_outputs(schema, node, type_protos, data_protos, dict(opsets))
     except Exception as e:  # InferenceError, ValidationError, SchemaError
         raise NodeInferenceError(first_line(e)) from e
     return [type_from_proto(inferred[n]) if n in inferred else None for n in output_names]

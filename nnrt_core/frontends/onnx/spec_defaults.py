@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.protos import subgraphs
 
 __all__ = ["SPEC_DEFAULTS", "missing_spec_defaults", "write_spec_defaults"]

@@ -31,7 +31,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from nnrt_core.errors import ModelLoadError
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.schema_facts import SchemaFacts, schema_facts
 from nnrt_core.frontends.onnx.node_facts import PASSED, facts_key, remember
 from nnrt_core.ir import Attribute, AttrKind, Graph, TensorType, Value

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from nnrt_core.errors import ModelLoadError
 from nnrt_core.frontends.onnx.node_facts import PASSED, proto_facts_key, remember
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.frontends.onnx.onnx_api import P
 from nnrt_core.frontends.onnx.proto_build import get_attribute_value
 from nnrt_core.frontends.onnx.validate import NOT_TENSOR, NodeView, elem_name, validate_node
 

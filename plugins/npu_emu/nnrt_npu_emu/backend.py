@@ -10,11 +10,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
+from nnrt_core.plugin_api import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import (CompileError, ConfigError, ExecutionError, InputError, NumericOverflowError,
                               MemoryBudgetError, RunStoppedError)
 from nnrt_core.ir import Graph
-from nnrt_core.runtime.control import RunControl, current_control
+from nnrt_core.plugin_api import RunControl, current_control
 from nnrt_npu_emu.binding import BoundProgram
 from nnrt_npu_emu.blob import OfflineModelError, decode, encode
 from nnrt_npu_emu.cost import RunProfile, summarize
@@ -26,9 +26,9 @@ from nnrt_npu_emu.ops import Unsupported
 from nnrt_npu_emu.profiles import BUILTIN_PROFILES, ENV_PROFILES, ChipProfile, load_profiles
 from nnrt_npu_emu.program import Operand, Program
 from nnrt_npu_emu.version import __version__
-from nnrt_numpy.blas import blas_threads  # the process's one BLAS/helper-thread policy (public API)
-from nnrt_numpy.memory import prefault_heap, tune_allocator
-from nnrt_numpy.parallel import start_helpers
+from nnrt_numpy.host_kernels import blas_threads  # the process's one BLAS/helper-thread policy (public API)
+from nnrt_core.plugin_api import prefault_heap, tune_allocator
+from nnrt_numpy.host_kernels import start_helpers
 
 __all__ = ["NpuEmuBackend", "NpuPartition", "NpuTensor", "NpuDevice", "NPU_POWER_W"]
 

@@ -28,9 +28,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from nnrt_core.runtime import control as run_control
-from nnrt_core.runtime.control import RunControl
-from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
+from nnrt_core.plugin_api import RunControl, enter_control, leave_control
+from nnrt_numpy.host_kernels import parallel  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.hostfuse import STORE_BOUNDS, plan_steps
 from nnrt_npu_emu.memory import DeviceArena
 from nnrt_npu_emu.numerics import store_fp16
@@ -181,11 +180,11 @@ class BoundProgram:
         inside kernels' long host loops).  Returns ``None``, or the first
         instruction whose fp16 store saturated and the value that did not fit
         (the run goes on, saturating, like the chip)."""
-        previous = run_control.enter(control)  # long host loops in kernels check it (and its budget)
+        previous = enter_control(control)  # long host loops in kernels check it (and its budget)
         try:
             return self._run_steps(ins, outs, trace, control)
         finally:
-            run_control.leave(previous)
+            leave_control(previous)
 
     def _run_steps(self, ins: Sequence[Any], outs: Sequence[Any], trace: list[float] | None,
                    control: RunControl | None) -> tuple[int, float] | None:

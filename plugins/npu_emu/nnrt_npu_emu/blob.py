@@ -18,7 +18,7 @@ import json
 import struct
 from typing import Any
 
-from nnrt_core.storage import checksum
+from nnrt_core.plugin_api import checksum
 from nnrt_core.errors import CompileError
 from nnrt_npu_emu.program import Program
 

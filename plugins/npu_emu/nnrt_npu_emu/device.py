@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core.backend import Backend, DeviceInfo
+from nnrt_core.plugin_api import Backend, DeviceInfo
 from nnrt_npu_emu.memory import DeviceArena
 from nnrt_npu_emu.profiles import ChipProfile
 from nnrt_npu_emu.queue import CommandQueue

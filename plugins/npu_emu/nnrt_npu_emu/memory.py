@@ -10,8 +10,8 @@ import threading
 import numpy as np
 
 from nnrt_core.errors import ExecutionError
-from nnrt_core.logs import get_logger
-from nnrt_core.runtime.memory_plan import ALIGN, Buffer, align, plan_offsets  # the core's lifetime planner
+from nnrt_core.plugin_api import get_logger
+from nnrt_core.plugin_api import ALIGN, Buffer, align, plan_offsets  # the core's lifetime planner
 
 __all__ = ["ALIGN", "align", "DeviceMemoryError", "DeviceArena", "Buffer", "plan_offsets"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnrt_numpy.ufuncs import clip as _clip  # the clip ufunc itself: np.clip's wrapper costs more than a small store
+from nnrt_numpy.host_kernels import clip as _clip  # the clip ufunc itself: np.clip's wrapper costs more than a small store
 
 __all__ = [
     "STORAGE", "FP16_MAX", "storage_dtype", "f32", "erf", "quantize", "dequantize", "requantize",

@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nnrt_core.backend import CompileOptions, CompiledPartition
+from nnrt_core.plugin_api import CompileOptions, CompiledPartition
 from nnrt_core.errors import CompileError
-from nnrt_core.storage.files import write_atomic
+from nnrt_core.plugin_api import write_atomic
 
 __all__ = ["save_offline", "load_offline", "SUFFIX"]
 
@@ -33,7 +33,7 @@ def load_offline(path: str | os.PathLike, options: CompileOptions | None = None,
 
 def _backend():
     try:
-        from nnrt_core.registry import default_registry
+        from nnrt_core.plugin_api import default_registry
 
         rec = default_registry().backends.get("npu_emu")
         if rec is not None and rec.backend is not None:

@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from nnrt_core.runtime.control import RunControl
+from nnrt_core.plugin_api import RunControl
 
 __all__ = ["CommandQueue"]
 

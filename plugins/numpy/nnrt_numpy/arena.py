@@ -26,8 +26,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core.record import Record
-from nnrt_core.runtime.memory_plan import Buffer, lower_bound, plan_offsets
+from nnrt_core.plugin_api import Record
+from nnrt_core.plugin_api import Buffer, lower_bound, plan_offsets
 
 __all__ = ["ArenaPlan", "plan_arena", "FRESH_OUTPUT_OPS"]
 

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from nnrt_core.backend import Backend, CompiledPartition, CompileOptions, DeviceInfo
+from nnrt_core.plugin_api import Backend, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import CompileError, ModelLoadError, SessionFileError
 from nnrt_core.ir import Graph, Node, TensorType
-from nnrt_core.runtime.memory_plan import live_peak_bytes
+from nnrt_core.plugin_api import live_peak_bytes
 from nnrt_numpy import __version__, blas, parallel
 from nnrt_numpy.graph_facts import is_static_shape
 from nnrt_numpy.memory import prefault_heap, tune_allocator

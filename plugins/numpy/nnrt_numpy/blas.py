@@ -21,12 +21,12 @@ spinning pool, and its own spinning workers made every other run
 single-threaded.
 
 The previous OpenBLAS setting is restored when the last concurrent run
-leaves.  Where the OpenBLAS entry points cannot be found (another BLAS,
-another platform), this is a no-op and kernels run single-threaded.
+leaves.  The setting is read and changed through ``threadpoolctl``'s public
+controllers.  Where no OpenBLAS is found (another BLAS, another platform,
+no ``threadpoolctl``), this is a no-op and kernels run single-threaded.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 import time
@@ -44,41 +44,25 @@ BLAS_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "Fuse
                       "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QGemm", "GemmFastGelu",
                       "MatMulNBits"})
 
-_SYMBOLS = [  # (set, get) in the naming schemes of the wheels' OpenBLAS builds
-    ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
-    ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
-    ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
-    ("openblas_set_num_threads", "openblas_get_num_threads"),
-]
-
-
 def _find() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    """(set, get) of the loaded OpenBLAS's thread count, through threadpoolctl's
+    public controllers (numpy's own copy first: scipy may bundle another one)."""
     try:
         import numpy as np
+        from threadpoolctl import ThreadpoolController
 
         np.ones((2, 2), np.float32) @ np.ones((2, 2), np.float32)  # make sure BLAS is loaded
-        with open("/proc/self/maps") as f:
-            paths = {line.split(None, 5)[-1].strip() for line in f if "openblas" in line.lower()}
-    except (OSError, ImportError):
+        libs = ThreadpoolController().select(internal_api="openblas").lib_controllers
+    except (ImportError, OSError):
         return None
-    np_dir = os.path.dirname(os.path.dirname(np.__file__))
-    # numpy's own copy first (scipy may bundle another one)
-    for path in sorted(paths, key=lambda p: (not p.startswith(os.path.join(np_dir, "numpy")), p)):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for set_name, get_name in _SYMBOLS:
-            s, g = getattr(lib, set_name, None), getattr(lib, get_name, None)
-            if s is not None and g is not None:
-                s.argtypes, s.restype = [ctypes.c_int], None
-                g.argtypes, g.restype = [], ctypes.c_int
-                return s, g
+    np_dir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy")
+    for lib in sorted(libs, key=lambda c: (not str(c.filepath).startswith(np_dir), str(c.filepath))):
+        return lib.set_num_threads, lib.get_num_threads
     return None
 
 
 _UNSET: Any = object()
-#: (set, get) of the loaded OpenBLAS, found on first use (a MatMul in numpy and /proc/self/maps: ~0.5 ms)
+#: (set, get) of the loaded OpenBLAS, found on first use (a MatMul in numpy and threadpoolctl's scan of the loaded libraries)
 _api: Any = _UNSET
 _lock = threading.Lock()
 _active = 0

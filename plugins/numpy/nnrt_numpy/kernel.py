@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import OpError
-from nnrt_core.record import FrozenRecord
+from nnrt_core.plugin_api import FrozenRecord
 from nnrt_numpy import special
 from nnrt_numpy.limits import check_alloc
 from nnrt_numpy.op_index import OP_MODULES

@@ -1,6 +1,6 @@
 """Run-time limits of the NumPy kernels: the run's stop checks (deadline,
 cancellation) and the memory budget of computed tensors, checked before numpy
-allocates (see :mod:`nnrt_core.runtime.control`)."""
+allocates (see :mod:`nnrt_core.control`)."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from nnrt_core.errors import MemoryBudgetError, RunStoppedError
-from nnrt_core.runtime.control import RunControl, current_control, tensor_limit
+from nnrt_core.plugin_api import RunControl, current_control, tensor_limit
 
 __all__ = ["watched_control", "check_stop", "check_alloc", "nbytes_of", "stopped_within", "may_exceed"]
 

@@ -38,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from nnrt_core.runtime.thread_budget import CORES, thread_budget
+from nnrt_core.plugin_api import CORES, thread_budget
 
 __all__ = ["run_chunks", "threads", "set_threads", "matmul", "start_helpers", "work_us", "worth_splitting",
            "split_threads", "SPLIT_US", "COLD_SPLIT_US", "RATES", "HANDOFF_US", "COLD_HANDOFF_US", "WARM_US"]

@@ -12,10 +12,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend.facts import recall, remember
+from nnrt_core.plugin_api import recall, remember
 from nnrt_core.errors import ExecutionError, NnrtError, OpError
 from nnrt_core.ir import DataType, Graph, Node, TensorType, Value
-from nnrt_core.runtime.control import current_control
+from nnrt_core.plugin_api import current_control
 
 from nnrt_numpy.arena import FRESH_OUTPUT_OPS, ArenaPlan, plan_arena
 from nnrt_numpy.fusion import Chain, find_chains

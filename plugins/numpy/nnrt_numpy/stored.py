@@ -35,8 +35,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from nnrt_core.errors import CompileError
-from nnrt_core.frontends import ExternalWeights, load_onnx, to_onnx
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.plugin_api import ExternalWeights, load_onnx, to_onnx
+from nnrt_core.plugin_api import P
 from nnrt_core.ir import Graph
 from nnrt_numpy.relayout import transposed
 from nnrt_numpy.stored_graph import FORMAT, encode_header, graph_from_header, graph_header, region_bytes

@@ -23,9 +23,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core.compiler.budget import check_static_sizes
+from nnrt_core.plugin_api import check_static_sizes
 from nnrt_core.errors import CompileError, GraphError, MemoryBudgetError, ModelLoadError
-from nnrt_core.frontends import validate_graph
+from nnrt_core.plugin_api import validate_graph
 from nnrt_core.ir import Attribute, AttrKind, DataType, Graph, Node, TensorType, Value
 from nnrt_numpy.kernel import REGISTRY
 from nnrt_numpy.relayout import transposed

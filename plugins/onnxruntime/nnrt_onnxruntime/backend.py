@@ -8,11 +8,11 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 import onnxruntime as ort
 
-from nnrt_core.backend import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
+from nnrt_core.plugin_api import Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo
 from nnrt_core.errors import ConfigError
-from nnrt_core.frontends.onnx import ExternalWeights
+from nnrt_core.plugin_api import ExternalWeights
 from nnrt_core.ir import DataType, Graph, Node
-from nnrt_core.logs import get_logger
+from nnrt_core.plugin_api import get_logger
 
 from nnrt_onnxruntime.capability import CapabilityCache, Prober
 from nnrt_onnxruntime import warmup

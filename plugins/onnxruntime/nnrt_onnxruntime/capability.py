@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from nnrt_core.frontends.onnx import graph_to_onnx
+from nnrt_core.plugin_api import graph_to_onnx
 from nnrt_core.ir import AttrKind, Node, OptionalType, SequenceType, TensorType, ValueType
-from nnrt_core.logs import get_logger
-from nnrt_core.storage.files import write_atomic
+from nnrt_core.plugin_api import get_logger
+from nnrt_core.plugin_api import write_atomic
 
 from nnrt_onnxruntime.export import UntypedInputError, build_probe_model, quiet_session_options
 

@@ -13,7 +13,7 @@ treats them as optional (onnx made them optional in opset 13).
 """
 from __future__ import annotations
 
-from nnrt_core.frontends.onnx import onnx_schema
+from nnrt_core.plugin_api import onnx_schema
 from nnrt_core.ir import Node
 
 __all__ = ["OMITTABLE", "crash_risk"]

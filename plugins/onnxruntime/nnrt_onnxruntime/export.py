@@ -13,13 +13,13 @@ import functools
 from typing import Any, Mapping
 
 from nnrt_core.errors import ConfigError
-from nnrt_core.frontends.onnx import ExternalWeights, to_onnx
-from nnrt_core.frontends.onnx import proto_build as helper
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.plugin_api import ExternalWeights, to_onnx
+from nnrt_core.plugin_api import proto_build as helper
+from nnrt_core.plugin_api import P
 from nnrt_core.ir import Graph, Node, OptionalType, SequenceType, TensorType, Value, ValueType
 from nnrt_core.ir.clone import clone_node
 from nnrt_core.ir.dtypes import DataType
-from nnrt_core.logs import get_logger
+from nnrt_core.plugin_api import get_logger
 from nnrt_onnxruntime.precise import precise_kernels
 
 __all__ = [

@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from nnrt_core.errors import CompileError
-from nnrt_core.frontends.onnx import ExternalWeights
-from nnrt_core.frontends.onnx.onnx_lite import P
-from nnrt_core.frontends.onnx.proto_build import make_tensor_value_info, tensor_dtype_to_np_dtype
+from nnrt_core.plugin_api import ExternalWeights
+from nnrt_core.plugin_api import P
+from nnrt_core.plugin_api import EXTERNAL, make_tensor_value_info, read_initializers, tensor_dtype_to_np_dtype
 
 __all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays", "feed_as_inputs",
            "FEED_MIN_BYTES", "OPTIMIZED_WEIGHTS", "PARTITION_WEIGHTS"]
@@ -115,14 +115,14 @@ def external_arrays(model: bytes, weights: Any, what: str, location: str = OPTIM
     resolved to a numpy view of ``weights`` (no copy).  Offsets, lengths,
     dtypes and shapes are checked: the bytes come from a file."""
     try:
-        proto = P.ModelProto.FromString(bytes(model))
-    except Exception as e:  # protobuf raises its own DecodeError
+        initializers = read_initializers(model)  # no onnx: a session file's load imports none
+    except (ValueError, UnicodeDecodeError) as e:
         raise CompileError(f"{what}: the optimized onnxruntime graph does not parse: {e}") from None
     region = memoryview(weights).cast("B")
     out = ExternalWeights(location)
     out.size = len(region)
-    for t in proto.graph.initializer:
-        if t.data_location != P.TensorProto.EXTERNAL:
+    for t in initializers:
+        if t.data_location != EXTERNAL:
             continue
         info = {e.key: e.value for e in t.external_data}
         if info.get("location") != location:

@@ -25,12 +25,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
+from nnrt_core.plugin_api import Backend, CompiledPartition, CompileOptions
 from nnrt_core.errors import CompileError, ExecutionError
-from nnrt_core.frontends.onnx import ExternalWeights
-from nnrt_core.logs import get_logger
-from nnrt_core.runtime.control import RunControl
-from nnrt_core.runtime.thread_budget import CORES, thread_budget
+from nnrt_core.plugin_api import ExternalWeights
+from nnrt_core.plugin_api import get_logger
+from nnrt_core.plugin_api import RunControl
+from nnrt_core.plugin_api import CORES, thread_budget
 
 from nnrt_onnxruntime.capability import first_line
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
@@ -363,10 +363,8 @@ class OrtPartition(CompiledPartition):
 
 
 def _fast_run(sess: Any) -> Any:
-    """The C session's run: it skips the Python wrapper's per-call feed check
-    (the core already validated feeds); same semantics otherwise."""
-    inner = getattr(sess, "_sess", None)
-    return inner.run if inner is not None and hasattr(inner, "run") else sess.run
+    """The session's public ``run`` (the C session under it is onnxruntime's private attribute)."""
+    return sess.run
 
 
 def _ortvalues(weights: ExternalWeights) -> tuple[list[str], list[Any]]:

@@ -1,7 +1,7 @@
 """Entry point of the ONNX Runtime backend (group ``nnrt.backends``)."""
 from __future__ import annotations
 
-from nnrt_core.hookspec import hookimpl
+from nnrt_core.plugin_api import hookimpl
 
 __all__ = ["nnrt_backends"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnrt_core.frontends.onnx import proto_build as helper
-from nnrt_core.frontends.onnx.onnx_lite import P
+from nnrt_core.plugin_api import proto_build as helper
+from nnrt_core.plugin_api import P
 from nnrt_core.ir import DataType, Graph, Node, TensorType
 
 __all__ = ["precise_kernels"]

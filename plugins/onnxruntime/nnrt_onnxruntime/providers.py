@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from nnrt_core.backend.base import CompileOptions, DeviceInfo
+from nnrt_core.plugin_api import CompileOptions, DeviceInfo
 from nnrt_core.errors import ConfigError
-from nnrt_core.logs import get_logger
-from nnrt_core.record import FrozenRecord
+from nnrt_core.plugin_api import get_logger
+from nnrt_core.plugin_api import FrozenRecord
 
 __all__ = [
     "ProviderKind",

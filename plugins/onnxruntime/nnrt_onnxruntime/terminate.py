@@ -1,5 +1,5 @@
 """Deadlines and cancellation for ORT partitions: a run under a watched
-:class:`~nnrt_core.runtime.control.RunControl` gets its own ``RunOptions``
+:class:`~nnrt_core.control.RunControl` gets its own ``RunOptions``
 whose ``terminate`` flag is set from another thread (the control's watchdog
 at the deadline, or the canceller), so ORT stops before its next node."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 from nnrt_core.errors import ExecutionError
-from nnrt_core.runtime.control import RunControl
+from nnrt_core.plugin_api import RunControl
 
 __all__ = ["run_terminable"]
 

@@ -37,10 +37,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from nnrt_core import background
+from nnrt_core.plugin_api import background
 from nnrt_core.errors import ConfigError
-from nnrt_core.logs import get_logger
-from nnrt_core.runtime.heap import prefault_heap, prefault_heap_async, tune_allocator
+from nnrt_core.plugin_api import get_logger
+from nnrt_core.plugin_api import prefault_heap, prefault_heap_async, tune_allocator
 
 __all__ = ["MAX_BYTES", "HEAP_BYTES", "RUN_LIMIT_S", "NUMPY_BY_ORT_TYPE", "MODES", "mode", "zero_feeds",
            "begin_build", "begin_heap", "begin_ort_setup", "warm_up"]
@@ -139,8 +139,8 @@ def begin_ort_setup() -> bool:
 def _tiny_session() -> None:
     import onnxruntime as ort
 
-    from nnrt_core.frontends.onnx import proto_build as helper
-    from nnrt_core.frontends.onnx.onnx_lite import P
+    from nnrt_core.plugin_api import proto_build as helper
+    from nnrt_core.plugin_api import P
 
     f32 = P.TensorProto.FLOAT
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "setup",

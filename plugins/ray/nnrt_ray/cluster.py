@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import ray
 
 from nnrt_core.errors import ConfigError
-from nnrt_core.registry import default_registry
+from nnrt_core.plugin_api import default_registry
 
 __all__ = ["connect", "probe", "local_device_resources", "check_resources", "CONNECT_TIMEOUT_S"]
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from nnrt_core import Session
 from nnrt_core.errors import ExecutionError, InputError, NnrtError
-from nnrt_core.runtime.feeds import TensorInfo
-from nnrt_core.storage.session_file import looks_like_session_file
+from nnrt_core.plugin_api import TensorInfo
+from nnrt_core.plugin_api import looks_like_session_file
 from nnrt_ray.rows import BadRow, RowSpec, check_columns, chunks, empty_column, gather_rows, row_specs
 
 __all__ = ["NnrtPredictor", "ON_ERROR", "nonfinite_rows"]

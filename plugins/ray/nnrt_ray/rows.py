@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from nnrt_core.errors import InputError
-from nnrt_core.runtime.feeds import TensorInfo
+from nnrt_core.plugin_api import TensorInfo
 
 __all__ = ["BadRow", "RowSpec", "row_specs", "check_columns", "gather_rows", "chunks", "empty_column"]
 

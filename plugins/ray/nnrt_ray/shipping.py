@@ -24,9 +24,9 @@ import ray
 
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import CompileError, SessionFileError
-from nnrt_core.registry import Registry, default_registry
-from nnrt_core.runtime.feeds import TensorInfo
-from nnrt_core.storage.session_file import encode
+from nnrt_core.plugin_api import Registry, default_registry
+from nnrt_core.plugin_api import TensorInfo
+from nnrt_core.plugin_api import encode
 
 __all__ = ["ShippedSession", "ship", "device_resources"]
 

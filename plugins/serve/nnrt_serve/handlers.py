@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from nnrt_core import __version__
-from nnrt_core.runtime.control import DEFAULT_MAX_TENSOR_BYTES
+from nnrt_core.control import DEFAULT_MAX_TENSOR_BYTES
 from nnrt_serve.batcher import ModelRunner
 from nnrt_serve.errors import BadRequest, ServeError, as_serve_error
 from nnrt_serve.metrics import ServerMetrics

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from nnrt_numpy import parallel  # the process's one pool of helper threads (public API)
+from nnrt_numpy.host_kernels import parallel  # the process's one pool of helper threads (public API)
 from nnrt_numpy.host_kernels import DepthwisePlan  # the NumPy backend's depthwise kernel (public API)
 
 __all__ = ["depthwise_2d", "MAX_PLANS", "ENABLED"]

@@ -18,9 +18,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from nnrt_core.errors import MemoryBudgetError
-from nnrt_core.runtime.control import current_control, tensor_limit
+from nnrt_core.plugin_api import current_control, tensor_limit
 from nnrt_numpy.host_kernels import pooled_reduce  # the NumPy backend's separable pools (same taps, same order)
-from nnrt_numpy.parallel import run_chunks  # the process's one pool of helper threads (public API)
+from nnrt_numpy.host_kernels import run_chunks  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.ops.hostdw import depthwise_2d
 
 __all__ = ["conv_nd", "pool_nd", "pad_crop", "conv_output_size", "COLS_CHUNK_BYTES", "PIECE_MACS", "MAX_PIECES",

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from nnrt_core.runtime.control import current_control
+from nnrt_core.plugin_api import current_control
 
 
 def resolve_pads(

@@ -24,7 +24,8 @@ from weakref import WeakKeyDictionary
 
 from nnrt_core.errors import ConfigError, ExecutionError, RunCancelledError, RunTimeoutError
 
-__all__ = ["RunControl", "DEFAULT_MAX_TENSOR_BYTES", "current_control", "enter", "leave", "tensor_limit",
+__all__ = ["RunControl", "DEFAULT_MAX_TENSOR_BYTES", "current_control", "enter", "leave", "enter_control",
+           "leave_control", "tensor_limit",
            "accepts_control", "for_run", "watched_deadlines"]
 
 #: the default size limit of one tensor (``NNRT_MAX_TENSOR_BYTES``, 8 GiB when unset)
@@ -262,3 +263,7 @@ def for_run(default: RunControl, timeout: float | None, control: RunControl | No
     if control.max_tensor_bytes is None:
         control.max_tensor_bytes = default.max_tensor_bytes
     return control
+
+
+#: the plugin surface's names for :func:`enter` / :func:`leave` (nnrt_core.plugin_api)
+enter_control, leave_control = enter, leave

@@ -19,7 +19,7 @@
 * every host<->device copy as a slice on the "transfers" track.
 
 The trace also carries the run's projected latency (``Trace.projection``, and
-``metadata["projection"]``; see :mod:`nnrt_core.tools.projection`): per
+``metadata["projection"]``; see :mod:`nnrt_core.profiling.projection`): per
 partition host wall time and, for emulated devices, simulated device time;
 host partitions are run once more without profiling for that figure (the
 profiled run times them node by node).
@@ -46,7 +46,7 @@ from nnrt_core.compiler.model import CompiledModel
 from nnrt_core.ir import Node
 from nnrt_core.runtime.executor import ExecutionStep, StepObserver
 from nnrt_core.runtime.output_check import OutputCheck
-from nnrt_core.tools.projection import LatencyProjection, RunSample, project
+from nnrt_core.profiling.projection import LatencyProjection, RunSample, project
 
 
 __all__ = ["Trace", "Profiler", "profile_run", "HOST_PID", "SIMULATED_PID"]
