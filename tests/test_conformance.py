@@ -47,7 +47,7 @@ def test_spec_undefined_cases_match_where_the_spec_defines_them(name):
     every element the spec defines matches, under any ml_dtypes release."""
     import numpy as np
 
-    from nnrt_core.frontends.onnx.backend_adapter import nnrt_backend
+    from nnrt_core.tools.backend_adapter import nnrt_backend
 
     case = _random_case(name)
     rep = nnrt_backend(ScheduleConfig(backends=["numpy"])).prepare(case.model)
