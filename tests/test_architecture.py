@@ -7,7 +7,7 @@ import pytest
 
 from architecture import ROOT, import_cycles, load_modules, long_functions, private_accesses
 
-PLUGIN_PACKAGES = ("nnrt_numpy", "nnrt_onnxruntime", "nnrt_npu_emu", "nnrt_ray", "nnrt_schedulers")
+PLUGIN_PACKAGES = ("nnrt_numpy", "nnrt_onnxruntime", "nnrt_openvino", "nnrt_npu_emu", "nnrt_ray", "nnrt_schedulers")
 
 
 @pytest.fixture(scope="module")
