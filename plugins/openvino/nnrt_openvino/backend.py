@@ -10,9 +10,9 @@ from nnrt_openvino._core import (Backend, Capability, CompileError, CompiledPart
                                  Graph, NnrtError, get_logger, to_onnx)
 from nnrt_openvino.blob import pack_blob, unpack_blob
 from nnrt_openvino.capability import CapabilityCache, Prober, first_line
-from nnrt_openvino.deviations import dtype_problem, known_deviation
+from nnrt_openvino.deviations import dtype_problem, known_deviation, runaway_risk
 from nnrt_openvino.devices import list_devices, match_device
-from nnrt_openvino.options import check_plugin_options, compile_config, precision_problem, writable_properties
+from nnrt_openvino.options import check_keys, check_plugin_options, compile_config, precision_problem, writable_properties
 from nnrt_openvino.partition import OvPartition
 from nnrt_openvino.version import __version__
 
@@ -85,7 +85,8 @@ class OpenVinoBackend(Backend):
         return p
 
     def _capability(self, graph: Graph, options: CompileOptions) -> Capability:
-        dev, _config = self.compile_config(options)  # a bad option or device: ConfigError, on purpose
+        dev = self.find_device(options.device)  # a bad device or option: ConfigError, on purpose
+        check_keys(options.extra or {}, writable_properties(self._core, dev.name), dev.name)
         cap = Capability(self.name)
         caps = list(dev.properties.get("OPTIMIZATION_CAPABILITIES") or [])
         problem = precision_problem(options, caps, dev.name)
@@ -95,7 +96,7 @@ class OpenVinoBackend(Backend):
         deviations = (options.extra or {}).get("known_deviations", True) is not False
         todo = []
         for node in graph.nodes:
-            reason = dtype_problem(node) or (known_deviation(node) if deviations else None)
+            reason = dtype_problem(node) or runaway_risk(node) or (known_deviation(node) if deviations else None)
             if reason is None:
                 todo.append(node)
             else:

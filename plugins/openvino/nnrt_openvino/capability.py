@@ -49,6 +49,9 @@ def first_line(e: BaseException | str) -> str:
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
     useful = [ln for ln in lines if not ln.startswith(("Exception from src/", "Check '"))]
     text = (useful or lines or [type(e).__name__ if isinstance(e, BaseException) else "error"])[0]
+    detail = next((ln[3:] for ln in useful if ln.startswith("-- ")), None)  # the frontend's summary item
+    if detail is not None:
+        text = f"{text.rstrip(':')}: {detail}"
     return text[:300]
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from nnrt_openvino._core import DataType, Node, TensorType
 
-__all__ = ["EXCHANGED_DTYPES", "RULES", "dtype_problem", "known_deviation"]
+__all__ = ["EXCHANGED_DTYPES", "LOOP_TRIP_LIMIT", "RULES", "dtype_problem", "runaway_risk", "known_deviation"]
 
 #: element types numpy and OpenVINO exchange as they are (bfloat16, float8, int4... come back
 #: as another type, e.g. float16 for bfloat16: test_cast_FLOAT_to_BFLOAT16)
@@ -36,6 +36,24 @@ def dtype_problem(node: Node) -> str | None:
     bad = sorted(d.name for d in _dtypes(node) if d not in EXCHANGED_DTYPES)
     if bad:
         return f"OpenVINO tensors of type {', '.join(bad)} do not cross the numpy boundary as they are: declined"
+    return None
+
+
+#: the most trips of a Loop this plugin hands to OpenVINO
+LOOP_TRIP_LIMIT = 1 << 16
+
+
+def runaway_risk(node: Node) -> str | None:
+    """Why a run of ``node`` might not stop at its deadline: OpenVINO's
+    ``InferRequest.cancel`` acts between operations, and a Loop is one
+    operation, so only Loops with a small constant trip count are taken."""
+    if node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
+        return None
+    m = node.inputs[0] if node.inputs else None
+    trips = None if m is None or m.const is None else np.asarray(m.const).reshape(-1)
+    if trips is None or trips.size != 1 or not 0 <= int(trips[0]) <= LOOP_TRIP_LIMIT:
+        return (f"a Loop without a constant trip count of at most {LOOP_TRIP_LIMIT} could outlive a deadline "
+                "(OpenVINO cancels between operations, and a Loop is one): declined")
     return None
 
 

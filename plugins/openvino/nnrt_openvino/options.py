@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from nnrt_openvino._core import CompileOptions, ConfigError
 
 __all__ = ["PLUGIN_OPTIONS", "PRECISION_HINTS", "PERFORMANCE_HINTS", "writable_properties", "compile_config",
-           "hint_of", "precision_problem", "check_plugin_options"]
+           "hint_of", "precision_problem", "check_keys", "check_plugin_options"]
 
 #: keys of ``backend_options["openvino"]`` the plugin reads itself (not OpenVINO properties)
 PLUGIN_OPTIONS = frozenset({"capability_cache", "known_deviations"})
@@ -49,10 +49,7 @@ def compile_config(options: CompileOptions, writable: frozenset[str], capabiliti
     for an option the device cannot honour (named with the valid ones) or a
     precision it cannot compute in."""
     extra = dict(options.extra or {})
-    unknown = sorted(k for k in extra if k not in PLUGIN_OPTIONS and k not in writable)
-    if unknown:
-        raise ConfigError(f"unknown openvino option(s) {unknown} for device {device}; valid: "
-                          f"{', '.join(sorted(PLUGIN_OPTIONS | writable))}")
+    check_keys(extra, writable, device)
     config: dict[str, Any] = {}
     problem = precision_problem(options, capabilities, device)
     if problem is not None:
@@ -67,6 +64,16 @@ def compile_config(options: CompileOptions, writable: frozenset[str], capabiliti
         if key not in PLUGIN_OPTIONS:
             config[key] = value if isinstance(value, (str, int, float, bool)) else str(value)
     return config
+
+
+def check_keys(extra: Mapping[str, Any], writable: frozenset[str], device: str) -> None:
+    """:class:`ConfigError` naming the keys of ``backend_options["openvino"]``
+    that are neither the plugin's nor a settable property of ``device``."""
+    unknown = sorted(k for k in extra if k not in PLUGIN_OPTIONS and k not in writable)
+    if unknown:
+        raise ConfigError(f"unknown openvino option(s) {unknown} for device {device}; valid: "
+                          f"{', '.join(sorted(PLUGIN_OPTIONS | writable))}")
+    check_plugin_options(extra)
 
 
 def precision_problem(options: CompileOptions, capabilities: list[str], device: str) -> str | None:

@@ -51,6 +51,11 @@ class OvPartition(CompiledPartition):
         with self._lock:
             self._idle.append(request)
 
+    def idle_requests(self) -> list[Any]:
+        """The infer requests waiting for a run (a snapshot)."""
+        with self._lock:
+            return list(self._idle)
+
     def _feeds(self, inputs: Mapping[str, Any]) -> list[Any]:
         return [inputs[n] for n in self._in]
 
@@ -141,7 +146,7 @@ class OvPartition(CompiledPartition):
         return self.backend.pack(self)
 
     def describe(self) -> dict[str, Any]:
-        return dict(self._info)
+        return dict(self._info, infer_requests=len(self.idle_requests()))
 
     def note(self, key: str, value: Any) -> None:
         self._info[key] = value
