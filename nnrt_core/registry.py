@@ -331,6 +331,7 @@ _TRAITS: dict[str, tuple[tuple[type, ...], str]] = {
     "needs_static_shapes": ((bool,), "a bool"),
     "compiles_read_only": ((bool,), "a bool"),
     "fresh_outputs": ((bool,), "a bool"),
+    "emulated": ((bool,), "a bool"),
 }
 
 

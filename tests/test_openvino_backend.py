@@ -415,3 +415,17 @@ def test_node_conformance_claimed_nodes_pass(case):
         _run_case(case)
     except UnsupportedNodeError as e:
         pytest.skip(f"openvino declines a node: {str(e).splitlines()[-1][:200]}")
+
+
+# ----------------------------------------------------------------- defaults
+def test_auto_means_the_real_engines_and_an_emulator_only_when_named():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    sess = Session(chain_model())  # backends="auto"
+    used = {p.backend for p in sess.partitions}
+    assert "npu_emu" not in used and used <= {"onnxruntime", "openvino", "numpy"}
+    skipped = [e for e in sess.events if e.kind == "backend_skipped"]
+    assert [e.backend for e in skipped] == ["npu_emu"] and "emulates" in skipped[0].message
+    np.testing.assert_array_equal(sess.run({"a": a})["y"], (a + a) * np.maximum(a + a, 0))
+    named = Session(chain_model(), ScheduleConfig(backends=["npu_emu"]))
+    assert {p.backend for p in named.partitions} == {"npu_emu"}
+    assert Registry().backend("npu_emu").backend.emulated and not backend().emulated

@@ -45,11 +45,14 @@ def select_backends(config: ScheduleConfig, registry: Registry, events: EventLog
         if not rec.available:
             raise ConfigError(f"backup backend {config.backup!r} is unavailable: {rec.reason}")
         backup = rec.backend
-    if config.backends == "auto":
-        records = registry.available_backends()
+    if config.backends == "auto":  # the real engines installed: an emulated device only when named
+        records = [r for r in registry.available_backends() if not r.backend.emulated]
         for r in registry.backends.values():
             if not r.available:
                 events.add("backend_unavailable", r.name, f"backend {r.name!r} skipped (auto): {r.reason}")
+            elif r.backend is not None and r.backend.emulated:
+                events.add("backend_skipped", r.name, f"backend {r.name!r} skipped (auto): it emulates its device; "
+                           f"name it in backends=[...] to use it")
     else:
         records = []
         for name in config.backends:

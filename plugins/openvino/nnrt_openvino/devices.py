@@ -10,8 +10,9 @@ __all__ = ["PROPERTIES", "PRECISION_OF_CAPABILITY", "device_id", "list_devices",
 #: read-only device properties shown by ``nnrt devices`` (those a device lacks are left out)
 PROPERTIES = ("FULL_DEVICE_NAME", "DEVICE_TYPE", "DEVICE_ARCHITECTURE", "OPTIMIZATION_CAPABILITIES",
               "RANGE_FOR_STREAMS", "RANGE_FOR_ASYNC_INFER_REQUESTS", "DEVICE_GOPS")
-#: OPTIMIZATION_CAPABILITIES entry -> nnrt precision name
-PRECISION_OF_CAPABILITY = {"FP32": "fp32", "FP16": "fp16", "BF16": "bf16", "INT8": "int8"}
+#: OPTIMIZATION_CAPABILITIES entry -> the precision it lets this backend compute in (INT8 is no
+#: compute hint: int8 comes from a quantized model; bf16 is asked for with INFERENCE_PRECISION_HINT)
+PRECISION_OF_CAPABILITY = {"FP32": "fp32", "FP16": "fp16", "BF16": "bf16"}
 _TYPES = {"CPU": "cpu", "GPU": "gpu", "NPU": "npu"}
 
 
