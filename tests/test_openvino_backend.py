@@ -291,6 +291,24 @@ def test_concurrent_and_asynchronous_runs():
     np.testing.assert_array_equal(fut.result(timeout=10)["y"], (xs[3] + xs[3]) ** 2)
 
 
+def test_a_failing_run_raises_on_every_path_never_stale_outputs():
+    from nnrt_core.errors import ExecutionError
+
+    m = make_model([helper.make_node("Reshape", ["a", "s"], ["y"], name="reshape")],
+                   [vi("a"), vi("s", TensorProto.INT64, (2,))], [vi("y", shape=("n", "m"))])
+    part = backend().compile(load_model(m).graph, CompileOptions())
+    a = np.ones((2, 3), np.float32)
+    assert part.run({"a": a, "s": np.array([3, 2])})["y"].shape == (3, 2)
+    bad = {"a": a, "s": np.array([4, 4])}
+    with pytest.raises(ExecutionError, match="Reshape"):
+        part.run(bad)
+    with pytest.raises(ExecutionError, match="Reshape"):  # OpenVINO's own completion callback would see success
+        part.run_async(bad).result(timeout=30)
+    with pytest.raises(ExecutionError, match="Reshape"):
+        part.run(bad, RunControl(timeout=30))
+    assert part.run({"a": a, "s": np.array([6, 1])})["y"].shape == (6, 1)
+
+
 def test_deadline_and_cancel_stop_a_run_between_operations():
     sess = Session(slow_model(), OV_ONLY)
     x = {"x": np.ones((384, 384), np.float32)}

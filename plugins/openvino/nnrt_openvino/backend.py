@@ -118,12 +118,16 @@ class OpenVinoBackend(Backend):
         dev, config = self.compile_config(options)
         onnx_bytes = to_onnx(graph).SerializeToString()
         try:
-            compiled = self._core.compile_model(self._core.read_model(onnx_bytes), dev.name, config)
+            compiled = self.compile_bytes(onnx_bytes, dev.name, config)
         except Exception as e:
             raise CompileError(f"OpenVINO could not compile partition {graph.name!r} on {dev.name}: "
                                f"{first_line(e)}") from e
         return self._partition(graph.name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
                                compiled, onnx_bytes, dev, config, {n.name: n.op_type for n in graph.nodes}, "onnx")
+
+    def compile_bytes(self, onnx_bytes: bytes, device: str, config: dict[str, Any]) -> Any:
+        """``Core.compile_model`` of an ONNX model given as bytes (OpenVINO errors propagate)."""
+        return self._core.compile_model(self._core.read_model(onnx_bytes), device, config)
 
     def _partition(self, name: str, inputs: list[str], outputs: list[str], compiled: Any, onnx_bytes: bytes,
                    dev: DeviceInfo, config: dict[str, Any], node_ops: dict[str, str], loaded_from: str
@@ -169,8 +173,7 @@ class OpenVinoBackend(Backend):
             if same:
                 compiled, source = self._core.import_model(exported, dev.name, config), "export"
             else:
-                compiled = self._core.compile_model(self._core.read_model(onnx_bytes), dev.name, config)
-                source = "onnx"
+                compiled, source = self.compile_bytes(onnx_bytes, dev.name, config), "onnx"
             node_ops = header.get("node_ops") if isinstance(header.get("node_ops"), dict) else {}
             return self._partition(str(header["name"]), [str(x) for x in header["inputs"]],
                                    [str(x) for x in header["outputs"]], compiled, onnx_bytes, dev, config,

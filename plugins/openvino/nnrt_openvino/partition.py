@@ -8,22 +8,39 @@ request, so a returned array is never overwritten by the next run.  The
 request is driven with ``infer()`` on tensors already set: the Python
 wrapper's ``infer(inputs)`` spends ~40 us per call inspecting its argument,
 more than a one-node model's whole run.  A run under a
-watched :class:`RunControl` (deadline, cancel) starts asynchronously and the
-control's stop calls ``InferRequest.cancel``.
+watched :class:`RunControl` (deadline, cancel) is cancelled by the control's
+stop through ``InferRequest.cancel``.  ``run_async`` runs on worker
+threads of the plugin.
 """
 from __future__ import annotations
 
+import os
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from nnrt_openvino._core import CompiledPartition, ExecutionError, RunControl, current_control
+from nnrt_openvino._core import CompiledPartition, ExecutionError, RunControl, current_control, get_logger
 from nnrt_openvino.capability import first_line
 from nnrt_openvino.runtime import import_openvino
 
-__all__ = ["OvPartition"]
+__all__ = ["OvPartition", "run_pool"]
+
+log = get_logger("nnrt.openvino")
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def run_pool() -> ThreadPoolExecutor:
+    """The worker threads of ``run_async`` (one per core, at least 2), started on first use."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="nnrt-openvino")
+    return _pool
 
 
 class OvPartition(CompiledPartition):
@@ -47,15 +64,19 @@ class OvPartition(CompiledPartition):
         self._idle.append(compiled.create_infer_request())
 
     # ------------------------------------------------------------ requests
-    def _take(self) -> Any:
+    def _take(self) -> tuple[Any, Any]:
+        """(an idle request, the compiled model it belongs to)."""
         with self._lock:
+            compiled = self.compiled
             if self._idle:
-                return self._idle.pop()
-        return self.compiled.create_infer_request()
+                return self._idle.pop(), compiled
+        return compiled.create_infer_request(), compiled
 
-    def _give(self, request: Any) -> None:
+    def _give(self, request: Any, compiled: Any) -> None:
+        """Back to the pool, unless its compiled model was replaced meanwhile."""
         with self._lock:
-            self._idle.append(request)
+            if compiled is self.compiled:
+                self._idle.append(request)
 
     def idle_requests(self) -> list[Any]:
         """The infer requests waiting for a run (a snapshot)."""
@@ -63,6 +84,20 @@ class OvPartition(CompiledPartition):
             return list(self._idle)
 
     def _error(self, e: BaseException) -> ExecutionError:
+        """The error of a failed run; the compiled model is replaced first.
+
+        After a run whose shape inference failed, OpenVINO 2026.4's CPU graph
+        answers the same input shapes with the last good run's outputs, on
+        every request of that compiled model (seen with a Reshape to a bad
+        shape), so the partition compiles its ONNX form again."""
+        try:
+            fresh = self.backend.compile_bytes(self.onnx_bytes, self._info["device"], self._info["config"])
+        except Exception as again:  # keep the old one; the next failure tries again
+            log.warning("openvino: partition %s could not be recompiled after a failed run: %s", self.name, again)
+        else:
+            with self._lock:
+                self.compiled, self._idle = fresh, []
+            self._info["recompiled_after_failure"] = self._info.get("recompiled_after_failure", 0) + 1
         return ExecutionError(f"partition {self.name!r} on backend 'openvino' ({self._info['device']}) failed: "
                               f"{type(e).__name__}: {first_line(e)}")
 
@@ -70,17 +105,15 @@ class OvPartition(CompiledPartition):
     def run(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> dict[str, Any]:
         if control is not None and control.watched:
             return self._run_controlled(inputs, control)
-        request = self._take()
+        request, compiled = self._take()
         try:
             self._bind(request, inputs)
             request.infer()
-            return self._results(request)
-        except ExecutionError:
-            raise
-        except Exception as e:
+            result = self._results(request)
+        except Exception as e:  # the request is dropped with its compiled model
             raise self._error(e) from e
-        finally:
-            self._give(request)
+        self._give(request, compiled)
+        return result
 
     def _bind(self, request: Any, inputs: Mapping[str, Any]) -> None:
         """Hand our arrays to ``request`` as its input tensors, without a copy
@@ -111,64 +144,36 @@ class OvPartition(CompiledPartition):
         return out
 
     def _run_controlled(self, inputs: Mapping[str, Any], control: RunControl) -> dict[str, Any]:
+        """A synchronous run the control's stop cancels (``InferRequest.cancel``
+        from the watchdog or the canceller: OpenVINO stops between operations
+        and ``infer`` raises).  A request that was cancelled is dropped, never
+        reused: a late cancel must not hit the next run."""
         where = f"partition {self.name!r} on backend 'openvino'"
         control.check(lambda: f"{where} (before it started)")
-        request = self._take()
+        request, compiled = self._take()
         remove = control.on_stop(request.cancel)
+        failure: BaseException | None = None
         try:
             self._bind(request, inputs)
-            request.start_async()
-            request.wait()
-            if control.stopped():
-                raise control.error(f"{where}; OpenVINO cancelled the run")
-            return self._results(request)
-        except ExecutionError:
-            raise
+            request.infer()
+            result = self._results(request)
         except Exception as e:
-            if control.stopped():
-                raise control.error(f"{where}; OpenVINO cancelled the run: {first_line(e)}") from e
-            raise self._error(e) from e
+            failure = e
         finally:
             remove()
-            self._give(request)
+        if control.stopped():
+            raise control.error(f"{where}; OpenVINO cancelled the run") from failure
+        if failure is not None:
+            raise self._error(failure) from failure
+        self._give(request, compiled)
+        return result
 
     def run_async(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> "Future[dict[str, Any]]":
-        """Start the run on an idle request and return at once; OpenVINO's
-        callback completes the future (``control`` cancels the request)."""
-        fut: Future[dict[str, Any]] = Future()
-        where = f"partition {self.name!r} on backend 'openvino'"
-        try:
-            if control is not None:
-                control.check(lambda: f"{where} (before it started)")
-            request = self._take()
-        except BaseException as e:
-            fut.set_exception(e)
-            return fut
-        remove = control.on_stop(request.cancel) if control is not None and control.watched else (lambda: None)
-
-        def done(_userdata: Any) -> None:
-            remove()
-            try:
-                if control is not None and control.stopped():
-                    raise control.error(f"{where}; OpenVINO cancelled the run")
-                fut.set_result(self._results(request))
-            except BaseException as e:
-                fut.set_exception(e)
-            finally:
-                request.set_callback(lambda _u: None, None)
-                self._give(request)
-
-        try:
-            request.set_callback(done, None)
-            self._bind(request, inputs)
-            request.start_async()
-        except Exception as e:
-            remove()
-            request.set_callback(lambda _u: None, None)
-            self._give(request)
-            fut.set_exception(control.error(f"{where}; cancelled") if control is not None and control.stopped()
-                              else self._error(e))
-        return fut
+        """The run on one of the plugin's worker threads (OpenVINO releases the
+        GIL while it infers); errors and the control's stop arrive through the
+        future.  Not OpenVINO's completion callback: a failed request calls it
+        as if it had succeeded, with the previous run's outputs in place."""
+        return run_pool().submit(self.run, inputs, control)
 
     # ------------------------------------------------------------- reports
     def serialize(self) -> bytes:
