@@ -19,9 +19,12 @@ if TYPE_CHECKING:
     from nnrt_core.backend.base import CompileOptions
 
 __all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "OPTIMIZATION_LEVELS",
-           "SPECIALIZE_SHAPES", "OVERFLOW_POLICIES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER"]
+           "SPECIALIZE_SHAPES", "OVERFLOW_POLICIES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER",
+           "AUTO_SCHEDULER", "DEFAULT_PRECISION_TOLERANCE"]
 
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "auto")
+#: ``precision="auto"``: the largest error a reduced-precision plan may show against fp32 (default)
+DEFAULT_PRECISION_TOLERANCE = 1e-2
 SPECIALIZE_SHAPES = ("auto", "always", "never")
 #: what a run does when a reduced-precision partition's stores overflow (``on_overflow``)
 OVERFLOW_POLICIES = ("fallback", "warn", "raise")
@@ -37,6 +40,9 @@ OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
 #: loaded even with plugin autoload disabled)
 DEFAULT_BACKUP = "numpy"
 DEFAULT_SCHEDULER = "priority"
+#: the config's default scheduler: ``measured`` when two or more real engines are
+#: selected, else ``priority`` (nnrt_core/compiler/measure.py; ``NNRT_MEASURE=0``: always ``priority``)
+AUTO_SCHEDULER = "auto"
 
 
 #: the default of the mapping fields (each is copied into a new dict)
@@ -53,7 +59,10 @@ class ScheduleConfig(FrozenRecord):
         backend for nodes no selected backend supports (``None`` = none; then
         such nodes are an error).
     scheduler
-        name of the placement strategy (an installed scheduler plugin).
+        name of the placement strategy (an installed scheduler plugin), or
+        ``"auto"`` (default): ``measured`` when two or more real engines are
+        selected (each engine's plan timed on the session's input shapes, the
+        fastest kept), else ``priority``.
     pins
         node name -> backend name, forcing placement of those nodes.
     backend_options
@@ -91,11 +100,23 @@ class ScheduleConfig(FrozenRecord):
         warning; ``"raise"`` raises ``ExecutionError`` naming the node.
         Without a backup (or for a session loaded from a compiled file)
         ``"fallback"`` raises.  See docs/runtime.md.
+    precision
+        ``"fp32"`` (default), ``"fp16"``, ``"bf16"``, ``"int8"``: asked of every
+        backend (one that cannot honour it warns, or refuses with ``strict``);
+        ``"auto"``: the build also tries the reduced precisions each engine's
+        device offers, compares their outputs with the fp32 plan's on the
+        measurement inputs and keeps the fastest plan whose error is within
+        ``precision_tolerance`` (nnrt_core/compiler/measure.py).
+    precision_tolerance
+        with ``precision="auto"``: the largest ``max|out - fp32 out| /
+        max|fp32 out|`` over the outputs a reduced-precision plan may show
+        (default 1e-2).
     """
 
     __slots__ = ("backends", "backup", "scheduler", "num_threads", "precision", "performance_mode", "priority",
                  "optimization_level", "cache_dir", "cache_version", "pins", "backend_options", "devices", "strict",
-                 "input_shapes", "specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow")
+                 "input_shapes", "specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow",
+                 "precision_tolerance")
     backends: tuple[str, ...] | str
     backup: str | None
     scheduler: str
@@ -115,16 +136,18 @@ class ScheduleConfig(FrozenRecord):
     max_specializations: int
     max_tensor_bytes: int | None
     on_overflow: str
+    precision_tolerance: float
 
     def __init__(self, backends: tuple[str, ...] | str = "auto", backup: str | None = DEFAULT_BACKUP,
-                 scheduler: str = DEFAULT_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
+                 scheduler: str = AUTO_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
                  performance_mode: str = "none", priority: str = "medium", optimization_level: str = "basic",
                  cache_dir: str | None = None, cache_version: int = 1, pins: Mapping[str, str] = _NO_ENTRIES,
                  backend_options: Mapping[str, Mapping[str, Any]] = _NO_ENTRIES,
                  devices: Mapping[str, str] = _NO_ENTRIES, strict: bool = False,
                  input_shapes: Mapping[str, tuple[int, ...]] = _NO_ENTRIES, specialize_shapes: str = "auto",
                  max_specializations: int = 8, max_tensor_bytes: int | None = None,
-                 on_overflow: str = "fallback") -> None:
+                 on_overflow: str = "fallback",
+                 precision_tolerance: float = DEFAULT_PRECISION_TOLERANCE) -> None:
         values = locals()
         for name in self.__slots__:
             object.__setattr__(self, name, values[name])
@@ -150,6 +173,11 @@ class ScheduleConfig(FrozenRecord):
         if not isinstance(self.scheduler, str) or not self.scheduler:
             raise ConfigError(f"scheduler must be a scheduler name, got {self.scheduler!r}")
         _choice("precision", self.precision, PRECISIONS)
+        tol = self.precision_tolerance
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+            raise ConfigError(f"precision_tolerance must be a number in (0, 1) (the largest error of a reduced-"
+                              f"precision plan relative to max|fp32 output|), got {tol!r}")
+        object.__setattr__(self, "precision_tolerance", float(tol))
         _choice("performance_mode", self.performance_mode, PERFORMANCE_MODES)
         _choice("priority", self.priority, PRIORITIES)
         object.__setattr__(self, "optimization_level", _optimization_level(self.optimization_level))
@@ -236,8 +264,10 @@ class ScheduleConfig(FrozenRecord):
         )
 
     def requested_options(self) -> set[str]:
-        """Options set away from their defaults (to warn about unsupported ones)."""
-        return {n for n, default in _option_defaults().items() if getattr(self, n) != default}
+        """Options set away from their defaults (to warn about unsupported ones);
+        ``precision="auto"`` asks no backend for anything (the build tries what each offers)."""
+        return {n for n, default in _option_defaults().items()
+                if getattr(self, n) != default and not (n == "precision" and self.precision == "auto")}
 
 
 @functools.cache

@@ -66,6 +66,10 @@ class FakeBackend(Backend):
     """Configured per subclass by :func:`make_fake_backend`."""
 
     name = "fake"
+    #: a fake runs NumPy kernels on the host for a pretend device: emulated, so
+    #: ``backends="auto"`` leaves it out and two fakes do not make the default
+    #: scheduler measure (``make_fake_backend(..., emulated=False)`` for tests of that)
+    emulated = True
     ops: frozenset[str] = frozenset()
     fail_compile_ops: frozenset[str] = frozenset()
     unavailable: str | None = None

@@ -16,7 +16,7 @@ def test_defaults_and_backend_list_forms():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"precision": "fp8"}, "precision must be one of fp32, fp16, int8"),
+    ({"precision": "fp8"}, "precision must be one of fp32, fp16, bf16, int8, auto"),
     ({"performance_mode": "turbo"}, "performance_mode must be one of none, low, medium, high, extreme"),
     ({"priority": "urgent"}, "priority must be one of low, medium, high"),
     ({"num_threads": -1}, "num_threads must be an integer"),

@@ -65,7 +65,7 @@ def test_order_of_backends_is_priority():
 
 
 def test_auto_orders_by_default_priority():
-    hi = make_fake_backend("hi", ["Relu"], priority=500)
+    hi = make_fake_backend("hi", ["Relu"], priority=500, emulated=False)  # auto takes real engines only
     reg = make_registry(fake_plugin(hi))
     sess = Session(chain("Relu", "Abs"), ScheduleConfig(backends="auto"), registry=reg)
     assert sess.placement == {"relu0": "hi", "abs1": "numpy"}

@@ -228,7 +228,7 @@ REGISTRY_FAULTS = {
 @pytest.mark.parametrize("fault", REGISTRY_FAULTS)
 def test_registry_faults_disable_only_that_backend(fault, caplog):
     cls, says = REGISTRY_FAULTS[fault]
-    good = make_fake_backend("good", ["Neg"], priority=200)
+    good = make_fake_backend("good", ["Neg"], priority=200, emulated=False)  # a real engine: auto takes it
     reg = make_registry(fake_plugin(cls), fake_plugin(good))
     rec = reg.backend("bad")
     assert not rec.available and says in rec.reason, rec.reason

@@ -122,5 +122,5 @@ def test_unknown_backend_lists_installed():
     reg = make_registry(fake_plugin(make_fake_backend("npuA", ["Relu"])))
     with pytest.raises(ConfigError, match="unknown backend 'nope'; installed backends: npuA, numpy"):
         reg.backend("nope")
-    with pytest.raises(ConfigError, match="installed schedulers: priority"):
+    with pytest.raises(ConfigError, match="installed schedulers: measured, priority"):
         reg.scheduler("fastest")

@@ -227,8 +227,9 @@ class Backend(abc.ABC):
     #: session with free input dimensions then plans again per input signature
     #: (``ScheduleConfig.specialize_shapes``)
     needs_static_shapes: ClassVar[bool] = False
-    #: True when the backend emulates its device (e.g. the NPU emulator): it takes part in a
-    #: build only when named in ``ScheduleConfig.backends``, never through ``backends="auto"``
+    #: True when the backend emulates a device on the host (its speed is not
+    #: the device's): ``backends="auto"`` leaves it out, and it takes part only
+    #: when a config names it
     emulated: ClassVar[bool] = False
 
     # -- availability and devices -------------------------------------------

@@ -5,6 +5,7 @@ from nnrt_core.backend.base import Backend
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.compiler.model import EventLog
 from nnrt_core.errors import ConfigError
+from nnrt_core.logs import INFO
 from nnrt_core.placement import with_backup
 from nnrt_core.record import FrozenRecord
 from nnrt_core.registry import Registry
@@ -45,14 +46,17 @@ def select_backends(config: ScheduleConfig, registry: Registry, events: EventLog
         if not rec.available:
             raise ConfigError(f"backup backend {config.backup!r} is unavailable: {rec.reason}")
         backup = rec.backend
-    if config.backends == "auto":  # the real engines installed: an emulated device only when named
-        records = [r for r in registry.available_backends() if not r.backend.emulated]
+    if config.backends == "auto":
+        records = []
+        for r in registry.available_backends():
+            if r.backend is not None and r.backend.emulated and r.name != config.backup:
+                events.add("backend_skipped", r.name, f"backend {r.name!r} left out of backends='auto': it emulates "
+                           f"a device on the host; name it in backends to use it", level=INFO)
+            else:
+                records.append(r)
         for r in registry.backends.values():
             if not r.available:
                 events.add("backend_unavailable", r.name, f"backend {r.name!r} skipped (auto): {r.reason}")
-            elif r.backend is not None and r.backend.emulated:
-                events.add("backend_skipped", r.name, f"backend {r.name!r} skipped (auto): it emulates its device; "
-                           f"name it in backends=[...] to use it")
     else:
         records = []
         for name in config.backends:

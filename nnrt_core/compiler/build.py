@@ -8,6 +8,7 @@ from nnrt_core.compiler.backends import BackendSelection, host_evaluator, select
 from nnrt_core.compiler.explain import explain
 from nnrt_core.compiler.image import from_image, stored_config, to_image
 from nnrt_core.compiler.load import load_model
+from nnrt_core.compiler.measure import AUTO, build_measured, engines_of, resolve_scheduler
 from nnrt_core.compiler.model import CompiledModel, EventLog
 from nnrt_core.compiler.optimize import optimize
 from nnrt_core.compiler.place import place_and_compile
@@ -112,7 +113,20 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
         graph = load_model(model, config.input_shapes, registry.tflite_custom_ops).graph
         graph.topological_sort()
     with stage("select"):
-        scheduler = _scheduler(registry, config.scheduler)
+        scheduler = _scheduler(registry, resolve_scheduler(config, selection))
+        measuring = (len(scheduler.candidate_plans([b.name for b in engines_of(selection)])) > 1
+                     or config.precision == AUTO)
+    if measuring:  # compile the scheduler's candidate plans, time them, keep the fastest
+        with stage("measure"):
+            return build_measured(graph, config, selection, events, scheduler,
+                                  lambda name: _scheduler(registry, name),
+                                  lambda g, c, s, e, sch: _build_graph(registry, g, c, s, e, sch))
+    return _build_graph(registry, graph, config, selection, events, scheduler)
+
+
+def _build_graph(registry: Registry, graph: Any, config: ScheduleConfig, selection: BackendSelection,
+                 events: EventLog, scheduler: Scheduler) -> CompiledModel:
+    """Stages 2-6 on a loaded graph: optimize, place and compile, explain."""
     with stage("optimize"), build_budget(config.max_tensor_bytes):  # folding allocates under the session's budget
         pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry))
         check_static_sizes(graph, config.max_tensor_bytes)
@@ -165,13 +179,30 @@ def _load_cached(cache: ModelCache, key: str, config: ScheduleConfig,
         log.info("model cache %s: %s", path, why)
         return None, why
     try:
-        loaded = from_image(image, config, registry)
+        loaded = from_image(image, _as_stored_plan(config, image.config), registry)
     except Exception as e:  # any entry that cannot be loaded (a blob the backend now refuses...): rebuild
         problem = str(e) if isinstance(e, NnrtError) else f"{type(e).__name__}: {e}"
         log.warning("model cache: cannot load %s (%s); rebuilding", path, problem)
         return None, f"cannot be loaded: {problem}"
     loaded.cache_hit, loaded.cache_path = True, path
     return loaded, "hit"
+
+
+def _as_stored_plan(config: ScheduleConfig, stored: dict[str, Any]) -> ScheduleConfig:
+    """``config`` with the backends, scheduler and precision of the plan a cache entry
+    holds: a measured build stores its winner's (nnrt_core.compiler.measure),
+    and the loaded session plans new input shapes with those, not by measuring again."""
+    if (config.scheduler not in (AUTO, "measured") and config.precision != AUTO) or not isinstance(stored, dict):
+        return config
+    backends, scheduler, precision = stored.get("backends"), stored.get("scheduler"), stored.get("precision")
+    if not isinstance(scheduler, str) or not isinstance(precision, str) or not (backends == "auto" or (
+            isinstance(backends, list) and all(isinstance(b, str) for b in backends))):
+        return config
+    try:
+        return config.replace(backends=backends if backends == "auto" else tuple(backends), scheduler=scheduler,
+                              precision=precision)
+    except ConfigError:  # a stored value this release does not accept: the entry is rebuilt
+        return config
 
 
 def _store_cached(built: CompiledModel, cache: ModelCache, key: str) -> bool:

@@ -33,7 +33,8 @@ def wants_specialization(config: ScheduleConfig, registry: Registry) -> bool:
     "always", or "auto" with a selectable backend that ``needs_static_shapes``."""
     if config.specialize_shapes != "auto":
         return config.specialize_shapes == "always"
-    names = [r.name for r in registry.available_backends()] if config.backends == "auto" else list(config.backends)
+    names = ([r.name for r in registry.available_backends() if r.backend is not None and not r.backend.emulated]
+             if config.backends == "auto" else list(config.backends))
     records = [registry.find_backend(n) for n in names]
     return any(r is not None and r.available and r.backend is not None and r.backend.needs_static_shapes
                for r in records)

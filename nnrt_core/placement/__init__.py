@@ -7,8 +7,8 @@ from nnrt_core.placement.cost_model import (DEFAULT_POWER_W, PARTITION_OVERHEAD_
                                             link_copy_seconds, value_nbytes)
 from nnrt_core.placement.partitioning import (IslandMove, PartitionPlan, merge_islands, partition_graph,
                                               partition_neighbours)
-from nnrt_core.placement.scheduler import Scheduler
+from nnrt_core.placement.scheduler import PlanCandidate, Scheduler
 
-__all__ = ["CostModel", "DEFAULT_POWER_W", "IslandMove", "NodePlacement", "PARTITION_OVERHEAD_SECONDS",
+__all__ = ["PlanCandidate", "CostModel", "DEFAULT_POWER_W", "IslandMove", "NodePlacement", "PARTITION_OVERHEAD_SECONDS",
            "PartitionKey", "PartitionPlan", "PlacementContext", "PlacementEvent", "PlacementResult", "Scheduler",
            "link_copy_seconds", "merge_islands", "partition_graph", "partition_neighbours", "value_nbytes", "with_backup"]

@@ -11,9 +11,9 @@ attributes of the node, never separate nodes, and the values a body reads
 from enclosing graphs count as inputs of the node (``Node.all_inputs``), so
 their producers are ordered before it and cross partitions as boundary tensors.
 
-:func:`merge_islands` then moves tiny partitions ("islands") to a
-neighbouring backend when the partition switch and the transfers cost more
-than running the island there.
+:func:`merge_islands` then moves partitions (tiny "islands" or larger
+ones) to a neighbouring backend when the partition switch and the transfers
+cost more than running them there.
 """
 from __future__ import annotations
 
@@ -216,48 +216,34 @@ def merge_islands(
     transfer_seconds: Callable[[Value, str | None, str], float],
     switch_seconds: Callable[[str], float],
     locked: Collection[str] = (),
-    max_nodes: int = 2,
+    max_nodes: int | None = None,
 ) -> tuple[dict[str, str], list[IslandMove]]:
-    """Move partitions of at most ``max_nodes`` nodes sandwiched between
-    partitions of another backend (it produces one of their inputs and reads
-    one of their outputs) to that backend when that saves transfers and is
-    estimated to be faster overall.  Islands between host-memory backends,
-    which copy nothing, are left to the scheduler's own choice.
+    """Move partitions ("islands") sandwiched between partitions of another
+    backend (it reads an output of one and produces an input of one) to that
+    backend when it can run all of their nodes and the cost model says the
+    move pays off: the transfers and the partition switch it saves are worth
+    more than the run time it adds.  Such a partition whose transfers cost
+    more than it saves is thus not made, whatever its size or ops.  Islands
+    between host-memory backends, which copy nothing, are left to the
+    scheduler's own choice.
 
     ``can_run(node, backend)`` is the capability answer; ``island_seconds(nodes,
     backend)`` the estimated run time of ``nodes`` on ``backend``;
     ``transfer_seconds(value, src, dst)`` the cost of moving ``value`` from
     backend ``src`` (``None`` = a host feed) to ``dst`` (``""`` = the caller);
     ``switch_seconds(backend)`` the fixed cost of one more partition.  Nodes in
-    ``locked`` (pins) never move.  A move is kept only when re-partitioning
-    yields fewer partitions, so the loop ends and never creates a cycle
-    (``partition_graph`` is acyclic by construction).
+    ``locked`` (pins) never move; ``max_nodes`` (``None``: any size) bounds the
+    partitions considered.  The move saving most is made first, and a move is
+    kept only when re-partitioning yields fewer partitions, so the loop ends
+    and never creates a cycle (``partition_graph`` is acyclic by construction).
     """
     current = dict(assignment)
     moves: list[IslandMove] = []
     plans = partition_graph(graph, current)
-    rejected: set[tuple[tuple[str, ...], str]] = set()
-    graph_outputs = {id(v) for v in graph.outputs}
-    improved = True
-    while improved and len(plans) > 1:
-        improved = False
-        neighbours = partition_neighbours(plans)
-        by_index = {p.index: p for p in plans}
-        best: tuple[float, PartitionPlan, str] | None = None
-        for p in plans:
-            names = p.node_names()
-            if len(names) > max_nodes or any(n in locked for n in names):
-                continue
-            ins, outs = neighbours[p.index]
-            targets = ({by_index[i].backend for i in ins} & {by_index[i].backend for i in outs}) - {p.backend}
-            for target in sorted(targets):
-                key = (tuple(names), target)
-                if key in rejected or not all(can_run(n, target) for n in names):
-                    continue
-                saved = _island_saving(p, by_index, target, island_seconds, transfer_seconds, switch_seconds,
-                                       graph_outputs)
-                if saved > 0 and (best is None or saved > best[0]):
-                    best = (saved, p, target)
+    search = _MoveSearch(can_run, island_seconds, transfer_seconds, switch_seconds, set(locked), max_nodes,
+                         {id(v) for v in graph.outputs})
+    while len(plans) > 1:
+        best = search.best(plans)
         if best is None:
             break
         saved, p, target = best
@@ -269,35 +255,83 @@ def merge_islands(
             current, plans = trial, trial_plans
             moves.append(IslandMove(p.node_names(), p.backend, target, saved))
         else:
-            rejected.add((tuple(p.node_names()), target))
-        improved = True
+            search.rejected.add((tuple(p.node_names()), target))
     return current, moves
 
 
-def _island_saving(p: PartitionPlan, by_index: dict[int, PartitionPlan], target: str,
-                   island_seconds: Callable[[list[Node], str], float],
-                   transfer_seconds: Callable[[Value, str | None, str], float],
-                   switch_seconds: Callable[[str], float], graph_outputs: set[int]) -> float:
-    """Estimated seconds saved by running plan ``p`` on ``target`` instead."""
-    owner = {id(v): q.backend for q in by_index.values() for v in q.outputs}
-    readers: dict[int, set[str]] = {}
-    for q in by_index.values():
-        for v in q.inputs:
-            readers.setdefault(id(v), set()).add(q.backend)
+class _MoveSearch:
+    """The most saving move of one partitioning (:meth:`best`), with the
+    answers that stay valid across moves cached: whether a backend runs a
+    partition's nodes and its run time there."""
 
-    def transfers(backend: str) -> float:
+    def __init__(self, can_run: Callable[[str, str], bool], island_seconds: Callable[[list[Node], str], float],
+                 transfer_seconds: Callable[[Value, str | None, str], float], switch_seconds: Callable[[str], float],
+                 locked: set[str], max_nodes: int | None, graph_outputs: set[int]) -> None:
+        self.can_run, self.island_seconds = can_run, island_seconds
+        self.transfer_seconds, self.switch_seconds = transfer_seconds, switch_seconds
+        self.locked, self.max_nodes, self.graph_outputs = locked, max_nodes, graph_outputs
+        self.rejected: set[tuple[tuple[str, ...], str]] = set()  #: moves that did not reduce the partitions
+        self._runnable: dict[tuple[tuple[str, ...], str], bool] = {}
+        self._seconds: dict[tuple[tuple[str, ...], str], float] = {}
+
+    def best(self, plans: list[PartitionPlan]) -> tuple[float, PartitionPlan, str] | None:
+        """(seconds saved, partition, target backend) of the best paying move, or ``None``."""
+        neighbours = partition_neighbours(plans)
+        by_index = {p.index: p for p in plans}
+        links = _Links(plans, self.graph_outputs, self.transfer_seconds)
+        best: tuple[float, PartitionPlan, str] | None = None
+        for p in plans:
+            names = tuple(p.node_names())
+            if self.max_nodes is not None and len(names) > self.max_nodes or any(n in self.locked for n in names):
+                continue
+            ins, outs = neighbours[p.index]
+            targets = {by_index[i].backend for i in ins} & {by_index[i].backend for i in outs}
+            for target in sorted(targets - {p.backend}):
+                if (names, target) in self.rejected or not self._runs(names, target):
+                    continue
+                saved_transfers = links.cost(p, p.backend) - links.cost(p, target)
+                if saved_transfers <= 0:
+                    continue
+                saved = (saved_transfers + self.switch_seconds(p.backend) + self._run_seconds(p, names, p.backend)
+                         - self._run_seconds(p, names, target))
+                if saved > 0 and (best is None or saved > best[0]):
+                    best = (saved, p, target)
+        return best
+
+    def _runs(self, names: tuple[str, ...], target: str) -> bool:
+        key = (names, target)
+        if key not in self._runnable:  # partitions mostly survive a move: ask once
+            self._runnable[key] = all(self.can_run(n, target) for n in names)
+        return self._runnable[key]
+
+    def _run_seconds(self, p: PartitionPlan, names: tuple[str, ...], backend: str) -> float:
+        key = (names, backend)
+        if key not in self._seconds:
+            self._seconds[key] = self.island_seconds(p.nodes, backend)
+        return self._seconds[key]
+
+
+class _Links:
+    """Who produces and who reads each boundary value of a partitioning, to
+    price a partition's transfers on a backend (:meth:`cost`)."""
+
+    def __init__(self, plans: list[PartitionPlan], graph_outputs: set[int],
+                 transfer_seconds: Callable[[Value, str | None, str], float]) -> None:
+        self.owner = {id(v): q.backend for q in plans for v in q.outputs}
+        self.readers: dict[int, set[str]] = {}
+        for q in plans:
+            for v in q.inputs:
+                self.readers.setdefault(id(v), set()).add(q.backend)
+        self.graph_outputs, self.transfer_seconds = graph_outputs, transfer_seconds
+
+    def cost(self, p: PartitionPlan, backend: str) -> float:
+        """Seconds of the copies into and out of ``p`` were it run on ``backend``."""
         total = 0.0
         for v in p.inputs:
-            total += transfer_seconds(v, owner.get(id(v)), backend)
+            total += self.transfer_seconds(v, self.owner.get(id(v)), backend)
         for v in p.outputs:
-            for dst in readers.get(id(v), set()):
-                total += transfer_seconds(v, backend, dst)
-            if id(v) in graph_outputs:
-                total += transfer_seconds(v, backend, "")
+            for dst in self.readers.get(id(v), ()):
+                total += self.transfer_seconds(v, backend, dst)
+            if id(v) in self.graph_outputs:
+                total += self.transfer_seconds(v, backend, "")
         return total
-
-    saved_transfers = transfers(p.backend) - transfers(target)
-    if saved_transfers <= 0:
-        return 0.0
-    return (saved_transfers + switch_seconds(p.backend)
-            + island_seconds(p.nodes, p.backend) - island_seconds(p.nodes, target))

@@ -14,7 +14,7 @@ event and the node's placement reason).
 from __future__ import annotations
 
 import abc
-from typing import ClassVar, Mapping
+from typing import ClassVar, Mapping, Sequence
 
 from nnrt_core.backend.base import CompiledPartition, estimated_seconds_of
 from nnrt_core.errors import ConfigError, PlacementError, UnsupportedNodeError
@@ -23,7 +23,26 @@ from nnrt_core.placement.context import PlacementContext, PlacementEvent, Placem
 from nnrt_core.placement.cost_model import CostModel
 from nnrt_core.placement.partitioning import PartitionPlan, merge_islands, partition_graph
 
-__all__ = ["Scheduler"]
+__all__ = ["PlanCandidate", "Scheduler"]
+
+
+class PlanCandidate:
+    """A plan a measuring scheduler asks the build to compile and time: the
+    backends it may use (priority order; the session's backup takes the rest),
+    the scheduler that places it, and whether it splits the model between
+    engines (a split is kept only when measured faster than every whole-model plan)."""
+
+    __slots__ = ("label", "backends", "scheduler", "split", "precision")
+
+    def __init__(self, label: str, backends: Sequence[str], scheduler: str, split: bool = False,
+                 precision: str | None = None) -> None:
+        self.label, self.backends, self.scheduler, self.split = label, tuple(backends), scheduler, split
+        #: the precision the plan computes in (None: the config's; ``precision="auto"`` sets it per plan)
+        self.precision = precision
+
+    def __repr__(self) -> str:
+        return (f"PlanCandidate({self.label!r}, {self.backends!r}, {self.scheduler!r}, split={self.split}, "
+                f"precision={self.precision!r})")
 
 
 class Scheduler(abc.ABC):
@@ -33,8 +52,9 @@ class Scheduler(abc.ABC):
     description: ClassVar[str] = ""
     #: move tiny islands to a neighbouring backend after ``_place`` (see merge_islands)
     merge_islands: ClassVar[bool] = True
-    #: largest partition (in nodes) considered an island
-    island_max_nodes: ClassVar[int] = 2
+    #: largest partition (in nodes) island merging may move; ``None``: any
+    #: partition whose transfers and switch cost more than it saves
+    island_max_nodes: ClassVar[int | None] = None
 
     def place(self, ctx: PlacementContext) -> PlacementResult:
         """Place every node of ``ctx.graph``: a :class:`PlacementResult`.
@@ -62,6 +82,13 @@ class Scheduler(abc.ABC):
         if self.merge_islands and len(set(result.assignment.values())) > 1:  # one backend: no islands
             self.merge_small_islands(ctx, result, self.cost_model(ctx))
         return result
+
+    def candidate_plans(self, engines: Sequence[str]) -> list[PlanCandidate]:
+        """Plans the build should compile and time on the session's input
+        shapes, keeping the fastest (``nnrt_core.compiler.measure``); the
+        default, an empty list, places the model this scheduler's one way.
+        ``engines`` are the selected backends other than the backup."""
+        return []
 
     def estimate_partitions(self, ctx: PlacementContext, result: PlacementResult, plans: list[PartitionPlan],
                             compiled: list[CompiledPartition]) -> dict[int, tuple[float, str]]:

@@ -17,7 +17,10 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backends", help="comma-separated backend names in priority order, or 'auto'")
     p.add_argument("--backup", help="backup backend for unsupported nodes ('none' to disable)")
     p.add_argument("--scheduler", help="placement strategy (an installed scheduler)")
-    p.add_argument("--precision", choices=PRECISIONS)
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="'auto': keep the fastest precision whose measured error is within --precision-tolerance")
+    p.add_argument("--precision-tolerance", type=float, metavar="TOL",
+                   help="with --precision auto: the largest error relative to max|fp32 output| (default 0.01)")
     p.add_argument("--performance-mode", choices=PERFORMANCE_MODES)
     p.add_argument("--priority", choices=PRIORITIES)
     p.add_argument("--num-threads", type=int)
@@ -52,7 +55,8 @@ def config_from_args(args: argparse.Namespace) -> ScheduleConfig:
         changes["backends"] = args.backends
     if args.backup:
         changes["backup"] = None if args.backup.lower() == "none" else args.backup
-    for flag in ("scheduler", "precision", "performance_mode", "priority", "num_threads", "on_overflow"):
+    for flag in ("scheduler", "precision", "performance_mode", "priority", "num_threads", "on_overflow",
+                 "precision_tolerance"):
         value = getattr(args, flag)
         if value is not None:
             changes[flag] = value

@@ -224,7 +224,7 @@ class NpuEmuBackend(Backend):
     host_memory = False
     fresh_outputs = True  # outputs come back from device memory
     needs_static_shapes = True  # the chip takes static shapes only: sessions specialize per input signature
-    emulated = True  # a simulator of a device: used only when named (never by backends="auto")
+    emulated = True  # an emulated chip: in a session only when named, never through backends="auto"
 
     def __init__(self) -> None:
         self._lock = threading.RLock()

@@ -71,7 +71,7 @@ def _horner(s: np.ndarray, coeffs: tuple, out: np.ndarray | None = None) -> np.n
 # smooth, so g(x) ~= x * R(x^2) with R of degree 6 (a weighted least-squares fit on [0, GELU_CLAMP = 5.8],
 # weights sech^2(g) * max(x, 1): the sensitivity of GELU to g).  np.tanh is one SIMD pass
 # (~3.5x a multiply), so this is 17 passes and a tanh (~20.5 multiply-equivalents) instead of the 27 of the
-# rational erf (~1.25x faster, benchmarks/bench_gelu.py); error against float64 5.6e-7
+# rational erf (~1.25x faster, benchmarks/ab/bench_gelu.py); error against float64 5.6e-7
 # absolute and 1.7e-7 x max(|x|, 1) (the rational: 1.3e-6 and 2.6e-7).  At +-5.8, R gives |g| > 10, whose
 # float32 tanh is +-1 exactly, and |g| only grows beyond (x clamped to +-5.8 gave the same values, one pass
 # more): Phi is exactly 0 or 1 there, GELU(-inf) = -inf * 0 = NaN as unfused.

@@ -2,7 +2,7 @@
 
 * ``precision``: ``fp32`` -> ``INFERENCE_PRECISION_HINT=f32`` always (OpenVINO's own
   default is bf16 on CPUs with AVX-512-BF16 or AMX, and f16 on GPUs: never used
-  unless asked for), ``fp16`` -> ``f16``.  ``int8`` is not a hint: a
+  unless asked for), ``fp16`` -> ``f16``, ``bf16`` -> ``bf16``.  ``int8`` is not a hint: a
   quantized (QDQ) model runs its int8 parts under any precision.
 * ``num_threads`` -> ``INFERENCE_NUM_THREADS``; ``performance_mode`` -> ``PERFORMANCE_HINT``.
 * ``backend_options={"openvino": {...}}``: the plugin's own keys
@@ -21,8 +21,9 @@ __all__ = ["PLUGIN_OPTIONS", "PRECISION_HINTS", "PERFORMANCE_HINTS", "writable_p
 
 #: keys of ``backend_options["openvino"]`` the plugin reads itself (not OpenVINO properties)
 PLUGIN_OPTIONS = frozenset({"capability_cache", "known_deviations"})
-#: nnrt precision -> OpenVINO INFERENCE_PRECISION_HINT
-PRECISION_HINTS = {"fp32": "f32", "fp16": "f16"}
+#: nnrt precision -> OpenVINO INFERENCE_PRECISION_HINT ("auto": fp32; the build's precision
+#: search asks for each reduced precision of the device explicitly)
+PRECISION_HINTS = {"fp32": "f32", "auto": "f32", "fp16": "f16", "bf16": "bf16"}
 #: nnrt performance_mode -> OpenVINO PERFORMANCE_HINT ("none": OpenVINO's default, LATENCY on CPU)
 PERFORMANCE_HINTS = {"low": "LATENCY", "medium": "LATENCY", "high": "THROUGHPUT", "extreme": "THROUGHPUT"}
 #: device capability a hint needs (OPTIMIZATION_CAPABILITIES)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nnrt_core.ir import Graph, Node, TensorType, Value
+from nnrt_core.ir.shape_values import shape_value_producers
 from nnrt_npu_emu.numerics import STORAGE
 from nnrt_npu_emu.ops import KERNELS, OPS, Unsupported
 from nnrt_npu_emu.profiles import ChipProfile
@@ -81,6 +82,8 @@ class Analysis:
         self.int8 = "int8" in profile.dtypes
         #: nodes feeding a dynamic quantizer (:func:`dynamic_quant_upstream`): kept off fp16 compute
         self.dynamic_quant_inputs = dynamic_quant_upstream(graph) if self.precision == "fp16" else {}
+        #: nodes computing a value that becomes a shape (``nnrt_core.ir.shape_values``): kept off fp16 compute
+        self.shape_values = shape_value_producers(graph) if self.precision == "fp16" else {}
         self._consts: dict[int, np.ndarray] = {}
         self.folded: set[int] = set()  # ids of nodes evaluated at compile time
         self._foldable_values: set[int] = set()

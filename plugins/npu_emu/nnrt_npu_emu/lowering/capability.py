@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnrt_core.ir import Node, Value
+from nnrt_core.ir.shape_values import computes_in_float
 from nnrt_npu_emu.lowering.analysis import FLOAT_DTYPES, Analysis
 from nnrt_npu_emu.numerics import FP16_MAX, fp16_unsafe_value
 from nnrt_npu_emu.ops import OPS, OpDef, Unsupported
@@ -36,12 +37,18 @@ def why_unsupported(node: Node, an: Analysis) -> str | None:
         return None
     if d.fold_only:
         return f"{node.op_type} is supported only as a compile-time constant"
+    shaped = an.shape_values.get(id(node))
+    if shaped is not None and computes_in_float(node):
+        # folded nodes (above) are computed in fp32 at compile time: exact
+        return (f"computes a value that becomes a shape ({shaped}): fp16 could change the output's shape "
+                "(e.g. a Floor of a duration one step lower), so it is kept exact for an fp32 backend")
     try:
         data_in = [v for i, v in enumerate(node.inputs) if v is not None and i not in d.const_inputs]
         outs = [v for v in node.outputs if an.live(v)]
         _check_operands(node, an, d, data_in, outs)
         _check_dtypes(node, an, data_in, outs)
         _check_fp16_range(node, an, outs)
+        _check_wide_integer_inputs(node, an, data_in)
         _check_fp16_constants(node, an)
         if d.check is not None:
             r = d.check(node, an)
@@ -113,9 +120,12 @@ def _check_dtypes(node: Node, an: Analysis, data_in: list[Value], outs: list[Val
             raise Unsupported(f"chip {p.name!r} has no int8 support")
         return
     in_group = id(node) in an.member
+    exact = "any" if op == "Cast" and _exact_cast(node, an) else OPS[op].exact_dtypes
     for v in data_in + outs:
         dt = an.dtype(v)
         if an.is_const(v) and v not in outs:
+            continue
+        if exact == "any" and (dt.kind == "b" or dt in _CHIP_INTS) or exact == "bool" and dt.kind == "b":
             continue
         if dt in FLOAT_DTYPES:
             if an.fprec is None and not in_group:
@@ -124,6 +134,25 @@ def _check_dtypes(node: Node, an: Analysis, data_in: list[Value], outs: list[Val
             continue
         raise Unsupported(f"dtype {dt} of {v.name!r} is not supported by chip {p.name!r} "
                           f"(float32/float16{'/int8' if an.int8 else ''})")
+
+
+#: integer types the chip holds (exact ops may read and write them)
+_CHIP_INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.int64))
+#: integer types whose every value an fp16 store holds exactly (|x| <= 2048)
+_FP16_EXACT_INTS = (np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _exact_cast(node: Node, an: Analysis) -> bool:
+    """A Cast the chip computes exactly: to or from booleans, or from an
+    integer type every value of which the float storage holds (int8/uint8 in
+    fp16).  A wider integer (an int32 accumulator, an int64 id) could be
+    rounded or saturated by an fp16 store; float -> integer truncates values
+    already rounded to fp16."""
+    src, dst = an.dtype(node.inputs[0]), an.dtype(node.outputs[0])
+    if dst == np.bool_ or src == np.bool_ and dst.kind in "fbiu":
+        return True
+    return dst.kind == "f" and (src in _FP16_EXACT_INTS or src.kind in "iu" and an.precision == "fp32"
+                                and src.itemsize <= 2)
 
 
 def quantized_range(q: Node, an: Analysis) -> float | None:
@@ -172,6 +201,75 @@ def _check_fp16_range(node: Node, an: Analysis, outs: list[Value]) -> None:
         if r is not None and r > FP16_MAX:
             raise Unsupported(f"value {v.name!r} is quantized to a range of +-{r:.3g}, beyond fp16 (+-{FP16_MAX:g}); "
                               "the chip would saturate it")
+
+
+#: ops that move or re-label values without changing them (seen through when looking for a value's source)
+_MOVES = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Slice",
+                    "Gather", "Concat"})
+
+
+def _wide_integer_source(v: Value, an: Analysis, depth: int = 4) -> Value | None:
+    """The int32/int64 value ``v`` is the float Cast of (through data
+    movement), or ``None``."""
+    p = v.producer
+    if p is None or p.domain not in ("", "ai.onnx"):
+        return None
+    if p.op_type == "Cast" and p.inputs and p.inputs[0] is not None:
+        src = p.inputs[0]
+        try:
+            return src if an.dtype(src) in (np.dtype(np.int32), np.dtype(np.int64)) and not an.is_const(src) else None
+        except Unsupported:
+            return None
+    if p.op_type in _MOVES and depth > 0 and p.inputs and p.inputs[0] is not None:
+        return _wide_integer_source(p.inputs[0], an, depth - 1)
+    return None
+
+
+#: ops seen through when looking where a float value becomes an integer (rounding, clamping, movement)
+_TO_INTEGER = _MOVES | {"Floor", "Ceil", "Round", "Clip"}
+_WIDE_INTS = (6, 7)  #: ONNX element types INT32, INT64
+
+
+def _wide_integer_sink(v: Value, depth: int = 4) -> Node | None:
+    """A Cast turning ``v`` (through rounding, clamping or data movement)
+    into int32/int64, or ``None``."""
+    for u in v.consumers():
+        if u.domain not in ("", "ai.onnx"):
+            continue
+        if u.op_type == "Cast" and int(u.attr("to", 0)) in _WIDE_INTS:
+            return u
+        if u.op_type in _TO_INTEGER and depth > 0 and u.outputs and u.inputs and u.inputs[0] is v:
+            found = _wide_integer_sink(u.outputs[0], depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _check_wide_integer_inputs(node: Node, an: Analysis, data_in: list[Value]) -> None:
+    """On an fp16 chip, refuse a float input converted from a run-time int32
+    or int64 value (the int32 accumulator of a MatMulInteger/ConvInteger,
+    positions, lengths), and a float output that becomes one (a bias
+    quantized at run time, ``Floor(b / scale)`` -> Cast int32): fp16 holds
+    integers exactly only up to 2048 and saturates beyond 65504 (a
+    dynamically quantized product is 1e5 before its scale)."""
+    if an.fprec != "fp16" or id(node) in an.member:
+        return
+    for v in data_in:
+        if an.is_const(v) or an.dtype(v).kind != "f":
+            continue
+        src = _wide_integer_source(v, an)
+        if src is not None:
+            made = f" of {src.producer.op_type} {src.producer.name!r}" if src.producer is not None else ""
+            raise Unsupported(f"input {v.name!r} is the float of the {an.dtype(src)} value {src.name!r}{made}, "
+                              "which fp16 may not hold (exact only up to 2048, saturated beyond 65504); kept for "
+                              "an fp32 backend")
+    for v in node.outputs:
+        if an.live(v) and an.dtype(v).kind == "f":
+            cast = _wide_integer_sink(v)
+            if cast is not None:
+                raise Unsupported(f"its output {v.name!r} becomes an integer (Cast {cast.name!r} to "
+                                  f"{'int32' if int(cast.attr('to', 0)) == 6 else 'int64'}, e.g. a quantized bias), "
+                                  "which fp16 holds exactly only up to 2048; kept for an fp32 backend")
 
 
 def _check_fp16_constants(node: Node, an: Analysis) -> None:

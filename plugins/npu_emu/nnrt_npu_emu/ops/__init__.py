@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from nnrt_npu_emu.ops.common import (KERNELS, OPS, EXACT, STORE_KERNELS, LowerContext, OpDef, Step, Unsupported,
                                      attr_ints, kernel, op, store, store_kernel)
-from nnrt_npu_emu.ops import elementwise, int8, nn, quant, resize, tensor  # noqa: F401  (registers the ops)
+from nnrt_npu_emu.ops import elementwise, int8, logical, nn, quant, resize, tensor  # noqa: F401  (registers the ops)
 
 __all__ = ["OpDef", "Step", "LowerContext", "OPS", "KERNELS", "EXACT", "STORE_KERNELS", "op", "kernel",
            "store_kernel", "Unsupported", "attr_ints", "store"]

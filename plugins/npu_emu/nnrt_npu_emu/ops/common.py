@@ -57,6 +57,10 @@ class OpDef:
     #: re-labelled buffer), checked against the chip's ``max_rank`` instead of
     #: its tensors' own ranks; None: every tensor's rank is checked
     device_rank: Callable[[Node, LowerContext], int] | None = None
+    #: non-float operands an exact op allows besides floats: "bool" (data
+    #: movement of masks), "any" (comparisons, boolean logic, selection:
+    #: booleans and integers); nothing such an op writes is rounded
+    exact_dtypes: str = ""
 
 
 OPS: dict[str, OpDef] = {}
@@ -72,9 +76,9 @@ STORE_KERNELS: dict[str, Callable[[Sequence[np.ndarray], Sequence[np.ndarray], d
 
 
 def op(name: str, *, check=None, const_inputs: tuple[int, ...] = (), int8: str = "generic",
-       fold_only: bool = False, device_rank=None):
+       fold_only: bool = False, device_rank=None, exact_dtypes: str = ""):
     def deco(fn):
-        OPS[name] = OpDef(name, fn, check, const_inputs, int8, fold_only, device_rank)
+        OPS[name] = OpDef(name, fn, check, const_inputs, int8, fold_only, device_rank, exact_dtypes)
         return fn
     return deco
 

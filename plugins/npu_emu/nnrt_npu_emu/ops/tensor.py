@@ -32,14 +32,14 @@ def _no_instruction(node: Node, cx) -> int:
     return 0
 
 
-op("Reshape", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
-op("Flatten", int8="generic", device_rank=_no_instruction)(_alias)
-op("Squeeze", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
-op("Unsqueeze", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
+op("Reshape", exact_dtypes="bool", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
+op("Flatten", exact_dtypes="bool", int8="generic", device_rank=_no_instruction)(_alias)
+op("Squeeze", exact_dtypes="bool", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
+op("Unsqueeze", exact_dtypes="bool", const_inputs=(1,), int8="generic", device_rank=_no_instruction)(_alias)
 
 
 # -------------------------------------------------------------------- concat
-@op("Concat")
+@op("Concat", exact_dtypes="bool")
 def _lower_concat(node: Node, cx) -> list[Step]:
     rank = len(cx.shape(node.outputs[0]))
     ins = [v for v in node.inputs if v is not None and int(np.prod(cx.shape(v))) > 0]
@@ -59,7 +59,7 @@ def _k_concat(ins, outs, a):
         pos += n
 
 
-@op("Split", const_inputs=(1,))
+@op("Split", exact_dtypes="bool", const_inputs=(1,))
 def _lower_split(node: Node, cx) -> list[Step]:
     xs = cx.shape(node.inputs[0])
     axis = int(node.attr("axis", 0)) % len(xs)
@@ -77,7 +77,7 @@ def _k_split(ins, outs, a):
 
 
 # --------------------------------------------------------------------- slice
-@op("Slice", const_inputs=(1, 2, 3, 4))
+@op("Slice", exact_dtypes="bool", const_inputs=(1, 2, 3, 4))
 def _lower_slice(node: Node, cx) -> list[Step]:
     xs = cx.shape(node.inputs[0])
     rank = len(xs)
@@ -149,7 +149,7 @@ def _transpose_rank(node: Node, cx) -> int:
     return len(fold_transpose(cx.shape(node.inputs[0]), _transpose_perm(node, cx))[1])
 
 
-@op("Transpose", int8="generic", device_rank=_transpose_rank)
+@op("Transpose", exact_dtypes="bool", int8="generic", device_rank=_transpose_rank)
 def _lower_transpose(node: Node, cx) -> list[Step]:
     """One permute of the folded axes (rank <= the input's), whatever the input's rank."""
     shape, perm = fold_transpose(cx.shape(node.inputs[0]), _transpose_perm(node, cx))
@@ -212,7 +212,7 @@ def _k_pad(ins, outs, a):
 
 
 # -------------------------------------------------------------------- gather
-@op("Gather", const_inputs=(1,))
+@op("Gather", exact_dtypes="bool", const_inputs=(1,))
 def _lower_gather(node: Node, cx) -> list[Step]:
     xs = cx.shape(node.inputs[0])
     axis = int(node.attr("axis", 0)) % len(xs)
@@ -231,7 +231,41 @@ def _k_gather(ins, outs, a):
     store(outs[0], np.take(ins[0], ins[1].astype(np.intp), axis=a["axis"]))
 
 
-@op("Tile", const_inputs=(1,))
+@kernel("gather_flat", exact=True)
+def _k_gather_flat(ins, outs, a):
+    store(outs[0], np.take(ins[0].reshape(-1), ins[1].astype(np.intp)))
+
+
+@op("GatherND", exact_dtypes="bool", const_inputs=(1,))
+def _lower_gather_nd(node: Node, cx) -> list[Step]:
+    """GatherND with constant indices: the flat positions of the output's
+    elements in the data are computed at compile time (one ``gather`` over
+    the flattened data)."""
+    xs = cx.shape(node.inputs[0])
+    idx = cx.const(node.inputs[1])
+    if idx is None:
+        raise Unsupported("GatherND indices must be a compile-time constant")
+    b = int(node.attr("batch_dims", 0))
+    idx = np.asarray(idx, np.int64)
+    k = idx.shape[-1] if idx.ndim else 0
+    if (idx.ndim < 1 or not 0 <= b < idx.ndim or b + k > len(xs) or k < 1
+            or tuple(idx.shape[:b]) != tuple(xs[:b])):
+        raise Unsupported(f"GatherND indices of shape {list(idx.shape)} do not fit data {list(xs)} "
+                          f"with batch_dims={b}")
+    lim = np.asarray(xs[b:b + k], np.int64)
+    if idx.size and ((idx < -lim).any() or (idx >= lim).any()):
+        raise Unsupported("GatherND indices out of range")
+    pos = np.arange(int(np.prod(xs)), dtype=np.int64).reshape(xs)
+    batch = int(np.prod(xs[:b], dtype=np.int64))
+    pos_b = pos.reshape((batch,) + tuple(xs[b:]))
+    idx_b = np.where(idx < 0, idx + lim, idx).reshape((batch, -1, k))
+    flat = np.stack([pos_b[i][tuple(idx_b[i, :, j] for j in range(k))] for i in range(batch)])
+    flat = flat.reshape(cx.shape(node.outputs[0]))
+    return [Step("gather_flat", [node.inputs[0], flat.reshape(-1).astype(np.int32)], [node.outputs[0]], {},
+                 int(flat.size))]
+
+
+@op("Tile", exact_dtypes="bool", const_inputs=(1,))
 def _lower_tile(node: Node, cx) -> list[Step]:
     reps = _const_ints(node, cx, 1, "repeats")
     return [Step("tile", [node.inputs[0]], [node.outputs[0]], {"reps": reps},
@@ -243,7 +277,7 @@ def _k_tile(ins, outs, a):
     store(outs[0], np.tile(ins[0], a["reps"]))
 
 
-@op("Expand", const_inputs=(1,))
+@op("Expand", exact_dtypes="bool", const_inputs=(1,))
 def _lower_expand(node: Node, cx) -> list[Step]:
     return [Step("expand", [node.inputs[0]], [node.outputs[0]], {},
                  int(np.prod(cx.shape(node.outputs[0]))))]

@@ -4,6 +4,11 @@
   ``saturate=1`` (the default, opset 19+); otherwise they convert the
   ml_dtypes way (overflow becomes inf or NaN),
 * float -> FLOAT8E8M0 honours ``round_mode`` ("up" default, "down", "nearest"),
+* float -> the 2- and 4-bit integer types truncates toward zero and keeps the
+  low bits (two's complement), as a fixed-point -> fixed-point cast does: the
+  spec leaves out-of-range values undefined and ml_dtypes changed its answer
+  between releases (0.6 wraps, 0.7 gives 0), so nnrt does not follow it there;
+  NaN and infinities give 0,
 * strings parse as numbers ("NaN", "INF", "-inf" included); numbers format as
   their shortest round-trip repr ("NaN", "INF", "-INF" for the special values,
   bools as "0"/"1").
@@ -79,6 +84,8 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
     float8, e8m0, mld = _exotic() if to.isbuiltin == 2 else ((), None, None)  # 2: a user type (ml_dtypes)
     if e8m0 is not None and to == e8m0:
         return _to_e8m0(x, saturate, round_mode)
+    if mld is not None and to.name in _NARROW_INTS and (src.kind == "f" or src in float8):
+        return _to_narrow_int(x, to, mld)
     if saturate and to in float8 and (src.kind == "f" or src in float8):
         hi = float(mld.finfo(to).max)
         x32 = x.astype(np.float32)
@@ -88,6 +95,20 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
 
 
 _SPECIAL = {"nan": "NaN", "inf": "INF", "-inf": "-INF"}
+_NARROW_INTS = frozenset({"int4", "uint4", "int2", "uint2"})
+
+
+def _to_narrow_int(x: np.ndarray, to: np.dtype, mld: Any) -> np.ndarray:
+    """float -> int4/uint4/int2/uint2: truncate, then keep the low bits."""
+    info = mld.iinfo(to)
+    bits = int(info.bits)
+    with np.errstate(all="ignore"):
+        wide = np.trunc(x.astype(np.float64))
+        wide = np.where(np.isfinite(wide), np.clip(wide, -2.0**62, 2.0**62), 0.0).astype(np.int64)
+    low = wide & ((1 << bits) - 1)
+    if int(info.min) < 0:
+        low = np.where(low >= 1 << (bits - 1), low - (1 << bits), low)
+    return low.astype(to)
 
 
 class _CastBase(Kernel):

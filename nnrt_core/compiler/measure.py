@@ -1,0 +1,341 @@
+"""Measured selection: compile a scheduler's candidate plans, time them on the
+session's input shapes, keep the fastest.
+
+A scheduler whose :meth:`~nnrt_core.placement.Scheduler.candidate_plans` is
+not empty (``measured``) asks the build for several plans: typically each
+engine alone (the backup takes what it declines) and the priority split
+between them.  Each is built from a clone of the loaded graph (its own passes,
+placement and compile), run once (a plan that fails to run is dropped, with
+the error in the report), then timed in interleaved blocks on the same feeds
+until the time budget is spent (at least ``MIN_ROUNDS`` rounds).  The plan
+with the lowest median wins; a split plan only when its median is under
+``SPLIT_MARGIN`` times the best whole-model plan's, because a split pays at
+every cut and two engines' thread pools share the cores.
+
+The chosen plan is the session's: its config names the winner's backends and
+scheduler (so specializations for new input shapes build that plan, without
+measuring again), every candidate's figures are in ``considered_plans``
+(``source: "measured"``) and a ``plan_measured`` event says what won and why.
+With ``cache_dir`` the cache stores the chosen plan under the measuring
+config's key: another process with the same cache loads it and measures nothing.
+
+With ``precision="auto"`` every whole-model plan is also built in each
+reduced precision its engine's device offers (``DeviceInfo.precisions``;
+int8 only for a model with QuantizeLinear/DequantizeLinear nodes).  Every
+plan's outputs on the measurement inputs are compared with the fastest fp32
+plan's on real (not emulated) engines: a plan whose error (``max|out - ref| /
+max|ref|``, the worst output) exceeds ``precision_tolerance`` is out, whatever
+precision it claims; the fastest of the rest wins, and the report gives every
+plan's precision, error and time.
+
+``backends="auto"`` with the default ``scheduler="auto"`` measures when two
+or more real engines (not emulated, not the backup) are selected;
+``NNRT_MEASURE=0`` turns that off (the static priority order then places).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from nnrt_core.backend.base import Backend
+from nnrt_core.compiler.backends import BackendSelection
+from nnrt_core.compiler.model import CompiledModel, EventLog
+from nnrt_core.config import AUTO_SCHEDULER, ScheduleConfig
+from nnrt_core.errors import ConfigError, NnrtError
+from nnrt_core.ir import Graph
+from nnrt_core.ir.clone import clone_graph
+from nnrt_core.ir.types import TensorType
+from nnrt_core.logs import INFO
+from nnrt_core.placement import PlanCandidate, Scheduler
+from nnrt_core.runtime.executor import Executor
+
+__all__ = ["AUTO", "MEASURE_ENV", "MIN_ROUNDS", "SPLIT_MARGIN", "build_measured", "engines_of",
+           "measurement_feeds", "resolve_scheduler"]
+
+AUTO = AUTO_SCHEDULER
+#: ``NNRT_MEASURE=0``: ``scheduler="auto"`` never measures (static priority order)
+MEASURE_ENV = "NNRT_MEASURE"
+#: a split plan wins only when its median is below this fraction of the best whole-model plan's
+SPLIT_MARGIN = 0.97
+MIN_ROUNDS, MAX_ROUNDS, RUNS_PER_BLOCK = 3, 25, 2
+#: a plan whose fastest run is this many times the best plan's median is timed no further
+DROP_FACTOR = 1.5
+#: the timing budget: this fraction of the candidates' build time, within these bounds (seconds)
+BUDGET_FRACTION, MIN_BUDGET, MAX_BUDGET = 0.5, 0.15, 3.0
+
+#: (graph, config, selection, events, scheduler) -> CompiledModel: the build of one plan
+BuildPlan = Callable[[Graph, ScheduleConfig, BackendSelection, EventLog, Scheduler], CompiledModel]
+
+
+def engines_of(selection: BackendSelection) -> list[Backend]:
+    """The selected backends other than the backup (priority order)."""
+    backup = selection.backup.name if selection.backup is not None else None
+    return [b for b in selection.backends if b.name != backup]
+
+
+def resolve_scheduler(config: ScheduleConfig, selection: BackendSelection) -> str:
+    """The scheduler a build uses: ``config.scheduler``, with ``"auto"``
+    resolved to ``measured`` (two or more real engines, measuring on) or ``priority``."""
+    if config.scheduler != AUTO:
+        return config.scheduler
+    if config.precision == "auto":  # choosing a precision is measuring
+        return "measured"
+    real = [b for b in engines_of(selection) if not b.emulated]
+    on = os.environ.get(MEASURE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return "measured" if on and len(real) >= 2 else "priority"
+
+
+def measurement_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs to time plans with: the graph inputs' static shapes (a free
+    dimension taken as 1; ``input_shapes`` fixes them at load), floats from a
+    standard normal, integers and booleans zero (valid as indices and masks)."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for v in graph.inputs:
+        if not isinstance(v.type, TensorType) or v.type.shape is None:
+            raise ConfigError(f"scheduler 'measured': input {v.name!r} has no known rank ({v.type}); "
+                              "give input_shapes or choose a scheduler that does not measure")
+        shape = tuple(d if isinstance(d, int) else 1 for d in v.type.shape)
+        dtype = v.type.dtype.numpy
+        if dtype.kind == "f":
+            feeds[v.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[v.name] = np.zeros(shape, dtype)
+    return feeds
+
+
+#: measurement inputs larger than this are not allocated: the first candidate plan is built unmeasured
+MAX_FEED_BYTES = 1 << 30
+
+
+def _feed_bytes(graph: Graph) -> int:
+    """Bytes :func:`measurement_feeds` would allocate (free dimensions as 1; 0 for untyped inputs)."""
+    total = 0
+    for v in graph.inputs:
+        if isinstance(v.type, TensorType) and v.type.shape is not None:
+            n = 1
+            for d in v.type.shape:
+                n *= d if isinstance(d, int) else 1
+            try:
+                total += n * v.type.dtype.numpy.itemsize
+            except TypeError:  # no numpy equivalent: measurement_feeds reports it
+                continue
+    return total
+
+
+def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelection, events: EventLog,
+                   scheduler: Scheduler, registry_scheduler: Callable[[str], Scheduler],
+                   build_plan: BuildPlan) -> CompiledModel:
+    """Build ``scheduler``'s candidate plans of ``graph``, time them and
+    return the fastest (see the module docstring)."""
+    engines = [b.name for b in engines_of(selection)]
+    candidates = scheduler.candidate_plans(engines)
+    if not candidates:
+        raise ConfigError(f"scheduler {scheduler.name!r} offered no plan to measure for backends {engines}")
+    if config.precision == AUTO:
+        candidates = with_precisions(candidates, config, selection, graph)
+    size = _feed_bytes(graph)
+    if len(candidates) == 1 or size > MAX_FEED_BYTES:  # nothing to choose between, or too big to time: say so
+        cand = candidates[0]
+        why = (f"one candidate plan ({cand.label!r}): built without measuring" if len(candidates) == 1 else
+               f"measurement inputs would take {size:,} bytes (over {MAX_FEED_BYTES:,}): built the first "
+               f"candidate plan ({cand.label!r}) without measuring")
+        sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler,
+                             precision=cand.precision or config.precision)
+        model = build_plan(graph, sub, BackendSelection([selection.named(n) for n in cand.backends],
+                                                        selection.backup), events, registry_scheduler(cand.scheduler))
+        model.events.add("plan_measured", ",".join(cand.backends), why, level=INFO)
+        return model
+    feeds = measurement_feeds(graph)
+    built: list[tuple[PlanCandidate, CompiledModel | None, str | None]] = []
+    t0 = time.perf_counter()
+    for cand in candidates:
+        sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler,
+                             precision=cand.precision or config.precision)
+        sub_selection = BackendSelection([selection.named(n) for n in cand.backends], selection.backup)
+        try:
+            model = build_plan(clone_graph(graph), sub, sub_selection, EventLog(), registry_scheduler(cand.scheduler))
+            built.append((cand, model, None))
+        except NnrtError as e:  # e.g. a node no backend of this plan runs: the plan is out, the others stay
+            built.append((cand, None, f"build failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"))
+    built = _without_duplicates(built)
+    budget = min(MAX_BUDGET, max(MIN_BUDGET, BUDGET_FRACTION * (time.perf_counter() - t0)))
+    results = _time_plans(built, feeds, budget)
+    return _chosen(built, results, config, events)
+
+
+def with_precisions(candidates: Sequence[PlanCandidate], config: ScheduleConfig, selection: BackendSelection,
+                    graph: Graph) -> list[PlanCandidate]:
+    """``precision="auto"``: each candidate in fp32, and each whole-model one
+    also in every reduced precision its engine's device offers."""
+    quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes)
+    out = []
+    for cand in candidates:
+        out.append(PlanCandidate(cand.label, cand.backends, cand.scheduler, cand.split, "fp32"))
+        if cand.split or len(cand.backends) != 1:
+            continue
+        for p in _reduced_precisions(selection.named(cand.backends[0]), config):
+            if p != "int8" or quantized:
+                out.append(PlanCandidate(f"{cand.label}, {p}", cand.backends, cand.scheduler, False, p))
+    return out
+
+
+def _reduced_precisions(backend: Backend, config: ScheduleConfig) -> list[str]:
+    """The precisions other than fp32 that ``backend``'s configured device computes in."""
+    if "precision" not in backend.supported_options:
+        return []
+    try:
+        device = backend.find_device(config.devices.get(backend.name))
+    except NnrtError:
+        return []
+    return [p for p in device.precisions if p in ("fp16", "bf16", "int8")]
+
+
+def _without_duplicates(built: list[tuple[PlanCandidate, CompiledModel | None, str | None]]
+                        ) -> list[tuple[PlanCandidate, CompiledModel | None, str | None]]:
+    """A plan placed exactly as an earlier one is not timed again (e.g. a
+    split whose first engine took every node); a split that put every node on
+    one backend counts as that backend's whole-model plan."""
+    seen: dict[tuple, str] = {}
+    out = []
+    for cand, model, problem in built:
+        if model is None:
+            out.append((cand, model, problem))
+            continue
+        layout = (cand.precision, tuple((p.backend, p.nodes) for p in model.partitions))
+        if layout in seen:
+            out.append((cand, None, f"placed exactly as {seen[layout]!r}: not timed again"))
+            continue
+        seen[layout] = cand.label
+        if cand.split and len({p.backend for p in model.partitions}) <= 1:
+            cand = PlanCandidate(cand.label, cand.backends, cand.scheduler, split=False)
+        out.append((cand, model, problem))
+    return out
+
+
+def _time_plans(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]],
+                feeds: dict[str, np.ndarray], budget: float) -> list[dict]:
+    """Per candidate: ``{"runs": [seconds...], "problem": str | None}``."""
+    results = [{"runs": [], "problem": problem} for _, _, problem in built]
+    executors: list[Executor | None] = []
+    for (cand, model, _), res in zip(built, results):
+        ex = None
+        if model is not None:
+            g = model.graph
+            ex = Executor(model.steps, [v.name for v in g.outputs], model.constants, [v.name for v in g.inputs])
+            try:
+                res["outputs"] = ex.run(dict(feeds))  # the first run: one-time costs, whether it runs at all
+            except Exception as e:  # noqa: BLE001 - a plan that cannot run loses, with the reason
+                res["problem"] = f"run failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+                ex = None
+        executors.append(ex)
+    live = [(ex, res) for ex, res in zip(executors, results) if ex is not None]
+    start, rounds = time.perf_counter(), 0
+    while live and rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or time.perf_counter() - start < budget):
+        for ex, res in live if rounds % 2 == 0 else live[::-1]:  # alternate the order: no plan always follows
+            ex.run(dict(feeds))  # the block's first run absorbs the previous plan's thread pools
+            for _ in range(RUNS_PER_BLOCK):
+                t = time.perf_counter()
+                ex.run(dict(feeds))
+                res["runs"].append(time.perf_counter() - t)
+        rounds += 1
+        if rounds >= 1 and len(live) > 1:  # a plan already far behind the best is timed no further
+            best = min(statistics.median(res["runs"]) for _, res in live)
+            live = [(ex, res) for ex, res in live if min(res["runs"]) <= DROP_FACTOR * best]
+    return results
+
+
+def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]], results: list[dict],
+            config: ScheduleConfig, events: EventLog) -> CompiledModel:
+    medians = [statistics.median(r["runs"]) if r["runs"] else None for r in results]
+    errors = _errors(built, results, medians)
+    eligible = [m is not None for m in medians]
+    for i, err in enumerate(errors):
+        if err is not None and not err <= config.precision_tolerance:
+            eligible[i] = False  # a plan that changes the answer this much is never chosen, whatever its label
+            results[i]["problem"] = (f"error {err:.3g} of max|fp32 output| is over precision_tolerance "
+                                     f"{config.precision_tolerance:g}")
+    whole = [m for (c, _, _), m, ok in zip(built, medians, eligible) if ok and not c.split]
+    best_whole = min(whole) if whole else None
+
+    def rank(i: int) -> float:
+        m = medians[i]
+        if m is None or not eligible[i]:
+            return float("inf")
+        split = built[i][0].split
+        return m / SPLIT_MARGIN if split and best_whole is not None else m  # a split must beat the margin
+
+    order = sorted(range(len(built)), key=rank)
+    win = order[0]
+    if not eligible[win]:
+        problems = "; ".join(f"{c.label}: {r['problem']}" for (c, _, _), r in zip(built, results))
+        raise ConfigError(f"scheduler 'measured': no candidate plan could be built and run ({problems})")
+    cand, model, _ = built[win]
+    assert model is not None
+    considered = []
+    for i in order:
+        c, m, _ = built[i]
+        considered.append({
+            "label": c.label, "backends": list(c.backends), "split": c.split, "source": "measured",
+            "estimated_ms": None if medians[i] is None else medians[i] * 1e3,
+            "runs": len(results[i]["runs"]), "partitions": len(m.steps) if m is not None else 0,
+            "chosen": i == win, "end_to_end": True, "problem": results[i]["problem"],
+            "precision": c.precision or config.precision, "max_rel_err": errors[i]})
+    why = _why(cand, medians[win], built, medians, [r["problem"] for r in results])
+    merged = EventLog(events)
+    merged.extend(model.events)
+    merged.add("plan_measured", ",".join(cand.backends), why, level=INFO)
+    model.events, model.considered_plans = merged, considered
+    return model
+
+
+def _errors(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]], results: list[dict],
+            medians: list[float | None]) -> list[float | None]:
+    """Per plan: its worst output's ``max|out - ref| / max|ref|`` against the
+    fastest fp32 plan's outputs on the same feeds (None: no outputs to compare)."""
+    fp32 = [i for i, (c, m, _) in enumerate(built)
+            if c.precision in (None, "fp32") and medians[i] is not None and "outputs" in results[i]]
+    if not fp32:
+        return [None] * len(built)
+    # the reference: an fp32 plan on real engines first (an emulated chip may store fp32 requests in fp16)
+    ref = results[min(fp32, key=lambda i: (_emulated(built[i][1]), medians[i]))]["outputs"]
+    out: list[float | None] = []
+    for res in results:
+        got = res.get("outputs")
+        if got is None or res["problem"] is not None:
+            out.append(None)
+            continue
+        worst = 0.0
+        for a, b in zip(got, ref):
+            a, b = np.asarray(a), np.asarray(b)
+            if a.shape != b.shape:
+                worst = float("inf")
+                break
+            if a.dtype.kind not in "biuf" or not a.size:
+                worst = max(worst, 0.0 if np.array_equal(a, b) else float("inf"))
+                continue
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            scale = float(np.max(np.abs(b64))) or 1.0
+            diff = np.abs(a64 - b64)
+            worst = max(worst, float("inf") if np.isnan(diff).any() and not np.array_equal(
+                np.isnan(a64), np.isnan(b64)) else float(np.nanmax(diff)) / scale)
+        out.append(worst)
+    return out
+
+
+def _emulated(model: CompiledModel | None) -> bool:
+    return model is not None and any(getattr(st.backend, "emulated", False) for st in model.steps)
+
+
+def _why(cand: PlanCandidate, median: float, built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]],
+         medians: list[float | None], problems: list[str | None]) -> str:
+    figures = ", ".join(f"{c.label} {m * 1e3:.3g} ms" if m is not None else f"{c.label} ({problem})"
+                        for (c, _, _), m, problem in zip(built, medians, problems))
+    text = f"measured plans on the session's input shapes (median per run): {figures}; chose {cand.label!r}"
+    if not cand.split and any(c.split and m is not None and m < median for (c, _, _), m in zip(built, medians)):
+        text += f" (a split plan is kept only when under {SPLIT_MARGIN:g}x the best whole-model plan)"
+    return text

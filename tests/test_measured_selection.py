@@ -1,0 +1,223 @@
+"""Measured selection (nnrt_core/compiler/measure.py): each engine's plan and
+the split are built, timed on the session's input shapes, the fastest kept;
+the choice is reported, stored in the model cache, and the default when two
+or more real engines are selected.  Emulated backends stay out of "auto"."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnrt_core.compiler.measure as measure
+from conftest import make_registry
+from nnrt_core import ScheduleConfig, Session
+from nnrt_core.errors import ConfigError, ExecutionError
+from nnrt_core.placement import PlanCandidate
+from test_partitioning import X, chain, reference
+from test_schedulers import ELEMENTWISE, registry, timed_backend
+
+import nnrt_schedulers.priority as priority_plugin
+from fakes import fake_plugin, make_fake_backend
+
+
+def _engines(slow_delay: float = 0.004, **slow_attrs):
+    slow = timed_backend("slow", ELEMENTWISE, delay=slow_delay, priority=100, device_type="cpu")
+    fast = timed_backend("fast", ELEMENTWISE, delay=0.0, device_type="cpu")
+    slow.emulated = fast.emulated = False  # two real engines
+    for k, v in slow_attrs.items():
+        setattr(slow, k, v)
+    return slow, fast
+
+
+def test_measured_keeps_the_fastest_plan_and_says_why():
+    slow, fast = _engines()
+    reg = registry(slow, fast)
+    m = chain("Relu", "Neg", "Abs", "Tanh")
+    sess = Session(m, ScheduleConfig(backends=["slow", "fast"], backup=None, scheduler="measured"), registry=reg)
+    assert set(sess.placement.values()) == {"fast"}
+    assert sess.config.backends == ("fast",) and sess.config.scheduler == "priority"  # the plan chosen
+    considered = sess.considered_plans
+    assert considered[0]["chosen"] and considered[0]["label"] == "fast alone"
+    assert all(p["source"] == "measured" for p in considered)
+    slow_alone = next(p for p in considered if p["label"] == "slow alone")
+    assert slow_alone["estimated_ms"] > 4 * 3 and not slow_alone["chosen"]  # 4 nodes x 4 ms
+    split = next(p for p in considered if p["split"])
+    assert "placed exactly as 'slow alone'" in split["problem"]  # the priority split put every node on slow
+    (event,) = [e for e in sess.events if e.kind == "plan_measured"]
+    assert "chose 'fast alone'" in event.message and "slow alone" in event.message
+    np.testing.assert_allclose(sess.run(X)["y"], reference(m, X)[0], rtol=1e-6)
+    assert "measure" in sess.stats()["build"]
+
+
+def test_scheduler_auto_measures_with_two_real_engines_and_not_when_turned_off(monkeypatch):
+    slow, fast = _engines()
+    reg = registry(slow, fast)
+    m = chain("Relu", "Neg")
+    sess = Session(m, ScheduleConfig(backends=["slow", "fast"], backup=None), registry=reg)
+    assert sess.config.scheduler == "priority" and set(sess.placement.values()) == {"fast"}
+    assert [e.kind for e in sess.events].count("plan_measured") == 1
+    monkeypatch.setenv(measure.MEASURE_ENV, "0")
+    static = Session(m, ScheduleConfig(backends=["slow", "fast"], backup=None), registry=reg)
+    assert set(static.placement.values()) == {"slow"}  # the documented static order: priority
+    assert static.considered_plans == [] and "plan_measured" not in [e.kind for e in static.events]
+
+
+def test_one_engine_and_the_backup_is_not_measured():
+    slow, fast = _engines()
+    reg = registry(slow, fast)
+    sess = Session(chain("Relu", "Neg"), ScheduleConfig(backends=["slow"], backup="numpy", scheduler="measured"),
+                   registry=reg)
+    assert set(sess.placement.values()) == {"slow"} and sess.considered_plans == []
+
+
+def test_emulated_engines_do_not_make_auto_measure():
+    slow, fast = _engines(emulated=True)
+    reg = registry(slow, fast)
+    sess = Session(chain("Relu", "Neg"), ScheduleConfig(backends=["slow", "fast"], backup=None), registry=reg)
+    assert set(sess.placement.values()) == {"slow"}  # one real engine: priority, as configured
+
+
+def test_a_split_must_beat_every_whole_model_plan_by_the_margin():
+    def built(label, split):
+        return (PlanCandidate(label, [label], "priority", split=split), _Model(), None)
+
+    class _Model:
+        steps, partitions, events, considered_plans = [], [], [], []
+
+    plans = [built("a alone", False), built("a+b", True)]
+    near = [{"runs": [1.0], "problem": None}, {"runs": [0.98], "problem": None}]
+    from nnrt_core.compiler.model import EventLog
+
+    chosen = measure._chosen(plans, near, ScheduleConfig(), EventLog())
+    assert chosen is plans[0][1]  # 2 % faster is within the margin: the whole-model plan stays
+    plans = [built("a alone", False), built("a+b", True)]
+    clear = [{"runs": [1.0], "problem": None}, {"runs": [0.9], "problem": None}]
+    assert measure._chosen(plans, clear, ScheduleConfig(), EventLog()) is plans[1][1]
+
+
+def test_a_plan_that_fails_to_run_is_dropped_with_its_reason():
+    def broken(result):
+        raise RuntimeError("device lost")
+
+    fast = make_fake_backend("fast", ELEMENTWISE, device_type="cpu", priority=100, output_fault=broken)
+    ok = timed_backend("ok", ELEMENTWISE, delay=0.0, device_type="cpu")
+    reg = registry(fast, ok)
+    sess = Session(chain("Relu", "Neg"), ScheduleConfig(backends=["fast", "ok"], backup=None, scheduler="measured"),
+                   registry=reg)
+    assert set(sess.placement.values()) == {"ok"}
+    failed = next(p for p in sess.considered_plans if p["label"] == "fast alone")
+    assert failed["estimated_ms"] is None and "device lost" in failed["problem"]
+
+
+def test_no_plan_that_runs_is_a_clear_error():
+    def broken(result):
+        raise RuntimeError("device lost")
+
+    a = make_fake_backend("a", ELEMENTWISE, device_type="cpu", output_fault=broken)
+    b = make_fake_backend("b", ELEMENTWISE, device_type="cpu", output_fault=broken)
+    with pytest.raises(ConfigError, match="no candidate plan could be built and run.*device lost"):
+        Session(chain("Relu"), ScheduleConfig(backends=["a", "b"], backup=None, scheduler="measured"),
+                registry=registry(a, b))
+
+
+def test_the_model_cache_stores_the_choice_and_a_second_process_measures_nothing(tmp_path, monkeypatch):
+    pytest.importorskip("nnrt_onnxruntime")
+    cfg = ScheduleConfig(backends=["onnxruntime", "numpy"], backup=None, scheduler="measured",
+                         cache_dir=str(tmp_path))
+    m = chain("Relu", "Neg", "Abs")
+    first = Session(m, cfg)
+    assert not first.compiled_model.cache_hit and len(first.considered_plans) >= 2
+    timed = []
+    monkeypatch.setattr(measure, "_time_plans", lambda *a: timed.append(a) or [])
+    second = Session(m, cfg)  # a fresh process with the same cache_dir sees the same entry
+    assert second.compiled_model.cache_hit and not timed
+    assert second.placement == first.placement and second.config.backends == first.config.backends
+    assert second.config.scheduler == "priority"  # new input shapes plan the chosen engine, not measure again
+    assert second.considered_plans == first.considered_plans  # the report of what was measured survives
+    np.testing.assert_allclose(second.run(X)["y"], first.run(X)["y"])
+
+
+def test_measurement_feeds_follow_the_inputs():
+    from nnrt_core import load_model
+
+    g = load_model(chain("Relu")).graph
+    feeds = measure.measurement_feeds(g)
+    assert set(feeds) == {v.name for v in g.inputs}
+    (x,) = feeds.values()
+    assert x.dtype == np.float32 and x.shape == X["x"].shape
+
+
+def test_auto_leaves_the_emulated_npu_out_visibly():
+    pytest.importorskip("nnrt_npu_emu")
+    sess = Session(chain("Relu", "Neg"))  # backends="auto"
+    assert "npu_emu" not in set(sess.placement.values())
+    skipped = [e for e in sess.events if e.kind == "backend_skipped"]
+    assert skipped and skipped[0].backend == "npu_emu" and "name it in backends" in skipped[0].message
+    named = Session(chain("Relu", "Neg"), ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    assert "npu_emu" in set(named.placement.values())
+
+
+# --------------------------------------------------------- precision="auto"
+def _reduced_engine(error: float, fp32_delay: float = 0.003):
+    """A real engine whose device offers fp16: its fp16 plans run fast but
+    move every output by ``error`` x max|output|; its fp32 plans are exact, slower."""
+    from nnrt_core.backend import DeviceInfo
+
+    base = timed_backend("chip", ELEMENTWISE, delay=fp32_delay, device_type="cpu")
+
+    class Chip(base):
+        emulated = False
+        supported_options = frozenset({"num_threads", "precision"})
+
+        def devices(self):
+            return [DeviceInfo("chip:0", "chip", "cpu", {}, ("fp32", "fp16"))]
+
+        def _compile(self, graph, options):
+            part = base._compile(self, graph, options)
+            if options.precision == "fp16":
+                from fakes import _FakePartition
+
+                def perturbed(inputs):  # no sleep: the fast plan
+                    out = _FakePartition._run(part, inputs)
+                    return {k: v + error * float(np.max(np.abs(v))) for k, v in out.items()}
+                part._run = perturbed
+            return part
+
+    return Chip
+
+
+def test_precision_auto_keeps_the_fastest_plan_within_the_tolerance():
+    chip = _reduced_engine(error=1e-3)
+    sess = Session(chain("Relu", "Neg", "Abs"), ScheduleConfig(backends=["chip"], backup=None, precision="auto"),
+                   registry=registry(chip))
+    assert sess.config.precision == "fp16"  # the chosen plan's precision, concrete
+    plans = {p["label"]: p for p in sess.considered_plans}
+    assert plans["chip alone, fp16"]["chosen"] and plans["chip alone, fp16"]["precision"] == "fp16"
+    assert 5e-4 < plans["chip alone, fp16"]["max_rel_err"] < 2e-3  # its measured error is reported
+    assert plans["chip alone"]["precision"] == "fp32" and plans["chip alone"]["max_rel_err"] == 0.0
+
+
+def test_precision_auto_never_keeps_a_plan_over_the_tolerance():
+    chip = _reduced_engine(error=5e-2)
+    m = chain("Relu", "Neg", "Abs")
+    sess = Session(m, ScheduleConfig(backends=["chip"], backup=None, precision="auto"), registry=registry(chip))
+    assert sess.config.precision == "fp32"
+    fp16 = next(p for p in sess.considered_plans if p["precision"] == "fp16")
+    assert not fp16["chosen"] and "over precision_tolerance 0.01" in fp16["problem"]
+    np.testing.assert_allclose(sess.run(X)["y"], reference(m, X)[0], rtol=1e-6)
+    loose = Session(m, ScheduleConfig(backends=["chip"], backup=None, precision="auto", precision_tolerance=0.1),
+                    registry=registry(_reduced_engine(error=5e-2)))
+    assert loose.config.precision == "fp16"
+
+
+def test_precision_auto_with_no_reduced_precision_builds_the_fp32_plan_without_measuring():
+    slow, _ = _engines()
+    sess = Session(chain("Relu"), ScheduleConfig(backends=["slow"], backup=None, precision="auto"),
+                   registry=registry(slow))
+    assert sess.config.precision == "fp32" and sess.considered_plans == []
+    assert any(e.kind == "plan_measured" and "without measuring" in e.message for e in sess.events)
+
+
+def test_precision_tolerance_is_checked():
+    for bad in (0, 1, -0.1, "0.01", True):
+        with pytest.raises(ConfigError, match="precision_tolerance"):
+            ScheduleConfig(precision="auto", precision_tolerance=bad)
