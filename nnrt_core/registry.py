@@ -294,6 +294,10 @@ class Registry:
         rec = self.find_backend(name)
         if rec is None:
             installed = ", ".join(sorted(self.backends)) or "none"
+            failed = [p for p in self.plugin_records if p.group == BACKEND_GROUP and p.name == name and p.reason]
+            if failed:  # its plugin is installed but failed to load (e.g. its engine is missing): say why
+                raise ConfigError(f"backend {name!r} is not usable: its plugin failed to load: {failed[0].reason}; "
+                                  f"installed backends: {installed}")
             raise ConfigError(f"unknown backend {name!r}; installed backends: {installed}")
         return rec
 
@@ -361,6 +365,7 @@ _TRAITS: dict[str, tuple[tuple[type, ...], str]] = {
     "needs_static_shapes": ((bool,), "a bool"),
     "compiles_read_only": ((bool,), "a bool"),
     "fresh_outputs": ((bool,), "a bool"),
+    "emulated": ((bool,), "a bool"),
 }
 
 

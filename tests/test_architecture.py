@@ -8,7 +8,8 @@ import pytest
 from architecture import (FOUNDATION, PACKAGE_LAYERS, ROOT, dependency_internals, import_cycles, load_modules,
                           long_functions, package_breaches, package_of, plugin_surface_breaches, private_accesses)
 
-PLUGIN_PACKAGES = ("nnrt_numpy", "nnrt_onnxruntime", "nnrt_npu_emu", "nnrt_ray", "nnrt_serve", "nnrt_schedulers")
+PLUGIN_PACKAGES = ("nnrt_numpy", "nnrt_onnxruntime", "nnrt_openvino", "nnrt_npu_emu", "nnrt_ray", "nnrt_serve",
+                   "nnrt_schedulers")
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,25 @@ def measurement_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
+#: measurement inputs larger than this are not allocated: the first candidate plan is built unmeasured
+MAX_FEED_BYTES = 1 << 30
+
+
+def _feed_bytes(graph: Graph) -> int:
+    """Bytes :func:`measurement_feeds` would allocate (free dimensions as 1; 0 for untyped inputs)."""
+    total = 0
+    for v in graph.inputs:
+        if isinstance(v.type, TensorType) and v.type.shape is not None:
+            n = 1
+            for d in v.type.shape:
+                n *= d if isinstance(d, int) else 1
+            try:
+                total += n * v.type.dtype.numpy.itemsize
+            except TypeError:  # no numpy equivalent: measurement_feeds reports it
+                continue
+    return total
+
+
 def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelection, events: EventLog,
                    scheduler: Scheduler, registry_scheduler: Callable[[str], Scheduler],
                    build_plan: BuildPlan) -> CompiledModel:
@@ -119,13 +138,16 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
         raise ConfigError(f"scheduler {scheduler.name!r} offered no plan to measure for backends {engines}")
     if config.precision == AUTO:
         candidates = with_precisions(candidates, config, selection, graph)
-    if len(candidates) == 1:  # nothing to choose between: the one plan, said so
-        (cand,) = candidates
+    size = _feed_bytes(graph)
+    if len(candidates) == 1 or size > MAX_FEED_BYTES:  # nothing to choose between, or too big to time: say so
+        cand = candidates[0]
+        why = (f"one candidate plan ({cand.label!r}): built without measuring" if len(candidates) == 1 else
+               f"measurement inputs would take {size:,} bytes (over {MAX_FEED_BYTES:,}): built the first "
+               f"candidate plan ({cand.label!r}) without measuring")
         sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler,
                              precision=cand.precision or config.precision)
         model = build_plan(graph, sub, _sub_selection(selection, cand, sub), events, registry_scheduler(cand.scheduler))
-        model.events.add("plan_measured", ",".join(cand.backends), f"one candidate plan ({cand.label!r}): "
-                         "built without measuring", level=INFO)
+        model.events.add("plan_measured", ",".join(cand.backends), why, level=INFO)
         return model
     feeds = measurement_feeds(graph)
     built: list[tuple[PlanCandidate, CompiledModel | None, str | None]] = []

@@ -144,7 +144,7 @@ class PlacementEvent(Record):
     """A visible fallback or warning raised while building a session."""
 
     __slots__ = ("kind", "backend", "message", "nodes")
-    kind: str  #: backend_unavailable | node_fallback | compile_fallback | option_ignored | reduced_precision ...
+    kind: str  #: backend_unavailable | backend_skipped | node_fallback | compile_fallback | option_ignored | reduced_precision ...
     backend: str
     message: str
     nodes: list[str]

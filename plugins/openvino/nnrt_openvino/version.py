@@ -1,0 +1,3 @@
+"""The plugin's version."""
+__all__ = ["__version__"]
+__version__ = "0.1.0"
