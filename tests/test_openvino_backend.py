@@ -33,7 +33,7 @@ from nnrt_core.backend import CompileOptions  # noqa: E402
 from nnrt_core.errors import (CompileError, ConfigError, RunCancelledError, RunTimeoutError,  # noqa: E402
                               UnsupportedNodeError)
 from nnrt_core.registry import Registry  # noqa: E402
-from nnrt_core.runtime.control import RunControl  # noqa: E402
+from nnrt_core.control import RunControl  # noqa: E402
 from nnrt_openvino import runtime  # noqa: E402
 from nnrt_openvino.backend import OpenVinoBackend  # noqa: E402
 
