@@ -1,6 +1,7 @@
 """An explicit ``precision="fp16"`` is visible in the placement report: each
 partition computing in fp16 gets a ``reduced_precision`` event (issue #35
-item 7, its explicit part)."""
+item 7, its explicit part), and a device that computes in less than the
+config asked is a warning."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,6 +26,14 @@ def test_fp16_partitions_are_named_in_the_events():
     np.testing.assert_allclose(sess.run({"x": np.arange(4, dtype=np.float32)})["y"], [0, 1, 3, 6])
 
 
-def test_no_precision_event_in_fp32():
-    sess = Session(_relu_cumsum(), ScheduleConfig(backends=["npu_emu", "numpy"]))
+def test_an_fp16_only_chip_given_fp32_is_a_visible_warning():
+    """The emulated chip has no fp32: asked for fp32 it computes in fp16, never silently."""
+    sess = Session(_relu_cumsum(), ScheduleConfig(backends=["npu_emu", "numpy"]))  # precision fp32
+    (ev,) = [e for e in sess.events if e.kind == "reduced_precision"]
+    assert ev.backend == "npu_emu" and ev.nodes == ["r"]
+    assert "computes in fp16 although precision='fp32' was asked: its device has no fp32" in ev.message
+
+
+def test_no_precision_event_in_fp32_on_fp32_backends():
+    sess = Session(_relu_cumsum(), ScheduleConfig(backends=["onnxruntime", "numpy"]))
     assert not [e for e in sess.events if e.kind == "reduced_precision"]

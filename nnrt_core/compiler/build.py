@@ -137,22 +137,31 @@ def _build_graph(registry: Registry, graph: Any, config: ScheduleConfig, selecti
         placement = place_and_compile(graph, config, selection, scheduler, events)
     with stage("explain"):
         built = explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
-        if config.precision != "fp32":
+        if any(st.backend.emulated or "precision" in st.backend.supported_options for st in built.steps):
             _note_precision(built)
         return built
 
 
 def _note_precision(built: CompiledModel) -> None:
-    """A ``reduced_precision`` event per partition that computes floats in the
-    reduced precision the config asked for (its backend's ``describe()``
-    says so): the placement report tells where results are not fp32."""
+    """A ``reduced_precision`` event per partition that computes floats in
+    fp16/bf16 (its backend's ``describe()`` says so): the placement report
+    tells where results are not fp32, and a device that computes in less than
+    the config asked (an fp16-only chip given ``precision="fp32"``) is a warning."""
     asked = built.config.precision
     for info in built.partition_infos():
         got = info.details.get("precision")
-        if got == asked and got in ("fp16", "bf16"):
+        if got not in ("fp16", "bf16"):
+            continue
+        if got == asked:
             built.events.add("reduced_precision", info.backend,
                              f"partition {info.index} on {info.backend!r} computes in {got} (precision={asked!r} "
                              f"asked): its float results carry {got} rounding, not fp32's", info.nodes, level=INFO)
+        elif asked in ("fp32", "auto"):
+            built.events.add("reduced_precision", info.backend,
+                             f"partition {info.index} on {info.backend!r} computes in {got} although "
+                             f"precision={asked!r} was asked: its device has no fp32; its float results carry {got} "
+                             "rounding (leave the backend out, or ask for it knowingly with precision='fp16')",
+                             info.nodes)
 
 
 def report_declared_outputs(graph: Graph, events: EventLog) -> None:

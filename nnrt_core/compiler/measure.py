@@ -61,7 +61,7 @@ AUTO = AUTO_SCHEDULER
 MEASURE_ENV = "NNRT_MEASURE"
 #: a split plan wins only when its median is below this fraction of the best whole-model plan's
 SPLIT_MARGIN = 0.97
-MIN_ROUNDS, MAX_ROUNDS, RUNS_PER_BLOCK = 3, 25, 2
+MIN_ROUNDS, MAX_ROUNDS, RUNS_PER_BLOCK = 2, 25, 2
 #: a plan whose fastest run is this many times the best plan's median is timed no further
 DROP_FACTOR = 1.5
 #: the timing budget: this fraction of the candidates' build time, within these bounds (seconds)
@@ -153,6 +153,10 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
     built: list[tuple[PlanCandidate, CompiledModel | None, str | None]] = []
     t0 = time.perf_counter()
     for cand in candidates:
+        same = _split_placed_as(cand, built)
+        if same is not None:  # its first engine took every node alone: the split is that plan, not built again
+            built.append((cand, None, f"placed exactly as {same!r}: not built again"))
+            continue
         sub = config.replace(backends=tuple(cand.backends), scheduler=cand.scheduler,
                              precision=cand.precision or config.precision)
         sub_selection = _sub_selection(selection, cand, sub)
@@ -199,6 +203,21 @@ def _reduced_precisions(backend: Backend, config: ScheduleConfig) -> list[str]:
     except NnrtError:
         return []
     return [p for p in device.precisions if p in ("fp16", "bf16", "int8")]
+
+
+def _split_placed_as(cand: PlanCandidate, built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]]
+                     ) -> str | None:
+    """The label of a built whole-model plan a priority split would repeat:
+    one of the split's first engine, in the same precision, that put every
+    node on that engine (priority then gives every node to it too)."""
+    if not cand.split or cand.scheduler != "priority" or not cand.backends:
+        return None
+    first = cand.backends[0]
+    for c, model, _ in built:
+        if (model is not None and not c.split and c.backends == (first,) and c.precision == cand.precision
+                and model.partitions and all(p.backend == first for p in model.partitions)):
+            return c.label
+    return None
 
 
 def _without_duplicates(built: list[tuple[PlanCandidate, CompiledModel | None, str | None]]
