@@ -137,7 +137,10 @@ def test_fallbacks_are_in_the_legend_and_outlined():
     assert "fallback events: 1 node_fallback" in svg and "c · 1.0 KB" in svg
     outline = {b.getAttribute("data-partition"): b.getElementsByTagName("rect")[0].getAttribute("stroke")
                for b in _groups(xml.dom.minidom.parseString(svg), "partition")}
-    assert outline == {"0": "#333", "1": "#d62728", "2": "#333"}
+    # the NPU partitions carry a warning too: the chip computes in fp16 though fp32 was asked (reduced_precision)
+    assert outline == {"0": "#d62728", "1": "#d62728", "2": "#d62728"} and "reduced_precision" in svg
+    fp16 = Session(_conv_lrn(1), ScheduleConfig(backends=["npu_emu"], precision="fp16"))
+    assert not [e for e in fp16.events if e.kind == "reduced_precision" and "although" in e.message]
 
 
 def test_dynamic_sizes_are_question_marks_and_compiled_files_draw_from_partitions(tmp_path):
