@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["integer_range", "spec_defined", "undefined_elements"]
+__all__ = ["as_array", "assert_same", "integer_range", "spec_defined", "spec_undefined_cases", "undefined_elements"]
 
 _CASTS = {"Cast", "CastLike"}
 
@@ -117,3 +117,38 @@ def spec_undefined_cases() -> dict[str, str]:
     return {f"{case.name}_cpu": ("float -> integer Cast out of range is undefined by the spec; the generated "
                                   "expectation follows the generator's ml_dtypes (checked on spec_defined data)")
             for case in cases if case.kind == "node" and case.data_sets and _rewrite(case)[1]}
+
+
+def as_array(x: Any) -> Any:
+    """A case's value as numpy (TensorProto, numpy scalar, or a list of them for sequences)."""
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(x, TensorProto):
+        return numpy_helper.to_array(x)
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if isinstance(x, list):
+        return [as_array(e) for e in x]
+    return x
+
+
+def assert_same(want: Any, got: Any, rtol: float, atol: float) -> None:
+    """A backend's output against a case's expected one: sequences element by
+    element, strings exactly, dtypes equal, ml_dtypes values compared as float32."""
+    if isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want)
+        for w, g in zip(want, got):
+            assert_same(w, g, rtol, atol)
+        return
+    if want is None:
+        assert got is None
+        return
+    want, got = np.asarray(want), np.asarray(got)
+    assert got.shape == want.shape
+    if want.dtype.kind in "OUS":
+        assert got.dtype.kind in "OUS" and (got == want).all()
+        return
+    assert got.dtype == want.dtype
+    if want.dtype.kind not in "biufc":  # ml_dtypes (bfloat16, float8, int4...)
+        want, got = want.astype(np.float32), got.astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)

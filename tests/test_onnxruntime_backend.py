@@ -33,7 +33,7 @@ from nnrt_core.registry import Registry  # noqa: E402
 from nnrt_onnxruntime.backend import OnnxRuntimeBackend  # noqa: E402
 from nnrt_onnxruntime.capability import CACHE_FORMAT, CapabilityCache, default_cache_path, node_signature  # noqa: E402
 from nnrt_onnxruntime.export import export_partition, max_ir_version  # noqa: E402
-from conformance_data import spec_defined  # noqa: E402
+from conformance_data import as_array, assert_same, spec_defined  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ORT_ONLY = ScheduleConfig(backends=["onnxruntime"], backup=None)
@@ -486,36 +486,6 @@ def _conformance_sample() -> list:
     return cases[::12]  # a deterministic ~1/12 sample (the full run is a few minutes)
 
 
-def _as_array(x: Any) -> Any:
-    if isinstance(x, onnx.TensorProto):
-        return numpy_helper.to_array(x)
-    if isinstance(x, np.generic):
-        return np.asarray(x)
-    if isinstance(x, list):
-        return [_as_array(e) for e in x]
-    return x
-
-
-def _assert_same(want: Any, got: Any, rtol: float, atol: float) -> None:
-    if isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want)
-        for w, g in zip(want, got):
-            _assert_same(w, g, rtol, atol)
-        return
-    if want is None:
-        assert got is None
-        return
-    want, got = np.asarray(want), np.asarray(got)
-    assert got.shape == want.shape
-    if want.dtype.kind in "OUS":
-        assert got.dtype.kind in "OUS" and (got == want).all()
-        return
-    assert got.dtype == want.dtype
-    if want.dtype.kind not in "biufc":  # ml_dtypes (bfloat16, float8, int4...)
-        want, got = want.astype(np.float32), got.astype(np.float32)
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-
-
 _CASES = _conformance_sample()
 
 
@@ -529,6 +499,6 @@ def test_node_conformance_claimed_nodes_pass(case):
     in_names = [i.name for i in case.model.graph.input if i.name not in inits]
     out_names = [o.name for o in case.model.graph.output]
     for inputs, outputs in spec_defined(case):  # float -> int out of range is undefined by the spec
-        got = sess.run(dict(zip(in_names, [_as_array(x) for x in inputs])))
+        got = sess.run(dict(zip(in_names, [as_array(x) for x in inputs])))
         for name, want in zip(out_names, outputs):
-            _assert_same(_as_array(want), got[name], case.rtol, case.atol)
+            assert_same(as_array(want), got[name], case.rtol, case.atol)
