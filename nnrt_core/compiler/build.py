@@ -14,6 +14,7 @@ from nnrt_core.compiler.optimize import optimize
 from nnrt_core.compiler.place import place_and_compile
 from nnrt_core.compiler.timing import BuildTimes, stage
 from nnrt_core.compiler.budget import build_budget, check_static_sizes
+from nnrt_core.backend.base import describe_partition
 from nnrt_core.backend.warming import prepare_build, warm_up_partition
 from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
@@ -115,11 +116,14 @@ def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: Ba
         report_declared_outputs(graph, events)
     with stage("select"):
         scheduler = _scheduler(registry, resolve_scheduler(config, selection))
-        measuring = (len(scheduler.candidate_plans([b.name for b in engines_of(selection)])) > 1
-                     or config.precision == AUTO)
-    if measuring:  # compile the scheduler's candidate plans, time them, keep the fastest
+        engines = [b.name for b in engines_of(selection)]
+        candidates = scheduler.candidate_plans(engines)
+        if config.precision == AUTO and not candidates:
+            raise ConfigError(f"precision='auto' needs a scheduler that measures; {scheduler.name!r} offered no "
+                              f"plan to measure for backends {engines}")
+    if len(candidates) > 1 or (candidates and config.precision == AUTO):  # time the plans, keep the fastest
         with stage("measure"):
-            return build_measured(graph, config, selection, events, scheduler,
+            return build_measured(graph, config, selection, events, candidates,
                                   lambda name: _scheduler(registry, name),
                                   lambda g, c, s, e, sch: _build_graph(registry, g, c, s, e, sch))
     return _build_graph(registry, graph, config, selection, events, scheduler)
@@ -148,8 +152,8 @@ def _note_precision(built: CompiledModel) -> None:
     tells where results are not fp32, and a device that computes in less than
     the config asked (an fp16-only chip given ``precision="fp32"``) is a warning."""
     asked = built.config.precision
-    for info in built.partition_infos():
-        got = info.details.get("precision")
+    for info, step in zip(built.partitions, built.steps):  # describe() only: the estimates stay deferred
+        got = describe_partition(step.compiled).get("precision")
         if got not in ("fp16", "bf16"):
             continue
         if got == asked:

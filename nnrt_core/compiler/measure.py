@@ -128,14 +128,10 @@ def _feed_bytes(graph: Graph) -> int:
 
 
 def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelection, events: EventLog,
-                   scheduler: Scheduler, registry_scheduler: Callable[[str], Scheduler],
+                   candidates: Sequence[PlanCandidate], registry_scheduler: Callable[[str], Scheduler],
                    build_plan: BuildPlan) -> CompiledModel:
-    """Build ``scheduler``'s candidate plans of ``graph``, time them and
-    return the fastest (see the module docstring)."""
-    engines = [b.name for b in engines_of(selection)]
-    candidates = scheduler.candidate_plans(engines)
-    if not candidates:
-        raise ConfigError(f"scheduler {scheduler.name!r} offered no plan to measure for backends {engines}")
+    """Build the scheduler's ``candidates`` (``Scheduler.candidate_plans``, at
+    least one) of ``graph``, time them and return the fastest (see the module docstring)."""
     if config.precision == AUTO:
         candidates = with_precisions(candidates, config, selection, graph)
     size = _feed_bytes(graph)
