@@ -48,7 +48,8 @@ thread every ``fork`` and the exit wait for).
 **Build-time facts**: :func:`remember` / :func:`recall` (per-node facts a
 backend computed in ``capability`` and reuses in ``compile``).
 
-**Storage**: :func:`write_atomic` (a file written whole or not at all),
+**Storage**: :func:`write_atomic` (a file written whole or not at all), :func:`user_cache_file`
+(a per-user cache file under `$NNRT_CACHE_DIR`, e.g. capability probes),
 :mod:`checksum` (digests of stored blobs), :func:`encode` /
 :func:`looks_like_session_file` (session files).
 
@@ -98,7 +99,7 @@ if TYPE_CHECKING:  # the names below are imported on first use, see _LAZY
     from nnrt_core.runtime.memory_plan import ALIGN, Buffer, align, live_peak_bytes, lower_bound, plan_offsets
     from nnrt_core.runtime.thread_budget import CORES, thread_budget
     from nnrt_core.storage import checksum
-    from nnrt_core.storage.files import write_atomic
+    from nnrt_core.storage.files import user_cache_file, write_atomic
     from nnrt_core.storage.session_file import encode, looks_like_session_file
 
 #: public name -> the module that defines it
@@ -121,7 +122,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["prefault_heap", "prefault_heap_async", "tune_allocator"], "nnrt_core.runtime.heap"),
     **dict.fromkeys(["CORES", "thread_budget"], "nnrt_core.runtime.thread_budget"),
     "background": "nnrt_core.background",
-    "write_atomic": "nnrt_core.storage.files",
+    **dict.fromkeys(["user_cache_file", "write_atomic"], "nnrt_core.storage.files"),
     "checksum": "nnrt_core.storage.checksum",
     **dict.fromkeys(["encode", "looks_like_session_file"], "nnrt_core.storage.session_file"),
     "ExternalWeights": "nnrt_core.frontends.onnx.external_weights",

@@ -7,7 +7,24 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["remove_stale_temporaries", "write_atomic"]
+__all__ = ["remove_stale_temporaries", "user_cache_file", "write_atomic"]
+
+#: the folder of nnrt's per-user caches (capability probes of the backends); unset:
+#: ``$XDG_CACHE_HOME/nnrt``, else ``~/.cache/nnrt``
+ENV_CACHE_DIR = "NNRT_CACHE_DIR"
+
+
+def user_cache_file(prefix: str, version: str) -> Path:
+    """``<cache folder>/<prefix>-<version>.json`` (the version made file-name safe):
+    the folder is ``$NNRT_CACHE_DIR``, else ``$XDG_CACHE_HOME/nnrt``, else ``~/.cache/nnrt``."""
+    base = os.environ.get(ENV_CACHE_DIR)
+    if base:
+        root = Path(base)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        root = (Path(xdg) if xdg else Path.home() / ".cache") / "nnrt"
+    safe = "".join(c if c.isalnum() or c in ".-_+" else "_" for c in version)
+    return root / f"{prefix}-{safe}.json"
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> Path:

@@ -20,7 +20,6 @@ rewritten) when unreadable or written by another onnxruntime version.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from pathlib import Path
@@ -32,7 +31,7 @@ import xxhash
 from nnrt_core.plugin_api import graph_to_onnx
 from nnrt_core.ir import AttrKind, Node, OptionalType, SequenceType, TensorType, ValueType
 from nnrt_core.plugin_api import get_logger
-from nnrt_core.plugin_api import write_atomic
+from nnrt_core.plugin_api import user_cache_file, write_atomic
 
 from nnrt_onnxruntime.export import UntypedInputError, build_probe_model, quiet_session_options
 
@@ -50,19 +49,11 @@ __all__ = [
 log = get_logger("nnrt.onnxruntime")
 
 CACHE_FORMAT = 2  # 2: node signatures hashed with XXH3-128 (was sha1)
-ENV_CACHE_DIR = "NNRT_CACHE_DIR"
 
 
 def default_cache_path(ort_version: str) -> Path:
-    """``$NNRT_CACHE_DIR`` (or ``~/.cache/nnrt``) / ``ort_capability-<ver>.json``."""
-    base = os.environ.get(ENV_CACHE_DIR)
-    if base:
-        root = Path(base)
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        root = (Path(xdg) if xdg else Path.home() / ".cache") / "nnrt"
-    safe = "".join(c if c.isalnum() or c in ".-_+" else "_" for c in ort_version)
-    return root / f"ort_capability-{safe}.json"
+    """``$NNRT_CACHE_DIR`` (or ``$XDG_CACHE_HOME/nnrt``, ``~/.cache/nnrt``) / ``ort_capability-<ver>.json``."""
+    return user_cache_file("ort_capability", ort_version)
 
 
 def first_line(e: BaseException | str) -> str:

@@ -8,12 +8,13 @@ from nnrt_core.errors import CompileError, ConfigError, ExecutionError, NnrtErro
 from nnrt_core.ir import AttrKind, DataType, Graph, Node, OptionalType, SequenceType, TensorType, Value
 from nnrt_core.ir.clone import clone_node
 from nnrt_core.plugin_api import (Backend, Capability, CompiledPartition, CompileOptions, DeviceInfo, RunControl,
-                                  current_control, get_logger, hookimpl, to_onnx, write_atomic)
+                                  current_control, get_logger, hookimpl, to_onnx, user_cache_file,
+                                  write_atomic)
 
 __all__ = [
     "Backend", "Capability", "CompiledPartition", "CompileOptions", "DeviceInfo",
     "CompileError", "ConfigError", "ExecutionError", "NnrtError",
     "to_onnx", "hookimpl",
     "AttrKind", "DataType", "Graph", "Node", "OptionalType", "SequenceType", "TensorType", "Value", "clone_node",
-    "get_logger", "RunControl", "current_control", "write_atomic",
+    "get_logger", "RunControl", "current_control", "user_cache_file", "write_atomic",
 ]

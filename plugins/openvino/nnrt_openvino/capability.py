@@ -17,12 +17,11 @@ atomically, merged with what other processes wrote, ignored when unreadable.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
-from nnrt_openvino._core import Node, get_logger, write_atomic
+from nnrt_openvino._core import Node, get_logger, user_cache_file, write_atomic
 from nnrt_openvino.probe import UntypedInputError, has_static_dims, node_signature, probe_model
 
 __all__ = ["CACHE_FORMAT", "default_cache_path", "first_line", "CapabilityCache", "Prober"]
@@ -33,14 +32,7 @@ CACHE_FORMAT = 1
 
 def default_cache_path(version: str) -> Path:
     """``$NNRT_CACHE_DIR`` (or ``$XDG_CACHE_HOME/nnrt``, ``~/.cache/nnrt``) / ``ov_capability-<ver>.json``."""
-    base = os.environ.get("NNRT_CACHE_DIR")
-    if base:
-        root = Path(base)
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        root = (Path(xdg) if xdg else Path.home() / ".cache") / "nnrt"
-    safe = "".join(c if c.isalnum() or c in ".-_+" else "_" for c in version)
-    return root / f"ov_capability-{safe}.json"
+    return user_cache_file("ov_capability", version)
 
 
 def first_line(e: BaseException | str) -> str:
