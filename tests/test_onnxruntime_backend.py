@@ -33,6 +33,7 @@ from nnrt_core.registry import Registry  # noqa: E402
 from nnrt_onnxruntime.backend import OnnxRuntimeBackend  # noqa: E402
 from nnrt_onnxruntime.capability import CACHE_FORMAT, CapabilityCache, default_cache_path, node_signature  # noqa: E402
 from nnrt_onnxruntime.export import export_partition, max_ir_version  # noqa: E402
+from onnx_models import chain_model, make_model, vi  # noqa: E402
 from conformance_data import as_array, assert_same, spec_defined  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -40,26 +41,6 @@ ORT_ONLY = ScheduleConfig(backends=["onnxruntime"], backup=None)
 
 
 # ------------------------------------------------------------------ helpers
-def make_model(nodes, inputs, outputs, opset: int = 17, inits=()) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
-
-
-def vi(name: str, elem: int = TensorProto.FLOAT, shape=(2, 3)):
-    return helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None)
-
-
-def chain_model() -> onnx.ModelProto:
-    """a -> Add(a, a)=x -> Relu=r -> Mul(x, r)=y"""
-    return make_model(
-        [helper.make_node("Add", ["a", "a"], ["x"], name="add"),
-         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-         helper.make_node("Mul", ["x", "r"], ["y"], name="mul")],
-        [vi("a")], [vi("y")])
-
-
 def ort_backend() -> OnnxRuntimeBackend:
     reg = Registry()
     rec = reg.backend("onnxruntime")

@@ -34,6 +34,7 @@ from nnrt_core.errors import (CompileError, ConfigError, RunCancelledError, RunT
                               UnsupportedNodeError)
 from nnrt_core.registry import Registry  # noqa: E402
 from nnrt_core.control import RunControl  # noqa: E402
+from onnx_models import chain_model, make_model, vi  # noqa: E402
 from conformance_data import as_array, assert_same, spec_defined  # noqa: E402
 from nnrt_openvino import runtime  # noqa: E402
 from nnrt_openvino.backend import OpenVinoBackend  # noqa: E402
@@ -47,26 +48,6 @@ NO_CACHE = {"capability_cache": False}
 
 
 # ------------------------------------------------------------------ helpers
-def make_model(nodes, inputs, outputs, opset: int = 17, inits=()) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
-
-
-def vi(name: str, elem: int = TensorProto.FLOAT, shape=(2, 3)):
-    return helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None)
-
-
-def chain_model() -> onnx.ModelProto:
-    """a -> Add(a, a)=x -> Relu=r -> Mul(x, r)=y"""
-    return make_model(
-        [helper.make_node("Add", ["a", "a"], ["x"], name="add"),
-         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-         helper.make_node("Mul", ["x", "r"], ["y"], name="mul")],
-        [vi("a")], [vi("y")])
-
-
 def backend() -> OpenVinoBackend:
     rec = Registry().backend("openvino")
     assert rec.available, rec.reason
