@@ -232,7 +232,7 @@ def test_deadline_from_the_timeout_parameter(client):
 
 
 def test_a_full_queue_answers_503_and_the_rest_succeed(client):
-    """16 requests at once at a model that takes tens of ms a run, one instance, a queue of 2:
+    """16 requests at once at a model that takes ~0.1 s a run, one instance, a queue of 2:
     every answer is a result or a 503 naming the full queue, and the queue fills."""
     x = {"x": RS.rand(64, 1024).astype(np.float32)}
     pending = [client.async_infer("slow", triton_inputs(x)) for _ in range(16)]
