@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from nnrt_core.backend.warming import prepare_thread_budget
-from nnrt_core.compiler import CompiledModel, EventLog, PartitionInfo, compile_model, load_model
+from nnrt_core.compiler import CompiledModel, EventLog, PartitionInfo, compile_model
 from nnrt_core.compiler.image import to_image
 from nnrt_core.compiler.specialize import Specializations, check_shapes, free_inputs, wants_specialization
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError, InputError, SessionFileError
 from nnrt_core.ir import Graph
-from nnrt_core.placement import PlacementEvent
+from nnrt_core.placement.context import PlacementEvent
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.control import RunControl, for_run
 from nnrt_core.runtime.executor import Executor, StepObserver
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # streams (concurrent.futures, logging): imported by the asyn
     from nnrt_core.runtime.streams import RunFuture, RunPool, Stream
     from nnrt_core.profiling.profiler import Trace
 
-__all__ = ["Session", "TensorInfo", "PartitionInfo", "load_model"]
+__all__ = ["Session", "TensorInfo", "PartitionInfo"]
 
 
 def _from_plan(name: str, doc: str) -> property:

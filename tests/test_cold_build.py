@@ -307,7 +307,7 @@ def test_a_build_pauses_the_collector_and_gives_it_back(monkeypatch):
     import gc
 
     from nnrt_core import ScheduleConfig, Session
-    from nnrt_core.compiler import build
+    from nnrt_core.compiler import from_source as build  # the source-model stages
     from nnrt_core.errors import NnrtError
 
     seen = []

@@ -38,7 +38,7 @@ def split(data: bytes) -> tuple[dict, bytes]:
 def join(head: Any, payload: bytes, head_bytes: bytes | None = None) -> bytes:
     """A file of ``head`` (or the raw ``head_bytes``) over ``payload``, its header checksum recomputed."""
     hb = head_bytes if head_bytes is not None else json.dumps(head).encode()
-    return FIXED.pack(session_file.MAGIC, session_file.FORMAT_VERSION, 0, len(hb), hashlib.sha256(hb).digest()) \
+    return FIXED.pack(session_file.MAGIC, session_file.FORMAT_VERSION, 0, len(hb), session_file.header_digest(hb)) \
         + hb + payload
 
 

@@ -338,6 +338,43 @@ def _as_format_1(data: bytes) -> bytes:
     return fixed.pack(session_file.MAGIC, 1, 0, len(hb), hashlib.sha256(hb).digest()) + hb + payload
 
 
+def test_format_2_files_with_a_sha256_header_still_load(tmp_path, x):
+    import hashlib
+
+    sess = Session(small_cnn(), ScheduleConfig(backends=["numpy"]))
+    data = session_file.encode(sess.to_image())
+    fixed = struct.Struct("<8sIIQ32s")
+    magic, version, flags, hlen, hsum = fixed.unpack_from(data)
+    hb = data[fixed.size:fixed.size + hlen]
+    assert version == 3 and hsum == __import__("xxhash").xxh3_128(hb).digest().ljust(32, b"\0")
+    old = fixed.pack(magic, 2, flags, hlen, hashlib.sha256(hb).digest()) + data[fixed.size:]
+    assert Session(old).run(x)["y"].tobytes() == sess.run(x)["y"].tobytes()
+    # the version decides the header checksum: an xxh3 header under format 2 is corruption
+    with pytest.raises(SessionFileError, match="header checksum mismatch"):
+        session_file.decode(fixed.pack(magic, 2, flags, hlen, hsum) + data[fixed.size:])
+    flipped = bytearray(data)
+    flipped[fixed.size + 5] ^= 0x01
+    with pytest.raises(SessionFileError, match="header checksum mismatch"):
+        session_file.decode(bytes(flipped))
+
+
+def test_reading_a_session_file_imports_no_openssl_and_no_build_stages(tmp_path):
+    """The deployment path: a compiled file loads without hashlib (sha256), the
+    frontends or the build stages of a source model (time to first inference)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.nnrt"  # ORT partitions (a NumPy partition's nodes are checked against onnx's schemas)
+    Session(small_cnn(), ScheduleConfig(backends=["onnxruntime"])).save(path)
+    code = ("import sys, numpy as np; from nnrt_core import Session; s = Session(sys.argv[1]); "
+            "s.run({'x': np.zeros((1, 3, 8, 8), np.float32)}); "
+            "print(' '.join(m for m in ('hashlib', 'tempfile', 'statistics', 'onnx', 'nnrt_core.frontends.onnx.load', "
+            "'nnrt_core.compiler.from_source', 'nnrt_core.compiler.measure', 'nnrt_core.passes.manager') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == []
+
+
 def test_format_1_files_with_sha256_entries_still_load(tmp_path, x):
     sess = Session(small_cnn(), ScheduleConfig(backends=["numpy"]))
     old = tmp_path / "old.nnrt"
@@ -357,9 +394,8 @@ def test_entry_without_checksum_is_refused():
     _, _, _, hlen, _ = fixed.unpack_from(data)
     head = json.loads(data[fixed.size:fixed.size + hlen])
     del head["entries"][0]["xxh3_128"]
-    import hashlib
     hb = json.dumps(head).encode()
-    bad = fixed.pack(session_file.MAGIC, session_file.FORMAT_VERSION, 0, len(hb), hashlib.sha256(hb).digest())
+    bad = fixed.pack(session_file.MAGIC, session_file.FORMAT_VERSION, 0, len(hb), session_file.header_digest(hb))
     with pytest.raises(SessionFileError, match=r"field .entries\[0\]. has no checksum"):
         session_file.decode(bad + hb + data[fixed.size + hlen:])
 

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnrt_numpy.backend  # noqa: F401  (registers the kernels)
-from nnrt_core.session import load_model
+from nnrt_core import load_model
 from nnrt_numpy import fusion, parallel
 from nnrt_numpy.program import GraphProgram
 

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from nnrt_core import ScheduleConfig, Session
-from nnrt_core.session import load_model
+from nnrt_core import load_model
 import nnrt_numpy.backend  # noqa: F401  (registers the kernels)
 from nnrt_numpy.program import GraphProgram
 

@@ -6,7 +6,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from nnrt_core.session import load_model
+from nnrt_core import load_model
 import nnrt_numpy.backend  # noqa: F401  (registers the kernels)
 from nnrt_numpy.program import GraphProgram
 

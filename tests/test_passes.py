@@ -27,7 +27,7 @@ from nnrt_core.passes import (
     fold_constants,
 )
 from nnrt_core.registry import default_registry
-from nnrt_core.session import load_model
+from nnrt_core import load_model
 
 
 def weight_model():

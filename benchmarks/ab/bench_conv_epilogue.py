@@ -22,7 +22,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 import nnrt_numpy.backend  # noqa: F401  (registers the kernels)
-from nnrt_core.session import load_model
+from nnrt_core import load_model
 from nnrt_numpy import parallel
 from nnrt_numpy.ops.nn.conv import Conv
 from nnrt_numpy.program import GraphProgram

@@ -4,30 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nnrt_core.compiler.backends import BackendSelection, host_evaluator, select_backends
-from nnrt_core.compiler.explain import explain
 from nnrt_core.compiler.image import from_image, stored_config, to_image
-from nnrt_core.compiler.load import load_model
-from nnrt_core.compiler.measure import AUTO, build_measured, engines_of, resolve_scheduler
 from nnrt_core.compiler.model import CompiledModel, EventLog
-from nnrt_core.compiler.optimize import optimize
-from nnrt_core.compiler.place import place_and_compile
 from nnrt_core.compiler.timing import BuildTimes, stage
-from nnrt_core.compiler.budget import build_budget, check_static_sizes
-from nnrt_core.backend.base import describe_partition
 from nnrt_core.backend.warming import prepare_build, warm_up_partition
-from nnrt_core.config import RUNTIME_OPTIONS, ScheduleConfig
-from nnrt_core.errors import ConfigError, NnrtError, PluginError, SessionFileError
+from nnrt_core.config import AUTO_SCHEDULER as AUTO, RUNTIME_OPTIONS, ScheduleConfig
+from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
 from nnrt_core.gc_pause import paused_gc
-from nnrt_core.logs import INFO, get_logger
+from nnrt_core.logs import get_logger
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.runtime.heap import wait_for_prefault
-from nnrt_core.ir import Graph
-from nnrt_core.placement import Scheduler
 from nnrt_core.storage.session_file import decode, looks_like_session_file, read_session_file
-from nnrt_core.storage.weights import share_graph_weights
 
-if TYPE_CHECKING:  # imported when a session has a cache folder (``_open_cache``)
+if TYPE_CHECKING:  # imported when a session has a cache folder (``_open_cache``) or a source model
+    from nnrt_core.compiler.backends import BackendSelection
     from nnrt_core.storage.model_cache import ModelCache
 
 __all__ = ["compile_model", "load_compiled"]
@@ -68,6 +58,9 @@ def _compile_timed(model: Any, config: ScheduleConfig | None, registry: Registry
     if offline:  # an offline model from ``nnrt compile`` / ``Session.save``
         with stage("load"):
             return load_compiled(model, config, registry)
+    from nnrt_core.compiler.backends import select_backends  # the source-model stages: not for session files
+    from nnrt_core.compiler.from_source import build_from_source
+
     config = config if config is not None else ScheduleConfig()
     events = EventLog()
     with stage("select"):
@@ -81,7 +74,7 @@ def _compile_timed(model: Any, config: ScheduleConfig | None, registry: Registry
             cached, why = _load_cached(cache, key, config, registry)
             if cached is not None:
                 return cached
-    built = _build(model, config, registry, selection, events)
+    built = build_from_source(model, config, registry, selection, events)
     if cache is not None and why.startswith("newer"):  # not ours to overwrite
         built.events.add("cache_disabled", "-", f"model cache entry {str(cache.path(key))!r} not used and left "
                          f"as it is ({why}); the session was built without the cache")
@@ -106,90 +99,6 @@ def load_compiled(source: Any, config: ScheduleConfig | None, registry: Registry
     if config is None:
         config = stored_config(image)
     return from_image(image, config, registry)
-
-
-def _build(model: Any, config: ScheduleConfig, registry: Registry, selection: BackendSelection,
-           events: EventLog) -> CompiledModel:
-    with stage("load"):
-        graph = load_model(model, config.input_shapes, registry.tflite_custom_ops).graph
-        graph.topological_sort()
-        report_declared_outputs(graph, events)
-    with stage("select"):
-        scheduler = _scheduler(registry, resolve_scheduler(config, selection))
-        engines = [b.name for b in engines_of(selection)]
-        candidates = scheduler.candidate_plans(engines)
-        if config.precision == AUTO and not candidates:
-            raise ConfigError(f"precision='auto' needs a scheduler that measures; {scheduler.name!r} offered no "
-                              f"plan to measure for backends {engines}")
-    if len(candidates) > 1 or (candidates and config.precision == AUTO):  # time the plans, keep the fastest
-        with stage("measure"):
-            return build_measured(graph, config, selection, events, candidates,
-                                  lambda name: _scheduler(registry, name),
-                                  lambda g, c, s, e, sch: _build_graph(registry, g, c, s, e, sch))
-    return _build_graph(registry, graph, config, selection, events, scheduler)
-
-
-def _build_graph(registry: Registry, graph: Any, config: ScheduleConfig, selection: BackendSelection,
-                 events: EventLog, scheduler: Scheduler) -> CompiledModel:
-    """Stages 2-6 on a loaded graph: optimize, place and compile, explain."""
-    with stage("optimize"), build_budget(config.max_tensor_bytes):  # folding allocates under the session's budget
-        pass_report = optimize(graph, config, selection.candidates, host_evaluator(selection, registry),
-                               selection.options)
-        check_static_sizes(graph, config.max_tensor_bytes)
-        sharing = share_graph_weights(graph)  # one copy of the (folded) weights per process
-    with stage("place"):
-        placement = place_and_compile(graph, config, selection, scheduler, events)
-    with stage("explain"):
-        built = explain(graph, config, selection, scheduler, placement, events, pass_report, sharing)
-        if any(st.backend.emulated or "precision" in st.backend.supported_options for st in built.steps):
-            _note_precision(built)
-        return built
-
-
-def _note_precision(built: CompiledModel) -> None:
-    """A ``reduced_precision`` event per partition that computes floats in
-    fp16/bf16 (its backend's ``describe()`` says so): the placement report
-    tells where results are not fp32, and a device that computes in less than
-    the config asked (an fp16-only chip given ``precision="fp32"``) is a warning."""
-    asked = built.config.precision
-    for info, step in zip(built.partitions, built.steps):  # describe() only: the estimates stay deferred
-        got = describe_partition(step.compiled).get("precision")
-        if got not in ("fp16", "bf16"):
-            continue
-        if got == asked:
-            built.events.add("reduced_precision", info.backend,
-                             f"partition {info.index} on {info.backend!r} computes in {got} (precision={asked!r} "
-                             f"asked): its float results carry {got} rounding, not fp32's", info.nodes, level=INFO)
-        elif asked in ("fp32", "auto"):
-            built.events.add("reduced_precision", info.backend,
-                             f"partition {info.index} on {info.backend!r} computes in {got} although "
-                             f"precision={asked!r} was asked: its device has no fp32; its float results carry {got} "
-                             "rounding (leave the backend out, or ask for it knowingly with precision='fp16')",
-                             info.nodes)
-
-
-def report_declared_outputs(graph: Graph, events: EventLog) -> None:
-    """A ``declared_shape_corrected`` event per graph output whose declared
-    shape the frontend corrected to the computed one (``Graph.declared_outputs``)."""
-    for name, d in graph.declared_outputs.items():
-        if d.corrected:
-            producer = next((v.producer.name for v in graph.outputs if v.name == name and v.producer), None)
-            events.add("declared_shape_corrected", "-",
-                       f"graph output {name!r}: the model declares {d.declared} but its graph computes {d.computed}; "
-                       "the computed shape is used (ONNX Runtime merges such declarations leniently too)",
-                       [producer] if producer else [])
-
-
-def _scheduler(registry: Registry, name: str) -> Scheduler:
-    """An instance of scheduler ``name``; :class:`PluginError` when the plugin's class fails."""
-    cls = registry.scheduler(name).cls
-    try:
-        scheduler = cls()
-    except (Exception, SystemExit) as e:
-        raise PluginError(f"scheduler {name!r} failed to initialize: {type(e).__name__}: {e}") from e
-    if not isinstance(scheduler, Scheduler):
-        raise PluginError(f"scheduler {name!r} is a {type(scheduler).__name__}, not a nnrt_core.placement.Scheduler")
-    return scheduler
 
 
 # ------------------------------------------------------------------ the cache

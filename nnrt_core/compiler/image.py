@@ -8,8 +8,8 @@ from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
 from nnrt_core.ir import Graph, Value
-from nnrt_core.passes import PassReport
-from nnrt_core.placement import NodePlacement, PlacementEvent
+from nnrt_core.passes.report import PassReport
+from nnrt_core.placement.context import NodePlacement, PlacementEvent
 from nnrt_core.registry import Registry
 from nnrt_core.runtime.executor import ExecutionStep
 from nnrt_core.storage.session_file import PartitionRecord, SessionImage

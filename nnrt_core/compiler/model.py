@@ -4,7 +4,7 @@ it) and :class:`EventLog` (visible fallbacks and warnings of a build)."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -12,12 +12,15 @@ from nnrt_core.backend.base import Backend, CompiledPartition, describe_partitio
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.ir import Graph
 from nnrt_core.logs import WARNING, get_logger
-from nnrt_core.passes import PassReport
-from nnrt_core.placement import NodePlacement, PlacementEvent, Scheduler
+from nnrt_core.passes.report import PassReport
+from nnrt_core.placement.context import NodePlacement, PlacementEvent
 from nnrt_core.record import FrozenRecord
 from nnrt_core.runtime.executor import ExecutionStep
 from nnrt_core.compiler.memory_plans import MemoryPlans
 from nnrt_core.storage.weights import SharingReport
+
+if TYPE_CHECKING:  # the scheduler that placed a build (a loaded session file has none)
+    from nnrt_core.placement.scheduler import Scheduler
 
 __all__ = ["CompiledModel", "EventLog", "PartitionInfo"]
 

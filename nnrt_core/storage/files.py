@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +29,8 @@ def user_cache_file(prefix: str, version: str) -> Path:
 def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a unique temporary file and an
     atomic rename, so readers never see a half-written file."""
+    import tempfile  # with shutil, random, bz2, lzma: not for sessions that only read files
+
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:

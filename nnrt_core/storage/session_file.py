@@ -7,13 +7,15 @@ stored in our own format; no pickle, nothing is evaluated::
     version      u32  FORMAT_VERSION
     flags        u32  0
     header_len   u64
-    header_sha   32s  sha256 of the header
+    header_sum   32s  checksum of the header (see header_digest)
     header       JSON (utf-8): session facts and one entry per payload
     payload      the entries' bytes back to back; each entry has its own
                  offset, length and checksum in the header
 
 Format 2 checks entries with XXH3-128 (``"xxh3_128"``), format 1 with sha256
 (``"sha256"``); both are read (see :mod:`nnrt_core.storage.checksum`).
+Format 3 also checks the header with XXH3-128 (zero-padded to 32 bytes;
+formats 1 and 2 carry its sha256), so reading a file needs no OpenSSL.
 
 Partition entries hold ``CompiledPartition.serialize()`` bytes, which the
 backend named in the entry turns back into a partition with
@@ -35,14 +37,23 @@ from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
 from nnrt_core.record import Record
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "NewerFormatError", "PartitionRecord", "SessionImage",
+__all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "header_digest", "NewerFormatError", "PartitionRecord", "SessionImage",
            "encode", "decode", "looks_like_session_file", "read_bytes", "read_session_file", "type_to_json",
            "type_from_json"]
 
 MAGIC = b"NNRTSES\x00"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: the first format whose header checksum is XXH3-128 (sha256 before)
+XXH_HEADER_FORMAT = 3
 _FIXED = struct.Struct("<8sIIQ32s")
 _ENTRY_CHECKSUMS = CHECKSUM_NAMES
+
+
+def header_digest(head: bytes, version: int = FORMAT_VERSION) -> bytes:
+    """The 32-byte header checksum that format ``version`` stores."""
+    if version >= XXH_HEADER_FORMAT:
+        return checksum.digest(head, algorithm="xxh3_128").ljust(32, b"\0")
+    return checksum.ALGORITHMS["sha256"](head).digest()
 
 
 class NewerFormatError(SessionFileError):
@@ -178,7 +189,7 @@ def encode(image: SessionImage) -> bytes:
     import json  # ~1 ms: only when a file is written or read
 
     head = json.dumps(header, separators=(",", ":"), default=str).encode("utf-8")
-    fixed = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, len(head), checksum.ALGORITHMS["sha256"](head).digest())
+    fixed = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, len(head), header_digest(head))
     return b"".join([fixed, head, *chunks])
 
 
@@ -245,7 +256,7 @@ def decode(data: bytes | memoryview, *, what: str = "session file") -> SessionIm
         if bytes(data[:8]) != MAGIC[:len(data[:8])] or not data:
             raise SessionFileError(f"{what} is not an nnrt session file (bad magic)")
         raise SessionFileError(f"{what} is truncated ({len(data)} bytes, the fixed header needs {_FIXED.size})")
-    magic, version, flags, hlen, hsha = _FIXED.unpack_from(data)
+    magic, version, flags, hlen, hsum = _FIXED.unpack_from(data)
     if magic != MAGIC:
         raise SessionFileError(f"{what} is not an nnrt session file (bad magic)")
     if version > FORMAT_VERSION:
@@ -256,7 +267,7 @@ def decode(data: bytes | memoryview, *, what: str = "session file") -> SessionIm
     if hlen > MAX_HEADER_BYTES or _FIXED.size + hlen > len(data):
         raise SessionFileError(f"{what} is truncated or corrupted (header of {hlen} bytes, file of {len(data)})")
     head_bytes = bytes(data[_FIXED.size:_FIXED.size + hlen])
-    if checksum.ALGORITHMS["sha256"](head_bytes).digest() != hsha:
+    if header_digest(head_bytes, version) != hsum:
         raise SessionFileError(f"{what}: header checksum mismatch (the file is corrupted)")
     import json
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import platform
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -97,6 +96,8 @@ def optimize_and_save(create_session: Any, so: Any) -> tuple[Any, OptimizedModel
     """Run ``create_session(so)`` with ORT writing its optimized graph to a
     temporary folder, and return (session, the optimized model or ``None``
     when ORT wrote nothing usable)."""
+    import tempfile  # with shutil, random, bz2, lzma: only builds that store ORT's optimized graph
+
     with tempfile.TemporaryDirectory(prefix="nnrt-ort-") as d:
         so.optimized_model_filepath = os.path.join(d, _OPT_NAME)
         so.add_session_config_entry("session.optimized_model_external_initializers_file_name", _BIN_NAME)
