@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import onnxruntime as ort
@@ -14,16 +14,15 @@ from nnrt_core.plugin_api import ExternalWeights
 from nnrt_core.ir import DataType, Graph, Node
 from nnrt_core.plugin_api import get_logger
 
-from nnrt_onnxruntime.capability import CapabilityCache, Prober
 from nnrt_onnxruntime import warmup
-from nnrt_onnxruntime.crash_guard import crash_risk
-from nnrt_onnxruntime.deviations import known_deviation
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
-from nnrt_onnxruntime.export import export_partition, max_ir_version, relax_static_shapes, wants_precise_kernels
 from nnrt_onnxruntime.offline import PARTITION_WEIGHTS, OptimizedModel, external_arrays, machine_fingerprint
 from nnrt_onnxruntime.partition import OrtPartition, unpack_blob
 from nnrt_onnxruntime.version import __version__
 from nnrt_onnxruntime.providers import device_index, list_devices, normalize_providers, provider_kind
+
+if TYPE_CHECKING:  # capability and export: imported by the methods that place or compile (a session file needs neither)
+    from nnrt_onnxruntime.capability import Prober
 
 __all__ = ["OnnxRuntimeBackend"]
 
@@ -112,6 +111,8 @@ class OnnxRuntimeBackend(Backend):
     def prober(self, options: CompileOptions | None = None) -> Prober:
         """The prober for the cache chosen by ``extra["capability_cache"]``
         (a path, ``False`` for memory only, default: the per-user cache)."""
+        from nnrt_onnxruntime.capability import CapabilityCache, Prober
+
         choice = (options.extra or {}).get("capability_cache") if options is not None else None
         key = None if choice is None else str(choice)
         with self._lock:
@@ -129,6 +130,10 @@ class OnnxRuntimeBackend(Backend):
         return p
 
     def _capability(self, graph: Graph, options: CompileOptions) -> Capability:
+        from nnrt_onnxruntime.crash_guard import crash_risk
+        from nnrt_onnxruntime.deviations import known_deviation
+        from nnrt_onnxruntime.export import wants_precise_kernels
+
         wants_precise_kernels(graph, options.extra)  # a bad value is the user's ConfigError, not a fallback
         prober = self.prober(options)
         deviations = (options.extra or {}).get("known_deviations", True) is not False
@@ -149,6 +154,9 @@ class OnnxRuntimeBackend(Backend):
         return cap
 
     def _supports(self, node: Node, options: CompileOptions) -> str | None:
+        from nnrt_onnxruntime.crash_guard import crash_risk
+        from nnrt_onnxruntime.deviations import known_deviation
+
         reason = crash_risk(node)
         if reason is not None:
             return reason
@@ -174,6 +182,8 @@ class OnnxRuntimeBackend(Backend):
     def _partition(self, graph: Graph, options: CompileOptions, *, relaxed: bool) -> OrtPartition:
         # large initializers stay our arrays: ORT reads them in place (no
         # protobuf copy), and every session of the partition shares them
+        from nnrt_onnxruntime.export import export_partition, relax_static_shapes, wants_precise_kernels
+
         weights = ExternalWeights(PARTITION_WEIGHTS)
         precise = wants_precise_kernels(graph, options.extra)
         proto = export_partition(graph, weights, precise=precise)
@@ -217,6 +227,8 @@ class OnnxRuntimeBackend(Backend):
     @staticmethod
     def max_ir_version() -> int:
         """Highest model IR version the installed onnxruntime accepts."""
+        from nnrt_onnxruntime.export import max_ir_version
+
         return max_ir_version()
 
     # ------------------------------------------------------------- tensors

@@ -34,6 +34,7 @@ from nnrt_core.plugin_api import get_logger
 from nnrt_core.plugin_api import user_cache_file, write_atomic
 
 from nnrt_onnxruntime.export import UntypedInputError, build_probe_model, quiet_session_options
+from nnrt_onnxruntime.messages import first_line
 
 __all__ = [
     "CACHE_FORMAT",
@@ -54,11 +55,6 @@ CACHE_FORMAT = 2  # 2: node signatures hashed with XXH3-128 (was sha1)
 def default_cache_path(ort_version: str) -> Path:
     """``$NNRT_CACHE_DIR`` (or ``$XDG_CACHE_HOME/nnrt``, ``~/.cache/nnrt``) / ``ort_capability-<ver>.json``."""
     return user_cache_file("ort_capability", ort_version)
-
-
-def first_line(e: BaseException | str) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0].strip() if text else type(e).__name__
 
 
 #: compiled on first use (re caches it): only error messages need it

@@ -32,7 +32,7 @@ from nnrt_core.plugin_api import get_logger
 from nnrt_core.plugin_api import RunControl
 from nnrt_core.plugin_api import CORES, thread_budget
 
-from nnrt_onnxruntime.capability import first_line
+from nnrt_onnxruntime.messages import first_line
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
 from nnrt_onnxruntime.offline import (
     PARTITION_WEIGHTS,
