@@ -111,12 +111,19 @@ class ScheduleConfig(FrozenRecord):
         with ``precision="auto"``: the largest ``max|out - fp32 out| /
         max|fp32 out|`` over the outputs a reduced-precision plan may show
         (default 1e-2).
+    machine_specific
+        let backends keep compiled forms that load faster but only on this
+        machine (ONNX Runtime's optimized graph, specific to the CPU's vector
+        width): a session file saved from such a build starts faster and is
+        refused, with the reason, on another machine (``nnrt compile
+        --machine-specific``).  Default ``False``: session files are portable.
+        The model cache always stores such forms (it is keyed by machine).
     """
 
     __slots__ = ("backends", "backup", "scheduler", "num_threads", "precision", "performance_mode", "priority",
                  "optimization_level", "cache_dir", "cache_version", "pins", "backend_options", "devices", "strict",
                  "input_shapes", "specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow",
-                 "precision_tolerance")
+                 "precision_tolerance", "machine_specific")
     backends: tuple[str, ...] | str
     backup: str | None
     scheduler: str
@@ -137,6 +144,7 @@ class ScheduleConfig(FrozenRecord):
     max_tensor_bytes: int | None
     on_overflow: str
     precision_tolerance: float
+    machine_specific: bool
 
     def __init__(self, backends: tuple[str, ...] | str = "auto", backup: str | None = DEFAULT_BACKUP,
                  scheduler: str = AUTO_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
@@ -147,7 +155,7 @@ class ScheduleConfig(FrozenRecord):
                  input_shapes: Mapping[str, tuple[int, ...]] = _NO_ENTRIES, specialize_shapes: str = "auto",
                  max_specializations: int = 8, max_tensor_bytes: int | None = None,
                  on_overflow: str = "fallback",
-                 precision_tolerance: float = DEFAULT_PRECISION_TOLERANCE) -> None:
+                 precision_tolerance: float = DEFAULT_PRECISION_TOLERANCE, machine_specific: bool = False) -> None:
         values = locals()
         for name in self.__slots__:
             object.__setattr__(self, name, values[name])
@@ -183,6 +191,8 @@ class ScheduleConfig(FrozenRecord):
         object.__setattr__(self, "optimization_level", _optimization_level(self.optimization_level))
         if not isinstance(self.num_threads, int) or isinstance(self.num_threads, bool) or not 0 <= self.num_threads <= 1024:
             raise ConfigError(f"num_threads must be an integer in 0..1024 (0 = backend default), got {self.num_threads!r}")
+        if not isinstance(self.machine_specific, bool):
+            raise ConfigError(f"machine_specific must be true or false, got {self.machine_specific!r}")
         if not isinstance(self.cache_version, int) or self.cache_version < 0:
             raise ConfigError(f"cache_version must be a non-negative integer, got {self.cache_version!r}")
         if self.cache_dir is not None:
@@ -260,7 +270,7 @@ class ScheduleConfig(FrozenRecord):
             priority=self.priority,
             device=self.devices.get(backend),
             extra=dict(self.backend_options.get(backend, {})),
-            serializable=self.cache_dir is not None,
+            serializable=self.cache_dir is not None or self.machine_specific,
         )
 
     def requested_options(self) -> set[str]:

@@ -83,8 +83,9 @@ class CompileOptions(FrozenRecord):
     priority: str
     device: str | None  #: device id or name; None = backend default
     extra: Mapping[str, Any]  #: per-backend extension attributes
-    #: the partition will be stored in the model cache: a backend may keep a
-    #: form that loads faster on this machine (e.g. ORT's optimized graph)
+    #: the partition will be stored in the model cache or a machine-specific
+    #: session file (``ScheduleConfig.machine_specific``): a backend may keep a
+    #: form that loads faster on this machine only (e.g. ORT's optimized graph)
     serializable: bool
 
     def __init__(self, precision: str = "fp32", num_threads: int = 0, performance_mode: str = "none",

@@ -29,6 +29,9 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pin", action="append", default=[], metavar="NODE=BACKEND",
                    help="force a node onto a backend (repeatable)")
     p.add_argument("--strict", action="store_true", help="refuse options a backend does not support")
+    p.add_argument("--machine-specific", action="store_true",
+                   help="keep compiled forms that load faster on this machine only (e.g. ONNX Runtime's optimized "
+                        "graph); a session file so compiled is refused elsewhere")
     p.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME=D1,D2,...",
                    help="fix the shape of a model input with free dimensions at load time, e.g. "
                         "x=1,3,224,224 (repeatable; ScheduleConfig.input_shapes)")
@@ -70,6 +73,8 @@ def config_from_args(args: argparse.Namespace) -> ScheduleConfig:
         changes["pins"] = pins
     if args.strict:
         changes["strict"] = True
+    if getattr(args, "machine_specific", False):
+        changes["machine_specific"] = True
     if getattr(args, "input_shape", None):
         changes["input_shapes"] = {**cfg.input_shapes, **dict(args.input_shape)}  # the flags win over --config
     return cfg.replace(**changes) if changes else cfg

@@ -14,7 +14,11 @@ ORT's optimized graphs at level "all" are specific to the machine (the
 NCHWc block size follows the CPU's vector width), so they are stored with
 :func:`machine_fingerprint` and refused elsewhere; the onnxruntime backend
 also puts the fingerprint in its cache key.  Offline files written by
-``nnrt compile`` keep the portable, unoptimized partition.
+``nnrt compile`` keep the portable, unoptimized partition, unless the build
+asked for machine-specific forms (``ScheduleConfig(machine_specific=True)``,
+``nnrt compile --machine-specific``): then they store the optimized graph too
+and start like a warm cache entry (SqueezeNet's ``InferenceSession``: 18 ms of
+CPU from the portable graph, 4 ms from the optimized one).
 
 ONNX Runtime (1.32) copies every initializer into memory of its own when it
 creates a session, the ones handed over with ``add_external_initializers``
