@@ -12,7 +12,9 @@ interleaved round by round (the order rotates), and medians are printed:
   Session`` + ``Session(path, ScheduleConfig(backends=[b]))`` + first
   ``run``, for b = onnxruntime, numpy, npu_emu, and ``Session(file)`` of
   the model compiled beforehand for onnxruntime into a ``.nnrt`` session
-  file (kind ``ort-file``, the deployment path: no ``import onnx``;
+  file (kind ``ort-file``, the deployment path: no ``import onnx``; kind
+  ``ort-machine-file``: compiled with ``machine_specific=True``, so the file
+  holds ORT's optimized graph and only loads on this machine;
   ``onnx`` in the table says whether the child imported it) (the NPU with
   ``input_shapes`` fixed: a model with free dimensions is otherwise planned
   for its input signature in the first run, see docs/runtime.md).  The feed
@@ -62,9 +64,9 @@ ROOT = Path(__file__).resolve().parent.parent
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS_DIR = Path(os.environ.get("NNRT_REAL_MODELS") or "/tmp/pypi_models")
 MOBILE = "rapidocr_onnxruntime/rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"
-KINDS = ["ort", "onnxruntime", "ort-file", "numpy", "npu_emu"]
-#: kind -> the backend a session file is compiled for beforehand
-FILE_KINDS = {"ort-file": "onnxruntime"}
+KINDS = ["ort", "onnxruntime", "ort-file", "ort-machine-file", "numpy", "npu_emu"]
+#: kind -> (the backend a session file is compiled for beforehand, ScheduleConfig.machine_specific)
+FILE_KINDS = {"ort-file": ("onnxruntime", False), "ort-machine-file": ("onnxruntime", True)}
 
 #: the child: argv = kind, model path, input name, shape (comma separated), steady runs
 CHILD = r"""
@@ -189,9 +191,10 @@ def compile_files(model: dict, kinds: list[str], folder: Path, env: dict[str, st
     for kind in kinds:
         if kind in FILE_KINDS:
             out = folder / f"{kind}.nnrt"
-            code = ("import sys; from nnrt_core import ScheduleConfig, Session; "
-                    "Session(sys.argv[1], ScheduleConfig(backends=[sys.argv[2]])).save(sys.argv[3])")
-            subprocess.run([sys.executable, "-c", code, str(model["path"]), FILE_KINDS[kind], str(out)],
+            code = ("import sys; from nnrt_core import ScheduleConfig, Session; Session(sys.argv[1], ScheduleConfig("
+                    "backends=[sys.argv[2]], machine_specific=sys.argv[4] == '1')).save(sys.argv[3])")
+            backend, specific = FILE_KINDS[kind]
+            subprocess.run([sys.executable, "-c", code, str(model["path"]), backend, str(out), str(int(specific))],
                            check=True, env=env, cwd=env.get("NNRT_BENCH_CWD", ROOT))
             model[key][kind] = out
 

@@ -61,3 +61,33 @@ def test_machine_specific_is_a_bool_and_a_cli_flag(tmp_path, x):
                     "--backends", "onnxruntime", "--machine-specific"], check=True, capture_output=True)
     assert "optimized_for" in _header(out)
     assert Session(out).config.machine_specific is True
+
+
+def test_a_machine_specific_file_loads_without_onnx(tmp_path, x):
+    """Feeding weights as inputs needs onnx's protos: a fresh process loading a
+    small model's file keeps them initializers (ORT copies a few MB) and never imports onnx."""
+    path = tmp_path / "m.nnrt"
+    ref = Session(small_cnn(), ScheduleConfig(backends=ORT, machine_specific=True))
+    ref.save(path)
+    np.save(tmp_path / "x.npy", x["x"])
+    code = ("import sys, numpy as np; from nnrt_core import Session; s = Session(sys.argv[1]); "
+            "y = s.run({'x': np.load(sys.argv[2])})['y']; np.save(sys.argv[3], y); "
+            "info = s.compiled_model.steps[0].compiled.describe(); "
+            "print('onnx' in sys.modules, info['stored_form'], info.get('weights_fed', 0))")
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "optimized", "0"]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), ref.run(x)["y"])
+
+
+def test_weights_are_fed_without_onnx_only_when_the_copy_would_cost_more(monkeypatch):
+    from nnrt_core.plugin_api import ExternalWeights
+    from nnrt_onnxruntime import offline
+
+    w = ExternalWeights("w.bin")
+    w.names, w.arrays = ["a", "b"], [np.zeros(1 << 16, np.float32), np.zeros(10, np.float32)]
+    assert offline.worth_feeding(w)  # onnx is imported in this process
+    monkeypatch.delitem(sys.modules, "onnx")
+    assert not offline.worth_feeding(w)
+    monkeypatch.setattr(offline, "FEED_IMPORT_BYTES", 1 << 18)  # the 256 KiB weight alone
+    assert offline.worth_feeding(w)

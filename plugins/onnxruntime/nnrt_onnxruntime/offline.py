@@ -64,6 +64,11 @@ _FEEDABLE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.fl
 #: smaller weights stay initializers: copying them costs ORT less than feeding
 #: them costs every run (a few microseconds per input)
 FEED_MIN_BYTES = 64 << 10
+#: rewriting the graph to feed weights needs onnx's protos: a process that has
+#: not imported onnx (a session file's load) rewrites only when ORT would
+#: otherwise copy at least this much (~40 ms of fresh pages, about what
+#: importing onnx costs)
+FEED_IMPORT_BYTES = 96 << 20
 
 _OPT_NAME, _BIN_NAME = "optimized.onnx", "optimized.bin"
 #: external-data locations: ORT's optimized graph's weights, and a plain
@@ -146,6 +151,17 @@ def external_arrays(model: bytes, weights: Any, what: str, location: str = OPTIM
         out.arrays.append(np.frombuffer(region, dtype, count, off).reshape(tuple(t.dims)))
         out.offsets.append(off)
     return out
+
+
+def worth_feeding(weights: ExternalWeights) -> bool:
+    """Whether :func:`feed_as_inputs` pays here: onnx is imported already, or
+    the weights it would feed hold :data:`FEED_IMPORT_BYTES` or more."""
+    import sys
+
+    if "onnx" in sys.modules:
+        return True
+    return sum(a.nbytes for a in weights.arrays
+               if a.dtype in _FEEDABLE_DTYPES and a.nbytes >= FEED_MIN_BYTES) >= FEED_IMPORT_BYTES
 
 
 def feed_as_inputs(model: bytes, weights: ExternalWeights) -> tuple[bytes, ExternalWeights, dict[str, np.ndarray]]:

@@ -41,6 +41,7 @@ from nnrt_onnxruntime.offline import (
     feed_as_inputs,
     machine_fingerprint,
     optimize_and_save,
+    worth_feeding,
 )
 from nnrt_onnxruntime.providers import make_session_options, provider_kind, requested_providers
 from nnrt_onnxruntime.terminate import run_terminable
@@ -121,7 +122,8 @@ class OrtPartition(CompiledPartition):
         self._fed: dict[str, np.ndarray] = {}
         if optimized is not None:
             weights = external_arrays(optimized.model, optimized.weights, f"partition {name!r}")
-            if [p for p, _ in requested_providers(backend, options)[0]] == ["CPUExecutionProvider"]:
+            if [p for p, _ in requested_providers(backend, options)[0]] == ["CPUExecutionProvider"] \
+                    and worth_feeding(weights):
                 self._model, weights, self._fed = feed_as_inputs(optimized.model, weights)
         self._weights = weights if weights is not None and weights.names else None
         self._external: tuple[list[str], list[Any]] | None = None
