@@ -64,7 +64,7 @@ def test_map_batches_loads_the_shipped_file_warm():
 
 def test_a_heterogeneous_config_passes_through_and_asks_for_the_device(light_dir):
     # the light model's last convolutions exceed fp16, and a shipped compiled file cannot fall back: keep them
-    cfg = ScheduleConfig(backends=["npu_emu"], backup="numpy", on_overflow="warn")
+    cfg = ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy", on_overflow="warn")
     model = str(light_dir / "light_squeezenet.onnx")
     shipped = ship(model, cfg)
     assert shipped.mode == "file" and shipped.resources == {"npu_emu": 1.0}
