@@ -104,6 +104,8 @@ MUTATIONS: list[tuple[str, Callable[[dict], None], str]] = [
     ("fallback_entry_out_of_range", _set("fallbacks.0.entry", 99), r"fallbacks\[0\]\.entry.*names entry 99"),
     ("fallback_unknown_key", _set("fallbacks.0.code", "eval"), r"fallbacks\[0\]. has unknown keys \['code'\]"),
     ("fallback_entry_negative", _set("fallbacks.0.entry", -1), r"fallbacks\[0\]\.entry. must be an integer >= 0"),
+    ("fallback_unknown_form", _set("fallbacks.0.form", "pickle"), r"fallbacks\[0\]\.form. is 'pickle'; this nnrt reads"),
+    ("fallback_without_form", _del("fallbacks.0.form"), r"fallbacks\[0\]. lacks 'form'"),
     ("no_entries_key", _del("entries"), r"'header' lacks 'entries'"),
     ("no_partitions", _set("partitions", []), r"'partitions' leaves graph output 'y' unproduced"),
     ("partitions_not_list", _set("partitions", {"0": 1}), r"'partitions' must be a JSON array"),

@@ -56,7 +56,7 @@ def test_only_overflowing_precisions_with_fallback_store_a_copy(tmp_path):
         return head["fallbacks"]
 
     (rec,) = fallbacks(FP16)
-    assert rec["partition"] == 0 and rec["backend"] == "numpy"
+    assert rec["partition"] == 0 and rec["backend"] == "numpy" and rec["form"] == "onnx"
     assert fallbacks(FP16.replace(on_overflow="raise")) == []
     assert fallbacks(FP16.replace(on_overflow="warn")) == []
     assert fallbacks(ScheduleConfig(backends=["numpy"])) == []
@@ -83,6 +83,24 @@ def test_a_corrupted_stored_copy_is_refused_at_load(tmp_path):
     data[start + entry["length"] // 2] ^= 0xFF
     with pytest.raises(SessionFileError, match=r"entry \d+ checksum mismatch"):
         Session(bytes(data))
+
+
+def test_a_stored_copy_of_other_nodes_is_refused_when_it_is_needed(tmp_path):
+    """A crafted file whose copy (valid checksums) is another model: the overflow's fallback says so."""
+    from nnrt_core.storage import checksum
+
+    data = Session(rms_model(), FP16).save(tmp_path / "m.nnrt").read_bytes()
+    head, payload = split(data)
+    proto = rms_model()
+    proto.graph.input[0].name = proto.graph.node[0].input[0] = proto.graph.node[0].input[1] = "q"
+    other = proto.SerializeToString()  # the same nodes reading another input
+    k = head["fallbacks"][0]["entry"]
+    head["entries"].append({"offset": len(payload), "length": len(other), "xxh3_128": checksum.hexdigest(other)})
+    head["fallbacks"][0]["entry"] = len(head["entries"]) - 1
+    assert k != head["fallbacks"][0]["entry"]
+    sess = Session(join(head, payload + other))
+    with pytest.raises(ExecutionError, match="failed to load the copy of partition 0 stored in the session file"):
+        sess.run({"x": BIG})
 
 
 def test_the_format_version_is_3_and_newer_files_are_refused(tmp_path):

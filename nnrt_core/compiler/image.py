@@ -14,7 +14,7 @@ from nnrt_core.passes import PassReport
 from nnrt_core.placement import NodePlacement, PlacementEvent
 from nnrt_core.registry import Registry
 from nnrt_core.runtime.executor import ExecutionStep
-from nnrt_core.storage.session_file import FallbackRecord, PartitionRecord, SessionImage
+from nnrt_core.storage.session_file import PartitionRecord, SessionImage
 from nnrt_core.version import __version__
 
 __all__ = ["to_image", "from_image", "stored_config", "load_partition"]
@@ -140,8 +140,7 @@ def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) 
         else PassReport(config.optimization_level),
         folded_nodes=int(meta.get("folded_nodes", 0) or 0),
         stored_memory_stats={k: memory.get(k) for k in _MEMORY_STATS} if isinstance(memory, dict) else None)
-    # a copy: a blob viewing the file's bytes would keep the whole file in memory
-    model.stored_fallbacks = {f.partition: FallbackRecord(f.partition, f.backend, f.backend_version, bytes(f.blob))
-                              for f in image.fallbacks}
+    # the records view the file's (read-only) bytes: loaded only if their partition overflows
+    model.stored_fallbacks = {f.partition: f for f in image.fallbacks}
     model.registry = registry  # a fallback loads its partition through it
     return model

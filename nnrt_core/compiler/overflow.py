@@ -16,9 +16,10 @@ from typing import Sequence
 
 from nnrt_core.backend.warming import warm_up_partition
 from nnrt_core.compiler.build import compile_model
-from nnrt_core.compiler.image import load_partition
+from nnrt_core.compiler.load import load_model
 from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
-from nnrt_core.storage.session_file import PartitionRecord
+from nnrt_core.backend.base import Backend, CompiledPartition
+from nnrt_core.storage.session_file import FallbackRecord
 from nnrt_core.errors import ExecutionError, NnrtError, NumericOverflowError
 from nnrt_core.runtime.executor import ExecutionStep
 from nnrt_core.runtime.overflow import describe
@@ -75,7 +76,7 @@ def _report(new: CompiledModel, seen: Sequence[tuple[ExecutionStep, NumericOverf
 
 def refit_stored(model: CompiledModel, seen: Sequence[tuple[ExecutionStep, NumericOverflowError]]) -> CompiledModel:
     """A loaded ``model`` (no source) with every overflowing partition in
-    ``seen`` replaced by its stored backup-compiled copy (``model.stored_fallbacks``);
+    ``seen`` replaced by its stored copy compiled for the backup (``model.stored_fallbacks``);
     :class:`ExecutionError` when one has none or it does not load."""
     backup = model.config.backup
     steps, infos, moved = list(model.steps), list(model.partitions), {}
@@ -88,16 +89,9 @@ def refit_stored(model: CompiledModel, seen: Sequence[tuple[ExecutionStep, Numer
                                  f"session was loaded from a compiled file that stores no backup copy of partition "
                                  f"{info.index} (written by an older nnrt, without a backup, or with on_overflow "
                                  f"other than 'fallback'; recompile it): {err}") from err
-        try:
-            new_step = load_partition(PartitionRecord(info.index, rec.backend, rec.backend_version, info.backend,
-                                                      [], list(st.inputs), list(st.outputs), rec.blob),
-                                      dict(st.types), model.config.compile_options(rec.backend), model.registry)
-            warm_up_partition(new_step.compiled)
-        except NnrtError as e:
-            raise ExecutionError(f"fp16 overflow fallback to backup {rec.backend!r} failed to load the copy of "
-                                 f"partition {info.index} stored in the session file: {type(e).__name__}: {e}") from e
-        steps[i] = ExecutionStep(new_step.compiled, new_step.backend, list(st.inputs), list(st.outputs),
-                                 list(st.release), st.types, st.declared)
+        part, backend = _compiled_copy(model, info, st, rec)
+        steps[i] = ExecutionStep(part, backend, list(st.inputs), list(st.outputs), list(st.release), st.types,
+                                 st.declared)
         infos[i] = PartitionInfo(info.index, rec.backend, info.nodes, info.op_types, info.inputs, info.outputs, {})
         moved.update((n, (st, err)) for n in info.nodes)
     new = copy.copy(model)  # the same report, constants and stored figures; new steps, partitions, events
@@ -108,3 +102,25 @@ def refit_stored(model: CompiledModel, seen: Sequence[tuple[ExecutionStep, Numer
     new.stored_fallbacks = {k: r for k, r in model.stored_fallbacks.items() if k not in replaced}
     _report(new, seen, moved, rec.backend)
     return new
+
+
+def _compiled_copy(model: CompiledModel, info: PartitionInfo, st: ExecutionStep,
+                   rec: FallbackRecord) -> tuple[CompiledPartition, Backend]:
+    """The stored ONNX copy of ``info``'s nodes loaded (the checks of any untrusted
+    model), its boundary checked against the partition's, compiled for its backend."""
+    what = f"the copy of partition {info.index} stored in the session file"
+    try:
+        reg = model.registry.backend(rec.backend)
+        if not reg.available or reg.backend is None:
+            raise ExecutionError(f"its backend {rec.backend!r} is unavailable here: {reg.reason}")
+        graph = load_model(bytes(rec.blob)).graph
+        reads, writes = [v.name for v in graph.inputs], [v.name for v in graph.outputs]
+        if set(reads) != set(st.inputs) or not set(st.outputs) <= set(writes):
+            raise ExecutionError(f"it reads {reads} and writes {writes}; the partition reads {list(st.inputs)} "
+                                 f"and writes {list(st.outputs)}")
+        part = reg.backend.compile(graph, model.config.compile_options(rec.backend))
+        warm_up_partition(part)
+    except NnrtError as e:
+        raise ExecutionError(f"fp16 overflow fallback to backup {rec.backend!r} failed to load {what}: "
+                             f"{type(e).__name__}: {e}") from e
+    return part, reg.backend

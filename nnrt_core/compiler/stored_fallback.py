@@ -6,11 +6,15 @@ overflowing partition's nodes pinned to the backup
 (:func:`nnrt_core.compiler.overflow.refit_model`); a session file has no
 source.  So when a file is written, every partition whose backend computes in
 fp16/bf16 (its ``describe()["precision"]``: the precisions whose stores
-saturate) gets its nodes compiled for the backup backend too, stored as a
-:class:`~nnrt_core.storage.session_file.FallbackRecord` (format 3).  A loaded
-session keeps those bytes and loads one only when its partition overflows
-(:func:`nnrt_core.compiler.overflow.refit_stored`).  A model loaded from a file
-passes its stored records on when it is saved again."""
+saturate) also has its nodes (of the optimized graph, weights in fp32)
+stored as an ONNX model with the backup's name, a
+:class:`~nnrt_core.storage.session_file.FallbackRecord` (format 3).  Writing
+costs an export, not a compile (compiling ResNet50 for NumPy at save took
+4.3 s, 20x the save; ``benchmarks/bench_stored_fallback.py``).  A loaded
+session keeps those bytes (views of the file's) and loads and compiles one,
+through the checks of any untrusted ONNX model, only when its partition
+overflows (:func:`nnrt_core.compiler.overflow.refit_stored`).  A model
+loaded from a file passes its stored records on when it is saved again."""
 from __future__ import annotations
 
 from nnrt_core.backend.base import describe_partition
@@ -20,6 +24,9 @@ from nnrt_core.ir.clone import extract_subgraph
 from nnrt_core.logs import get_logger
 from nnrt_core.runtime.executor import ExecutionStep
 from nnrt_core.storage.session_file import FallbackRecord
+
+#: the form of the stored bytes: the partition's nodes as an ONNX model
+FORM = "onnx"
 
 __all__ = ["backup_records", "may_overflow", "OVERFLOWING_PRECISIONS"]
 
@@ -38,9 +45,9 @@ def may_overflow(step: ExecutionStep) -> bool:
 
 def backup_records(model: CompiledModel) -> list[FallbackRecord]:
     """One record per partition of ``model`` that may overflow, with its nodes
-    compiled for ``model.config.backup`` (none unless ``on_overflow`` is
-    ``"fallback"`` and there is a backup).  A partition the backup cannot
-    compile gets none (logged): its overflow then fails the run, saying so."""
+    for ``model.config.backup`` (none unless ``on_overflow`` is
+    ``"fallback"`` and there is a backup).  A partition that cannot be
+    exported gets none (logged): its overflow then fails the run, saying so."""
     config = model.config
     if config.on_overflow != "fallback" or config.backup is None:
         return []
@@ -52,24 +59,25 @@ def backup_records(model: CompiledModel) -> list[FallbackRecord]:
         if stored is not None:  # loaded from a file: passed on
             out.append(stored)
         elif model.graph.nodes and model.backup is not None and model.backup.name == config.backup:
-            blob = _compiled_for_backup(model, info)
+            blob = _exported(model, info)
             if blob is not None:
-                out.append(FallbackRecord(info.index, model.backup.name, str(model.backup.version), blob))
+                out.append(FallbackRecord(info.index, model.backup.name, str(model.backup.version), FORM, blob))
     return out
 
 
-def _compiled_for_backup(model: CompiledModel, info: PartitionInfo) -> bytes | None:
-    """The serialized backup partition of ``info``'s nodes, or ``None`` (logged) when it cannot be made."""
-    backup, graph = model.backup, model.graph
+def _exported(model: CompiledModel, info: PartitionInfo) -> bytes | None:
+    """``info``'s nodes of ``model.graph`` as ONNX bytes, or ``None`` (logged) when they cannot be exported."""
+    from nnrt_core.frontends import to_onnx  # the onnx package: only when a file with a fallback is written
+
+    graph = model.graph
     names = set(info.nodes)
     values = graph.value_map()
     try:
         sub = extract_subgraph(graph, [n for n in graph.nodes if n.name in names],
                                [values[n] for n in info.inputs], [values[n] for n in info.outputs],
-                               name=f"p{info.index}_{backup.name}_fallback")
-        blob = backup.compile(sub, model.config.compile_options(backup.name)).serialize()
-    except (NnrtError, KeyError) as e:
+                               name=f"p{info.index}_{model.backup.name}_fallback")
+        return to_onnx(sub).SerializeToString()
+    except (NnrtError, KeyError, ValueError) as e:
         log.warning("session file: no backup fallback stored for partition %d on %r (%s: %s); an overflow there "
                     "will fail the run", info.index, info.backend, type(e).__name__, e)
         return None
-    return bytes(blob) if isinstance(blob, (bytes, bytearray, memoryview)) else None

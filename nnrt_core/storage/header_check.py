@@ -65,7 +65,9 @@ _PARTITION = {"index": (_count, True), "backend": (_name, True), "backend_versio
               "name": (_str, True), "nodes": (list, True), "inputs": (list, True), "outputs": (list, True),
               "entry": (_count, True)}
 _FALLBACK = {"partition": (_count, True), "backend": (_name, True), "backend_version": (_str, True),
-             "entry": (_count, True)}
+             "form": (_name, True), "entry": (_count, True)}
+#: the forms a fallback's bytes may take (``session_file.FALLBACK_FORMS``)
+_FALLBACK_FORMS = ("onnx",)
 _CONSTANT = {"name": (_name, True), "dtype": (_name, True), "shape": (list, True), "entry": (_count, True)}
 _PLACEMENT = {"node": (_name, True), "op_type": (_str, True), "backend": (_name, True),
               "partition": (_int, False), "reason": (_str, False), "rejected": (dict, False)}
@@ -252,6 +254,8 @@ def _fallbacks(c: _Checker, v: Any, parts: list[dict], n_entries: int) -> None:
             raise c.fail(f"{field}.backend", f"is {f['backend']!r}, the backend of the partition it replaces")
         if f["entry"] >= n_entries:
             raise c.fail(f"{field}.entry", f"names entry {f['entry']}, but the file has {n_entries}")
+        if f["form"] not in _FALLBACK_FORMS:
+            raise c.fail(f"{field}.form", f"is {f['form']!r}; this nnrt reads {list(_FALLBACK_FORMS)}")
 
 
 def _meta(c: _Checker, meta: Any) -> None:

@@ -20,10 +20,11 @@ backend named in the entry turns back into a partition with
 ``Backend.load_compiled``; constant graph outputs are stored as raw arrays.
 
 Format 3 adds ``fallbacks``: for a partition that computes in fp16/bf16 (its
-stores may overflow at run time), the same nodes compiled for the backup
-backend when the file was written (``{"partition", "backend",
-"backend_version", "entry"}``), which a session loaded from the file runs
-instead after an overflow (``on_overflow="fallback"``,
+stores may overflow at run time), the same nodes as an ONNX model (``form:
+"onnx"``, the optimized graph's nodes, weights in fp32) and the backup backend
+to compile them for (``{"partition", "backend", "backend_version", "form",
+"entry"}``); a session loaded from the file loads and compiles it, as any
+untrusted model, only after an overflow there (``on_overflow="fallback"``,
 :mod:`nnrt_core.compiler.overflow`).  Formats 1 and 2 have none.
 """
 from __future__ import annotations
@@ -42,7 +43,7 @@ from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
 from nnrt_core.record import Record
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "NewerFormatError", "PartitionRecord", "FallbackRecord",
+__all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "NewerFormatError", "PartitionRecord", "FallbackRecord", "FALLBACK_FORMS",
            "SessionImage",
            "encode", "decode", "looks_like_session_file", "read_bytes", "read_session_file", "type_to_json",
            "type_from_json"]
@@ -82,18 +83,26 @@ class PartitionRecord(Record):
         self.nodes, self.inputs, self.outputs, self.blob = nodes, inputs, outputs, blob
 
 
-class FallbackRecord(Record):
-    """The nodes of stored partition ``partition`` compiled for the backup
-    ``backend`` (its ``serialize()`` bytes), run instead after an fp16 overflow."""
+#: the forms a fallback record's bytes may take
+FALLBACK_FORMS = ("onnx",)
 
-    __slots__ = ("partition", "backend", "backend_version", "blob")
+
+class FallbackRecord(Record):
+    """The nodes of stored partition ``partition`` as an ONNX model
+    (``form="onnx"``), for the backup ``backend`` to compile and run instead
+    after an fp16 overflow."""
+
+    __slots__ = ("partition", "backend", "backend_version", "form", "blob")
     partition: int
     backend: str
     backend_version: str
+    form: str
     blob: bytes | memoryview
 
-    def __init__(self, partition: int, backend: str, backend_version: str, blob: bytes | memoryview) -> None:
-        self.partition, self.backend, self.backend_version, self.blob = partition, backend, backend_version, blob
+    def __init__(self, partition: int, backend: str, backend_version: str, form: str,
+                 blob: bytes | memoryview) -> None:
+        self.partition, self.backend, self.backend_version = partition, backend, backend_version
+        self.form, self.blob = form, blob
 
 
 class SessionImage(Record):
@@ -194,7 +203,7 @@ def encode(image: SessionImage) -> bytes:
                                    "cannot store")
         consts.append({"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape), "entry": add(arr.tobytes())})
     fallbacks = [{"partition": f.partition, "backend": f.backend, "backend_version": f.backend_version,
-                  "entry": add(bytes(f.blob))} for f in image.fallbacks]
+                  "form": f.form, "entry": add(bytes(f.blob))} for f in image.fallbacks]
     header = {
         "config": image.config,
         "inputs": [[n, type_to_json(t)] for n, t in image.inputs],
@@ -331,7 +340,7 @@ def _image(head: dict[str, Any], payload: memoryview, what: str) -> SessionImage
              for p in head["partitions"]]
     consts = {c["name"]: _constant(c, entry(c["entry"]), f"{what}: constants[{i}]")
               for i, c in enumerate(head["constants"])}
-    fallbacks = [FallbackRecord(f["partition"], f["backend"], f["backend_version"], entry(f["entry"]))
+    fallbacks = [FallbackRecord(f["partition"], f["backend"], f["backend_version"], f["form"], entry(f["entry"]))
                  for f in head.get("fallbacks", [])]
     return SessionImage(
         config=dict(head["config"]),
