@@ -30,7 +30,7 @@ def measure(model: Path, backends: list[str], runs: int) -> dict:
     cold, warm = [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as d:
-            cfg = ScheduleConfig(backends=backends, cache_dir=d)
+            cfg = ScheduleConfig(backends=backends, cache_dir=d, precision="fp16" if "npu_emu" in backends else "fp32")
             a = Session(model, cfg)
             b = Session(model, cfg)
             assert not a.cache_hit and b.cache_hit

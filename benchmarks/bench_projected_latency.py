@@ -48,8 +48,8 @@ from nnrt_core.profiling.projection import project, sample_run  # noqa: E402
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 SINGLES = {"numpy": {"backends": ["numpy"]},
            "onnxruntime": {"backends": ["onnxruntime"], "backup": "numpy"},
-           "npu_emu": {"backends": ["npu_emu"], "backup": "numpy"}}
-COST = {"backends": ["npu_emu", "onnxruntime"], "backup": "numpy", "scheduler": "cost"}
+           "npu_emu": {"precision": "fp16", "backends": ["npu_emu"], "backup": "numpy"}}
+COST = {"precision": "fp16", "backends": ["npu_emu", "onnxruntime"], "backup": "numpy", "scheduler": "cost"}
 PAUSE_SECONDS = 0.02  # lets ONNX Runtime's spinning worker threads go idle between plans
 
 
@@ -123,7 +123,7 @@ def release_device_memory() -> None:
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
     tiny = Session(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
-                   ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+                   ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy"))
     tiny.run({"x": np.zeros((1, 4), np.float32)})
     del tiny
     gc.collect()

@@ -95,7 +95,7 @@ def cpu_row(name: str, iters: int) -> dict[str, Any]:
 
 def npu_row(name: str) -> dict[str, Any]:
     # on_overflow="warn": the light models' placeholder weights exceed fp16; this compares the plans' speed
-    sess, _ = build(light_path(name), ScheduleConfig(backends=["npu_emu", "onnxruntime", "numpy"], scheduler="cost",
+    sess, _ = build(light_path(name), ScheduleConfig(precision="fp16", backends=["npu_emu", "onnxruntime", "numpy"], scheduler="cost",
                                                      on_overflow="warn"))
     sched = sess.compiled_model.scheduler
     singles = {p.label: p.seconds for p in sched.plans if p.problem is None and p.label != "per-node"}

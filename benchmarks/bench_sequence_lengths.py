@@ -50,7 +50,7 @@ NEW = [10, 14, 20, 28, 36, 44, 52, 60]
 CONFIGS: dict[str, dict[str, Any]] = {
     "numpy": {"backends": ["numpy"]},
     "onnxruntime": {"backends": ["onnxruntime"]},
-    "npu": {"backends": ["npu_emu", "onnxruntime"], "backup": "numpy"},
+    "npu": {"precision": "fp16", "backends": ["npu_emu", "onnxruntime"], "backup": "numpy"},
 }
 Feeds = dict[str, np.ndarray]
 

@@ -41,7 +41,7 @@ from nnrt_core import ScheduleConfig, Session  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 # on_overflow="warn": NPU share and speed as planned (the light models' placeholder weights exceed fp16)
-NPU = dict(backends=["npu_emu", "onnxruntime"], backup="numpy", on_overflow="warn")
+NPU = dict(precision="fp16", backends=["npu_emu", "onnxruntime"], backup="numpy", on_overflow="warn")
 ort.set_default_logger_severity(3)
 
 

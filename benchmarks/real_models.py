@@ -401,7 +401,8 @@ def median_ms(fn: Callable[[], Any], runs: int) -> float:
 def evaluate(spec: Spec, path: Path, mode: str, runs: int, feats: list[str], ref_sess, ref_steps) -> dict:
     steps = spec.feeds([i.name for i in ref_sess.get_inputs()])
     out_names = [o.name for o in ref_sess.get_outputs()]
-    cfg: dict[str, Any] = {"backends": NPU, "backup": "numpy"} if mode != "c" else {"backends": ["numpy"]}
+    cfg: dict[str, Any] = ({"backends": NPU, "backup": "numpy", "precision": "fp16"} if mode != "c"
+                           else {"backends": ["numpy"]})
     if mode == "b":
         cfg["input_shapes"] = {k: list(v.shape) for k, v in steps[0].items()}
     row: dict[str, Any] = {"model": spec.key, "mode": mode, "features": feats, "counted": True}

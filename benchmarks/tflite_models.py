@@ -77,7 +77,7 @@ FP16_MAX = 65504.0  #: the largest finite fp16
 CONFIGS: dict[str, dict[str, Any]] = {
     "numpy": {"backends": ["numpy"]},
     "ort": {"backends": ["onnxruntime"], "backup": "numpy"},
-    "hetero": {"backends": ["npu_emu", "onnxruntime"], "backup": "numpy"},
+    "hetero": {"precision": "fp16", "backends": ["npu_emu", "onnxruntime"], "backup": "numpy"},
 }
 
 Arrays = list[np.ndarray]

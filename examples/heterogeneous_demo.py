@@ -95,9 +95,12 @@ def demo(path: Path, accelerators: list[str], scheduler: str, engines: list[str]
              for i in reference.inputs}
     if engines:
         real_engines(path, model, feeds, engines)
-    print(f"\n=== {path.name}: heterogeneous plan, backends={accelerators} (the NPU is EMULATED: "
-          "its times below are simulated device time)")
-    hetero = Session(model, ScheduleConfig(backends=accelerators, backup="numpy", scheduler=scheduler))
+    # the emulated chip computes in fp16: it is asked knowingly (under the default fp32 it declines its float nodes)
+    precision = "fp16" if "npu_emu" in accelerators else "fp32"
+    print(f"\n=== {path.name}: heterogeneous plan, backends={accelerators}, precision={precision!r} (the NPU is "
+          "EMULATED: its times below are simulated device time)")
+    hetero = Session(model, ScheduleConfig(backends=accelerators, backup="numpy", scheduler=scheduler,
+                                           precision=precision))
     print(f"{'#':>3}  {'backend':<12}{'nodes':>6}  main op types")
     for p in hetero.partitions:
         ops = Counter(r.op_type for r in hetero.placement_report if r.partition == p.index)

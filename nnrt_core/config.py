@@ -98,7 +98,8 @@ class ScheduleConfig(FrozenRecord):
         plan), runs again and keeps the new plan; ``"warn"`` returns the
         saturated result with a ``numeric_overflow`` event and a logged
         warning; ``"raise"`` raises ``ExecutionError`` naming the node.
-        Without a backup (or for a session loaded from a compiled file)
+        Without a backup (or for a session loaded from a compiled file
+        that stores no backup copy of the partition: docs/runtime.md)
         ``"fallback"`` raises.  See docs/runtime.md.
     precision
         ``"fp32"`` (default), ``"fp16"``, ``"bf16"``, ``"int8"``: asked of every

@@ -110,7 +110,7 @@ def test_devices_lists_every_device_of_every_backend():
 
 def test_bench_reports_the_npu_cost_model(light_dir):
     # the light model's last convolutions exceed fp16 (its fallback would move them off the chip): keep them
-    sess = Session(light_dir / "light_squeezenet.onnx", ScheduleConfig(backends=["npu_emu"], on_overflow="warn"))
+    sess = Session(light_dir / "light_squeezenet.onnx", ScheduleConfig(precision="fp16", backends=["npu_emu"], on_overflow="warn"))
     feeds = {sess.inputs[0].name: np.zeros((1, 3, 224, 224), np.float32)}
     report = bench_session(sess, feeds, runs=1, warmup=0, in_flight=[1], progress=False)
     (part,) = report.partitions

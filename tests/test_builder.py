@@ -343,16 +343,19 @@ def test_available_operations_on_numpy_and_npu(full_registry):
     assert [a.node for a in on_numpy] == [n.name for n in model.graph.nodes]
     assert all(isinstance(a, OperationSupport) and a.supported and a.reason is None for a in on_numpy)
 
-    on_npu = {a.op_type: a for a in available_operations(model, "npu_emu", registry=full_registry)}
+    fp16 = ScheduleConfig(precision="fp16")  # the chip's precision: under the default fp32 it declines floats
+    in_fp32 = {a.op_type: a for a in available_operations(model, "npu_emu", registry=full_registry)}
+    assert not in_fp32["Relu"].supported and "precision 'fp32' was asked" in in_fp32["Relu"].reason
+    on_npu = {a.op_type: a for a in available_operations(model, "npu_emu", config=fp16, registry=full_registry)}
     assert on_npu["Relu"].supported
     assert not on_npu["LRN"].supported and "not in the NPU op set" in on_npu["LRN"].reason
     assert not on_npu["Sin"].supported
     assert on_npu["LRN"].to_dict()["node"] == "lrn_0"
 
-    int8_chip = available_operations(model, "npu_emu:npu:1", registry=full_registry)
+    int8_chip = available_operations(model, "npu_emu:npu:1", config=fp16, registry=full_registry)
     assert not any(a.supported for a in int8_chip)
     assert "int8" in int8_chip[0].reason
-    by_name = available_operations(model, "npu_emu:emu-npu-f16", registry=full_registry)
+    by_name = available_operations(model, "npu_emu:emu-npu-f16", config=fp16, registry=full_registry)
     assert [a.supported for a in by_name] == [a.supported for a in on_npu.values()]
 
 
@@ -360,7 +363,8 @@ def test_available_operations_accepts_onnx_models(full_registry, tmp_path):
     model = _cnn()
     path = tmp_path / "cnn.onnx"
     onnx.save(to_onnx(model, ir_version=model.ir_version), path)
-    answers = available_operations(str(path), "npu_emu:npu:0", registry=full_registry)
+    answers = available_operations(str(path), "npu_emu:npu:0", config=ScheduleConfig(precision="fp16"),
+                                   registry=full_registry)
     assert len(answers) == len(model.graph.nodes) and all(a.supported for a in answers)
 
 

@@ -46,7 +46,7 @@ def join(head: Any, payload: bytes, head_bytes: bytes | None = None) -> bytes:
 def original(tmp_path_factory) -> bytes:
     """A real session file: two partitions, placement records, pass report."""
     path = tmp_path_factory.mktemp("crafted") / "m.nnrt"
-    return Session(small_cnn(), ScheduleConfig(backends=BACKENDS)).save(path).read_bytes()
+    return Session(small_cnn(), ScheduleConfig(backends=BACKENDS, precision="fp16")).save(path).read_bytes()
 
 
 def _set(path: str, value: Any) -> Callable[[dict], None]:
@@ -95,6 +95,17 @@ PLAN = {"label": "all on npu", "estimated_ms": 1.0, "partitions": 2, "transfer_m
 #: (id, mutation, regex the SessionFileError must match: the field it names)
 MUTATIONS: list[tuple[str, Callable[[dict], None], str]] = [
     ("header_not_object", lambda h: [h], r"'header' must be a JSON object"),
+    # the backup copy of the NPU partition (format 3): it names a stored partition once, another backend, an entry
+    ("fallbacks_not_list", _set("fallbacks", {}), r"'fallbacks' must be a JSON array"),
+    ("fallback_of_no_partition", _set("fallbacks.0.partition", 7), r"fallbacks\[0\]\.partition.*names partition 7"),
+    ("fallback_twice", lambda h: h["fallbacks"].append(dict(h["fallbacks"][0])),
+     r"fallbacks\[1\]\.partition.*a second fallback"),
+    ("fallback_on_its_own_backend", _set("fallbacks.0.backend", "npu_emu"), r"fallbacks\[0\]\.backend"),
+    ("fallback_entry_out_of_range", _set("fallbacks.0.entry", 99), r"fallbacks\[0\]\.entry.*names entry 99"),
+    ("fallback_unknown_key", _set("fallbacks.0.code", "eval"), r"fallbacks\[0\]. has unknown keys \['code'\]"),
+    ("fallback_entry_negative", _set("fallbacks.0.entry", -1), r"fallbacks\[0\]\.entry. must be an integer >= 0"),
+    ("fallback_unknown_form", _set("fallbacks.0.form", "pickle"), r"fallbacks\[0\]\.form. is 'pickle'; this nnrt reads"),
+    ("fallback_without_form", _del("fallbacks.0.form"), r"fallbacks\[0\]. lacks 'form'"),
     ("no_entries_key", _del("entries"), r"'header' lacks 'entries'"),
     ("no_partitions", _set("partitions", []), r"'partitions' leaves graph output 'y' unproduced"),
     ("partitions_not_list", _set("partitions", {"0": 1}), r"'partitions' must be a JSON array"),
@@ -203,7 +214,7 @@ def test_no_partitions_is_fine_when_every_output_is_a_constant(original):
     head, payload = split(original)
     value = np.arange(5, dtype=np.float32).reshape(1, 5)
     raw = value.tobytes()
-    head.update(partitions=[], placement=[], inputs=[], constants=[
+    head.update(partitions=[], placement=[], fallbacks=[], inputs=[], constants=[
         {"name": "y", "dtype": "<f4", "shape": [1, 5], "entry": 0}],
         entries=[{"offset": 0, "length": len(raw), "xxh3_128": checksum.hexdigest(raw)}])
     np.testing.assert_array_equal(Session(join(head, raw)).run({})["y"], value)
@@ -212,7 +223,7 @@ def test_no_partitions_is_fine_when_every_output_is_a_constant(original):
 def test_constant_of_the_wrong_size_or_dtype(original):
     head, payload = split(original)
     raw = np.zeros(3, np.float32).tobytes()
-    head.update(partitions=[], placement=[], constants=[{"name": "y", "dtype": "<f4", "shape": [1, 5], "entry": 0}],
+    head.update(partitions=[], placement=[], fallbacks=[], constants=[{"name": "y", "dtype": "<f4", "shape": [1, 5], "entry": 0}],
                 entries=[{"offset": 0, "length": len(raw), "xxh3_128": checksum.hexdigest(raw)}])
     with pytest.raises(SessionFileError, match=r"constants\[0\]: holds 12 bytes"):
         Session(join(head, raw))
@@ -235,7 +246,7 @@ def test_deeply_nested_header_and_type(original):
 
 @pytest.mark.parametrize("name,mutate,field", MUTATIONS, ids=IDS)
 def test_crafted_cache_entry_is_rebuilt_with_an_event(tmp_path, original, name, mutate, field):
-    cfg = ScheduleConfig(backends=BACKENDS, cache_dir=str(tmp_path))
+    cfg = ScheduleConfig(backends=BACKENDS, precision="fp16", cache_dir=str(tmp_path))
     first = Session(small_cnn(), cfg)
     entry = first.cache_path
     with open(entry, "rb") as f:

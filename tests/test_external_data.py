@@ -22,6 +22,11 @@ from nnrt_core.frontends import load_onnx
 from nnrt_core.frontends.onnx import MMAP_MIN_BYTES
 from nnrt_core.frontends import model_digest
 
+
+def _precision(backend) -> str:
+    """The emulated NPU computes in fp16: asked for fp32 it declines its float nodes."""
+    return "fp16" if backend == "npu_emu" else "fp32"
+
 BIG = ("w1", "b1", "w2")  # initializers of MMAP_MIN_BYTES or more
 
 
@@ -86,7 +91,7 @@ def test_external_data_model_runs_like_the_in_memory_model(tmp_path, backend):
     if backend == "onnxruntime":
         pytest.importorskip("onnxruntime")
     m = _mlp(seed=700 + len(backend))
-    cfg = ScheduleConfig(backends=[backend], backup="numpy")
+    cfg = ScheduleConfig(backends=[backend], backup="numpy", precision=_precision(backend))
     expected = Session(m.SerializeToString(), cfg).run(X)["y"]
     sess = Session(_save_external(m, tmp_path), cfg)
     assert backend in sess.placement.values()
@@ -254,7 +259,7 @@ _CHANGED_AFTER_LOAD = textwrap.dedent("""
     from nnrt_core import ScheduleConfig, Session
     path, backend, how = sys.argv[1:4]
     x = {"x": np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32)}
-    sess = Session(path, ScheduleConfig(backends=[backend], backup="numpy"))
+    sess = Session(path, ScheduleConfig(backends=[backend], backup="numpy", precision="fp16" if backend == "npu_emu" else "fp32"))
     before = sess.run(x)["y"]
     data = os.path.join(os.path.dirname(path), "model.data")
     if how == "truncate":
@@ -263,7 +268,7 @@ _CHANGED_AFTER_LOAD = textwrap.dedent("""
         with open(sys.argv[4], "rb") as src, open(data, "r+b") as f:
             f.write(src.read())
     after = sess.run(x)["y"]
-    again = Session(path, ScheduleConfig(backends=[backend], backup="numpy")) if how == "rewrite" else None
+    again = Session(path, ScheduleConfig(backends=[backend], backup="numpy", precision="fp16" if backend == "npu_emu" else "fp32")) if how == "rewrite" else None
     print("same" if after.tobytes() == before.tobytes() else "changed",
           "reloaded-differs" if again is not None and again.run(x)["y"].tobytes() != before.tobytes() else "")
 """)

@@ -19,7 +19,7 @@ from nnrt_core.errors import ExecutionError, NumericOverflowError
 from nnrt_npu_emu.hostfuse import RELU_LO
 from nnrt_npu_emu.numerics import FP16_MAX, fp16_unsafe_value, store_fp16
 
-NPU = dict(backends=["npu_emu"], backup="numpy")
+NPU = dict(precision="fp16", backends=["npu_emu"], backup="numpy")
 RNG = np.random.default_rng(3)
 
 
@@ -129,7 +129,7 @@ def test_inf_fed_to_the_chip_is_not_its_overflow():
 
 
 def test_fallback_without_a_backup_raises():
-    sess = Session(rms_model(), ScheduleConfig(backends=["npu_emu", "numpy"], backup=None))
+    sess = Session(rms_model(), ScheduleConfig(precision="fp16", backends=["npu_emu", "numpy"], backup=None))
     assert set(sess.placement.values()) == {"npu_emu"}
     with pytest.raises(ExecutionError, match="cannot fall back: the config has no backup"):
         sess.run({"x": BIG})
@@ -145,7 +145,7 @@ def test_fallback_of_a_specialized_plan_with_partitions_on_two_backends():
                      "dyn", [h.make_tensor_value_info("x", T.FLOAT, ["N", 64])],
                      [h.make_tensor_value_info("y", T.FLOAT, ["N", 1])])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    sess = Session(m, ScheduleConfig(backends=["npu_emu", "onnxruntime"], backup="numpy",
+    sess = Session(m, ScheduleConfig(precision="fp16", backends=["npu_emu", "onnxruntime"], backup="numpy",
                                      pins={"mean": "onnxruntime"}))
     np.testing.assert_allclose(sess.run({"x": SMALL})["y"], rms(SMALL), rtol=2e-2)
     assert sess.placement["square"] == "npu_emu" and sess.executor.overlap
@@ -248,8 +248,8 @@ def test_an_fp16_chip_declines_the_path_into_a_dynamic_quantizer(tmp_path):
     np.testing.assert_array_equal(got["q"], ref["q"])  # the quantizer saw fp32 values: the same int8 codes
     chip = tmp_path / "chip.toml"
     chip.write_text(FP32_CHIP)
-    fp32 = Session(dynamic_quant_model(), ScheduleConfig(
-        **NPU, backend_options={"npu_emu": {"profile_file": str(chip), "profile": "test-npu-f32"}}))
+    fp32 = Session(dynamic_quant_model(), ScheduleConfig(  # a chip with fp32, asked for fp32
+        **{**NPU, "precision": "fp32"}, backend_options={"npu_emu": {"profile_file": str(chip), "profile": "test-npu-f32"}}))
     assert fp32.placement["relu"] == "npu_emu"  # an fp32 chip keeps them
 
 

@@ -16,7 +16,7 @@ from nnrt_core.errors import ConfigError, InputError
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("nnrt_npu_emu")
 
-NPU = dict(backends=["npu_emu", "onnxruntime"], backup="numpy")
+NPU = dict(precision="fp16", backends=["npu_emu", "onnxruntime"], backup="numpy")
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=13) -> onnx.ModelProto:

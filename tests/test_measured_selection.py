@@ -152,7 +152,7 @@ def test_auto_leaves_the_emulated_npu_out_visibly():
     assert "npu_emu" not in set(sess.placement.values())
     skipped = [e for e in sess.events if e.kind == "backend_skipped"]
     assert skipped and skipped[0].backend == "npu_emu" and "name it in backends" in skipped[0].message
-    named = Session(chain("Relu", "Neg"), ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    named = Session(chain("Relu", "Neg"), ScheduleConfig(backends=["npu_emu"], backup="numpy", precision="fp16"))
     assert "npu_emu" in set(named.placement.values())
 
 

@@ -49,7 +49,7 @@ def x() -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("backends", [["numpy"], ["onnxruntime"], ["npu_emu"], ["npu_emu", "onnxruntime"]])
 def test_saved_session_runs_without_the_model(tmp_path, x, backends):
-    sess = Session(small_cnn(), ScheduleConfig(backends=backends))
+    sess = Session(small_cnn(), ScheduleConfig(backends=backends, precision="fp16" if "npu_emu" in backends else "fp32"))
     want = sess.run(x)["y"]
     path = sess.save(tmp_path / "model.nnrt")
     loaded = Session(path)
@@ -102,6 +102,7 @@ def test_cli_compile_then_run_in_a_new_process(tmp_path, x):
     model.write_bytes(small_cnn())
     out = tmp_path / "cnn.nnrt"
     r = subprocess.run([sys.executable, "-m", "nnrt_core.tools.cli", "compile", str(model), "--backend", "npu_emu",
+                        "--precision", "fp16",
                         "-o", str(out), "--json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
@@ -114,7 +115,7 @@ def test_cli_compile_then_run_in_a_new_process(tmp_path, x):
     r = subprocess.run([sys.executable, "-c", code, str(out), str(tmp_path / "y.npy"), str(tmp_path / "x.npy")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    want = Session(small_cnn(), ScheduleConfig(backends=["npu_emu"])).run(x)["y"]
+    want = Session(small_cnn(), ScheduleConfig(precision="fp16", backends=["npu_emu"])).run(x)["y"]
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
 
 
@@ -142,10 +143,10 @@ def test_corrupted_truncated_and_newer_files_are_refused(tmp_path, x):
 
 def test_offline_model_on_the_wrong_chip_is_refused(tmp_path):
     # an fp16-chip program, loaded onto the int8 chip
-    sess = Session(small_cnn(), ScheduleConfig(backends=["npu_emu"], devices={"npu_emu": "emu-npu-f16"}))
+    sess = Session(small_cnn(), ScheduleConfig(precision="fp16", backends=["npu_emu"], devices={"npu_emu": "emu-npu-f16"}))
     path = sess.save(tmp_path / "m.nnrt")
     with pytest.raises(CompileError, match="compiled for chip"):
-        Session(path, ScheduleConfig(backends=["npu_emu"], devices={"npu_emu": "emu-npu-i8"}))
+        Session(path, ScheduleConfig(precision="fp16", backends=["npu_emu"], devices={"npu_emu": "emu-npu-i8"}))
 
 
 def test_backend_missing_for_a_saved_partition(tmp_path):
@@ -171,7 +172,7 @@ def _cache_files(d) -> list:
 
 
 def test_cache_cold_then_warm(tmp_path, x):
-    cfg = ScheduleConfig(backends=["npu_emu", "onnxruntime"], cache_dir=str(tmp_path))
+    cfg = ScheduleConfig(precision="fp16", backends=["npu_emu", "onnxruntime"], cache_dir=str(tmp_path))
     cold = Session(small_cnn(), cfg)
     assert not cold.cache_hit and cold.stats()["cache_hit"] is False
     files = _cache_files(tmp_path)
@@ -405,7 +406,7 @@ def test_npu_blob_of_format_1_still_loads():
 
     from nnrt_npu_emu import blob as npu_blob
 
-    sess = Session(small_cnn(), ScheduleConfig(backends=["npu_emu"]))
+    sess = Session(small_cnn(), ScheduleConfig(precision="fp16", backends=["npu_emu"]))
     part = next(s.compiled for s in sess.executor.steps if s.backend.name == "npu_emu")
     new = part.serialize()
     fixed = struct.Struct("<8sIIQQ32s")

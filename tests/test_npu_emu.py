@@ -57,6 +57,7 @@ def backend(registry) -> NpuEmuBackend:
 def _cfg(**kw) -> ScheduleConfig:
     kw.setdefault("backends", ["npu_emu"])
     kw.setdefault("backup", "numpy")
+    kw.setdefault("precision", "fp16")  # the chip's own precision (under fp32 it declines float nodes)
     return ScheduleConfig(**kw)
 
 
@@ -240,7 +241,7 @@ def test_int8_qdq_model_on_int8_chip(tmp_path):
 
 def test_int8_chip_rejects_float_ops(backend):
     m = load_onnx(_small_cnn())
-    cap = backend.capability(m.graph, CompileOptions(device=I8))
+    cap = backend.capability(m.graph, CompileOptions(precision="fp16", device=I8))
     assert not cap.supported
     assert "only in int8" in next(iter(cap.rejected.values()))
 
@@ -258,7 +259,7 @@ np.save(sys.argv[3], part.backend.to_host(out[part.output_names[0]]))
 
 def _compiled(backend, model=None, options=None):
     m = load_onnx(model or _small_cnn())
-    return backend.compile(m.graph, options or CompileOptions())
+    return backend.compile(m.graph, options or CompileOptions(precision="fp16"))
 
 
 def test_offline_model_round_trip_in_new_process(backend, tmp_path):
@@ -273,7 +274,7 @@ def test_offline_model_round_trip_in_new_process(backend, tmp_path):
     assert r.returncode == 0, r.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
     # and in this process, through Backend.load_compiled
-    again = backend.load_compiled(path.read_bytes(), CompileOptions())
+    again = backend.load_compiled(path.read_bytes(), CompileOptions(precision="fp16"))
     np.testing.assert_array_equal(backend.to_host(again.run({"x": x})["y"]), want)
     assert again.describe()["est_cycles"] == part.describe()["est_cycles"]
 
@@ -283,19 +284,19 @@ def test_offline_model_refusals(backend, tmp_path):
     corrupt = bytearray(blob)
     corrupt[-10] ^= 0xFF
     with pytest.raises(CompileError, match="checksum"):
-        backend.load_compiled(bytes(corrupt), CompileOptions())
+        backend.load_compiled(bytes(corrupt), CompileOptions(precision="fp16"))
     with pytest.raises(CompileError, match="truncated"):
-        backend.load_compiled(blob[: len(blob) // 2], CompileOptions())
+        backend.load_compiled(blob[: len(blob) // 2], CompileOptions(precision="fp16"))
     with pytest.raises(CompileError, match="truncated"):
-        backend.load_compiled(blob[:20], CompileOptions())
+        backend.load_compiled(blob[:20], CompileOptions(precision="fp16"))
     with pytest.raises(CompileError, match="magic"):
-        backend.load_compiled(b"PK\x03\x04" + blob[4:], CompileOptions())
+        backend.load_compiled(b"PK\x03\x04" + blob[4:], CompileOptions(precision="fp16"))
     newer = bytearray(blob)
     struct.pack_into("<I", newer, 8, FORMAT_VERSION + 1)
     with pytest.raises(CompileError, match="newer"):
-        backend.load_compiled(bytes(newer), CompileOptions())
+        backend.load_compiled(bytes(newer), CompileOptions(precision="fp16"))
     with pytest.raises(CompileError, match="compiled for chip"):
-        backend.load_compiled(blob, CompileOptions(device=I8))
+        backend.load_compiled(blob, CompileOptions(precision="fp16", device=I8))
     with pytest.raises(OfflineModelError):
         load_offline(_write(tmp_path / "bad.npumodel", b"garbage" * 10), backend=backend)
     with pytest.raises(CompileError, match="does not exist"):
@@ -311,12 +312,12 @@ def test_offline_model_for_unknown_chip(tmp_path):
     prof = tmp_path / "p.json"
     prof.write_text(json.dumps({"chips": [{"name": "acme-n1", "vendor": "acme", "dtypes": ["fp16"]}]}))
     b1 = NpuEmuBackend()
-    part = _compiled(b1, options=CompileOptions(device="acme-n1", extra={"profile_file": str(prof)}))
+    part = _compiled(b1, options=CompileOptions(device="acme-n1", precision="fp16", extra={"profile_file": str(prof)}))
     blob = part.serialize()
     b2 = NpuEmuBackend()  # a process that does not know the chip
     with pytest.raises(CompileError, match="acme/acme-n1@1.0"):
-        b2.load_compiled(blob, CompileOptions())
-    assert b1.load_compiled(blob, CompileOptions()).describe()["chip"] == "acme/acme-n1@1.0"
+        b2.load_compiled(blob, CompileOptions(precision="fp16"))
+    assert b1.load_compiled(blob, CompileOptions(precision="fp16")).describe()["chip"] == "acme/acme-n1@1.0"
 
 
 # -------------------------------------------------------------- conformance
@@ -414,21 +415,21 @@ def test_capability_reasons(backend):
         ins = [x] + ([h.make_tensor_value_info("shape_in", T.INT64, [2])] if node.op_type == "Reshape" else [])
         m = _model([node], ins, [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
         g = load_onnx(m, check=False).graph
-        cap = backend.capability(g, CompileOptions())
+        cap = backend.capability(g, CompileOptions(precision="fp16"))
         assert reason in cap.rejected[g.nodes[0].name], cap.rejected
     # dynamic shapes and rank
     m = _model([h.make_node("Relu", ["x"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT, ["N", 3])],
                [h.make_tensor_value_info("y", T.FLOAT, ["N", 3])])
     g = load_onnx(m).graph
-    assert "static shapes" in backend.capability(g, CompileOptions()).rejected[g.nodes[0].name]
+    assert "static shapes" in backend.capability(g, CompileOptions(precision="fp16")).rejected[g.nodes[0].name]
     m = _model([h.make_node("Relu", ["x"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT, [1] * 6)],
                [h.make_tensor_value_info("y", T.FLOAT, [1] * 6)])
     g = load_onnx(m).graph
-    assert "rank" in backend.capability(g, CompileOptions()).rejected[g.nodes[0].name]
+    assert "rank" in backend.capability(g, CompileOptions(precision="fp16")).rejected[g.nodes[0].name]
     m = _model([h.make_node("Relu", ["x"], ["y"])], [h.make_tensor_value_info("x", T.DOUBLE, [2])],
                [h.make_tensor_value_info("y", T.DOUBLE, [2])])
     g = load_onnx(m).graph
-    assert "dtype" in backend.capability(g, CompileOptions()).rejected[g.nodes[0].name]
+    assert "dtype" in backend.capability(g, CompileOptions(precision="fp16")).rejected[g.nodes[0].name]
 
 
 # ----------------------------------------------------- execution and memory
@@ -544,7 +545,7 @@ def test_malformed_profile_files(tmp_path):
 def test_working_set_larger_than_device_memory(tmp_path, backend):
     # SqueezeNet needs ~2.5 MB of fp16 weights + ~3 MB of planned workspace
     prof = _write(tmp_path / "tiny.toml", b'[[chip]]\nname = "tiny"\ndtypes = ["fp16"]\ndevice_memory_mib = 5\n')
-    opts = CompileOptions(device="tiny", extra={"profile_file": str(prof)})
+    opts = CompileOptions(device="tiny", precision="fp16", extra={"profile_file": str(prof)})
     model = _randomize_light(LIGHT / "light_squeezenet.onnx")
     with pytest.raises(CompileError, match="device memory"):
         backend.compile(load_onnx(model).graph, opts)

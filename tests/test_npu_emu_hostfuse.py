@@ -130,7 +130,7 @@ def _fusion_model() -> tuple:
 
 
 def test_fused_program_matches_the_literal_executor(backend):
-    part = backend.compile(load_onnx(_fusion_model()).graph, CompileOptions(device="emu-npu-f16"))
+    part = backend.compile(load_onnx(_fusion_model()).graph, CompileOptions(precision="fp16", device="emu-npu-f16"))
     # Mul+Relu, Conv+Relu (its own buffer: the Relu's overlaps the Conv's input), Conv+Clip(-1.5, 2.5), Add+Relu
     assert part.bound.fused == 4
     assert sum(st.via is not None for st in plan_steps(part.program)) >= 1

@@ -127,7 +127,7 @@ def test_chip_rank_limit_applies_to_the_folded_permute(backend, tmp_path):
     prof.write_text('[[chip]]\nname = "rank2"\ndtypes = ["fp16"]\nmax_rank = 2\n')
     backend.add_profiles(prof)
     g = load_onnx(_shuffle_model(1, 12, (3, 3), 3, conv=False)).graph
-    rej = backend.capability(g, CompileOptions(device="rank2")).rejected
+    rej = backend.capability(g, CompileOptions(precision="fp16", device="rank2")).rejected
     t = next(nd.name for nd in g.nodes if nd.op_type == "Transpose")
     assert "rank-3 data movement after folding" in rej[t] and "rank <= 2" in rej[t]
     assert not any(nd.name in rej for nd in g.nodes if nd.op_type == "Reshape")  # no instruction, any rank
@@ -137,7 +137,7 @@ def test_chip_rank_limit_applies_to_the_folded_permute(backend, tmp_path):
                                   [h.make_tensor_value_info("y", T.FLOAT, [1, 2, 3, 4, 5])]),
                      opset_imports=[h.make_opsetid("", 13)], ir_version=8)
     g = load_onnx(m).graph
-    assert "rank 5" in backend.capability(g, CompileOptions()).rejected[g.nodes[0].name]
+    assert "rank 5" in backend.capability(g, CompileOptions(precision="fp16")).rejected[g.nodes[0].name]
 
 
 def test_transpose_with_a_bad_perm_stays_on_the_host(backend):
@@ -146,7 +146,7 @@ def test_transpose_with_a_bad_perm_stays_on_the_host(backend):
                                   [h.make_tensor_value_info("y", T.FLOAT, None)]),
                      opset_imports=[h.make_opsetid("", 13)], ir_version=8)
     g = load_onnx(m, check=False).graph
-    assert "not a permutation" in backend.capability(g, CompileOptions()).rejected[g.nodes[0].name]
+    assert "not a permutation" in backend.capability(g, CompileOptions(precision="fp16")).rejected[g.nodes[0].name]
 
 
 @pytest.mark.parametrize("name", ["shufflenet", "squeezenet"])
@@ -179,7 +179,7 @@ def test_blob_of_the_previous_plugin_version_is_refused():
     from nnrt_npu_emu import blob as npu_blob
     from nnrt_npu_emu.blob import OfflineModelError
 
-    sess = Session(_shuffle_model(1, 6, (2, 2), 2, conv=False), ScheduleConfig(backends=["npu_emu"]))
+    sess = Session(_shuffle_model(1, 6, (2, 2), 2, conv=False), ScheduleConfig(precision="fp16", backends=["npu_emu"]))
     meta, program, weights = npu_blob.decode(sess.compiled_model.compiled[0].serialize())
     assert any(i.kernel == "transpose" and i.attrs["shape"] == [2, 3, 4] for i in program.instrs)
     old = npu_blob.encode(program, weights, {**meta, "producer": "nnrt-backend-npu-emu 0.2.0"})

@@ -151,7 +151,7 @@ def test_bound_program_matches_the_literal_executor(backend, chip, tmp_path):
         prof.write_text('[[chip]]\nname = "emu-fp32"\ndtypes = ["fp32"]\nmacs_per_cycle = {fp32 = 256}\n')
         backend.add_profiles(prof)
     model = load_onnx(_zoo())
-    part = backend.compile(model.graph, CompileOptions(device=chip, precision="fp32"))
+    part = backend.compile(model.graph, CompileOptions(device=chip, precision="fp16" if chip == "emu-npu-f16" else "fp32"))
     kernels = {op["kernel"] for op in part.describe()["per_op"]}
     assert {"conv", "pool", "unary", "nary", "pad", "concat", "gemm", "softmax", "reduce"} <= kernels
     x = np.random.RandomState(4).randn(2, 3, 15, 17).astype(np.float32) * 3
@@ -170,7 +170,7 @@ def test_fp16_weights_widened_once_device_accounting_unchanged(backend):
     arena = backend.device("emu-npu-f16").arena
     gc.collect()  # partitions of earlier tests give their device memory back
     before = arena.in_use
-    part = backend.compile(model.graph, CompileOptions(device="emu-npu-f16"))
+    part = backend.compile(model.graph, CompileOptions(precision="fp16", device="emu-npu-f16"))
     loaded = arena.in_use - before
     assert loaded >= part.program.const_size + part.program.ws_size  # weights + workspace in device memory
     x = np.zeros((2, 3, 15, 17), np.float32)

@@ -227,7 +227,7 @@ def test_offline_blob_of_another_plugin_version_is_refused_clearly():
 
     g = oh.make_graph([oh.make_node("Relu", ["x"], ["y"], name="relu")], "m",
                       [oh.make_tensor_value_info("x", T.FLOAT, [1, 8])], [oh.make_tensor_value_info("y", T.FLOAT, [1, 8])])
-    sess = Session(oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)]), ScheduleConfig(backends=["npu_emu"]))
+    sess = Session(oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)]), ScheduleConfig(precision="fp16", backends=["npu_emu"]))
     part = sess.compiled_model.compiled[0]
     meta, program, weights = npu_blob.decode(part.serialize())
     old = npu_blob.encode(program, weights, {**meta, "producer": "nnrt-backend-npu-emu 0.0.1"})

@@ -398,6 +398,6 @@ def test_auto_means_the_real_engines_and_an_emulator_only_when_named():
     skipped = [e for e in sess.events if e.kind == "backend_skipped"]
     assert [e.backend for e in skipped] == ["npu_emu"] and "emulates" in skipped[0].message
     np.testing.assert_array_equal(sess.run({"a": a})["y"], (a + a) * np.maximum(a + a, 0))
-    named = Session(chain_model(), ScheduleConfig(backends=["npu_emu"]))
+    named = Session(chain_model(), ScheduleConfig(backends=["npu_emu"], precision="fp16"))
     assert {p.backend for p in named.partitions} == {"npu_emu"}
     assert Registry().backend("npu_emu").backend.emulated and not backend().emulated

@@ -103,7 +103,7 @@ def test_device_partitions_record_transfers():
 
 def test_npu_emu_adds_simulated_timeline():
     pytest.importorskip("nnrt_npu_emu")
-    sess = Session(small_cnn(batch=1), ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    sess = Session(small_cnn(batch=1), ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy"))
     npu_parts = [p for p in sess.partitions if p.backend == "npu_emu"]
     assert npu_parts
     x = batches(1)[0]

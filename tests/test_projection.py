@@ -109,7 +109,7 @@ def test_run_trace_prints_the_projection(tmp_path, capsys, light_dir):
 
     trace = tmp_path / "t.json"
     # the light model's last convolutions exceed fp16: keep them on the chip (the projection is the subject)
-    chip = ["--backends", "npu_emu", "--backup", "numpy", "--on-overflow", "warn"]
+    chip = ["--backends", "npu_emu", "--backup", "numpy", "--precision", "fp16", "--on-overflow", "warn"]
     code = cli.main(["run", str(light_dir / "light_squeezenet.onnx"), *chip, "--trace", str(trace)])
     out = capsys.readouterr().out
     assert code == 0 and trace.is_file()

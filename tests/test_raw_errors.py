@@ -12,6 +12,11 @@ from nnrt_core.errors import ExecutionError, MemoryBudgetError, ModelLoadError, 
 from tflite_models import TFLiteWriter
 
 
+def _precision(backends) -> str:
+    """The emulated NPU computes in fp16: asked for fp32 it declines its float nodes."""
+    return "fp16" if "npu_emu" in backends else "fp32"
+
+
 def _model(nodes, inputs, outputs, opsets=(("", 17),), inits=()) -> bytes:
     g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
     return h.make_model(g, opset_imports=[h.make_opsetid(d, v) for d, v in opsets]).SerializeToString()
@@ -53,12 +58,12 @@ def _scan(out_axes) -> bytes:
 @pytest.mark.parametrize("backends", [["numpy"], ["npu_emu"]])
 def test_scan_output_axis_out_of_range(backends):
     with pytest.raises(ModelLoadError, match=r"'scan_output_axes' is \[4611686018427387904\]; expected axes in"):
-        Session(_scan([2 ** 62]), ScheduleConfig(backends=backends, backup="numpy"))
-    sess = Session(_scan([5]), ScheduleConfig(backends=backends, backup="numpy"))  # legal rank, wrong for the tensor
+        Session(_scan([2 ** 62]), ScheduleConfig(backends=backends, backup="numpy", precision=_precision(backends)))
+    sess = Session(_scan([5]), ScheduleConfig(backends=backends, backup="numpy", precision=_precision(backends)))  # legal rank, wrong for the tensor
     feeds = {"s": np.zeros(2, np.float32), "x": np.ones((3, 2), np.float32)}
     with pytest.raises(NnrtError, match="scan_output_axes holds 5, out of range for a tensor of rank 2"):
         sess.run(feeds)
-    assert Session(_scan([1]), ScheduleConfig(backends=backends, backup="numpy")).run(feeds)["y"].shape == (2, 3)
+    assert Session(_scan([1]), ScheduleConfig(backends=backends, backup="numpy", precision=_precision(backends))).run(feeds)["y"].shape == (2, 3)
 
 
 def _tflite_fc(mid_shape) -> bytes:
@@ -82,8 +87,8 @@ def test_tflite_corrupted_intermediate_shape_is_refused_at_import(mid, backends)
     same-size shape, ran; now the import names the operator and the tensor."""
     with pytest.raises(ModelLoadError, match=rf"operator 0 \(FULLY_CONNECTED\): tensor 3 'h' declares shape "
                                              rf"\{mid}, but .* give \[2, 3\]".replace(" ", r"\s?")):
-        Session(_tflite_fc(mid), ScheduleConfig(backends=backends, backup="numpy"))
-    y = Session(_tflite_fc([2, 3]), ScheduleConfig(backends=backends, backup="numpy")).run(
+        Session(_tflite_fc(mid), ScheduleConfig(backends=backends, backup="numpy", precision=_precision(backends)))
+    y = Session(_tflite_fc([2, 3]), ScheduleConfig(backends=backends, backup="numpy", precision=_precision(backends))).run(
         {"x": np.ones((2, 4), np.float32)})["y"]
     np.testing.assert_allclose(y, np.maximum(np.ones((2, 4)) @ (np.arange(12).reshape(3, 4) / 10).T + 2, 0),
                                rtol=2e-3)
@@ -104,7 +109,7 @@ def test_emulator_declines_a_tile_whose_declared_shape_lies():
     the emulator trusted the declared shape and numpy allocated 13.8 GiB."""
     reps = h.make_tensor("r", T.INT64, [4], [1, 1845493762, 3, 4])
     model = _declared_mid(h.make_node("Tile", ["x", "r"], ["t"], name="tile"), [1, 2, 1, 2], [1, 2, 3, 8], [reps])
-    sess = Session(model, ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    sess = Session(model, ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy"))
     assert sess.placement["tile"] == "numpy"
     assert any(e.kind == "node_fallback" for e in sess.events)
     rec = next(r for r in sess.placement_report if r.node == "tile")
@@ -119,7 +124,7 @@ def test_emulator_declines_a_tile_whose_declared_shape_lies():
 def test_emulator_expand_and_constant_of_shape_check_the_declared_shape(shape, declared, fits):
     s = h.make_tensor("s", T.INT64, [2], shape)
     model = _declared_mid(h.make_node("Expand", ["x", "s"], ["t"], name="expand"), [1, 3], declared, [s])
-    sess = Session(model, ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    sess = Session(model, ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy"))
     assert sess.placement["expand"] == ("npu_emu" if fits else "numpy")
 
 

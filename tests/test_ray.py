@@ -64,7 +64,7 @@ def test_map_batches_loads_the_shipped_file_warm():
 
 def test_a_heterogeneous_config_passes_through_and_asks_for_the_device(light_dir):
     # the light model's last convolutions exceed fp16, and a shipped compiled file cannot fall back: keep them
-    cfg = ScheduleConfig(backends=["npu_emu"], backup="numpy", on_overflow="warn")
+    cfg = ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy", on_overflow="warn")
     model = str(light_dir / "light_squeezenet.onnx")
     shipped = ship(model, cfg)
     assert shipped.mode == "file" and shipped.resources == {"npu_emu": 1.0}
@@ -301,3 +301,25 @@ def test_missing_device_resources_fail_before_the_job():
                                           r"cluster has 2"):
         check_resources({"npu_emu": 1.0}, 3)
     assert local_device_resources().get("npu_emu", 0) >= 1  # what a local instance offers
+
+
+def test_nnrt_batch_with_an_npu_config_falls_back_on_overflow(tmp_path, light_dir, capsys):
+    """The light SqueezeNet's last convolutions overflow fp16 on random inputs: the shipped compiled
+    file falls back to its stored numpy copy of the partition, and the job completes."""
+    model = str(light_dir / "light_squeezenet.onnx")
+    data = tmp_path / "in"
+    data.mkdir()
+    x = np.random.RandomState(0).rand(2, 3, 224, 224).astype(np.float32)
+    np.save(data / "a.npy", x)
+    out = tmp_path / "out"
+    rc = main(["batch", model, "--input", str(data), "--output", str(out), "--workers", "1", "--batch-size", "2",
+               "--format", "npz", "--backends", "npu_emu", "--backup", "numpy", "--precision", "fp16", "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rows"] == 2 and report["shipped"] == "file" and report["bad_rows"] == []
+    parts = [np.load(f) for f in sorted(out.glob("part-*.npz"))]
+    rows = dict(zip(np.concatenate([p["row_id"] for p in parts]), np.concatenate([p["softmaxout_1"] for p in parts])))
+    ref = Session(model, ScheduleConfig(backends=["numpy"]))
+    for i in range(2):
+        np.testing.assert_allclose(rows[f"a.npy#{i}"], ref.run({"data_0": x[i:i + 1]})["softmaxout_1"][0],
+                                   rtol=1e-5, atol=1e-6)

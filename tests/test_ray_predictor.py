@@ -91,7 +91,7 @@ def test_a_fixed_batch_model_runs_in_its_batch_size_and_pads_the_last_run():
 
 
 def test_device_backends_become_ray_resources(light_dir):
-    npu = Session(str(light_dir / "light_squeezenet.onnx"), ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    npu = Session(str(light_dir / "light_squeezenet.onnx"), ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy"))
     assert device_resources(npu) == {"npu_emu": 1.0}
     assert device_resources(Session(image_model(), ScheduleConfig(backends=["numpy"]))) == {}
 

@@ -18,7 +18,7 @@ from nnrt_core.frontends import load_onnx
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("nnrt_npu_emu")
 
-NPU = dict(backends=["npu_emu", "onnxruntime"], backup="numpy")
+NPU = dict(precision="fp16", backends=["npu_emu", "onnxruntime"], backup="numpy")
 RNG = np.random.default_rng(0)
 
 
@@ -161,7 +161,7 @@ def test_npu_declines_scalar_arithmetic():
                 h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
                [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
     g = load_onnx(m).graph
-    cap = _npu_backend().capability(g, CompileOptions())
+    cap = _npu_backend().capability(g, CompileOptions(precision="fp16"))
     assert "scalar" in cap.rejected[g.nodes[0].name]
     assert g.nodes[1].name in cap.supported  # a tensor times a scalar is fine
 

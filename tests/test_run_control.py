@@ -24,6 +24,11 @@ from nnrt_core.errors import (ConfigError, MemoryBudgetError, OpError, RunCancel
 from nnrt_core.ir import Graph, Node
 from nnrt_core.control import RunControl
 
+
+def _precision(backends) -> str:
+    """The emulated NPU computes in fp16: asked for fp32 it declines its float nodes."""
+    return "fp16" if "npu_emu" in backends else "fp32"
+
 X1 = {"x": np.zeros(1, np.float32)}
 
 
@@ -57,7 +62,7 @@ def _stops_fast(run, limit: float = 10.0) -> tuple[RunStoppedError, float]:
 # ------------------------------------------------------------------ deadlines
 @pytest.mark.parametrize("backends", [["numpy"], ["onnxruntime"], ["npu_emu"]])
 def test_loop_of_2_62_trips_stops_at_its_deadline_on_every_backend(backends):
-    sess = Session(loop_model(), ScheduleConfig(backends=backends, backup="numpy"))
+    sess = Session(loop_model(), ScheduleConfig(backends=backends, backup="numpy", precision=_precision(backends)))
     err, seconds = _stops_fast(lambda: sess.run(X1, timeout=0.2))
     assert isinstance(err, RunTimeoutError) and isinstance(err, TimeoutError)
     assert seconds < 2.0
@@ -65,7 +70,7 @@ def test_loop_of_2_62_trips_stops_at_its_deadline_on_every_backend(backends):
     # it names where it stopped: the Loop (NumPy) or the ORT partition and its Loop node
     assert "'loop'" in str(err) or "Loop" in str(err), str(err)
     # the session is still usable and short runs are unaffected by a timeout
-    small = Session(loop_model(3), ScheduleConfig(backends=backends, backup="numpy"))
+    small = Session(loop_model(3), ScheduleConfig(backends=backends, backup="numpy", precision=_precision(backends)))
     np.testing.assert_array_equal(small.run(X1, timeout=30)["y"], [3.0])
 
 
@@ -99,7 +104,7 @@ def test_expired_control_stops_before_the_first_partition():
 # --------------------------------------------------------------- run_async
 @pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
 def test_cancel_really_stops_the_run_and_frees_its_worker(backend):
-    sess = Session(loop_model(), ScheduleConfig(backends=[backend]))
+    sess = Session(loop_model(), ScheduleConfig(backends=[backend], precision=_precision([backend])))
     workers = sess.run_pool().workers
     for _ in range(3 * workers):  # more cancels than workers: each must come back
         fut = sess.run_async(X1)
@@ -112,7 +117,7 @@ def test_cancel_really_stops_the_run_and_frees_its_worker(backend):
         assert fut.control is not None and fut.control.cancelled
     # the pool is not exhausted: a short run gets a worker at once
     small = {"x": np.ones(1, np.float32)}
-    sess_small = Session(loop_model(2), ScheduleConfig(backends=[backend]))
+    sess_small = Session(loop_model(2), ScheduleConfig(backends=[backend], precision=_precision([backend])))
     assert sess_small.run_async(small).result(timeout=10)["y"][0] == 3.0
     # every worker of the cancelled runs' pool is free: new runs start (and time out) at once;
     # a stuck worker would leave its future pending (concurrent.futures' TimeoutError below)
@@ -204,7 +209,7 @@ def test_conv_window_larger_than_the_padded_input_names_the_axis(backend, length
     model = _model([h.make_node("Conv", ["x", "w"], ["y"], pads=pads, name="conv")],
                    [h.make_tensor_value_info("x", T.FLOAT, [1, 2, "L"])],
                    [h.make_tensor_value_info("y", T.FLOAT, [1, 3, "M"])], [numpy_helper.from_array(w, "w")])
-    sess = Session(model, ScheduleConfig(backends=[backend]))
+    sess = Session(model, ScheduleConfig(backends=[backend], precision=_precision([backend])))
     x = np.ones((1, 2, length), np.float32)
     if fits:
         np.testing.assert_allclose(sess.run({"x": x})["y"], np.full((1, 3, 1), 6.0, np.float32))
@@ -326,7 +331,7 @@ def _relu_chain(n: int) -> bytes:
 
 
 def test_npu_queue_drops_stopped_jobs_and_the_program_stops_between_instructions():
-    sess = Session(_relu_chain(6), ScheduleConfig(backends=["npu_emu"], backup=None))
+    sess = Session(_relu_chain(6), ScheduleConfig(precision="fp16", backends=["npu_emu"], backup=None))
     assert set(sess.placement.values()) == {"npu_emu"}
     part = sess.compiled_model.compiled[0]
     x = {part.input_names[0]: np.ones((1, 8), np.float32)}
@@ -373,7 +378,7 @@ def test_mixed_device_and_host_partitions_stop_at_the_deadline():
     model = _model(relu + [loop], [h.make_tensor_value_info("x", T.FLOAT, [1, 8])],
                    [h.make_tensor_value_info("y", T.FLOAT, [1, 8])],
                    [h.make_tensor("M", T.INT64, [], [2 ** 62]), h.make_tensor("cond", T.BOOL, [], [True])])
-    sess = Session(model, ScheduleConfig(backends=["npu_emu"], backup="numpy"))
+    sess = Session(model, ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy"))
     assert sess.placement["relu"] == "npu_emu" and sess.placement["loop"] == "numpy"
     assert sess.executor.overlap
     err, seconds = _stops_fast(lambda: sess.run({"x": np.ones((1, 8), np.float32)}, timeout=0.2))

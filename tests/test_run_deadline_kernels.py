@@ -16,6 +16,11 @@ from nnrt_core.errors import MemoryBudgetError, RunTimeoutError, UnsupportedNode
 from nnrt_core.control import RunControl
 from nnrt_npu_emu.ops.nn import MAX_POOL_TAPS
 
+
+def _precision(backends) -> str:
+    """The emulated NPU computes in fp16: asked for fp32 it declines its float nodes."""
+    return "fp16" if "npu_emu" in backends else "fp32"
+
 T_OUT = 0.3  #: the runs' timeout (s)
 SLACK = 0.1  #: the target: back within T + 100 ms
 
@@ -57,7 +62,7 @@ def _returns_by_the_deadline(sess: Session, shape: list[int], attempts: int = 2)
 @pytest.mark.parametrize("backend, m, n", [("numpy", 400, 256), ("onnxruntime", 600, 384), ("npu_emu", 200, 256)])
 def test_many_short_nodes_stop_within_t_plus_100_ms_on_every_backend(backend, m, n):
     model, shape = _pool_chain(m, n)
-    sess = Session(model, ScheduleConfig(backends=[backend], backup=None))
+    sess = Session(model, ScheduleConfig(backends=[backend], backup=None, precision=_precision([backend])))
     assert _returns_by_the_deadline(sess, shape) < SLACK
 
 
@@ -68,7 +73,7 @@ def test_one_long_pooling_window_stops_within_t_plus_100_ms(backend):
     k, n = 250, 1000
     model = _model([h.make_node("AveragePool", ["x"], ["y"], kernel_shape=[k, k], name="pool")],
                    [1, 4, n, n], [1, 4, n - k + 1, n - k + 1])
-    sess = Session(model, ScheduleConfig(backends=[backend], backup=None))
+    sess = Session(model, ScheduleConfig(backends=[backend], backup=None, precision=_precision([backend])))
     assert _returns_by_the_deadline(sess, [1, 4, n, n]) < SLACK
 
 
@@ -82,7 +87,7 @@ def test_absurd_pool_window_is_declined_by_the_emulator_and_refused(op):
 
     def build_and_run() -> None:
         try:
-            Session(model, ScheduleConfig(backends=["npu_emu"], backup="numpy")).run(
+            Session(model, ScheduleConfig(precision="fp16", backends=["npu_emu"], backup="numpy")).run(
                 {"x": np.ones((1, 1, 2, 2), np.float32)}, timeout=2)
             box.append(None)
         except BaseException as e:  # handed to the test thread
@@ -107,14 +112,14 @@ def test_absurd_pool_window_is_declined_by_the_emulator_and_refused(op):
 def test_emulator_declines_windows_the_attributes_contradict(kwargs, shapes, reason):
     model = _declared_mid(h.make_node("MaxPool", ["x"], ["t"], name="pool", **kwargs), *shapes)
     with pytest.raises(UnsupportedNodeError, match=reason):
-        Session(model, ScheduleConfig(backends=["npu_emu"], backup=None))
+        Session(model, ScheduleConfig(precision="fp16", backends=["npu_emu"], backup=None))
 
 
 def test_emulator_pool_with_ceil_mode_still_runs_and_matches_numpy():
     model = _model([h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1,
                                 name="pool")], [1, 2, 6, 6], [1, 2, 3, 3])
     x = {"x": np.random.default_rng(0).standard_normal((1, 2, 6, 6)).astype(np.float32)}
-    emu = Session(model, ScheduleConfig(backends=["npu_emu"], backup=None))
+    emu = Session(model, ScheduleConfig(precision="fp16", backends=["npu_emu"], backup=None))
     assert emu.placement == {"pool": "npu_emu"}
     ref = Session(model, ScheduleConfig(backends=["numpy"])).run(x)["y"]
     np.testing.assert_allclose(emu.run(x)["y"], ref, rtol=2e-3)  # the chip stores fp16
@@ -125,7 +130,7 @@ def test_emulator_host_copies_take_the_runs_memory_budget():
     model = _model([h.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                                 count_include_pad=1, name="pool")], [1, 1, 64, 64], [1, 1, 64, 64])
     x = {"x": np.ones((1, 1, 64, 64), np.float32)}
-    sess = Session(model, ScheduleConfig(backends=["npu_emu"], backup=None))
+    sess = Session(model, ScheduleConfig(precision="fp16", backends=["npu_emu"], backup=None))
     with pytest.raises(MemoryBudgetError, match=r"padded copy \[1, 1, 66, 66\] .* budget of 16384 bytes"):
         sess.run(x, control=RunControl(max_tensor_bytes=16384))  # the input is 16384 bytes, its padded copy more
     assert sess.run(x)["y"].shape == (1, 1, 64, 64)

@@ -13,7 +13,7 @@ from nnrt_core import ConfigError, InputError, ScheduleConfig, Session
 from nnrt_core.compiler import specialize
 from nnrt_core.errors import CompileError
 
-NPU = dict(backends=["npu_emu", "onnxruntime"], backup="numpy")
+NPU = dict(precision="fp16", backends=["npu_emu", "onnxruntime"], backup="numpy")
 RNG = np.random.default_rng(7)
 
 
@@ -181,10 +181,10 @@ def test_cli_partition_plans_for_the_given_inputs(tmp_path, capsys):
     path = tmp_path / "dyn.onnx"
     onnx.save(_model(), path)
     np.save(tmp_path / "x.npy", _x(1, 3, 12, 12))
-    assert main(["partition", str(path), "--backends", "npu_emu,onnxruntime", "--json"]) == 0
+    assert main(["partition", str(path), "--backends", "npu_emu,onnxruntime", "--precision", "fp16", "--json"]) == 0
     dynamic = json.loads(capsys.readouterr().out)
     assert {p["backend"] for p in dynamic["partitions"]} == {"onnxruntime"}
-    assert main(["partition", str(path), "--backends", "npu_emu,onnxruntime", "--input",
+    assert main(["partition", str(path), "--backends", "npu_emu,onnxruntime", "--precision", "fp16", "--input",
                  f"x={tmp_path / 'x.npy'}", "--json"]) == 0
     planned = json.loads(capsys.readouterr().out)
     assert {p["backend"] for p in planned["partitions"]} == {"npu_emu"}
@@ -225,7 +225,7 @@ def test_cli_run_and_bench_plan_for_the_given_inputs_before_timing(tmp_path, cap
     onnx.save(_model(), path)
     np.save(tmp_path / "x.npy", _x(1, 3, 10, 10))
     for cmd in (["run"], ["bench", "--runs", "2", "--in-flight", "1"]):
-        assert main([*cmd, str(path), "--backends", "npu_emu,onnxruntime", "--input", f"x={tmp_path / 'x.npy'}",
+        assert main([*cmd, str(path), "--backends", "npu_emu,onnxruntime", "--precision", "fp16", "--input", f"x={tmp_path / 'x.npy'}",
                      "--json"]) == 0
         data = json.loads(capsys.readouterr().out)
         assert {p["backend"] for p in data["partitions"]} == {"npu_emu"}, cmd

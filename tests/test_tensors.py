@@ -25,7 +25,7 @@ def x() -> np.ndarray:
 
 
 def test_npu_input_and_output_stay_on_the_device(x):
-    sess = Session(_chain(), ScheduleConfig(backends=["npu_emu"]))
+    sess = Session(_chain(), ScheduleConfig(precision="fp16", backends=["npu_emu"]))
     want = sess.run({"x": x})["y"]
     assert sess.stats()["host_device_copies"] == 2  # upload + download
     t = sess.allocate_input("x")
@@ -66,7 +66,7 @@ def test_host_backends_allocate_host_tensors(x):
 
 
 def test_device_tensor_fed_to_a_host_session_is_copied_and_counted(x):
-    npu = Session(_chain(), ScheduleConfig(backends=["npu_emu"]))
+    npu = Session(_chain(), ScheduleConfig(precision="fp16", backends=["npu_emu"]))
     t = npu.allocate_input("x")
     t.copy_from(x)
     host = Session(_chain(), ScheduleConfig(backends=["numpy"]))
@@ -75,7 +75,7 @@ def test_device_tensor_fed_to_a_host_session_is_copied_and_counted(x):
 
 
 def test_bad_tensors_are_clear_errors(x):
-    sess = Session(_chain(), ScheduleConfig(backends=["npu_emu"]))
+    sess = Session(_chain(), ScheduleConfig(precision="fp16", backends=["npu_emu"]))
     small = Tensor.from_numpy(np.zeros((1, 3, 4, 4), np.float32))
     with pytest.raises(InputError, match=r"holds float32\[1, 3, 4, 4\]"):
         sess.run({"x": small})

@@ -131,7 +131,7 @@ def _conv_lrn(batch) -> onnx.ModelProto:
 
 
 def test_fallbacks_are_in_the_legend_and_outlined():
-    sess = Session(_conv_lrn(1), ScheduleConfig(backends=["npu_emu"]))  # the NPU has no LRN
+    sess = Session(_conv_lrn(1), ScheduleConfig(backends=["npu_emu"], precision="fp16"))  # the NPU has no LRN
     assert [p.backend for p in sess.partitions] == ["npu_emu", "numpy", "npu_emu"]
     svg = placement_svg(sess)
     assert "fallback events: 1 node_fallback" in svg and "c · 1.0 KB" in svg

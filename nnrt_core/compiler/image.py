@@ -2,9 +2,11 @@
 (offline files and the model cache store this form)."""
 from __future__ import annotations
 
+from typing import Any
 
 from nnrt_core.backend.base import Backend, CompiledPartition, CompileOptions
 from nnrt_core.compiler.model import CompiledModel, EventLog, PartitionInfo
+from nnrt_core.compiler.stored_fallback import backup_records
 from nnrt_core.config import ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError, SessionFileError
 from nnrt_core.ir import Graph, Value
@@ -15,7 +17,7 @@ from nnrt_core.runtime.executor import ExecutionStep
 from nnrt_core.storage.session_file import PartitionRecord, SessionImage
 from nnrt_core.version import __version__
 
-__all__ = ["to_image", "from_image", "stored_config"]
+__all__ = ["to_image", "from_image", "stored_config", "load_partition"]
 
 _MEMORY_STATS = ("planned_peak_bytes", "naive_bytes", "lower_bound_bytes")
 
@@ -38,7 +40,8 @@ def to_image(model: CompiledModel) -> SessionImage:
         events=[e.to_dict() for e in model.events], constants=dict(model.constants),
         meta={"nnrt_version": __version__, "graph_name": g.name, "folded_nodes": model.folded_nodes,
               "memory": model.memory_plans.stats(), "passes": model.pass_report.to_dict(),
-              "considered_plans": model.considered_plans})
+              "considered_plans": model.considered_plans},
+        fallbacks=backup_records(model))
 
 
 def _serialized(step: ExecutionStep, index: int) -> bytes:
@@ -83,9 +86,10 @@ def stored_config(image: SessionImage, what: str = "session file") -> ScheduleCo
         raise SessionFileError(f"{what}: field 'config' is not a valid config: {e}") from None
 
 
-def _load_partition(rec: PartitionRecord, image: SessionImage, options: CompileOptions,
-                    registry: Registry) -> ExecutionStep:
-    """``rec`` loaded by its backend, its boundary checked against the record."""
+def load_partition(rec: PartitionRecord, output_types: dict[str, Any], options: CompileOptions,
+                   registry: Registry) -> ExecutionStep:
+    """``rec`` loaded by its backend, its boundary checked against the record
+    (``output_types``: the graph outputs' stored types, by name)."""
     reg = registry.backend(rec.backend)  # ConfigError listing installed backends
     if not reg.available or reg.backend is None:
         raise SessionFileError(f"the compiled session needs backend {rec.backend!r}, which is unavailable "
@@ -100,7 +104,7 @@ def _load_partition(rec: PartitionRecord, image: SessionImage, options: CompileO
         raise SessionFileError(f"partition {rec.index} ({rec.backend!r}): field 'outputs' names {rec.outputs}, "
                                f"but its compiled form writes {list(writes)}")
     return ExecutionStep(part, backend, list(rec.inputs), list(rec.outputs),
-                         types={n: t for n, t in image.outputs if n in rec.outputs})
+                         types={n: t for n, t in output_types.items() if n in rec.outputs})
 
 
 def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) -> CompiledModel:
@@ -111,18 +115,19 @@ def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) 
     graph = Graph(str(image.meta.get("graph_name", "offline")),
                   inputs=[Value(n, t) for n, t in image.inputs], outputs=[Value(n, t) for n, t in image.outputs])
     steps, used = [], []
+    output_types = dict(image.outputs)
     options: dict[str, CompileOptions] = {}  # once per backend
     for rec in image.partitions:
         if rec.backend not in options:
             options[rec.backend] = config.compile_options(rec.backend)
-        step = _load_partition(rec, image, options[rec.backend], registry)
+        step = load_partition(rec, output_types, options[rec.backend], registry)
         if step.backend not in used:
             used.append(step.backend)
         steps.append(step)
     meta = image.meta
     memory = meta.get("memory")
     plans = meta.get("considered_plans")
-    return CompiledModel(
+    model = CompiledModel(
         config=config, graph=graph, steps=steps,
         partitions=[PartitionInfo(r.index, r.backend, tuple(n for n, _ in r.nodes),
                                   tuple(sorted({op for _, op in r.nodes})), tuple(r.inputs), tuple(r.outputs), {})
@@ -135,3 +140,7 @@ def from_image(image: SessionImage, config: ScheduleConfig, registry: Registry) 
         else PassReport(config.optimization_level),
         folded_nodes=int(meta.get("folded_nodes", 0) or 0),
         stored_memory_stats={k: memory.get(k) for k in _MEMORY_STATS} if isinstance(memory, dict) else None)
+    # the records view the file's (read-only) bytes: loaded only if their partition overflows
+    model.stored_fallbacks = {f.partition: f for f in image.fallbacks}
+    model.registry = registry  # a fallback loads its partition through it
+    return model

@@ -111,6 +111,9 @@ class CompiledModel:
         #: sets them when ``config.on_overflow`` is "fallback"; see nnrt_core.compiler.overflow)
         self.source: Any = None
         self.registry: Any = None
+        #: partition index -> its nodes compiled for the backup, read from a session file (format 3): what a
+        #: loaded model's overflow fallback runs instead (nnrt_core.compiler.stored_fallback)
+        self.stored_fallbacks: dict[int, Any] = {}
         #: the memory plans of ``graph``'s intermediates (stored figures for a loaded model)
         self.memory_plans = MemoryPlans(self.graph, self.stored_memory_stats)
         self._deferred: dict[str, Callable[[], Any]] = {}

@@ -35,8 +35,10 @@ class RunPlan(FrozenRecord):
 
     def _guard(self) -> None:
         model = self.model
-        why = ("the session was loaded from a compiled file" if model.source is None
-               else "the config has no backup backend" if model.config.backup is None else "")
+        why = ("the config has no backup backend" if model.config.backup is None
+               else "the session was loaded from a compiled file that stores no backup copy of its partitions "
+                    "(written by an older nnrt or with another on_overflow; recompile it)"
+               if model.source is None and not model.stored_fallbacks else "")
         self.executor.overflow = OverflowGuard(model.config.on_overflow, model.events,
                                                None if why else _weak_replan(self), why)
 
@@ -44,11 +46,11 @@ class RunPlan(FrozenRecord):
         """Rebuild without the partitions in ``seen`` (their nodes on the
         backup: :func:`~nnrt_core.compiler.overflow.refit_model`) and run that
         plan from now on; returns its executor.  Called under the old plan's lock."""
-        from nnrt_core.compiler.overflow import refit_model  # the compiler: only when a fallback happens
+        from nnrt_core.compiler.overflow import refit_model, refit_stored  # only when a fallback happens
 
         if not any(st is seen[0][0] for st in self.executor.steps):  # another run replanned meanwhile
             return self.executor
-        model = refit_model(self.model, seen)
+        model = refit_model(self.model, seen) if self.model.source is not None else refit_stored(self.model, seen)
         object.__setattr__(self, "model", model)
         object.__setattr__(self, "executor", _executor(model))
         self._guard()

@@ -64,6 +64,10 @@ _OPT_COUNT = _opt(_count)
 _PARTITION = {"index": (_count, True), "backend": (_name, True), "backend_version": (_str, True),
               "name": (_str, True), "nodes": (list, True), "inputs": (list, True), "outputs": (list, True),
               "entry": (_count, True)}
+_FALLBACK = {"partition": (_count, True), "backend": (_name, True), "backend_version": (_str, True),
+             "form": (_name, True), "entry": (_count, True)}
+#: the forms a fallback's bytes may take (``session_file.FALLBACK_FORMS``)
+_FALLBACK_FORMS = ("onnx",)
 _CONSTANT = {"name": (_name, True), "dtype": (_name, True), "shape": (list, True), "entry": (_count, True)}
 _PLACEMENT = {"node": (_name, True), "op_type": (_str, True), "backend": (_name, True),
               "partition": (_int, False), "reason": (_str, False), "rejected": (dict, False)}
@@ -153,6 +157,7 @@ def check_header(head: Any, what: str) -> None:
     consts = _constants(c, head["constants"], len(entries))
     _references(c, ios["inputs"], ios["outputs"], parts, consts)
     _placement(c, head.get("placement", []), parts)
+    _fallbacks(c, head.get("fallbacks", []), parts, len(entries))
     for i, e in enumerate(c.value(head.get("events", []), list, "events")):
         c.record(e, _EVENT, f"events[{i}]")
         c.items(e.get("nodes", []), _str, f"events[{i}].nodes")
@@ -230,6 +235,27 @@ def _placement(c: _Checker, v: Any, parts: list[dict]) -> None:
                                            f"{where[node]['index']}")
         if r["backend"] not in backends:
             raise c.fail(f"{f}.backend", f"names backend {r['backend']!r}, which no partition uses")
+
+
+def _fallbacks(c: _Checker, v: Any, parts: list[dict], n_entries: int) -> None:
+    """Each fallback names a stored partition (once), another backend, an existing entry."""
+    c.value(v, list, "fallbacks")
+    backend_of = {p["index"]: p["backend"] for p in parts}
+    seen: set[int] = set()
+    for i, f in enumerate(v):
+        field = f"fallbacks[{i}]"
+        c.record(f, _FALLBACK, field)
+        if f["partition"] not in backend_of:
+            raise c.fail(f"{field}.partition", f"names partition {f['partition']}, which the file does not hold")
+        if f["partition"] in seen:
+            raise c.fail(f"{field}.partition", f"gives partition {f['partition']} a second fallback")
+        seen.add(f["partition"])
+        if f["backend"] == backend_of[f["partition"]]:
+            raise c.fail(f"{field}.backend", f"is {f['backend']!r}, the backend of the partition it replaces")
+        if f["entry"] >= n_entries:
+            raise c.fail(f"{field}.entry", f"names entry {f['entry']}, but the file has {n_entries}")
+        if f["form"] not in _FALLBACK_FORMS:
+            raise c.fail(f"{field}.form", f"is {f['form']!r}; this nnrt reads {list(_FALLBACK_FORMS)}")
 
 
 def _meta(c: _Checker, meta: Any) -> None:

@@ -14,12 +14,20 @@ stored in our own format; no pickle, nothing is evaluated::
 
 Format 2 checks entries with XXH3-128 (``"xxh3_128"``), format 1 with sha256
 (``"sha256"``); both are read (see :mod:`nnrt_core.storage.checksum`).
-Format 3 also checks the header with XXH3-128 (zero-padded to 32 bytes;
+Format 3 checks the header with XXH3-128 too (zero-padded to 32 bytes;
 formats 1 and 2 carry its sha256), so reading a file needs no OpenSSL.
 
 Partition entries hold ``CompiledPartition.serialize()`` bytes, which the
 backend named in the entry turns back into a partition with
 ``Backend.load_compiled``; constant graph outputs are stored as raw arrays.
+
+Format 3 adds ``fallbacks``: for a partition that computes in fp16/bf16 (its
+stores may overflow at run time), the same nodes as an ONNX model (``form:
+"onnx"``, the optimized graph's nodes, weights in fp32) and the backup backend
+to compile them for (``{"partition", "backend", "backend_version", "form",
+"entry"}``); a session loaded from the file loads and compiles it, as any
+untrusted model, only after an overflow there (``on_overflow="fallback"``,
+:mod:`nnrt_core.compiler.overflow`).  Formats 1 and 2 have none.
 """
 from __future__ import annotations
 
@@ -37,7 +45,8 @@ from nnrt_core.errors import SessionFileError
 from nnrt_core.ir import DataType, OptionalType, SequenceType, TensorType, ValueType
 from nnrt_core.record import Record
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "header_digest", "NewerFormatError", "PartitionRecord", "SessionImage",
+__all__ = ["MAGIC", "FORMAT_VERSION", "MAX_FILE_BYTES", "header_digest", "NewerFormatError", "PartitionRecord",
+           "FallbackRecord", "FALLBACK_FORMS", "SessionImage",
            "encode", "decode", "looks_like_session_file", "read_bytes", "read_session_file", "type_to_json",
            "type_from_json"]
 
@@ -85,10 +94,33 @@ class PartitionRecord(Record):
         self.nodes, self.inputs, self.outputs, self.blob = nodes, inputs, outputs, blob
 
 
+#: the forms a fallback record's bytes may take
+FALLBACK_FORMS = ("onnx",)
+
+
+class FallbackRecord(Record):
+    """The nodes of stored partition ``partition`` as an ONNX model
+    (``form="onnx"``), for the backup ``backend`` to compile and run instead
+    after an fp16 overflow."""
+
+    __slots__ = ("partition", "backend", "backend_version", "form", "blob")
+    partition: int
+    backend: str
+    backend_version: str
+    form: str
+    blob: bytes | memoryview
+
+    def __init__(self, partition: int, backend: str, backend_version: str, form: str,
+                 blob: bytes | memoryview) -> None:
+        self.partition, self.backend, self.backend_version = partition, backend, backend_version
+        self.form, self.blob = form, blob
+
+
 class SessionImage(Record):
     """What a session needs to run without its source model."""
 
-    __slots__ = ("config", "inputs", "outputs", "partitions", "placement", "events", "constants", "meta")
+    __slots__ = ("config", "inputs", "outputs", "partitions", "placement", "events", "constants", "meta",
+                 "fallbacks")
     config: dict[str, Any]
     inputs: list[tuple[str, ValueType | None]]
     outputs: list[tuple[str, ValueType | None]]
@@ -97,16 +129,19 @@ class SessionImage(Record):
     events: list[dict[str, Any]]
     constants: dict[str, np.ndarray]
     meta: dict[str, Any]
+    fallbacks: list[FallbackRecord]  #: backup-compiled partitions for an overflow (format 3)
 
     def __init__(self, config: dict[str, Any], inputs: list[tuple[str, ValueType | None]],
                  outputs: list[tuple[str, ValueType | None]], partitions: list[PartitionRecord],
                  placement: list[dict[str, Any]] | None = None, events: list[dict[str, Any]] | None = None,
-                 constants: dict[str, np.ndarray] | None = None, meta: dict[str, Any] | None = None) -> None:
+                 constants: dict[str, np.ndarray] | None = None, meta: dict[str, Any] | None = None,
+                 fallbacks: list[FallbackRecord] | None = None) -> None:
         self.config, self.inputs, self.outputs, self.partitions = config, inputs, outputs, partitions
         self.placement = [] if placement is None else placement
         self.events = [] if events is None else events
         self.constants = {} if constants is None else constants
         self.meta = {} if meta is None else meta
+        self.fallbacks = [] if fallbacks is None else fallbacks
 
 
 # ------------------------------------------------------------------ types
@@ -178,13 +213,15 @@ def encode(image: SessionImage) -> bytes:
             raise SessionFileError(f"constant output {name!r} has dtype {arr.dtype}, which a session file "
                                    "cannot store")
         consts.append({"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape), "entry": add(arr.tobytes())})
+    fallbacks = [{"partition": f.partition, "backend": f.backend, "backend_version": f.backend_version,
+                  "form": f.form, "entry": add(bytes(f.blob))} for f in image.fallbacks]
     header = {
         "config": image.config,
         "inputs": [[n, type_to_json(t)] for n, t in image.inputs],
         "outputs": [[n, type_to_json(t)] for n, t in image.outputs],
         "partitions": parts, "constants": consts,
         "placement": image.placement, "events": image.events, "meta": image.meta,
-        "entries": entries,
+        "fallbacks": fallbacks, "entries": entries,
     }
     import json  # ~1 ms: only when a file is written or read
 
@@ -314,12 +351,14 @@ def _image(head: dict[str, Any], payload: memoryview, what: str) -> SessionImage
              for p in head["partitions"]]
     consts = {c["name"]: _constant(c, entry(c["entry"]), f"{what}: constants[{i}]")
               for i, c in enumerate(head["constants"])}
+    fallbacks = [FallbackRecord(f["partition"], f["backend"], f["backend_version"], f["form"], entry(f["entry"]))
+                 for f in head.get("fallbacks", [])]
     return SessionImage(
         config=dict(head["config"]),
         inputs=[(n, _type(t, f"{what}: inputs[{i}]")) for i, (n, t) in enumerate(head["inputs"])],
         outputs=[(n, _type(t, f"{what}: outputs[{i}]")) for i, (n, t) in enumerate(head["outputs"])],
         partitions=parts, placement=list(head.get("placement", [])), events=list(head.get("events", [])),
-        constants=consts, meta=dict(head.get("meta", {})))
+        constants=consts, meta=dict(head.get("meta", {})), fallbacks=fallbacks)
 
 
 def _constant(c: dict[str, Any], raw: memoryview, where: str) -> np.ndarray:

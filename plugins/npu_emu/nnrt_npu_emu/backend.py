@@ -183,6 +183,8 @@ class NpuPartition(CompiledPartition):
         meta = dict(self.meta)
         meta.update(chip_id=self.device.profile.chip_id, chip_digest=self.device.profile.digest,
                     producer=f"nnrt-backend-npu-emu {__version__}", name=self.name)
+        labels = {ins.node.split(",")[0] for ins in self.program.instrs}  # an overflow names its node when loaded
+        meta["producers"] = {v: n for v, n in self.producers.items() if v in labels}
         return encode(self.program, self.weights, meta)
 
     def estimated_seconds(self) -> float:
@@ -372,6 +374,9 @@ class NpuEmuBackend(Backend):
             part = NpuPartition(self, dev, program, weights, str(meta.get("name", "offline")), meta)
         except DeviceMemoryError as e:
             raise CompileError(f"npu_emu cannot load the offline model: {e}") from None
+        producers = meta.get("producers")
+        if isinstance(producers, dict):
+            part.producers = {k: v for k, v in producers.items() if isinstance(k, str) and isinstance(v, str)}
         self._current = dev
         return part
 

@@ -78,6 +78,9 @@ class Analysis:
         self.profile = profile
         self.fprec = float_precision(profile, precision)
         self.precision = self.fprec or "fp32"
+        #: ``precision="fp32"`` asked of a chip without fp32: only nodes that compute bit-exactly what
+        #: fp32 would run on it (``capability.exact_in_fp32``); the rest are declined, never rounded
+        self.exact_only = precision == "fp32" and "fp32" not in profile.dtypes
         self.wdtype = STORAGE[self.precision]
         self.int8 = "int8" in profile.dtypes
         #: nodes feeding a dynamic quantizer (:func:`dynamic_quant_upstream`): kept off fp16 compute
@@ -95,7 +98,7 @@ class Analysis:
                 self._foldable_values.update(id(v) for v in n.outputs)
         self.groups: dict[int, QGroup] = {}
         self.member: dict[int, QGroup] = {}
-        if self.int8:
+        if self.int8 and not self.exact_only:  # an int8 group is a reduced precision: not under fp32
             for n in graph.nodes:
                 g = self._group(n, graph_outputs)
                 if g is not None:

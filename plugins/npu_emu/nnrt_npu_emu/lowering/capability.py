@@ -10,7 +10,7 @@ from nnrt_npu_emu.lowering.analysis import FLOAT_DTYPES, Analysis
 from nnrt_npu_emu.numerics import FP16_MAX, fp16_unsafe_value
 from nnrt_npu_emu.ops import OPS, OpDef, Unsupported
 
-__all__ = ["why_unsupported", "quantized_range"]
+__all__ = ["why_unsupported", "quantized_range", "exact_in_fp32"]
 
 
 def why_unsupported(node: Node, an: Analysis) -> str | None:
@@ -28,6 +28,8 @@ def why_unsupported(node: Node, an: Analysis) -> str | None:
         # a folded constant too: the chip would hold it in fp16
         return (f"feeds DynamicQuantizeLinear {q!r}: dynamic quantization takes its scale from the data, and fp16 "
                 "rounding upstream moves its int8 steps (kept for an fp32 backend)")
+    if an.exact_only and not exact_in_fp32(node, an):
+        return _not_fp32_reason(node, an)
     if id(node) in an.folded:
         try:
             for v in node.outputs:
@@ -58,6 +60,44 @@ def why_unsupported(node: Node, an: Analysis) -> str | None:
     except Unsupported as e:
         return str(e)
     return None
+
+
+def exact_in_fp32(node: Node, an: Analysis) -> bool:
+    """True when the chip computes ``node`` bit-exactly as fp32 would, whatever
+    its float type.  That is so when the node is folded at compile time (in
+    fp32) into non-float constants (shape math); when it reads and writes no
+    float value (comparisons, boolean logic, ``Not``, ``Where`` and data
+    movement of booleans and integers, which the chip holds natively); and for
+    a Cast from a boolean to an integer, from an integer to a boolean, or from
+    a boolean/int8/uint8 to a float (fp16 holds every such value exactly).  A
+    float operand anywhere makes a node inexact: ``Less(x, 0.5)`` of an fp32
+    ``x`` compares the fp16 rounding of ``x``, a float ``Reshape`` stores fp16,
+    a float constant is stored in fp16, int8 groups requantize."""
+    ins = [v for v in node.inputs if v is not None]
+    outs = [v for v in node.outputs if an.live(v)]
+    try:
+        if id(node) in an.folded:  # computed at compile time in fp32 (a Shape reads no values): its results count
+            return all(an.dtype(v).kind != "f" for v in outs)
+        if node.op_type == "Cast":
+            return bool(ins) and an.dtype(ins[0]).kind != "f" and _exact_cast(node, an)
+        d = OPS.get(node.op_type)
+        if d is None or not d.exact_dtypes:
+            return False
+        return all(an.dtype(v).kind != "f" for v in ins + outs)
+    except Unsupported:  # an unknown element type: not provably exact
+        return False
+
+
+def _not_fp32_reason(node: Node, an: Analysis) -> str:
+    """Why ``node`` is declined under ``precision="fp32"`` on a chip without fp32."""
+    p = an.profile
+    if an.fprec is not None:
+        got, ask = f"computes floats in {an.fprec} only", f"precision={an.fprec!r}"
+    else:
+        got, ask = "computes only in int8 (quantized DequantizeLinear -> op -> QuantizeLinear patterns)", \
+            "precision='int8'"
+    return (f"precision 'fp32' was asked and chip {p.name!r} {got}, not fp32: {node.op_type} reads or writes float "
+            f"values it would not compute exactly (it runs on the NPU with {ask} or 'auto')")
 
 
 def _check_operands(node: Node, an: Analysis, d: OpDef, data_in: list[Value], outs: list[Value]) -> None:

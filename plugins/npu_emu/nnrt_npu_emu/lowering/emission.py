@@ -194,7 +194,9 @@ class ProgramEmitter:
         weights = bytearray(const_size)
         for a, off in self.consts:
             weights[off:off + a.nbytes] = a.tobytes()
-        prog = Program(profile.chip_id, fdt if not self.an.groups else f"{fdt}+int8", self.inputs, self.outputs,
+        # exact-only (fp32 asked of an fp16/int8 chip): every node computes what fp32 would, bit for bit
+        label = "fp32" if self.an.exact_only else fdt if not self.an.groups else f"{fdt}+int8"
+        prog = Program(profile.chip_id, label, self.inputs, self.outputs,
                        self.instrs, ws_size, const_size)
         need = ws_size + const_size + sum(align(Operand("in", 0, t.dtype, t.shape).nbytes)
                                           for t in self.inputs + self.outputs)
