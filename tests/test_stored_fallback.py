@@ -67,9 +67,9 @@ def test_a_file_without_a_stored_copy_says_why_it_cannot_fall_back(tmp_path):
     data = Session(rms_model(), FP16).save(tmp_path / "m.nnrt").read_bytes()
     head, payload = split(data)
     head["fallbacks"] = []  # as an older nnrt wrote it (format 2 had none)
-    old = bytearray(join(head, payload))
-    struct.pack_into("<I", old, 8, 2)
-    sess = Session(bytes(old))
+    hb = json.dumps(head).encode()  # format 2's header checksum is sha256
+    old = struct.Struct("<8sIIQ32s").pack(session_file.MAGIC, 2, 0, len(hb), session_file.header_digest(hb, 2))
+    sess = Session(old + hb + payload)
     assert rel(sess.run({"x": SMALL})["y"], rms(SMALL)) < 2e-3
     with pytest.raises(ExecutionError, match="stores no backup copy of its partitions"):
         sess.run({"x": BIG})
