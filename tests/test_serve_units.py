@@ -137,6 +137,30 @@ def test_concurrent_requests_stack_into_fewer_executions(mlp_session):
         np.testing.assert_array_equal(o["idx"], want["idx"])
 
 
+def test_one_batch_forms_at_a_time_and_a_full_one_goes_at_once(mlp_session):
+    """Two idle instances do not split requests arriving one by one into two partial batches (each would
+    then wait the whole delay); a batch that is full runs without waiting."""
+    async def main():
+        settings = ServingSettings(max_batch_size=8, max_queue_delay_ms=3000, instances=2)
+        runner = ModelRunner("m", mlp_session, settings, True)
+        t0 = time.perf_counter()
+        tasks = []
+        for _ in range(8):
+            tasks.append(asyncio.ensure_future(runner.infer(feeds(1), None)))
+            await asyncio.sleep(0.01)  # arriving one by one, while a worker is forming the batch
+        outs = await asyncio.gather(*tasks)
+        trickled = runner.executions, time.perf_counter() - t0
+        t0 = time.perf_counter()
+        await asyncio.gather(*(runner.infer(feeds(1), None) for _ in range(16)))  # two full batches at once
+        burst = runner.executions - trickled[0], time.perf_counter() - t0
+        await runner.close()
+        return trickled, burst, outs
+    (trickled, trickled_s), (burst, burst_s), outs = run(main())
+    assert trickled == 1 and trickled_s < 2.0  # one full batch of 8, not two halves waiting 3 s
+    assert burst == 2 and burst_s < 2.0
+    assert all(o["y"].shape == (1, 4) for o in outs)
+
+
 def test_without_batching_each_request_runs_alone(mlp_session):
     async def main():
         runner = ModelRunner("m", mlp_session, ServingSettings(instances=2), False)
