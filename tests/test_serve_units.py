@@ -19,7 +19,7 @@ from nnrt_serve.batcher import ModelRunner  # noqa: E402
 from nnrt_serve.errors import BadRequest, DeadlineExceeded, ModelNotFound, Unavailable  # noqa: E402
 from nnrt_serve.handlers import Handlers, InferInput, InferRequest  # noqa: E402
 from nnrt_serve.repository import ModelRepository  # noqa: E402
-from nnrt_serve.settings import ServingSettings  # noqa: E402
+from nnrt_serve.settings import ServingSettings, split_cores  # noqa: E402
 
 from serve_support import mlp_model  # noqa: E402
 
@@ -109,6 +109,20 @@ def test_settings_are_checked():
         ServingSettings(max_batch_size=2.5)
     with pytest.raises(ConfigError, match="max_queue_delay_ms"):
         ServingSettings(max_queue_delay_ms=-1)
+
+
+def test_instances_split_the_cores_unless_num_threads_is_set(tmp_path):
+    write_model(tmp_path / "two", 'backends = ["numpy"]\ninstances = 2\n')
+    write_model(tmp_path / "fixed", 'backends = ["numpy"]\ninstances = 2\nnum_threads = 3\n')
+    write_model(tmp_path / "one", 'backends = ["numpy"]\n')
+    repo = ModelRepository(tmp_path)
+    assert repo.get("two").config.num_threads == max(1, (os.cpu_count() or 1) // 2)
+    assert repo.get("fixed").config.num_threads == 3
+    assert repo.get("one").config.num_threads == 0  # one instance: the backends' own policy
+    assert split_cores(ScheduleConfig(), ServingSettings(instances=4), cores=16).num_threads == 4
+    assert split_cores(ScheduleConfig(), ServingSettings(instances=3), cores=2).num_threads == 1
+    repo.load_all()
+    assert repo.get("two").session.config.num_threads == repo.get("two").config.num_threads
 
 
 # ------------------------------------------------------------------------- batcher
