@@ -196,7 +196,9 @@ def throughput(server, repo: Path, sm: ServeModel, backends: str, clients: int, 
     return {"clients": clients, "client": client, "seconds": seconds, "rounds": rounds,
             "rows_per_execution": (after[0] - before[0]) / max(executions, 1),
             "nobatch_rps": [h.rps for h in runs["nobatch"]], "batch_rps": [h.rps for h in runs["batch"]],
-            "ratio": statistics.median(ratios), "cpu_ms_per_request": cpu, "machine_share": share}
+            "ratio": statistics.median(ratios), "cpu_ms_per_request": cpu, "machine_share": share,
+            # what the ratio tends to where clients and server have every core to themselves (CPU-bound)
+            "cpu_ratio": sum(cpu["nobatch"].values()) / sum(cpu["batch"].values())}
 
 
 def _batch_counts(server) -> tuple[float, float]:
@@ -461,6 +463,8 @@ def print_report(report: dict, args: argparse.Namespace) -> None:
             print(f"  CPU ms per request {'without' if kind == 'nobatch' else 'with   '} batching: "
                   f"{_parts(thr['cpu_ms_per_request'][kind])}; share of the machine: "
                   f"{_parts(thr['machine_share'][kind])}")
+        print(f"  CPU per request without / with batching: {thr['cpu_ratio']:.2f}x (the ratio on a machine the "
+              "benchmark has to itself, where CPU bounds the throughput)")
         print(f"  in-process Session.run, ms per row at batch "
               f"{', '.join(f'{n}: {v:.2f}' for n, v in gain['ms_per_row'].items())} ({gain['threads_per_run']} "
               f"thread(s) per run): batch 1 / batch 16 = {gain['gain']:.2f}x (what stacking itself gains)")
