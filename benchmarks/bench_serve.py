@@ -137,11 +137,14 @@ def latency(server, repo: Path, sm: ServeModel, backends: str, runs: int) -> dic
     try:
         raw = HTTPClient("127.0.0.1", port, connection_timeout=30, network_timeout=30)
         _wait_echo(raw)
-        infer = lambda: client.infer("m", sm.triton_inputs())  # noqa: E731
+        def serve() -> dict:
+            result = client.infer("m", sm.triton_inputs())
+            return {k: result.as_numpy(k) for k in want}
+
         steps = {"run": lambda: sess.run(sm.feeds),
                  "transport": lambda: raw.post("/echo", body=body, headers={
                      "Inference-Header-Content-Length": str(header_len)}).read(),
-                 "serve": lambda: {k: infer().as_numpy(k) for k in want}}
+                 "serve": serve}
         samples: dict[str, list[float]] = {k: [] for k in steps}
         order = list(steps)
         for i in range(runs + 3):
