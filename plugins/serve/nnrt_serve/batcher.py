@@ -5,7 +5,10 @@ refused with :class:`Unavailable`).  ``instances`` workers each take the
 oldest request and, when the model batches, the requests behind it with the
 same per-row shapes, until ``max_batch_size`` rows or until the first has
 waited ``max_queue_delay_ms``; the stacked feeds run as one
-``Session.run_async`` and the outputs are split back by rows.
+``Session.run_async`` and the outputs are split back by rows.  One batch
+forms at a time (the worker forming it holds :attr:`ModelRunner.forming`):
+two idle workers never split the arrivals into two partial batches, and a
+worker that finds a full batch waiting takes it at once.
 
 A request whose deadline passes, or whose client goes away (its waiting
 task is cancelled), gets its answer at once; it is dropped from the queue
@@ -59,6 +62,9 @@ class ModelRunner:
         self.observe = observe
         self.queue: deque[_Pending] = deque()
         self.arrived = asyncio.Event()
+        #: held by the worker forming a batch: one batch forms at a time, so two idle
+        #: workers never split the arrivals between two partial batches
+        self.forming = asyncio.Lock()
         self.executions = 0
         self._workers = [asyncio.create_task(self._work(), name=f"nnrt-serve:{name}:{i}")
                          for i in range(settings.instances)]
@@ -95,7 +101,8 @@ class ModelRunner:
     # ------------------------------------------------------------ workers
     async def _work(self) -> None:
         while True:
-            batch = await self._next_batch()
+            async with self.forming:
+                batch = await self._next_batch()
             if not batch:
                 continue
             try:

@@ -9,8 +9,9 @@ from typing import Any, Mapping
 
 from nnrt_core import ScheduleConfig
 from nnrt_core.errors import ConfigError
+from nnrt_core.plugin_api import CORES
 
-__all__ = ["ServingSettings", "load_model_config", "CONFIG_FILE"]
+__all__ = ["ServingSettings", "load_model_config", "split_cores", "CONFIG_FILE"]
 
 CONFIG_FILE = "nnrt.toml"
 
@@ -26,7 +27,9 @@ class ServingSettings:
     max_queue_delay_ms
         how long the first request of a batch waits for others to join it.
     instances
-        executions of this model at once (each takes the next batch).
+        executions of this model at once (each takes the next batch).  With
+        more than one and no ``num_threads`` in the config, each execution
+        gets its share of the cores (:func:`split_cores`).
     max_queue_size
         requests waiting at most; one more is refused with 503 /
         ``UNAVAILABLE`` (0: ``64 * instances``).
@@ -83,4 +86,17 @@ def load_model_config(folder: Path, base: ScheduleConfig | None = None) -> tuple
         raise ConfigError(f"{path}: unknown keys {unknown}; valid keys: "
                           f"{', '.join(sorted(known | ServingSettings.names()))}")
     config = base.replace(**data) if data else base
-    return config, ServingSettings(**serving)
+    settings = ServingSettings(**serving)
+    return split_cores(config, settings), settings
+
+
+def split_cores(config: ScheduleConfig, settings: ServingSettings, cores: int = CORES) -> ScheduleConfig:
+    """``config`` with ``num_threads = max(1, cores // instances)`` when the model runs
+    several instances and the config fixes no thread count: the instances'
+    executions then never ask for more threads than there are cores (a run
+    that found itself alone would otherwise take every core, and its
+    backend's thread pool would spin against the other runs and the
+    server's event loop)."""
+    if settings.instances <= 1 or config.num_threads:
+        return config
+    return config.replace(num_threads=max(1, cores // settings.instances))
