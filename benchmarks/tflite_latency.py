@@ -250,7 +250,7 @@ def report(rows: list[dict[str, Any]], load0: float, load1: float, args: argpars
             print(f"{r['model']:<26}  not timed: {json.dumps(r.get('failed', {}))[:160]}")
             continue
         ms = r["ms"]
-        cell = lambda s: f"{ms[s]:>8.2f}" if s in ms else f"{'-':>8}"  # noqa: E731
+        cell = lambda s: f"{ms[s]:>8.3g}" if s in ms else f"{'-':>8}"  # noqa: E731
         raw = f"{r['vs_best_raw']:>7.2f}" if "vs_best_raw" in r else f"{'-':>7}"
         print(f"{r['model']:<26}{cell('litert')}{cell('nnrt')}{cell('raw_ort')}{cell('raw_ov')}"
               f"{r['vs_litert']:>9.2f}{raw}{r['cpu_vs_litert']:>7.2f}{r['err_vs_litert']:>9.1e}  {r['chosen']}")
