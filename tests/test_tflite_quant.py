@@ -3,6 +3,8 @@ tensors become QDQ (the NPU's int8 path applies), fp16 and sparse constants
 are decoded at import.  Checked against LiteRT within one quantization step."""
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -14,10 +16,11 @@ from tflite_models import TFLiteWriter, litert_run  # noqa: E402
 from nnrt_core import ScheduleConfig, Session  # noqa: E402
 from nnrt_core.frontends.tflite import load_tflite  # noqa: E402
 
-BACKENDS = ["numpy", "onnxruntime", "npu_emu"]
+#: OpenVINO where its plugin is installed (QDQ from TFLite runs there as from ONNX files)
+BACKENDS = ["numpy", "onnxruntime", "npu_emu"] + (["openvino"] if importlib.util.find_spec("nnrt_openvino") else [])
 
 
-def _int8_conv_model(float_io: bool) -> tuple[bytes, np.ndarray, float]:
+def int8_conv_model(float_io: bool) -> tuple[bytes, np.ndarray, float]:
     """QUANTIZE -> int8 conv (per-axis weights) -> int8 depthwise -> DEQUANTIZE, or int8 in/out."""
     rng = np.random.default_rng(3)
     w = TFLiteWriter()
@@ -53,12 +56,14 @@ def _int8_conv_model(float_io: bool) -> tuple[bytes, np.ndarray, float]:
 @pytest.mark.parametrize("float_io", [True, False])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_int8_per_axis_model_matches_litert_within_one_step(float_io, backend):
-    model, feed, step = _int8_conv_model(float_io)
+    model, feed, step = int8_conv_model(float_io)
     ref = litert_run(model, [feed])[0]
     precision = "int8" if backend == "npu_emu" else "fp32"
     sess = Session(model, ScheduleConfig(backends=[backend], optimization_level="all", precision=precision))
     got = list(sess.run({"x": feed}).values())[0]
     assert got.dtype == ref.dtype and got.shape == ref.shape
+    if backend == "openvino":  # the quantized Conv runs on it, not on the backup
+        assert any(p.backend == backend and p.op_type == "Conv" for p in sess.placement_report)
     diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
     limit = 1.01 * step if float_io else 1
     assert diff.max() <= limit, diff.max()
@@ -67,7 +72,7 @@ def test_int8_per_axis_model_matches_litert_within_one_step(float_io, backend):
 
 
 def test_int8_model_runs_the_npu_int8_path():
-    model, feed, _ = _int8_conv_model(False)
+    model, feed, _ = int8_conv_model(False)
     # a model this small costs less on the host than its two copies to and from the chip, so island merging
     # would move its NPU partition between the two host Transposes to the host: a pin keeps it on the NPU
     sess = Session(model, ScheduleConfig(backends=["npu_emu"], backup="numpy", precision="int8",
@@ -82,7 +87,7 @@ def test_int8_model_runs_the_npu_int8_path():
 
 
 def test_per_tensor_weights_are_quantized_constants_behind_dequantize_linear():
-    model, _, _ = _int8_conv_model(True)
+    model, _, _ = int8_conv_model(True)
     g = load_tflite(model).graph
     w = next(v for v in g.initializers.values() if v.name.startswith("w__"))
     assert w.const.dtype == np.int8 and w.const.shape == (4, 3, 3, 3)  # OHWI -> OIHW, still int8
@@ -105,7 +110,7 @@ def test_uint8_per_tensor_add_and_fully_connected():
     model = w.build()
     feeds = {"a": rng.integers(0, 256, (2, 6)).astype(np.uint8), "b": rng.integers(0, 256, (2, 6)).astype(np.uint8)}
     ref = litert_run(model, list(feeds.values()))[0]
-    for be in ("numpy", "onnxruntime"):
+    for be in BACKENDS[:2] + BACKENDS[3:]:  # not the NPU: fp16
         got = Session(model, ScheduleConfig(backends=[be])).run(feeds)["y"]
         assert got.dtype == np.uint8 and np.abs(got.astype(int) - ref.astype(int)).max() <= 1
 

@@ -2,13 +2,11 @@
 
 A complex64 TFLite tensor of shape ``S`` is carried as a float32 IR value of
 shape ``S + [2]`` (real, imaginary), ONNX ``DFT``'s convention.  RFFT2D is
-two exact-size real matrix products with constant cos/sin matrices along the
-last axis (``fft_length[1] // 2 + 1`` bins), then a complex DFT along the
-second last one when ``fft_length[0] > 1``.  Only the operators listed in
-:data:`COMPLEX_OPS` may read a complex tensor."""
+ONNX ``DFT``: one-sided along the last axis, then a full one along the second
+last when ``fft_length[0] > 1``.  Engines compute power-of-two lengths (the
+only ones LiteRT's kernel accepts) as an FFT, O(n log n).  Only the operators
+listed in :data:`COMPLEX_OPS` may read a complex tensor."""
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 
@@ -20,7 +18,7 @@ __all__ = ["COMPLEX_OPS", "check_complex", "complex_part", "rfft2d", "complex_ab
 
 #: operators that read complex tensors (as float pairs)
 COMPLEX_OPS = frozenset({"COMPLEX_ABS", "REAL", "IMAG", "CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS"})
-_MAX_DFT = 1 << 14  #: the largest fft_length entry (its matrices are fft_length x (fft_length/2+1))
+_MAX_DFT = 1 << 14  #: the largest fft_length entry
 
 
 def check_complex(ctx: OpContext) -> None:
@@ -31,18 +29,6 @@ def check_complex(ctx: OpContext) -> None:
         if t >= 0 and ctx.state.info(t).dtype == DataType.COMPLEX64:
             raise ctx.fail(f"input {i} ({ctx.state.info(t).name!r}) is complex64; only "
                            f"{sorted(COMPLEX_OPS)} read complex tensors")
-
-
-@functools.lru_cache(maxsize=8)
-def _dft_matrices(n_in: int, n_out: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """cos and -sin of 2*pi*k*n/length, shape (n_in, n_out), read-only and cached (a
-    model's RFFT2Ds share them).  The angle index is reduced mod ``length`` first and
-    looked up in a float64 table of ``length`` angles: exact and cheap."""
-    k = np.outer(np.arange(n_in, dtype=np.int64), np.arange(n_out, dtype=np.int64)) % length
-    angle = 2 * np.pi * np.arange(length) / length
-    cos, sin = np.cos(angle).astype(np.float32)[k], (-np.sin(angle)).astype(np.float32)[k]
-    cos.flags.writeable = sin.flags.writeable = False
-    return cos, sin
 
 
 def _fit(ctx: OpContext, x: Value, shape: list[int], axis: int, size: int, hint: str) -> tuple[Value, list[int]]:
@@ -74,21 +60,20 @@ def rfft2d(ctx: OpContext) -> None:
         raise ctx.fail("expected a float32 input and a complex64 output")
     x, shape = _fit(ctx, ctx.x(0), shape, -1, fw, "fit_w")
     x, shape = _fit(ctx, x, shape, -2, fh, "fit_h")
-    bins = fw // 2 + 1
-    cos_w, sin_w = _dft_matrices(fw, bins, fw)
-    out = shape[:-1] + [bins]
-    re = ctx.node("MatMul", [x, ctx.constant(cos_w, "cos_w")], DataType.FLOAT, out, hint="re_w")
-    im = ctx.node("MatMul", [x, ctx.constant(sin_w, "sin_w")], DataType.FLOAT, out, hint="im_w")
-    if fh > 1:  # complex DFT along the rows: (C - iS)(re + i im)
-        cos_h, sin_h = (m.T.copy() for m in _dft_matrices(fh, fh, fh))
-        c, s = ctx.constant(cos_h, "cos_h"), ctx.constant(sin_h, "sin_h")
-        mm = [ctx.node("MatMul", [a, b], DataType.FLOAT, out, hint=f"h_{k}")
-              for k, (a, b) in enumerate(((c, re), (s, im), (c, im), (s, re)))]
-        re = ctx.node("Sub", [mm[0], mm[1]], DataType.FLOAT, out, hint="re_h")
-        im = ctx.node("Add", [mm[2], mm[3]], DataType.FLOAT, out, hint="im_h")
-    axis = ctx.constant(np.array([-1], np.int64), "pair_axis")
-    parts = [ctx.node("Unsqueeze", [v, axis], DataType.FLOAT, out + [1], hint=h) for v, h in ((re, "re"), (im, "im"))]
-    ctx.set_out(0, ctx.node("Concat", parts, DataType.FLOAT, out + [2], {"axis": -1}, hint="pairs"))
+    ctx.set_out(0, _dft(ctx, x, shape, fh, fw))
+
+
+def _dft(ctx: OpContext, x: Value, shape: list[int], fh: int, fw: int) -> Value:
+    """RFFT2D of ``x`` (already ``fh x fw`` in its last two axes) as ONNX ``DFT``
+    (opset 17 form, ``axis`` an attribute): the pair layout is DFT's own."""
+    rank = len(shape)
+    real = ctx.node("Unsqueeze", [x, ctx.constant(np.array([-1], np.int64), "real_axis")], DataType.FLOAT,
+                    shape + [1], hint="as_real")
+    out = shape[:-1] + [fw // 2 + 1, 2]
+    y = ctx.node("DFT", [real], DataType.FLOAT, out, {"axis": rank - 1, "onesided": 1}, hint="dft_w")
+    if fh > 1:  # the complex transform along the rows
+        y = ctx.node("DFT", [y], DataType.FLOAT, out, {"axis": rank - 2, "onesided": 0}, hint="dft_h")
+    return y
 
 
 def complex_part(ctx: OpContext, index: int, hint: str) -> Value:
