@@ -16,6 +16,7 @@ import numpy as np
 from nnrt_core.errors import ExecutionError
 from nnrt_core.ir import SequenceType, TensorType
 from nnrt_core.ir.types import ValueType
+from nnrt_core.runtime.dims import shape_test
 
 __all__ = ["DeclaredShapeWatch", "OutputCheck", "describe_value"]
 
@@ -115,8 +116,9 @@ def _fits(declared: Sequence[Any], shape: Sequence[int]) -> bool:
 
 def _fast_check(specs: list[_Spec], slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A closure accepting a dict of numpy arrays matching ``specs`` with a
-    few compares (one output fully static: one probe) and handing anything
-    else (sequences, optionals, errors) to ``slow``."""
+    few compares decided at build (:func:`~nnrt_core.runtime.dims.shape_test`;
+    one output fully static: one probe) and handing anything else
+    (sequences, optionals, errors) to ``slow``."""
     if len(specs) == 1 and specs[0][1] is not None and specs[0][4] is not None:
         name, dtype, _, _, shape = specs[0]
 
@@ -127,23 +129,34 @@ def _fast_check(specs: list[_Spec], slow: Callable[[Any], Any]) -> Callable[[Any
                     return outs
             return slow(outs)
         return check_one
+    tests = [(name, dtype, *shape_test(None if ndim is None else _declared(ndim, fixed)))
+             for name, dtype, ndim, fixed, _ in specs]
 
     def check(outs: Any) -> Any:
         if type(outs) is dict:
-            for name, dtype, ndim, fixed, static in specs:
-                x = outs.get(name)
+            get = outs.get
+            for name, dtype, ndim, static, getter, want in tests:
+                x = get(name)
                 if type(x) is not np.ndarray or (dtype is not None and x.dtype is not dtype and x.dtype != dtype):
                     break
-                shape = x.shape
+                shape = x.shape  # a new tuple per access: read once
                 if static is not None:
                     if shape != static:
                         break
-                elif ndim is not None and (len(shape) != ndim or any(shape[i] != d for i, d in fixed)):
+                elif ndim is not None and (len(shape) != ndim or (getter is not None and getter(shape) != want)):
                     break
             else:
                 return outs
         return slow(outs)
     return check
+
+
+def _declared(ndim: int, fixed: tuple[tuple[int, int], ...]) -> list[Any]:
+    """A declared shape of rank ``ndim`` with the ``fixed`` (index, size) dims, ``None`` elsewhere."""
+    dims: list[Any] = [None] * ndim
+    for i, d in fixed:
+        dims[i] = d
+    return dims
 
 
 def _spec(name: str, t: ValueType | None) -> _Spec:
