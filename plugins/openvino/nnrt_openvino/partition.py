@@ -128,18 +128,21 @@ class OvPartition(CompiledPartition):
 
     def _bind(self, request: Any, inputs: Mapping[str, Any]) -> None:
         """Hand our arrays to ``request`` as its input tensors, without a copy
-        (``Tensor(array, shared_memory=True)``; a non-contiguous array is made
-        contiguous first; a read-only or string array is copied)."""
+        (``Tensor(array, shared_memory=True)``).  A non-contiguous, read-only
+        or string array is copied into a tensor OpenVINO owns: a shared tensor
+        does not keep its array alive, so a contiguous copy shared with it
+        would be freed before ``infer`` reads it (garbage inputs, seen with a
+        strided feed)."""
         tensor, set_input = self._tensor, request.set_input_tensor
         for i, name in self._binds:
             x = inputs[name]
             if type(x) is not np.ndarray:
                 x = np.asarray(x)
             flags = x.flags
-            if x.dtype.kind in "OUS" or not flags.writeable:  # OpenVINO shares writable numeric buffers only
+            if flags.writeable and flags.c_contiguous and x.dtype.kind not in "OUS":
+                set_input(i, tensor(x, shared_memory=True))  # the caller's buffer, read in place
+            else:  # OpenVINO shares writable contiguous numeric buffers only
                 set_input(i, tensor(np.ascontiguousarray(x) if x.dtype.kind not in "OUS" else x))
-                continue
-            set_input(i, tensor(x if flags.c_contiguous else np.ascontiguousarray(x), shared_memory=True))
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return self.run(inputs, current_control())
