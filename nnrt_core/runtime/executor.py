@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 import time
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -106,6 +107,9 @@ class Executor:
         for name, i in last.items():
             if name not in keep:
                 self.steps[i].release.append(name)
+        #: the graph outputs out of the single partition's checked dict (a C call; one output: the value)
+        self._pick = itemgetter(*self.graph_outputs) if self.graph_outputs else None
+        self._many = len(self.graph_outputs) > 1
         only = self.steps[0] if len(self.steps) == 1 else None
         # whole model on one host-memory partition that reads exactly the feeds
         self._single = (only.compiled if only is not None and only.backend.host_memory
@@ -162,8 +166,8 @@ class Executor:
                             else single.run(feeds, control=control))
                 except NumericOverflowError as e:
                     outs = self._overflowed(0, e)
-                outs = self.checks[0](outs)
-                results = [outs[name] for name in self.graph_outputs]
+                outs, pick = self.checks[0](outs), self._pick
+                results = [] if pick is None else list(pick(outs)) if self._many else [pick(outs)]
             elif self._host_plan is not None and not owners:
                 results = self._run_host(feeds, control)
             elif self.overlap:
