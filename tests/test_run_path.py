@@ -187,3 +187,19 @@ def test_host_only_multi_partition_plan_keeps_its_behaviour():
     with pytest.raises(RunCancelledError, match="before it started"):
         sess.run({"x": x}, control=control)
 
+
+
+def test_declared_shape_watch_reports_a_contradiction_once_and_passes_agreeing_runs():
+    from nnrt_core.runtime.output_check import DeclaredShapeWatch
+
+    seen: list[tuple[str, str]] = []
+    declared = {"state_out": TensorType(DataType.FLOAT, (2, None, 128)), "y": TensorType(DataType.FLOAT, (1, 1))}
+    watch = DeclaredShapeWatch("p0", declared, lambda name, msg: seen.append((name, msg)))
+    agree = {"state_out": np.zeros((2, 5, 128), np.float32), "y": np.zeros((1, 1), np.float32)}
+    for _ in range(3):
+        assert watch(agree) is agree
+    assert seen == []
+    bad = {"state_out": np.zeros((3, 5, 128), np.float32), "y": np.zeros((1, 2), np.float32)}
+    assert watch(bad) is bad and watch(bad) is bad  # returned as computed
+    assert [name for name, _ in seen] == ["state_out", "y"]  # once per output
+    assert "returned shape [3, 5, 128]" in seen[0][1] and "returned shape [1, 2]" in seen[1][1]

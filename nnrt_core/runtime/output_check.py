@@ -98,20 +98,22 @@ class DeclaredShapeWatch:
         self.partition = partition
         self.pending = {n: t for n, t in declared.items() if t.shape is not None}
         self.report = report
+        #: per pending output: (name, its shape test), decided here: a run that agrees costs a compare or two
+        self._tests = tuple((n, *shape_test(t.shape)) for n, t in self.pending.items())
 
     def __call__(self, outs: Any) -> Any:
-        if self.pending:
-            for name, t in list(self.pending.items()):
-                shape = getattr(outs.get(name), "shape", None)
-                if isinstance(shape, tuple) and not _fits(t.shape, shape) and self.pending.pop(name, None):
-                    self.report(name, f"graph output {name!r}: partition {self.partition!r} returned shape "
-                                      f"{list(shape)}, the model declares {t}; the output is returned as computed "
-                                      "(the declaration is not what the graph computes)")
+        for name, ndim, static, getter, want in self._tests:
+            shape = getattr(outs.get(name), "shape", None)
+            if not isinstance(shape, tuple) or (shape == static if static is not None else
+                                                len(shape) == ndim and (getter is None or getter(shape) == want)):
+                continue
+            self._tests = tuple(t for t in self._tests if t[0] != name)
+            t = self.pending.pop(name, None)
+            if t is not None:  # once per output, also when runs on several threads see it
+                self.report(name, f"graph output {name!r}: partition {self.partition!r} returned shape "
+                                  f"{list(shape)}, the model declares {t}; the output is returned as computed "
+                                  "(the declaration is not what the graph computes)")
         return outs
-
-
-def _fits(declared: Sequence[Any], shape: Sequence[int]) -> bool:
-    return len(shape) == len(declared) and all(not isinstance(d, int) or d == s for d, s in zip(declared, shape))
 
 
 def _fast_check(specs: list[_Spec], slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
