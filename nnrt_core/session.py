@@ -208,7 +208,9 @@ class Session:
         device backend produced stay there, returned as ``Tensor`` s.  ``timeout``
         (seconds) or ``control`` (a :class:`RunControl` another thread may
         cancel) stop the run: ``RunTimeoutError`` / ``RunCancelledError``."""
-        ctl = for_run(self.default_control, timeout, control)
+        d = self.default_control  # for_run's common case inline: the session's budget, or no control at all
+        no_args = timeout is None and control is None
+        ctl = (d if d.max_tensor_bytes is not None else None) if no_args else for_run(d, timeout, control)
         checked = self.validate_feeds(feeds)
         executor = (self._plan_for(checked) if self.specializations is not None else self._plan).executor
         if checked is feeds and not keep_on_device:  # plain host arrays: the fast path
@@ -223,9 +225,7 @@ class Session:
                 else:
                     raw[name] = x
             results = executor.run(raw, owners, keep_on_device, ctl)
-        if output_names is None:
-            return dict(zip(executor.graph_outputs, results))
-        return self._named(results, output_names)
+        return dict(zip(executor.graph_outputs, results)) if output_names is None else self._named(results, output_names)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> dict[str, Any]:
         """Run once with ``observer`` seeing every step and transfer (the

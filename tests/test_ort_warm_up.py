@@ -63,12 +63,12 @@ def runs(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("pattern, want", [(None, 1), (True, 2), (False, 1)])
+@pytest.mark.parametrize("pattern, want", [(None, 2), (True, 2), (False, 1)])
 def test_static_partition_is_run_on_zeros_at_build(runs, pattern, want):
     opts = {"warm_up": "run"} if pattern is None else {"warm_up": "run", "enable_mem_pattern": pattern}
     sess = Session(_model(), _config(**opts))
     assert len(runs) == want  # twice with ORT's memory pattern on: its second run allocates the pattern's block
-    assert sess.partitions[0].details["enable_mem_pattern"] is (pattern is True)  # off on the CPU provider by default
+    assert sess.partitions[0].details["enable_mem_pattern"] is (pattern is not False)  # ORT's default: on
     for feed in runs:
         assert set(feed) == {"x", "idx"}
         assert feed["x"].shape == (4, 8) and feed["x"].dtype == np.float32 and not feed["x"].any()
@@ -119,7 +119,7 @@ def test_free_dimensions_skip_the_run_with_a_log(runs, caplog):
     cfg = ScheduleConfig(backends=["onnxruntime"], backup=None, input_shapes={"x": [4, 8]},
                          backend_options={"onnxruntime": {"warm_up": "run"}})
     sess = Session(_model(shape=("batch", 8)), cfg)
-    assert [f["x"].shape for f in runs] == [(4, 8)]
+    assert [f["x"].shape for f in runs] == [(4, 8), (4, 8)]  # twice: the memory pattern is on (ORT's default)
     np.testing.assert_array_equal(sess.run(_feeds())["z"], sess.run(_feeds())["z"])
 
 
@@ -129,7 +129,7 @@ HEAP_CALLS = ["tune", ("async", warmup.HEAP_BYTES), "tune", warmup.HEAP_BYTES]  
 @pytest.mark.parametrize("shape, how, want_calls, want_runs, done", [
     ((4, 8), True, HEAP_CALLS, 0, "heap"),  # the default: a prefault, static or not
     (("batch", 8), "heap", HEAP_CALLS, 0, "heap"),
-    ((4, 8), "run", ["tune"], 1, "run"),  # a run on the tuned allocator, no prefault
+    ((4, 8), "run", ["tune"], 2, "run"),  # runs on the tuned allocator, no prefault (twice: ORT's memory pattern)
     (("batch", 8), "run", ["tune", warmup.HEAP_BYTES], 0, "heap"),  # no run possible: the prefault
     (("batch", 8), False, [], 0, None),
 ])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 import time
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -106,6 +107,9 @@ class Executor:
         for name, i in last.items():
             if name not in keep:
                 self.steps[i].release.append(name)
+        #: the graph outputs out of the single partition's checked dict (a C call; one output: the value)
+        self._pick = itemgetter(*self.graph_outputs) if self.graph_outputs else None
+        self._many = len(self.graph_outputs) > 1
         only = self.steps[0] if len(self.steps) == 1 else None
         # whole model on one host-memory partition that reads exactly the feeds
         self._single = (only.compiled if only is not None and only.backend.host_memory
@@ -133,6 +137,11 @@ class Executor:
                 self._readers[n] = self._readers.get(n, 0) + 1
         #: overlap device partitions with host ones (see the module docstring)
         self.overlap = len(self.steps) > 1 and any(not st.backend.host_memory for st in self.steps)
+        #: every step on a host-memory backend: runs fed host arrays need no copies and no owner
+        #: bookkeeping (:meth:`_run_host`); per step (index, inputs, outputs, values dead after it)
+        self._host_plan = (None if any(not st.backend.host_memory for st in self.steps) else
+                           [(i, tuple(st.inputs), tuple(st.outputs), tuple(st.release))
+                            for i, st in enumerate(self.steps)])
         # per step: run / run_async take a RunControl (partitions written before it do not)
         self._ctl_run = [accepts_control(st.compiled.run) for st in self.steps]
         self._ctl_async = [accepts_control(st.compiled.run_async) for st in self.steps]
@@ -149,16 +158,18 @@ class Executor:
         memory budget) goes to every partition that takes it and is checked
         before each partition.  A partition's fp16 overflow is handled by
         :attr:`overflow` (a ``"fallback"`` runs again on a new plan)."""
+        single = self._single
         try:
-            if self._single is not None and not owners:
-                single = self._single
+            if single is not None and not owners:  # the whole model on one host partition: decided at build
                 try:
-                    outs = (single.run(feeds, control=control) if control is not None and self._ctl_run[0]
-                            else single.run(feeds))
+                    outs = (single.run(feeds) if control is None or not self._ctl_run[0]
+                            else single.run(feeds, control=control))
                 except NumericOverflowError as e:
                     outs = self._overflowed(0, e)
-                outs = self.checks[0](outs)
-                results = [outs[name] for name in self.graph_outputs]
+                outs, pick = self.checks[0](outs), self._pick
+                results = [] if pick is None else list(pick(outs)) if self._many else [pick(outs)]
+            elif self._host_plan is not None and not owners:
+                results = self._run_host(feeds, control)
             elif self.overlap:
                 results = self._run_overlapped(feeds, owners, keep_on_device, control)
             else:
@@ -210,6 +221,21 @@ class Executor:
                 env.pop(name, None)
                 on_host.pop(name, None)
         return self._results(env, owner, on_host, copies, keep_on_device, observer)
+
+    def _run_host(self, feeds: Mapping[str, Any], control: RunControl | None) -> list[Any]:
+        """Steps in order when every partition keeps tensors in host memory and
+        the feeds are host arrays: no transfers, so only the values move."""
+        env: dict[str, Any] = dict(feeds)
+        checks, call = self.checks, self._call
+        for index, inputs, outputs, release in self._host_plan:  # type: ignore[union-attr]
+            outs = checks[index](call(index, {name: env[name] for name in inputs}, control))
+            for name in outputs:
+                env[name] = outs[name]
+            for name in release:
+                env.pop(name, None)
+        constants = self.constants
+        return [constants[name] if name in constants and name not in env else env[name]
+                for name in self.graph_outputs]
 
     def _results(self, env: dict[str, Any], owner: Mapping[str, Backend | None], on_host: dict[str, Any],
                  copies: int, keep_on_device: bool = False, observer: "StepObserver | None" = None) -> list[Any]:
@@ -348,15 +374,6 @@ def unaliased(results: list[Any], feeds: Mapping[str, Any], indices: Sequence[in
             if r is f or not owns and type(f) is np.ndarray and np.may_share_memory(r, f):
                 results[i] = r.copy()
                 break
-    return results
-    for i, r in enumerate(results):
-        if type(r) is not np.ndarray:
-            continue
-        if r.base is None:
-            if any(r is f for f in arrays):
-                results[i] = r.copy()
-        elif any(np.may_share_memory(r, f) for f in arrays):
-            results[i] = r.copy()
     return results
 
 

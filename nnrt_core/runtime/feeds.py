@@ -12,6 +12,7 @@ import numpy as np
 from nnrt_core.errors import InputError
 from nnrt_core.ir import Dim, OptionalType, SequenceType, TensorType, Value
 from nnrt_core.record import FrozenRecord
+from nnrt_core.runtime.dims import shape_test
 from nnrt_core.runtime.tensor import Tensor
 
 __all__ = ["TensorInfo", "FeedValidator", "allocate_input", "fits", "tensor_info", "random_feeds", "shape_text"]
@@ -44,19 +45,21 @@ class FeedValidator:
 
     def validate(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
         """``feeds`` itself when it is a dict of host arrays matching the
-        inputs exactly (the common case, checked cheaply); else the checked
-        feeds (numpy scalars as arrays...) or :class:`InputError`."""
+        inputs exactly (the common case, checked cheaply with what was decided
+        at build: names, dtypes, static shapes); else the checked feeds (numpy
+        scalars as arrays...) or :class:`InputError`."""
         fast = self._fast
         if fast is not None and type(feeds) is dict and len(feeds) == len(fast):
-            for name, dtype, ndim, fixed, static in fast:  # the common case, checked cheaply
-                x = feeds.get(name)
+            get = feeds.get
+            for name, dtype, ndim, static, getter, want in fast:  # the common case, checked cheaply
+                x = get(name)
                 if type(x) is not np.ndarray or (x.dtype is not dtype and x.dtype != dtype):
                     break
-                shape = x.shape
+                shape = x.shape  # a new tuple per access: read once
                 if static is not None:
                     if shape != static:
                         break
-                elif len(shape) != ndim or any(shape[i] != d for i, d in fixed):
+                elif len(shape) != ndim or (getter is not None and getter(shape) != want):
                     break
             else:
                 return feeds
@@ -92,9 +95,10 @@ class FeedValidator:
                 raise InputError(f"input {name!r} has shape {shape_text(t.shape)}; cannot plan for {list(shape)}")
 
 
-def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tuple, tuple | None]] | None:
-    """(name, dtype, rank, fixed dims, the shape when all dims are fixed) per input when every input is a tensor
-    of known dtype and rank; None otherwise (then every run takes the slow check)."""
+def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, Any, Any, Any]] | None:
+    """(name, dtype, rank, the shape when static, getter of the fixed dims, their values) per input
+    (:func:`~nnrt_core.runtime.dims.shape_test`) when every input is a tensor of known dtype and rank;
+    None otherwise (then every run takes the slow check)."""
     specs = []
     for v in inputs:
         t = v.type
@@ -106,9 +110,8 @@ def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, tupl
             return None
         if dtype == np.dtype(object):
             return None
-        fixed = tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int))
-        static = tuple(t.shape) if len(fixed) == len(t.shape) else None  # one tuple compare
-        specs.append((v.name, dtype, len(t.shape), fixed, static))
+        ndim, static, getter, want = shape_test(t.shape)
+        specs.append((v.name, dtype, ndim, static, getter, want))
     return specs
 
 

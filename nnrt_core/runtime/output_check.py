@@ -16,6 +16,7 @@ import numpy as np
 from nnrt_core.errors import ExecutionError
 from nnrt_core.ir import SequenceType, TensorType
 from nnrt_core.ir.types import ValueType
+from nnrt_core.runtime.dims import shape_test
 
 __all__ = ["DeclaredShapeWatch", "OutputCheck", "describe_value"]
 
@@ -97,26 +98,29 @@ class DeclaredShapeWatch:
         self.partition = partition
         self.pending = {n: t for n, t in declared.items() if t.shape is not None}
         self.report = report
+        #: per pending output: (name, its shape test), decided here: a run that agrees costs a compare or two
+        self._tests = tuple((n, *shape_test(t.shape)) for n, t in self.pending.items())
 
     def __call__(self, outs: Any) -> Any:
-        if self.pending:
-            for name, t in list(self.pending.items()):
-                shape = getattr(outs.get(name), "shape", None)
-                if isinstance(shape, tuple) and not _fits(t.shape, shape) and self.pending.pop(name, None):
-                    self.report(name, f"graph output {name!r}: partition {self.partition!r} returned shape "
-                                      f"{list(shape)}, the model declares {t}; the output is returned as computed "
-                                      "(the declaration is not what the graph computes)")
+        for name, ndim, static, getter, want in self._tests:
+            shape = getattr(outs.get(name), "shape", None)
+            if not isinstance(shape, tuple) or (shape == static if static is not None else
+                                                len(shape) == ndim and (getter is None or getter(shape) == want)):
+                continue
+            self._tests = tuple(t for t in self._tests if t[0] != name)
+            t = self.pending.pop(name, None)
+            if t is not None:  # once per output, also when runs on several threads see it
+                self.report(name, f"graph output {name!r}: partition {self.partition!r} returned shape "
+                                  f"{list(shape)}, the model declares {t}; the output is returned as computed "
+                                  "(the declaration is not what the graph computes)")
         return outs
-
-
-def _fits(declared: Sequence[Any], shape: Sequence[int]) -> bool:
-    return len(shape) == len(declared) and all(not isinstance(d, int) or d == s for d, s in zip(declared, shape))
 
 
 def _fast_check(specs: list[_Spec], slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A closure accepting a dict of numpy arrays matching ``specs`` with a
-    few compares (one output fully static: one probe) and handing anything
-    else (sequences, optionals, errors) to ``slow``."""
+    few compares decided at build (:func:`~nnrt_core.runtime.dims.shape_test`;
+    one output fully static: one probe) and handing anything else
+    (sequences, optionals, errors) to ``slow``."""
     if len(specs) == 1 and specs[0][1] is not None and specs[0][4] is not None:
         name, dtype, _, _, shape = specs[0]
 
@@ -127,23 +131,34 @@ def _fast_check(specs: list[_Spec], slow: Callable[[Any], Any]) -> Callable[[Any
                     return outs
             return slow(outs)
         return check_one
+    tests = [(name, dtype, *shape_test(None if ndim is None else _declared(ndim, fixed)))
+             for name, dtype, ndim, fixed, _ in specs]
 
     def check(outs: Any) -> Any:
         if type(outs) is dict:
-            for name, dtype, ndim, fixed, static in specs:
-                x = outs.get(name)
+            get = outs.get
+            for name, dtype, ndim, static, getter, want in tests:
+                x = get(name)
                 if type(x) is not np.ndarray or (dtype is not None and x.dtype is not dtype and x.dtype != dtype):
                     break
-                shape = x.shape
+                shape = x.shape  # a new tuple per access: read once
                 if static is not None:
                     if shape != static:
                         break
-                elif ndim is not None and (len(shape) != ndim or any(shape[i] != d for i, d in fixed)):
+                elif ndim is not None and (len(shape) != ndim or (getter is not None and getter(shape) != want)):
                     break
             else:
                 return outs
         return slow(outs)
     return check
+
+
+def _declared(ndim: int, fixed: tuple[tuple[int, int], ...]) -> list[Any]:
+    """A declared shape of rank ``ndim`` with the ``fixed`` (index, size) dims, ``None`` elsewhere."""
+    dims: list[Any] = [None] * ndim
+    for i, d in fixed:
+        dims[i] = d
+    return dims
 
 
 def _spec(name: str, t: ValueType | None) -> _Spec:

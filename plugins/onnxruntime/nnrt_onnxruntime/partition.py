@@ -213,6 +213,12 @@ class OrtPartition(CompiledPartition):
     def run(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> dict[str, Any]:
         if control is not None and control.watched:  # deadline / cancel: ORT's RunOptions.terminate
             return run_terminable(self, inputs, control)
+        if self._host and not self._fed and not self._adaptive:  # run_with_options' common case, inline
+            try:
+                outs = self._sess_run(self._out, inputs, None)
+            except Exception as e:
+                raise self._error(e) from e
+            return dict(zip(self.output_names, outs))
         return self.run_with_options(inputs, None)
 
     def run_with_options(self, inputs: Mapping[str, Any], ro: Any) -> dict[str, Any]:

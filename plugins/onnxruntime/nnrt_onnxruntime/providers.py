@@ -148,8 +148,9 @@ def make_session_options(options: CompileOptions, cpu_only: bool = False) -> tup
     ``num_threads`` -> ``intra_op_num_threads``; extension attributes (see
     :data:`EXTRA_OPTIONS`) are validated and applied; unknown ones raise
     :class:`ConfigError` naming the valid keys.  ``cpu_only`` (the session
-    runs on the CPU provider alone): ORT's memory pattern is off unless
-    ``enable_mem_pattern`` says otherwise (see :mod:`.warmup`).
+    runs on the CPU provider alone): ORT's memory pattern is on (ORT's own
+    default, stated in the summary) unless ``enable_mem_pattern`` says
+    otherwise (see :mod:`.warmup`).
     """
     import onnxruntime as ort
 
@@ -188,7 +189,7 @@ def make_session_options(options: CompileOptions, cpu_only: bool = False) -> tup
     for key in ("enable_mem_pattern", "enable_cpu_mem_arena"):
         b = _bool(extra, key)
         if b is None and key == "enable_mem_pattern" and cpu_only:
-            b = False  # its second run at each new shape allocates the pattern's block: a slow run
+            b = True  # ORT's default, as raw ORT runs: off cost 2-8 % of every run of small models (docs/plugins.md)
         if b is not None:
             setattr(so, key, b)
             summary[key] = b

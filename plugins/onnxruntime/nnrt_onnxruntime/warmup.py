@@ -3,11 +3,11 @@
 ONNX Runtime's first run of a session pays one-time costs a later run does
 not: its kernels' first-call set-up, the thread pool's first wake-up and,
 mostly, its arena's growth (first-touch page faults of the intermediates).
-With ORT's memory pattern on, the *second* run at a shape pays again: it
-allocates the block the first run's pattern asked for (so the backend
-switches the pattern off on the CPU provider unless
-``enable_mem_pattern = true``).  The backend option ``warm_up`` says what the
-warm-up does:
+With ORT's memory pattern on (ORT's default, and the backend's), the
+*second* run at a shape pays again: it allocates the block the first run's
+pattern asked for; ``enable_mem_pattern = false`` makes that run a steady one
+at the price of every later run (2-8 % on small models, see docs/plugins.md).
+The backend option ``warm_up`` says what the warm-up does:
 
 * ``"heap"`` (the default, or ``true``), on a session that runs on the CPU
   provider alone: tune glibc's allocator (:mod:`nnrt_core.runtime.heap`), so

@@ -59,6 +59,10 @@ class OvPartition(CompiledPartition):
         self._out = _output_ports(compiled.outputs, self.output_names, name)
         self._ov = import_openvino()
         self._strings = {i: "string" in str(p.get_element_type()) for i, p in enumerate(compiled.outputs)}
+        #: decided at build, read per run: (input port, our name) and (our name, output port, a string output)
+        self._binds = list(enumerate(self._in))
+        self._reads = [(n, i, self._strings[i]) for n, i in zip(self.output_names, self._out)]
+        self._tensor = self._ov.Tensor
         self._idle: list[Any] = []
         self._lock = threading.Lock()
         self._idle.append(compiled.create_infer_request())
@@ -105,31 +109,40 @@ class OvPartition(CompiledPartition):
     def run(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> dict[str, Any]:
         if control is not None and control.watched:
             return self._run_controlled(inputs, control)
-        request, compiled = self._take()
+        lock = self._lock  # _take and _give inlined: the per-call path of small models
+        with lock:
+            compiled, idle = self.compiled, self._idle
+            request = idle.pop() if idle else None
+        if request is None:
+            request = compiled.create_infer_request()
         try:
             self._bind(request, inputs)
             request.infer()
             result = self._results(request)
         except Exception as e:  # the request is dropped with its compiled model
             raise self._error(e) from e
-        self._give(request, compiled)
+        with lock:
+            if compiled is self.compiled:
+                self._idle.append(request)
         return result
 
     def _bind(self, request: Any, inputs: Mapping[str, Any]) -> None:
         """Hand our arrays to ``request`` as its input tensors, without a copy
-        (``Tensor(array, shared_memory=True)``; a non-contiguous array is made
-        contiguous first; a read-only or string array is copied)."""
-        ov = self._ov
-        for i, name in enumerate(self._in):
+        (``Tensor(array, shared_memory=True)``).  A non-contiguous, read-only
+        or string array is copied into a tensor OpenVINO owns: a shared tensor
+        does not keep its array alive, so a contiguous copy shared with it
+        would be freed before ``infer`` reads it (garbage inputs, seen with a
+        strided feed)."""
+        tensor, set_input = self._tensor, request.set_input_tensor
+        for i, name in self._binds:
             x = inputs[name]
-            if not isinstance(x, np.ndarray):
+            if type(x) is not np.ndarray:
                 x = np.asarray(x)
-            if x.dtype.kind in "OUS" or not x.flags.writeable:  # OpenVINO shares writable numeric buffers only
-                request.set_input_tensor(i, ov.Tensor(np.ascontiguousarray(x) if x.dtype.kind not in "OUS" else x))
-                continue
-            if not x.flags.c_contiguous:
-                x = np.ascontiguousarray(x)
-            request.set_input_tensor(i, ov.Tensor(x, shared_memory=True))
+            flags = x.flags
+            if flags.writeable and flags.c_contiguous and x.dtype.kind not in "OUS":
+                set_input(i, tensor(x, shared_memory=True))  # the caller's buffer, read in place
+            else:  # OpenVINO shares writable contiguous numeric buffers only
+                set_input(i, tensor(np.ascontiguousarray(x) if x.dtype.kind not in "OUS" else x))
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return self.run(inputs, current_control())
@@ -138,9 +151,10 @@ class OvPartition(CompiledPartition):
         """Copies of the request's outputs (the request's own buffers are
         overwritten by its next run)."""
         out = {}
-        for name, i in zip(self.output_names, self._out):
-            t = request.get_output_tensor(i)
-            out[name] = np.array(t.str_data if self._strings[i] else t.data, copy=True)
+        get = request.get_output_tensor
+        for name, i, strings in self._reads:
+            t = get(i)
+            out[name] = np.array(t.str_data, copy=True) if strings else t.data.copy()
         return out
 
     def _run_controlled(self, inputs: Mapping[str, Any], control: RunControl) -> dict[str, Any]:
