@@ -221,3 +221,35 @@ def test_precision_tolerance_is_checked():
     for bad in (0, 1, -0.1, "0.01", True):
         with pytest.raises(ConfigError, match="precision_tolerance"):
             ScheduleConfig(precision="auto", precision_tolerance=bad)
+
+
+def _framed_audio_model(window: int = 16):
+    """``[1, samples]`` audio (free length) -> Conv with a ``window``-sample kernel, no padding
+    (a spectrogram front end): length 1 cannot run on any engine."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx_models import make_model, vi
+
+    w = numpy_helper.from_array(np.hanning(window).astype(np.float32).reshape(1, 1, window), "w")
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("Unsqueeze", ["audio", "axes"], ["x3"]),
+             helper.make_node("Conv", ["x3", "w"], ["frames"], strides=[4]),
+             helper.make_node("Relu", ["frames"], ["y"])]
+    return make_model(nodes, [vi("audio", shape=(1, "samples"))], [vi("y", shape=(1, 1, "frames"))], inits=[w, axes])
+
+
+def test_a_model_that_needs_longer_free_dimensions_is_measured_on_longer_inputs():
+    """Free dimensions taken as 1 failed every plan of a model whose first
+    Conv needs 16 samples (openWakeWord's melspectrogram: 512): the default
+    Session raised ConfigError; it now measures with the free dimensions taken
+    as 64, says so, and runs."""
+    pytest.importorskip("nnrt_onnxruntime")
+    pytest.importorskip("nnrt_openvino")
+    m = _framed_audio_model()
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["onnxruntime", "openvino"], backup=None,
+                                                         scheduler="measured"))
+    notes = [e.message for e in sess.events if e.kind == "plan_measured"]
+    assert any("taken as 64" in n for n in notes), notes
+    assert any(p["estimated_ms"] is not None for p in sess.considered_plans)
+    audio = np.sin(np.arange(400, dtype=np.float32) / 7)[None]
+    want = np.maximum(np.convolve(audio[0], np.hanning(16)[::-1].astype(np.float32), "valid")[::4], 0)
+    np.testing.assert_allclose(sess.run({"audio": audio})["y"].ravel(), want, rtol=1e-4, atol=1e-5)
