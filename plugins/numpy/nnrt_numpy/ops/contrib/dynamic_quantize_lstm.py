@@ -9,7 +9,9 @@ quantized again at every step (rows whose sequence ended count as zeros),
 integer products are exact and rescaled in float32 by ``a_scale * w_scale``.
 Reverse directions run on each sequence reversed within its own length.
 Gates are ordered i, o, f, c; peepholes i, o, f; ``input_forget`` couples
-f = 1 - i. ORT's kernel splits the batch over its threads when quantizing the
+f = 1 - i. Sigmoid and Tanh are ORT's MLAS approximations to the bit
+(``nnrt_numpy.mlas_act``): every step re-quantizes the hidden state, so a
+last-bit difference in a gate flips a uint8 code and grows over the sequence. ORT's kernel splits the batch over its threads when quantizing the
 hidden state (batch > 4, or batch >= 2 with hidden <= 256); this kernel
 quantizes the whole batch at once, ORT's result with one thread."""
 from __future__ import annotations
@@ -42,6 +44,7 @@ class DynamicQuantizeLSTM(RecurrentBase):
     since_version = 1
     _gates = 4
     _default_acts = ("Sigmoid", "Tanh", "Tanh")
+    _mlas_acts = True  # ORT's own logistic/tanh: the re-quantized state amplifies any last-bit difference
 
     def _setup(self, node: NodeInfo) -> None:
         super()._setup(node)
