@@ -107,19 +107,25 @@ class OvPartition(CompiledPartition):
             return self._run_controlled(inputs, control)
         request, compiled = self._take()
         try:
-            self._bind(request, inputs)
+            held = self._bind(request, inputs)  # alive until the outputs are copied: OpenVINO reads them in place
             request.infer()
             result = self._results(request)
+            del held
         except Exception as e:  # the request is dropped with its compiled model
             raise self._error(e) from e
         self._give(request, compiled)
         return result
 
-    def _bind(self, request: Any, inputs: Mapping[str, Any]) -> None:
+    def _bind(self, request: Any, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         """Hand our arrays to ``request`` as its input tensors, without a copy
         (``Tensor(array, shared_memory=True)``; a non-contiguous array is made
-        contiguous first; a read-only or string array is copied)."""
+        contiguous first; a read-only or string array is copied).  Returns the
+        arrays shared: the caller holds them until the run's outputs are
+        copied, because a shared ``Tensor`` does not keep its numpy buffer
+        alive (a contiguous copy made here was freed before ``infer`` read it:
+        a transposed image input gave garbage on the first run)."""
         ov = self._ov
+        held: list[np.ndarray] = []
         for i, name in enumerate(self._in):
             x = inputs[name]
             if not isinstance(x, np.ndarray):
@@ -129,7 +135,9 @@ class OvPartition(CompiledPartition):
                 continue
             if not x.flags.c_contiguous:
                 x = np.ascontiguousarray(x)
+            held.append(x)
             request.set_input_tensor(i, ov.Tensor(x, shared_memory=True))
+        return held
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return self.run(inputs, current_control())
@@ -154,9 +162,10 @@ class OvPartition(CompiledPartition):
         remove = control.on_stop(request.cancel)
         failure: BaseException | None = None
         try:
-            self._bind(request, inputs)
+            held = self._bind(request, inputs)  # alive until the outputs are copied (see _bind)
             request.infer()
             result = self._results(request)
+            del held
         except Exception as e:
             failure = e
         finally:
