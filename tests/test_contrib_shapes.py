@@ -78,3 +78,45 @@ def test_contrib_output_types_are_the_shapes_onnxruntime_computes(name):
     ident = {n.outputs[0].name: n.outputs[0] for n in graph.nodes if n.op_type == "Identity"}
     for i, w in enumerate(want):  # the node after it is inferred from the rule's type
         assert tuple(ident[f"o{i}_next"].type.shape) == w.shape
+
+
+def _stft_2d_model(length):
+    from onnx_models import make_model, vi
+
+    nodes = [helper.make_node("STFT", ["x", "step", "win", ""], ["y"], onesided=1, name="stft"),
+             helper.make_node("Relu", ["y"], ["z"], name="relu")]
+    inits = [numpy_helper.from_array(np.array(5, np.int64), "step"),
+             numpy_helper.from_array(np.hanning(20).astype(F), "win")]
+    return make_model(nodes, [vi("x", shape=(1, length))], [vi("z", shape=("a", "b", "c", "d"))], opset=17,
+                      inits=inits)
+
+
+@pytest.mark.parametrize("length", [200, "n"])
+def test_stft_of_a_batch_length_signal_gets_onnxruntime_shape(length):
+    """ONNX Runtime accepts STFT of a ``[batch, length]`` signal (Kokoro's
+    vocoder); onnx's inference (spec: ``[batch, length, 1|2]``) typed nothing
+    behind it, so every node after it had no rank and OpenVINO refused the
+    partition ('Parameter operation with dynamic rank')."""
+    m = _stft_2d_model(length)
+    g = load_onnx(m.SerializeToString()).graph
+    x = _f(1, 200)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for v in (g.nodes[0].outputs[0], g.nodes[1].outputs[0]):
+        assert v.type.shape is not None and len(v.type.shape) == 4, v.type
+        assert [d for d in v.type.shape if isinstance(d, int)] == [d for d, s in zip(want.shape, v.type.shape)
+                                                                    if isinstance(s, int)]
+    if length == 200:
+        assert g.nodes[0].outputs[0].type.shape == want.shape
+
+
+def test_nodes_after_a_2d_stft_stay_on_openvino():
+    pytest.importorskip("nnrt_openvino")
+    from nnrt_core import ScheduleConfig, Session
+
+    m = _stft_2d_model("n")
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["openvino"]))
+    assert not [e for e in sess.events if e.kind == "compile_fallback"], [e.message for e in sess.events]
+    assert sess.placement["relu"] == "openvino"
+    x = _f(1, 300)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(sess.run({"x": x})["z"], want, rtol=1e-4, atol=1e-5)

@@ -1,5 +1,7 @@
 """Output types of ONNX Runtime's contrib ops (``com.microsoft``), which onnx's
-shape inference does not know, and of the nodes downstream of them.
+shape inference does not know, of the standard ops in forms ORT accepts
+beyond the spec (``STANDARD_RULES``: STFT of a ``[batch, length]`` signal, as
+Kokoro's iSTFTNet vocoder feeds it), and of the nodes downstream of them.
 
 After import, every value behind a contrib node (a transformer optimized by
 ``onnxruntime.transformers``: EmbedLayerNormalization -> Attention -> MatMul
@@ -19,7 +21,7 @@ from nnrt_core.frontends.onnx.shapes import infer_node_types
 from nnrt_core.ir import DataType, Graph, Node, TensorType, ValueType
 from nnrt_core.logs import get_logger
 
-__all__ = ["complete_contrib_types", "CONTRIB_RULES"]
+__all__ = ["complete_contrib_types", "CONTRIB_RULES", "STANDARD_RULES"]
 
 log = get_logger("nnrt.onnx")
 MS = "com.microsoft"
@@ -133,6 +135,36 @@ def _dynamic_quantize_lstm(node: Node, ts: list) -> list:
     return [TensorType(x.dtype, (x.shape[0], d, x.shape[1], int(h))), state, state]
 
 
+def _const_int(node: Node, k: int) -> int | None:
+    v = node.inputs[k] if len(node.inputs) > k else None
+    if v is None or v.const is None or v.const.size != 1:
+        return None
+    return int(v.const.reshape(()))
+
+
+def _stft(node: Node, ts: list) -> list:
+    """STFT of a ``[batch, length]`` signal, which ONNX Runtime accepts (the
+    spec, and so onnx's inference, want ``[batch, length, 1 or 2]``):
+    ``[batch, frames, bins, 2]``, frames = 1 + (length - frame_length) // step."""
+    x = ts[0]
+    if x is None or len(x.shape) != 2:
+        return [None]
+    step = _const_int(node, 1)
+    window = ts[2] if len(ts) > 2 else None
+    n = _const_int(node, 3)
+    if n is None and window is not None and len(window.shape) == 1 and isinstance(window.shape[0], int):
+        n = window.shape[0]
+    if step is None or step <= 0 or n is None or n <= 0:
+        return [None]
+    length = x.shape[1]
+    frames = 1 + (length - n) // step if isinstance(length, int) else f"{node.name or 'stft'}_frames"
+    bins = n // 2 + 1 if int(node.attr("onesided", 1)) else n
+    return [TensorType(x.dtype, (x.shape[0], frames, bins, 2))]
+
+
+#: standard ops in the forms ONNX Runtime accepts beyond the spec, which onnx's inference leaves untyped
+STANDARD_RULES: dict[str, Rule] = {"STFT": _stft}
+
 #: op type -> rule (input types -> output types, None where unknown)
 CONTRIB_RULES: dict[str, Rule] = {
     **{op: _same for op in ("FastGelu", "BiasGelu", "QuickGelu", "Gelu", "BiasAdd", "RotaryEmbedding", "Inverse")},
@@ -169,7 +201,8 @@ def _standard(node: Node, opsets: dict[str, int]) -> Sequence[ValueType | None]:
 def complete_contrib_types(graph: Graph, opsets: dict[str, int]) -> int:
     """Fill in the types behind the contrib nodes of ``graph`` (top level, in
     order); returns how many values got a type."""
-    if not any(n.domain == MS and n.op_type in CONTRIB_RULES for n in graph.nodes):
+    if not any((n.domain == MS and n.op_type in CONTRIB_RULES) or (n.domain in ("", "ai.onnx") and n.op_type in
+                                                                    STANDARD_RULES) for n in graph.nodes):
         return 0
     fresh: set[str] = set()
     for node in graph.nodes:
@@ -179,6 +212,11 @@ def complete_contrib_types(graph: Graph, opsets: dict[str, int]) -> int:
             rule = CONTRIB_RULES.get(node.op_type)
             try:
                 new = rule(node, _inputs(node)) if rule is not None else []
+            except Exception:  # a rule never breaks loading
+                new = []
+        elif node.domain in ("", "ai.onnx") and node.op_type in STANDARD_RULES:
+            try:
+                new = STANDARD_RULES[node.op_type](node, _inputs(node))
             except Exception:  # a rule never breaks loading
                 new = []
         elif any(v is not None and v.name in fresh for v in node.inputs):
