@@ -324,7 +324,14 @@ def download(root: Path) -> None:
             t.extractall(target, filter="data")  # refuses members that escape target
 
 
-def find(root: Path, filename: str) -> Path | None:
+def find(root: Path, filename: str, package: str | None = None) -> Path | None:
+    """``filename`` under ``root``: in the package's own folder first (two
+    packages may ship a file of the same name: openWakeWord's npm package
+    holds an older silero_vad.onnx than silero-vad's wheel)."""
+    if package:
+        hits = sorted((root / package.replace("-", "_")).rglob(filename))
+        if hits:
+            return hits[0]
     hits = sorted(root.rglob(filename))
     return hits[0] if hits else None
 
@@ -345,9 +352,9 @@ def model_path(root: Path, spec: Spec) -> Path | None:
     if spec.assemble:
         return spec.assemble(root)
     if spec.derived_from:
-        src = find(root, spec.derived_from)
+        src = find(root, spec.derived_from, spec.package)
         return derive_fp16(src, root / "derived" / spec.filename) if src else None
-    return find(root, spec.filename)
+    return find(root, spec.filename, spec.package)
 
 
 def first_step_feeds(root: Path) -> list[tuple[str, Path, Feeds]]:
