@@ -31,6 +31,12 @@ file, over every step (streaming models feed their state back):
   the same model converted to fp16 is off by up to 1.0 there), and the 2-class
   PP-OCR cls output moves by 0.008 (1.5e-2 relative) with 53 fp16 Convs.
 
+A model can be ill-conditioned: a dynamically quantized LSTM re-quantizes
+its state at every step and a vocoder accumulates phase, so one last-bit
+difference anywhere moves their outputs by percents.  Column ``ort±ulp`` is
+ONNX Runtime's own change (rel L2) when every float input moves by one ulp;
+a row over the tolerance but within 2x that is ``noise`` (shown, not failed).
+
 The placement counted (and so the tolerance) is that of the plan that ran: a
 model with free input dimensions gets a plan specialized to the feeds'
 shapes, which may place nodes on the NPU where the generic plan did not
