@@ -320,9 +320,14 @@ def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | Non
 
     order = sorted(range(len(built)), key=rank)
     win = order[0]
+    unmeasured = None
     if not eligible[win]:
         problems = "; ".join(f"{c.label}: {r['problem']}" for (c, _, _), r in zip(built, results))
-        raise ConfigError(f"scheduler 'measured': no candidate plan could be built and run ({problems})")
+        unmeasured = _unmeasured_choice(built, results)
+        if unmeasured is None:
+            raise ConfigError(f"scheduler 'measured': no candidate plan could be built and run ({problems})")
+        win = unmeasured
+        order = [win] + [i for i in order if i != win]
     cand, model, _ = built[win]
     assert model is not None
     considered = []
@@ -334,12 +339,39 @@ def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | Non
             "runs": len(results[i]["runs"]), "partitions": len(m.steps) if m is not None else 0,
             "chosen": i == win, "end_to_end": True, "problem": results[i]["problem"],
             "precision": c.precision or config.precision, "max_rel_err": errors[i]})
-    why = _why(cand, medians[win], built, medians, [r["problem"] for r in results])
+    if unmeasured is None:
+        why = _why(cand, medians[win], built, medians, [r["problem"] for r in results])
+    else:  # the synthetic inputs, not every plan, are the likely culprit: the static choice, said so
+        why = (f"no candidate plan ran on the measurement inputs (free dimensions taken as "
+               f"{', '.join(map(str, FREE_DIM_SIZES))}; integers 0): {problems}; built {cand.label!r} without "
+               "measuring (the priority order); give input_shapes (and real feeds) to measure")
     merged = EventLog(events)
     merged.extend(model.events)
     merged.add("plan_measured", ",".join(cand.backends), why, level=INFO)
     model.events, model.considered_plans = merged, considered
     return model
+
+
+def _unmeasured_choice(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]],
+                       results: list[dict]) -> int | None:
+    """When every plan that was built failed only at its runs on the
+    measurement inputs (silero VAD: a sample rate of 0 and 64 or 1024 samples
+    take a branch it cannot run), the plan the priority order makes, in fp32:
+    the priority split, or the whole-model plan it was placed as, else the
+    first fp32 plan built.  ``None`` when no plan was built."""
+    ran = [i for i, (_, m, _) in enumerate(built) if m is not None]
+    if not ran or not all(str(results[i]["problem"] or "").startswith("run failed") for i in ran):
+        return None
+    fp32 = [i for i in ran if built[i][0].precision in (None, "fp32")]  # never a lower precision unmeasured
+    labels = {built[i][0].label: i for i in fp32}
+    for cand, _, problem in built:
+        if cand.split and cand.precision in (None, "fp32"):
+            if cand.label in labels:
+                return labels[cand.label]
+            same = next((lab for lab in labels if problem and f"placed exactly as {lab!r}" in problem), None)
+            if same is not None:
+                return labels[same]
+    return fp32[0] if fp32 else None
 
 
 def _errors(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]], results: list[dict],
