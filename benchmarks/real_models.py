@@ -445,7 +445,7 @@ def features(path: Path) -> list[str]:
     if ops & CONTROL_OPS:
         out.append("If")
     if ops & RNN_OPS:
-        out.append("LSTM")
+        out.append("RNN")
     if dynamic:
         out.append("dynamic")
     if fp16:
