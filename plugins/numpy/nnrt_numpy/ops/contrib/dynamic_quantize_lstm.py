@@ -9,7 +9,9 @@ quantized again at every step (rows whose sequence ended count as zeros),
 integer products are exact and rescaled in float32 by ``a_scale * w_scale``.
 Reverse directions run on each sequence reversed within its own length.
 Gates are ordered i, o, f, c; peepholes i, o, f; ``input_forget`` couples
-f = 1 - i. ORT's kernel splits the batch over its threads when quantizing the
+f = 1 - i. Sigmoid and Tanh are ORT's MLAS approximations to the bit
+(``nnrt_numpy.mlas_act``): every step re-quantizes the hidden state, so a
+last-bit difference in a gate flips a uint8 code and grows over the sequence. ORT's kernel splits the batch over its threads when quantizing the
 hidden state (batch > 4, or batch >= 2 with hidden <= 256); this kernel
 quantizes the whole batch at once, ORT's result with one thread."""
 from __future__ import annotations
@@ -20,7 +22,6 @@ import numpy as np
 
 from nnrt_numpy.kernel import NodeInfo, register
 
-from ..quant._imatmul import int_matmul
 from ..rnn._common import RecurrentBase
 from ._util import MS
 
@@ -42,6 +43,7 @@ class DynamicQuantizeLSTM(RecurrentBase):
     since_version = 1
     _gates = 4
     _default_acts = ("Sigmoid", "Tanh", "Tanh")
+    _mlas_acts = True  # ORT's own logistic/tanh: the re-quantized state amplifies any last-bit difference
 
     def _setup(self, node: NodeInfo) -> None:
         super()._setup(node)
@@ -63,7 +65,9 @@ class DynamicQuantizeLSTM(RecurrentBase):
                 raise self.fail(f"{name}_{what} must have shape ({d},) or ({d}, {h4}), got {p.shape}")
             params.append(p.reshape(d, 1, -1))
         s, z = params
-        return w.astype(np.int64) - z.astype(np.int64), s.astype(np.float32).reshape(d, -1)
+        # float64 holds every product sum exactly (|q - zp| <= 255 on both sides: 255^2 K < 2^53 for any K),
+        # converted once per call: BLAS then does the per-step products (the int64 matmul did not)
+        return (w.astype(np.int64) - z.astype(np.int64)).astype(np.float64), s.astype(np.float32).reshape(d, -1)
 
     def __call__(self, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,
                  W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None) -> Sequence[Any]:
@@ -112,14 +116,14 @@ class DynamicQuantizeLSTM(RecurrentBase):
         if steps == 0:
             return out, final_h, final_c
         xq, x_scale = quantize_rows(x.reshape(steps * n, -1))
-        xw = (int_matmul(xq, w, self.fail).astype(np.float32) * (x_scale * w_s)).reshape(steps, n, 4 * hs)
+        xw = (_exact_product(xq, w) * (x_scale * w_s)).reshape(steps, n, 4 * hs)
         bias = b[:4 * hs] + b[4 * hs:]
         bi, bo, bf, bc = (bias[j * hs:(j + 1) * hs] for j in range(4))
         pi, po, pf = p[:hs], p[hs:2 * hs], p[2 * hs:]
         h_prev = h
         for step in range(steps):
             hq, h_scale = quantize_rows(h_prev)
-            gates = xw[step] + int_matmul(hq, r, self.fail).astype(np.float32) * (h_scale * r_s)
+            gates = xw[step] + _exact_product(hq, r) * (h_scale * r_s)
             gi = f(self.clipped(gates[:, :hs] + c * pi + bi))
             gf = 1 - gi if self.input_forget else f(self.clipped(gates[:, 2 * hs:3 * hs] + c * pf + bf))
             gc = g(self.clipped(gates[:, 3 * hs:] + bc))
@@ -133,6 +137,12 @@ class DynamicQuantizeLSTM(RecurrentBase):
             final_c = np.where(last, c, final_c)
             h_prev = h_new
         return out, final_h, final_c
+
+
+def _exact_product(q: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``q @ w`` of integer-valued operands (``w`` float64 from ``_weights``),
+    exact in float64, as the float32 of ORT's int32 accumulator."""
+    return np.matmul(q.astype(np.float64), w).astype(np.float32)
 
 
 def _reverse_within(a: np.ndarray, lens: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo
+from nnrt_numpy.mlas_act import logistic_float32, tanh_float32
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -38,12 +39,19 @@ _ACTIVATIONS: dict[str, tuple[int, float, float, Callable[[float, float], Activa
 }
 
 
+#: ONNX Runtime's own (MLAS) functions, for kernels whose reference is ORT (``_mlas_acts``)
+_MLAS_ACTIVATIONS: dict[str, Activation] = {"tanh": tanh_float32, "sigmoid": logistic_float32}
+
+
 class RecurrentBase(Kernel):
     """Common attribute handling; subclasses set ``_gates`` and ``_default_acts``
-    and implement ``_run(x, w, r, b, lens, states)``."""
+    and implement ``_run(x, w, r, b, lens, states)``.  ``_mlas_acts``: Sigmoid
+    and Tanh are ONNX Runtime's MLAS approximations (``nnrt_numpy.mlas_act``),
+    bit for bit, for a contrib op whose only definition is ORT's kernel."""
 
     _gates: int = 1
     _default_acts: tuple[str, ...] = ("Tanh",)
+    _mlas_acts = False
     _has_layout = False
     _num_states = 1
 
@@ -86,6 +94,9 @@ class RecurrentBase(Kernel):
             if spec is None:
                 raise self.fail(f"unsupported activation function {name!r}")
             nparams, da, db, factory = spec
+            if self._mlas_acts and name.lower() in _MLAS_ACTIVATIONS:
+                funcs.append(_MLAS_ACTIVATIONS[name.lower()])
+                continue
             a, b = da, db
             if nparams >= 1:
                 if ia < len(alphas):
