@@ -193,7 +193,8 @@ def compile_files(model: dict, kinds: list[str], folder: Path, env: dict[str, st
         if kind in FILE_KINDS:
             out = folder / f"{kind}.nnrt"
             code = ("import sys; from nnrt_core import ScheduleConfig, Session; Session(sys.argv[1], ScheduleConfig("
-                    "backends=[sys.argv[2]], machine_specific=sys.argv[4] == '1')).save(sys.argv[3])")
+                    "backends=[sys.argv[2]], **({'machine_specific': True} if sys.argv[4] == '1' else {})))"
+                    ".save(sys.argv[3])")  # a --base tree older than machine_specific compiles the portable kinds
             backend, specific = FILE_KINDS[kind]
             subprocess.run([sys.executable, "-c", code, str(model["path"]), backend, str(out), str(int(specific))],
                            check=True, env=env, cwd=env.get("NNRT_BENCH_CWD", ROOT))
