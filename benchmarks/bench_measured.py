@@ -30,7 +30,8 @@ share a process):
 Each child prints its build seconds, the median of at most ``--runs`` runs
 (no more than ~3 s of them, at least 5) and its outputs' digest; the parent
 prints medians over the rounds and the ratios: latency nnrt / raw ORT, nnrt /
-the best raw engine, best raw engine / raw ORT (``best/ORT``: what picking a
+the best raw engine (``plain ms``: nnrt's ORT-only plan, in a process
+with no other engine), best raw engine / raw ORT (``best/ORT``: what picking a
 whole-model engine can reach), build nnrt / plain and cached / plain, and the
 largest relative difference of nnrt's outputs from raw ORT's.  Geometric means
 close the table, over the light models, the real ones and both.
@@ -201,11 +202,13 @@ RATIOS = ("vs_ort", "vs_best", "best_vs_ort", "build_vs_plain", "cached_vs_plain
 
 def print_rows(rows: list[dict], rounds: int, runs: int) -> None:
     print(f"load average {os.getloadavg()[0]:.1f}; medians over {rounds} rounds of <= {runs} runs, one process each")
-    print(f"{'model':<24}{'raw ORT ms':>11}{'raw OV ms':>10}{'nnrt ms':>9}{'x ORT':>7}{'x best':>7}{'best/ORT':>9}"
+    print(f"{'model':<24}{'raw ORT ms':>11}{'raw OV ms':>10}{'plain ms':>9}{'nnrt ms':>9}{'x ORT':>7}{'x best':>7}"
+          f"{'best/ORT':>9}"
           f"{'build x':>8}{'cached x':>9}{'rel err':>9}  chosen")
     for r in rows:
         ov = r["ms"].get("raw_ov")
-        print(f"{r['model']:<24}{r['ms']['raw_ort']:>11.2f}{(f'{ov:.2f}' if ov else '-'):>10}{r['ms']['nnrt']:>9.2f}"
+        print(f"{r['model']:<24}{r['ms']['raw_ort']:>11.2f}{(f'{ov:.2f}' if ov else '-'):>10}"
+              f"{r['ms']['nnrt_plain']:>9.2f}{r['ms']['nnrt']:>9.2f}"
               f"{r['vs_ort']:>7.3f}{r['vs_best']:>7.3f}{r['best_vs_ort']:>9.3f}{r['build_vs_plain']:>8.2f}"
               f"{r['cached_vs_plain']:>9.2f}{r['rel_err']:>9.1e}  {r['chosen']}")
     groups = [("light", [r for r in rows if r["kind"] == "light"]), ("real", [r for r in rows if r["kind"] == "real"])]
@@ -223,7 +226,8 @@ def print_rows(rows: list[dict], rounds: int, runs: int) -> None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*", type=Path)
-    ap.add_argument("--models", default="squeezenet,resnet50", help="light models (comma-separated)")
+    ap.add_argument("--models", default=None, help="light models, comma-separated (default squeezenet,resnet50 "
+                    "unless --real is given)")
     ap.add_argument("--real", nargs="?", const="", default=None, metavar="KEYS",
                     help="the real models of benchmarks/real_models.py (optionally comma-separated key substrings)")
     ap.add_argument("--models-dir", default=None, help="where real_models.py put them (default /tmp/pypi_models)")
@@ -235,7 +239,8 @@ def main(argv: list[str]) -> int:
     if a.paths:
         specs = [{"name": p.stem, "kind": "file", "path": str(p)} for p in a.paths]
     else:
-        light_names = LIGHT_MODELS if a.all else ([] if a.real is not None else [m for m in a.models.split(",") if m])
+        models = a.models if a.models is not None else ("" if a.real is not None else "squeezenet,resnet50")
+        light_names = LIGHT_MODELS if a.all else [m for m in models.split(",") if m]
         specs = light_specs(light_names)
         if a.all or a.real is not None:
             specs += real_specs([w for w in (a.real or "").split(",") if w], a.models_dir)
