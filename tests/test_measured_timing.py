@@ -108,3 +108,11 @@ def test_the_measured_report_says_how_the_timing_went():
                                                        scheduler="measured"), registry=registry(slow, fast))
     (event,) = [e for e in sess.events if e.kind == "plan_measured"]
     assert "timed in " in event.message and "stopped: " in event.message and "idle thread pools" in event.message
+
+
+def test_a_process_that_stays_busy_is_waited_for_once(monkeypatch):
+    waits = []
+    monkeypatch.setattr(timing, "wait_quiet", lambda: waits.append(1) or timing.MAX_QUIET_WAIT)
+    a, b = (lambda: time.sleep(0.001)), (lambda: time.sleep(0.001))
+    result = timing.time_blocks([a, b], budget=0.0, min_rounds=3)
+    assert len(waits) == 1 and result.never_quiet and "no further waits" in result.summary()

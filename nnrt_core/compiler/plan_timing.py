@@ -10,7 +10,9 @@ the plan that runs second, and both are handled here:
   cores with them, although in the session that plan would run alone.  Before
   a block of a different plan, :func:`wait_quiet` sleeps until the process's
   threads stop using CPU (process CPU time against wall time, so it needs no
-  knowledge of the engines), at most ``MAX_QUIET_WAIT`` seconds.
+  knowledge of the engines), at most ``MAX_QUIET_WAIT`` seconds (a wait that
+  runs out means other threads of the process are busy, e.g. a server's:
+  the timing then waits no more).
 * **Cold caches.**  A short plan's block starts with an untimed run.
 
 The timing stops after ``min_rounds`` rounds once the budget is spent, once
@@ -62,10 +64,12 @@ class TimingResult:
     stopped: str = ""  #: "budget", "clear lead", "one plan left", "max rounds"
     quiet_wait_s: float = 0.0
     dropped: list[int] = field(default_factory=list)
+    never_quiet: bool = False  #: a wait ran out: other threads of the process are busy, later waits skipped
 
     def summary(self) -> str:
+        busy = " (the process stayed busy: no further waits)" if self.never_quiet else ""
         return (f"{self.rounds} round(s), stopped: {self.stopped}; {self.quiet_wait_s * 1e3:.0f} ms waited for "
-                "idle thread pools between plans")
+                f"idle thread pools between plans{busy}")
 
 
 def time_blocks(runners: Sequence[Callable[[], Any]], budget: float, *, min_rounds: int = MIN_ROUNDS,
@@ -78,8 +82,10 @@ def time_blocks(runners: Sequence[Callable[[], Any]], budget: float, *, min_roun
     start = time.perf_counter()
     while live:
         for i in live if result.rounds % 2 == 0 else live[::-1]:  # alternate the order
-            if previous is not None and previous != i:
-                result.quiet_wait_s += wait_quiet()
+            if previous is not None and previous != i and not result.never_quiet:
+                waited = wait_quiet()
+                result.quiet_wait_s += waited
+                result.never_quiet = waited >= MAX_QUIET_WAIT  # busy for other reasons: wait no more
             times = result.runs[i]
             short = not times or statistics.median(times) < SHORT_RUN
             if short:
