@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 __all__ = ["CLEAR_FACTOR", "DROP_FACTOR", "MAX_QUIET_WAIT", "MIN_ROUNDS", "MAX_ROUNDS", "TimingResult",
@@ -55,16 +54,18 @@ def wait_quiet(max_wait: float = MAX_QUIET_WAIT) -> float:
     return time.perf_counter() - start
 
 
-@dataclass
 class TimingResult:
     """Per plan the timed runs (seconds); how the timing went."""
 
-    runs: list[list[float]]
-    rounds: int = 0
-    stopped: str = ""  #: "budget", "clear lead", "one plan left", "max rounds"
-    quiet_wait_s: float = 0.0
-    dropped: list[int] = field(default_factory=list)
-    never_quiet: bool = False  #: a wait ran out: other threads of the process are busy, later waits skipped
+    __slots__ = ("runs", "rounds", "stopped", "quiet_wait_s", "dropped", "never_quiet")
+
+    def __init__(self, runs: list[list[float]]) -> None:
+        self.runs = runs
+        self.rounds = 0
+        self.stopped = ""  #: "budget", "clear lead", "one plan left", "max rounds"
+        self.quiet_wait_s = 0.0
+        self.dropped: list[int] = []
+        self.never_quiet = False  #: a wait ran out: other threads of the process are busy, later waits skipped
 
     def summary(self) -> str:
         busy = " (the process stayed busy: no further waits)" if self.never_quiet else ""
