@@ -57,6 +57,7 @@ def slow_gil_handoff(monkeypatch):
 
 def test_wait_quiet_waits_for_a_busy_thread_and_not_without_one(slow_gil_handoff):
     spinner = Spinner(0.0, spin=0.08)
+    timing.wait_quiet()  # an earlier test's engine pool may still be spinning down
     quiet = timing.wait_quiet()
     assert quiet < 0.06  # nothing running: a few quiet slices
     spinner()
@@ -78,10 +79,18 @@ def test_a_spinning_plan_does_not_make_the_next_plan_look_slow(slow_gil_handoff)
 
 
 def test_timing_stops_at_a_clear_lead_after_the_minimum_rounds():
-    fast, slow = (lambda: time.sleep(0.003)), (lambda: time.sleep(0.0042))  # 1.4x: not dropped, clearly behind
-    result = timing.time_blocks([fast, slow], budget=10.0)
-    assert result.rounds == timing.MIN_ROUNDS and result.stopped in ("clear lead", "one plan left")
-    assert len(result.runs[0]) >= timing.MIN_ROUNDS
+    def stop(runs, rounds, spent=False):
+        result = timing.TimingResult(runs)
+        result.rounds = rounds
+        return timing._stop_reason(list(range(len(runs))), result, spent, timing.MIN_ROUNDS, timing.MAX_ROUNDS)
+
+    ahead = [[1.0, 1.02, 0.99, 1.0], [1.2, 1.25, 1.3, 1.21]]  # every run of the second over 1.1x the first's median
+    assert stop(ahead, timing.MIN_ROUNDS - 1) == ""  # never before the minimum rounds
+    assert stop(ahead, timing.MIN_ROUNDS) == "clear lead"
+    overlapping = [[1.0, 1.02, 0.99, 1.0], [1.2, 1.05, 1.3, 1.21]]  # one run of the second within 1.1x
+    assert stop(overlapping, timing.MIN_ROUNDS) == "" and stop(overlapping, timing.MIN_ROUNDS, spent=True) == "budget"
+    assert stop(overlapping, timing.MAX_ROUNDS) == "max rounds"
+    assert stop([[1.0]], 1) == "one plan left"
 
 
 def test_close_plans_are_timed_until_the_budget_and_no_longer():
