@@ -107,19 +107,24 @@ class OvPartition(CompiledPartition):
             return self._run_controlled(inputs, control)
         request, compiled = self._take()
         try:
-            self._bind(request, inputs)
+            kept = self._bind(request, inputs)  # alive until the run is over: the request reads their memory
             request.infer()
             result = self._results(request)
+            del kept
         except Exception as e:  # the request is dropped with its compiled model
             raise self._error(e) from e
         self._give(request, compiled)
         return result
 
-    def _bind(self, request: Any, inputs: Mapping[str, Any]) -> None:
+    def _bind(self, request: Any, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         """Hand our arrays to ``request`` as its input tensors, without a copy
         (``Tensor(array, shared_memory=True)``; a non-contiguous array is made
-        contiguous first; a read-only or string array is copied)."""
+        contiguous first; a read-only or string array is copied).  Returns the
+        arrays shared: the caller keeps them alive until the run is over (an
+        OpenVINO tensor on shared memory does not keep its numpy array alive,
+        and a contiguous copy made here would be freed before the request reads it)."""
         ov = self._ov
+        kept: list[np.ndarray] = []
         for i, name in enumerate(self._in):
             x = inputs[name]
             if not isinstance(x, np.ndarray):
@@ -129,7 +134,9 @@ class OvPartition(CompiledPartition):
                 continue
             if not x.flags.c_contiguous:
                 x = np.ascontiguousarray(x)
+            kept.append(x)
             request.set_input_tensor(i, ov.Tensor(x, shared_memory=True))
+        return kept
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return self.run(inputs, current_control())
@@ -154,9 +161,10 @@ class OvPartition(CompiledPartition):
         remove = control.on_stop(request.cancel)
         failure: BaseException | None = None
         try:
-            self._bind(request, inputs)
+            kept = self._bind(request, inputs)  # alive until the run is over: the request reads their memory
             request.infer()
             result = self._results(request)
+            del kept
         except Exception as e:
             failure = e
         finally:
