@@ -1,26 +1,40 @@
 """Measured selection against the raw engines, each side in its own process.
 
-    python benchmarks/bench_measured.py [--rounds 3] [--runs 20] [--models squeezenet,resnet50 | --all] [PATH.onnx ...]
+    python benchmarks/bench_measured.py [--rounds 3] [--runs 20] [--models squeezenet,resnet50]
+                                        [--real [KEYS]] [--models-dir DIR] [--all] [PATH.onnx ...]
 
-Per model (the onnx wheel's light models with He-initialized weights, or the
-``.onnx`` files given), every side runs in a fresh process, the sides
-interleaved round by round (their thread pools never share a process):
+Models: the onnx wheel's light models with He-initialized weights
+(``--models``, random-normal feeds), the real models of
+``benchmarks/real_models.py`` (``--real``, optionally only keys containing
+one of the comma-separated KEYS; fed real_models' first-step feeds: images,
+audio, int64 tokens; a model not under ``--models-dir`` is skipped with a
+line; ``python benchmarks/real_models.py --download`` fetches them), both
+(``--all``), or the ``.onnx`` files given.  Every side runs in a fresh
+process, the sides interleaved round by round (their thread pools never
+share a process):
 
 * ``raw_ort``: an ``onnxruntime.InferenceSession`` with default options;
 * ``raw_ov``: OpenVINO's ``Core().compile_model`` on the CPU with
-  ``INFERENCE_PRECISION_HINT=f32`` (when openvino is installed);
+  ``INFERENCE_PRECISION_HINT=f32`` (when openvino is installed); a model with
+  free input dimensions is first reshaped to the feeds' shapes, as an
+  OpenVINO user would;
 * ``nnrt``: ``Session(model, ScheduleConfig(cache_dir=fresh))``: no backend or
-  scheduler named, so nnrt measures when two or more real engines are installed;
+  scheduler named, so nnrt measures when two or more real engines are
+  installed (real models: with ``input_shapes`` = the feeds' shapes, so the
+  plans are timed on them);
 * ``nnrt_cached``: the same config in a new process with the cache ``nnrt``
   filled: it loads the stored choice and measures nothing;
 * ``nnrt_plain``: ``ScheduleConfig(backends=["onnxruntime"], scheduler="priority")``,
   the plain build the measuring build is compared with.
 
-Each child prints its build seconds, the median of ``--runs`` runs and its
-outputs' digest; the parent prints medians over the rounds and the ratios:
-latency nnrt / raw ORT and nnrt / the best raw engine, build nnrt / plain and
-cached / plain, and the largest relative difference of nnrt's outputs from
-raw ORT's.  The geometric mean of each ratio closes the table.
+Each child prints its build seconds, the median of at most ``--runs`` runs
+(no more than ~3 s of them, at least 5) and its outputs' digest; the parent
+prints medians over the rounds and the ratios: latency nnrt / raw ORT, nnrt /
+the best raw engine (``plain ms``: nnrt's ORT-only plan, in a process
+with no other engine), best raw engine / raw ORT (``best/ORT``: what picking a
+whole-model engine can reach), build nnrt / plain and cached / plain, and the
+largest relative difference of nnrt's outputs from raw ORT's.  Geometric means
+close the table, over the light models, the real ones and both.
 """
 from __future__ import annotations
 
@@ -38,62 +52,81 @@ ROOT = Path(__file__).resolve().parents[1]
 LIGHT_MODELS = ["squeezenet", "resnet50", "inception_v1", "inception_v2", "densenet121", "shufflenet",
                 "zfnet512", "bvlc_alexnet", "vgg19"]
 
-CHILD = r'''
+CHILD = r"""
 import json, os, sys, time
 import numpy as np
-sys.path.insert(0, os.path.join(sys.argv[1], "examples"))
-side, path, runs, cache = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+root, side, spec, runs, cache = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+sys.path.insert(0, os.path.join(root, "examples"))
+sys.path.insert(0, os.path.join(root, "benchmarks"))
 import onnx
-model = onnx.load(path)
-if "/light/" in path:
-    from light_weights import he_initialized
-    model = he_initialized(model)
+path = spec["path"]
+if spec.get("real"):  # a real model: real_models.py's first-step feeds (int64 tokens, images, audio...)
+    import real_models
+    from pathlib import Path
+    path, feeds = real_models.model_feeds(spec["real"], Path(spec["root"]))
+    path = str(path)
+    model = onnx.load(path)
+else:
+    model = onnx.load(path)
+    if "/light/" in path:
+        from light_weights import he_initialized
+        model = he_initialized(model)
+    rng = np.random.default_rng(0)
+    def shape(vi):
+        return tuple(d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim)
+    inits = {t.name for t in model.graph.initializer}
+    feeds = {vi.name: rng.standard_normal(shape(vi)).astype(np.float32)
+             for vi in model.graph.input if vi.name not in inits}
 data = model.SerializeToString()
-rng = np.random.default_rng(0)
-def shape(vi):
-    return tuple(d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim)
-inits = {t.name for t in model.graph.initializer}
-feeds = {vi.name: rng.standard_normal(shape(vi)).astype(np.float32) for vi in model.graph.input if vi.name not in inits}
+shapes = {k: list(v.shape) for k, v in feeds.items()}
 t0 = time.perf_counter()
 if side == "raw_ort":
     import onnxruntime as ort
-    s = ort.InferenceSession(data)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    s = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
     names = [o.name for o in s.get_outputs()]
     run = lambda: dict(zip(names, s.run(None, feeds)))
 elif side == "raw_ov":
     import openvino as ov
     core = ov.Core()
-    c = core.compile_model(core.read_model(data, b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    m = core.read_model(data, b"")
+    if any(p.get_partial_shape().is_dynamic for p in m.inputs):  # what an OpenVINO user does: fix the feed shapes
+        m.reshape({p.get_any_name(): ov.PartialShape(shapes[p.get_any_name()]) for p in m.inputs})
+    c = core.compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     req = c.create_infer_request()
     names = [o.get_any_name() for o in c.outputs]
     run = lambda: {n: np.array(req.infer(feeds)[i]) for i, n in enumerate(names)}
 else:
     from nnrt_core import ScheduleConfig, Session
-    cfg = (ScheduleConfig(backends=["onnxruntime"], scheduler="priority") if side == "nnrt_plain"
-           else ScheduleConfig(cache_dir=cache))
+    fixed = {"input_shapes": shapes} if spec.get("real") else {}  # measure on the feeds' shapes
+    cfg = (ScheduleConfig(backends=["onnxruntime"], scheduler="priority", **fixed) if side == "nnrt_plain"
+           else ScheduleConfig(cache_dir=cache, **fixed))
     s = Session(data, cfg)
     run = lambda: s.run(feeds)
 build = time.perf_counter() - t0
 out = run()
-times = []
-for _ in range(runs):
+times, spent = [], time.perf_counter()
+for k in range(runs):  # at most `runs` runs, and no more than ~3 s of them (at least 5)
     t = time.perf_counter(); run(); times.append(time.perf_counter() - t)
+    if k >= 4 and time.perf_counter() - spent > 3.0:
+        break
 res = {"build": build, "median": float(np.median(times)),
        "outputs": {k: np.asarray(v, np.float64).ravel()[:4096].tolist() for k, v in out.items()}}
 if side.startswith("nnrt") and side != "nnrt_plain":
     res["chosen"] = ", ".join(sorted({p.backend for p in s.partitions})) + f" ({s.config.precision})"
     res["cache_hit"] = bool(s.compiled_model.cache_hit)
 print("RESULT " + json.dumps(res))
-'''
+"""
 
 
-def _child(side: str, path: Path, runs: int, cache: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), side, str(path), str(runs), cache],
+def _child(side: str, spec: dict, runs: int, cache: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), side, json.dumps(spec), str(runs), cache],
                           capture_output=True, text=True, timeout=900)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    raise RuntimeError(f"{side} on {path.name} failed:\n{proc.stderr[-2000:]}")
+    raise RuntimeError(f"{side} on {spec['name']} failed:\n{proc.stderr[-2000:]}")
 
 
 def _rel_err(a: dict, b: dict) -> float:
@@ -102,65 +135,147 @@ def _rel_err(a: dict, b: dict) -> float:
         got = a.get(k)
         if got is None or len(got) != len(ref):
             return float("inf")
+        if not ref:
+            continue
         scale = max(abs(x) for x in ref) or 1.0
         worst = max(worst, max(abs(x - y) for x, y in zip(got, ref)) / scale)
     return worst
 
 
-def bench(path: Path, rounds: int, runs: int, with_ov: bool) -> dict:
+def bench(spec: dict, rounds: int, runs: int, with_ov: bool) -> dict:
+    """One model (``spec``: name, path, kind light/real, and for a real model
+    its key in real_models.SPECS and the models folder): every side in its own
+    process, ``rounds`` interleaved rounds, medians and ratios."""
     sides = ["raw_ort"] + (["raw_ov"] if with_ov else []) + ["nnrt_plain", "nnrt", "nnrt_cached"]
     got: dict[str, list[dict]] = {s: [] for s in sides}
+    failed: dict[str, str] = {}
     for r in range(rounds):
         with tempfile.TemporaryDirectory() as cache:  # a fresh cache per round: nnrt measures, nnrt_cached loads
             base, pair = sides[:-2], sides[-2:]  # nnrt_cached loads what nnrt stored: always right after it
             for side in (base + pair if r % 2 == 0 else pair + base[::-1]):
-                got[side].append(_child(side, path, runs, cache))
+                if side in failed:
+                    continue
+                try:
+                    got[side].append(_child(side, spec, runs, cache))
+                except RuntimeError as e:
+                    failed[side] = str(e).strip().splitlines()[-1][:200]
+    if failed.keys() - {"raw_ov"}:  # raw OpenVINO may not read a model (nnrt then places it elsewhere)
+        raise RuntimeError(f"{spec['name']}: {failed}")
+    if "raw_ov" in failed:
+        print(f"{spec['name']}: raw OpenVINO failed ({failed['raw_ov']}); best engine = raw ORT", file=sys.stderr)
+        sides.remove("raw_ov")
     med = {s: statistics.median(x["median"] for x in got[s]) for s in sides}
     build = {s: statistics.median(x["build"] for x in got[s]) for s in sides}
     raw_best = min(med["raw_ort"], med.get("raw_ov", math.inf))
-    return {"model": path.stem, "ms": {s: med[s] * 1e3 for s in sides},
+    return {"model": spec["name"], "kind": spec["kind"], "ms": {s: med[s] * 1e3 for s in sides},
             "vs_ort": med["nnrt"] / med["raw_ort"], "vs_best": med["nnrt"] / raw_best,
+            "best_vs_ort": raw_best / med["raw_ort"],
             "build_vs_plain": build["nnrt"] / build["nnrt_plain"],
             "cached_vs_plain": build["nnrt_cached"] / build["nnrt_plain"],
+            "build_s": {s: build[s] for s in sides},
             "rel_err": _rel_err(got["nnrt"][0]["outputs"], got["raw_ort"][0]["outputs"]),
             "chosen": got["nnrt"][-1].get("chosen"),
             "cache_hits": sum(bool(x.get("cache_hit")) for x in got["nnrt_cached"]), "rounds": rounds}
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("paths", nargs="*", type=Path)
-    ap.add_argument("--models", default="squeezenet,resnet50")
-    ap.add_argument("--all", action="store_true", help="every light model")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
+def light_specs(names: list[str]) -> list[dict]:
     import onnx
 
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-    names = LIGHT_MODELS if a.all else [m for m in a.models.split(",") if m]
-    paths = a.paths or [light / f"light_{m}.onnx" for m in names]
+    return [{"name": m, "kind": "light", "path": str(light / f"light_{m}.onnx")} for m in names]
+
+
+def real_specs(wanted: list[str], models_dir: str | None) -> list[dict]:
+    """The real models of benchmarks/real_models.py found under the models
+    folder (a line for each one missing), optionally only keys containing one of ``wanted``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import real_models
+
+    root = real_models.models_dir(models_dir)
+    out = []
+    for spec in real_models.SPECS:
+        if wanted and not any(w in spec.key for w in wanted):
+            continue
+        path = real_models.model_path(root, spec)
+        if path is None:
+            print(f"{spec.key}: not under {root}, skipped (python benchmarks/real_models.py --download)")
+            continue
+        out.append({"name": spec.key, "kind": "real", "path": str(path), "real": spec.key, "root": str(root)})
+    return out
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
+
+
+RATIOS = ("vs_ort", "vs_best", "best_vs_ort", "build_vs_plain", "cached_vs_plain")
+
+
+def print_rows(rows: list[dict], rounds: int, runs: int) -> None:
+    print(f"load average {os.getloadavg()[0]:.1f}; medians over {rounds} rounds of <= {runs} runs, one process each")
+    print(f"{'model':<24}{'raw ORT ms':>11}{'raw OV ms':>10}{'plain ms':>9}{'nnrt ms':>9}{'x ORT':>7}{'x best':>7}"
+          f"{'best/ORT':>9}"
+          f"{'build x':>8}{'cached x':>9}{'rel err':>9}  chosen")
+    for r in rows:
+        ov = r["ms"].get("raw_ov")
+        print(f"{r['model']:<24}{r['ms']['raw_ort']:>11.2f}{(f'{ov:.2f}' if ov else '-'):>10}"
+              f"{r['ms']['nnrt_plain']:>9.2f}{r['ms']['nnrt']:>9.2f}"
+              f"{r['vs_ort']:>7.3f}{r['vs_best']:>7.3f}{r['best_vs_ort']:>9.3f}{r['build_vs_plain']:>8.2f}"
+              f"{r['cached_vs_plain']:>9.2f}{r['rel_err']:>9.1e}  {r['chosen']}")
+    groups = [("light", [r for r in rows if r["kind"] == "light"]), ("real", [r for r in rows if r["kind"] == "real"])]
+    if all(g for _, g in groups):
+        groups.append(("all", rows))
+    for label, group in groups:
+        if group:
+            print(f"geomean {label} ({len(group)}): "
+                  + ", ".join(f"{k} {geomean([r[k] for r in group]):.3f}" for k in RATIOS))
+    worst = max(rows, key=lambda r: r["vs_best"])
+    print(f"worst vs the best single engine: {worst['model']} {worst['vs_best']:.3f} (target <= 1.03 on every model); "
+          f"best_vs_ort = min(raw ORT, raw OV) / raw ORT: what choosing a whole-model engine can reach")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="*", type=Path)
+    ap.add_argument("--models", default=None, help="light models, comma-separated (default squeezenet,resnet50 "
+                    "unless --real is given)")
+    ap.add_argument("--real", nargs="?", const="", default=None, metavar="KEYS",
+                    help="the real models of benchmarks/real_models.py (optionally comma-separated key substrings)")
+    ap.add_argument("--models-dir", default=None, help="where real_models.py put them (default /tmp/pypi_models)")
+    ap.add_argument("--all", action="store_true", help="every light model and every real model found")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=20, help="timed runs per child (at most; ~3 s of them)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    if a.paths:
+        specs = [{"name": p.stem, "kind": "file", "path": str(p)} for p in a.paths]
+    else:
+        models = a.models if a.models is not None else ("" if a.real is not None else "squeezenet,resnet50")
+        light_names = LIGHT_MODELS if a.all else [m for m in models.split(",") if m]
+        specs = light_specs(light_names)
+        if a.all or a.real is not None:
+            specs += real_specs([w for w in (a.real or "").split(",") if w], a.models_dir)
     try:
         import openvino  # noqa: F401
         with_ov = True
     except ImportError:
         with_ov = False
-    rows = [bench(p, a.rounds, a.runs, with_ov) for p in paths]
+    rows = []
+    for spec in specs:
+        try:
+            rows.append(bench(spec, a.rounds, a.runs, with_ov))
+        except RuntimeError as e:
+            print(f"{spec['name']}: skipped, a side failed: {str(e)[-300:]}", file=sys.stderr)
+            continue
+        print(f"  {spec['name']}: x ORT {rows[-1]['vs_ort']:.3f}, x best {rows[-1]['vs_best']:.3f}",
+              file=sys.stderr, flush=True)
+    if not rows:
+        print("no model measured")
+        return 1
     if a.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"load average {os.getloadavg()[0]:.1f}; medians over {a.rounds} rounds of {a.runs} runs, one process each")
-    print(f"{'model':<20}{'raw ORT ms':>11}{'raw OV ms':>10}{'nnrt ms':>9}{'x ORT':>7}{'x best':>7}"
-          f"{'build x':>8}{'cached x':>9}{'rel err':>9}  chosen")
-    for r in rows:
-        ov = r["ms"].get("raw_ov")
-        print(f"{r['model']:<20}{r['ms']['raw_ort']:>11.2f}{(f'{ov:.2f}' if ov else '-'):>10}{r['ms']['nnrt']:>9.2f}"
-              f"{r['vs_ort']:>7.3f}{r['vs_best']:>7.3f}{r['build_vs_plain']:>8.2f}{r['cached_vs_plain']:>9.2f}"
-              f"{r['rel_err']:>9.1e}  {r['chosen']}")
-    geo = {k: math.exp(statistics.fmean(math.log(r[k]) for r in rows))
-           for k in ("vs_ort", "vs_best", "build_vs_plain", "cached_vs_plain")}
-    print("geomean: " + ", ".join(f"{k} {v:.3f}" for k, v in geo.items()))
+    print_rows(rows, a.rounds, a.runs)
     missed = [r["model"] for r in rows if r["cache_hits"] != r["rounds"]]
     if missed:
         print(f"WARNING: nnrt_cached did not load the cache on {missed}")

@@ -7,7 +7,9 @@ engine alone (the backup takes what it declines) and the priority split
 between them.  Each is built from a clone of the loaded graph (its own passes,
 placement and compile), run once (a plan that fails to run is dropped, with
 the error in the report), then timed in interleaved blocks on the same feeds
-until the time budget is spent (at least ``MIN_ROUNDS`` rounds).  The plan
+until the time budget is spent (at least ``MIN_ROUNDS`` rounds) or one plan
+is clearly ahead, waiting before each block for the previous plan's idle
+thread pools to stop spinning (:mod:`nnrt_core.compiler.plan_timing`).  The plan
 with the lowest median wins; a split plan only when its median is under
 ``SPLIT_MARGIN`` times the best whole-model plan's, because a split pays at
 every cut and two engines' thread pools share the cores.
@@ -44,6 +46,7 @@ import numpy as np
 from nnrt_core.backend.base import Backend
 from nnrt_core.compiler.backends import BackendSelection
 from nnrt_core.compiler.model import CompiledModel, EventLog
+from nnrt_core.compiler.plan_timing import MIN_ROUNDS, time_blocks
 from nnrt_core.config import AUTO_SCHEDULER, ScheduleConfig
 from nnrt_core.errors import ConfigError, NnrtError
 from nnrt_core.ir import Graph
@@ -61,9 +64,6 @@ AUTO = AUTO_SCHEDULER
 MEASURE_ENV = "NNRT_MEASURE"
 #: a split plan wins only when its median is below this fraction of the best whole-model plan's
 SPLIT_MARGIN = 0.97
-MIN_ROUNDS, MAX_ROUNDS, RUNS_PER_BLOCK = 2, 25, 2
-#: a plan whose fastest run is this many times the best plan's median is timed no further
-DROP_FACTOR = 1.5
 #: the timing budget: this fraction of the candidates' build time, within these bounds (seconds)
 BUDGET_FRACTION, MIN_BUDGET, MAX_BUDGET = 0.5, 0.15, 3.0
 
@@ -268,33 +268,27 @@ def _without_duplicates(built: list[tuple[PlanCandidate, CompiledModel | None, s
 
 def _time_plans(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]],
                 feeds: dict[str, np.ndarray], budget: float) -> list[dict]:
-    """Per candidate: ``{"runs": [seconds...], "problem": str | None}``."""
+    """Per candidate: ``{"runs": [seconds...], "problem": str | None}``
+    (and ``"outputs"`` of its first run), timed by :func:`.plan_timing.time_blocks`."""
     results = [{"runs": [], "problem": problem} for _, _, problem in built]
-    executors: list[Executor | None] = []
+    live: list[tuple[Executor, dict]] = []
     for (cand, model, _), res in zip(built, results):
-        ex = None
-        if model is not None:
-            g = model.graph
-            ex = Executor(model.steps, [v.name for v in g.outputs], model.constants, [v.name for v in g.inputs])
-            try:
-                res["outputs"] = ex.run(dict(feeds))  # the first run: one-time costs, whether it runs at all
-            except Exception as e:  # noqa: BLE001 - a plan that cannot run loses, with the reason
-                res["problem"] = f"run failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
-                ex = None
-        executors.append(ex)
-    live = [(ex, res) for ex, res in zip(executors, results) if ex is not None]
-    start, rounds = time.perf_counter(), 0
-    while live and rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or time.perf_counter() - start < budget):
-        for ex, res in live if rounds % 2 == 0 else live[::-1]:  # alternate the order: no plan always follows
-            ex.run(dict(feeds))  # the block's first run absorbs the previous plan's thread pools
-            for _ in range(RUNS_PER_BLOCK):
-                t = time.perf_counter()
-                ex.run(dict(feeds))
-                res["runs"].append(time.perf_counter() - t)
-        rounds += 1
-        if rounds >= 1 and len(live) > 1:  # a plan already far behind the best is timed no further
-            best = min(statistics.median(res["runs"]) for _, res in live)
-            live = [(ex, res) for ex, res in live if min(res["runs"]) <= DROP_FACTOR * best]
+        if model is None:
+            continue
+        g = model.graph
+        ex = Executor(model.steps, [v.name for v in g.outputs], model.constants, [v.name for v in g.inputs])
+        try:
+            res["outputs"] = ex.run(dict(feeds))  # the first run: one-time costs, whether it runs at all
+        except Exception as e:  # noqa: BLE001 - a plan that cannot run loses, with the reason
+            res["problem"] = f"run failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            continue
+        live.append((ex, res))
+    if not live:
+        return results
+    timing = time_blocks([lambda ex=ex: ex.run(dict(feeds)) for ex, _ in live], budget, previous=len(live) - 1)
+    for (_, res), runs in zip(live, timing.runs):
+        res["runs"] = runs
+        res["timing"] = timing.summary()
     return results
 
 
@@ -341,6 +335,9 @@ def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | Non
             "precision": c.precision or config.precision, "max_rel_err": errors[i]})
     if unmeasured is None:
         why = _why(cand, medians[win], built, medians, [r["problem"] for r in results])
+        timing = next((r["timing"] for r in results if "timing" in r), None)
+        if timing:
+            why += f"; timed in {timing}"
     else:  # the synthetic inputs, not every plan, are the likely culprit: the static choice, said so
         why = (f"no candidate plan ran on the measurement inputs (free dimensions taken as "
                f"{', '.join(map(str, FREE_DIM_SIZES))}; integers 0): {problems}; built {cand.label!r} without "
