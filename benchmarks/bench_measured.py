@@ -15,7 +15,8 @@ share a process):
 
 * ``raw_ort``: an ``onnxruntime.InferenceSession`` with default options;
 * ``raw_ov``: OpenVINO's ``Core().compile_model`` on the CPU with
-  ``INFERENCE_PRECISION_HINT=f32`` (when openvino is installed); a model with
+  ``INFERENCE_PRECISION_HINT=f32`` and ``DYNAMIC_QUANTIZATION_GROUP_SIZE=0`` (fp32
+  throughout, as nnrt asks) (when openvino is installed); a model with
   free input dimensions is first reshaped to the feeds' shapes, as an
   OpenVINO user would;
 * ``nnrt``: ``Session(model, ScheduleConfig(cache_dir=fresh))``: no backend or
@@ -93,7 +94,7 @@ elif side == "raw_ov":
     m = core.read_model(data, b"")
     if any(p.get_partial_shape().is_dynamic for p in m.inputs):  # what an OpenVINO user does: fix the feed shapes
         m.reshape({p.get_any_name(): ov.PartialShape(shapes[p.get_any_name()]) for p in m.inputs})
-    c = core.compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    c = core.compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0})
     req = c.create_infer_request()
     names = [o.get_any_name() for o in c.outputs]
     run = lambda: {n: np.array(req.infer(feeds)[i]) for i, n in enumerate(names)}

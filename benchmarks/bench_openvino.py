@@ -9,7 +9,8 @@ and ``one_node``: a single Relu on a [1, 64] tensor, where the per-call cost
 is all there is) three engines run, each in its own process so their thread
 pools never compete:
 
-* ``raw_ov``: ``Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})``,
+* ``raw_ov``: ``Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+  "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0})`` (the config nnrt gives at fp32),
   its fastest Python call: ``set_input_tensor(Tensor(x, shared_memory=True))``,
   ``infer()`` and the output copied, as nnrt's are (``infer([x])`` costs ~40 us
   more per call in OpenVINO's argument dispatch);
@@ -74,7 +75,8 @@ def _runner(engine: str, path: str, feeds: dict[str, np.ndarray]):
     if engine == "raw_ov":
         import openvino as ov
 
-        req = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
+        req = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                    "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}).create_infer_request()
         xs = list(feeds.values())
 
         def run_raw():  # OpenVINO's fastest Python path: shared tensors set, infer(), outputs copied

@@ -98,7 +98,8 @@ else:
     else:
         import openvino as ov
         core = ov.Core()
-        hints = {"INFERENCE_PRECISION_HINT": "f32", **({"INFERENCE_NUM_THREADS": every} if every else {})}
+        hints = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0,
+                 **({"INFERENCE_NUM_THREADS": every} if every else {})}
         c = core.compile_model(core.read_model(data, b""), "CPU", hints)
         req = c.create_infer_request()
         names = [i.get_any_name() for i in c.inputs]

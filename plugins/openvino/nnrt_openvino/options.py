@@ -4,6 +4,11 @@
   default is bf16 on CPUs with AVX-512-BF16 or AMX, and f16 on GPUs: never used
   unless asked for), ``fp16`` -> ``f16``, ``bf16`` -> ``bf16``.  ``int8`` is not a hint: a
   quantized (QDQ) model runs its int8 parts under any precision.
+  Under ``f32`` the CPU's run-time quantization of activations that meet
+  compressed (int8/int4) weights is off too (``DYNAMIC_QUANTIZATION_GROUP_SIZE=0``
+  where the device has it): it is on by default even with the f32 hint (group
+  32) and moved a MatMul over int8 weights widened by ``Cast`` by 4.5e-3 of
+  max|out| (0 with it off); ``backend_options`` may set it.
 * ``num_threads`` -> ``INFERENCE_NUM_THREADS``; ``performance_mode`` -> ``PERFORMANCE_HINT``.
 * ``backend_options={"openvino": {...}}``: the plugin's own keys
   (:data:`PLUGIN_OPTIONS`) and any writable property the device lists in
@@ -24,6 +29,8 @@ PLUGIN_OPTIONS = frozenset({"capability_cache", "known_deviations"})
 #: nnrt precision -> OpenVINO INFERENCE_PRECISION_HINT ("auto": fp32; the build's precision
 #: search asks for each reduced precision of the device explicitly)
 PRECISION_HINTS = {"fp32": "f32", "auto": "f32", "fp16": "f16", "bf16": "bf16"}
+#: the CPU property that quantizes activations at run time for compressed weights (0 = off)
+DYNAMIC_QUANTIZATION = "DYNAMIC_QUANTIZATION_GROUP_SIZE"
 #: nnrt performance_mode -> OpenVINO PERFORMANCE_HINT ("none": OpenVINO's default, LATENCY on CPU)
 PERFORMANCE_HINTS = {"low": "LATENCY", "medium": "LATENCY", "high": "THROUGHPUT", "extreme": "THROUGHPUT"}
 #: device capability a hint needs (OPTIMIZATION_CAPABILITIES)
@@ -56,6 +63,8 @@ def compile_config(options: CompileOptions, writable: frozenset[str], capabiliti
     if problem is not None:
         raise ConfigError(problem)
     config["INFERENCE_PRECISION_HINT"] = hint_of(options)
+    if config["INFERENCE_PRECISION_HINT"] == "f32" and DYNAMIC_QUANTIZATION in writable:
+        config[DYNAMIC_QUANTIZATION] = 0  # fp32 asked: no int8 activations behind the user's back
     if options.num_threads:
         config["INFERENCE_NUM_THREADS"] = int(options.num_threads)
     perf = PERFORMANCE_HINTS.get(options.performance_mode)
