@@ -174,7 +174,8 @@ def long_functions(mods: dict[str, Module], limit: int) -> list[str]:
 
 
 #: the bottom modules of nnrt_core: every package may import them; they import only each other
-FOUNDATION = frozenset({"errors", "record", "logs", "gc_pause", "background", "version", "control", "entry_points"})
+FOUNDATION = frozenset({"errors", "record", "logs", "gc_pause", "background", "version", "control", "entry_points",
+                        "lazy_names"})
 #: package of nnrt_core -> the packages it may import besides the foundation (docs/architecture.md shows
 #: the same table); a top-level module is a package of its own, ``nnrt_core`` is the package's __init__
 PACKAGE_LAYERS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {

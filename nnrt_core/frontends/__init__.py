@@ -4,7 +4,9 @@ use (PEP 562): importing ``nnrt_core.frontends.detect`` or one module of the
 ONNX frontend imports neither frontend whole, nor ``onnx``."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nnrt_core.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from nnrt_core.frontends.onnx import (ExternalWeights, infer_static_types, load_onnx, model_digest,
@@ -13,16 +15,4 @@ if TYPE_CHECKING:
 __all__ = ["ExternalWeights", "infer_static_types", "load_onnx", "model_digest", "parse_model_proto",
            "refine_static_shapes", "to_onnx", "validate_graph"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module 'nnrt_core.frontends' has no attribute {name!r}")
-    from nnrt_core.frontends import onnx
-
-    value = getattr(onnx, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, dict.fromkeys(__all__, "nnrt_core.frontends.onnx"))

@@ -6,8 +6,9 @@ returns a :class:`PassReport`; see docs/passes.md.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nnrt_core.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from nnrt_core.passes.affine_folding import AffineFolding
@@ -70,15 +71,4 @@ _HOME = {
     'default_passes': 'nnrt_core.passes.manager',
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -1,8 +1,9 @@
 """Placement: the scheduler contract, the cost model and partitioning."""
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nnrt_core.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from nnrt_core.placement.context import (NodePlacement, PartitionKey, PlacementContext, PlacementEvent,
@@ -40,15 +41,4 @@ _HOME = {
     'Scheduler': 'nnrt_core.placement.scheduler',
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -12,7 +12,9 @@ falls back to the package), ``proto_build`` our ``onnx.helper`` equivalents.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nnrt_core.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from nnrt_core.frontends.onnx.convert import model_from_proto, tensor_to_array, type_from_proto
@@ -56,17 +58,4 @@ _LAZY: dict[str, str] = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nnrt_core.frontends.onnx' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
