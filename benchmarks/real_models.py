@@ -492,6 +492,11 @@ def ort_self_noise(ref_sess, names: list[str], steps: list[Feeds], carry: dict[s
     nudged = [{k: np.nextafter(v, np.float32(np.inf)).astype(v.dtype) if v.dtype.kind == "f" else v
                for k, v in f.items()} for f in steps]
     got = run_steps(lambda f: ref_sess.run(None, f), names, nudged, carry)
+    return worst_rel_l2(got, ref_steps)
+
+
+def worst_rel_l2(got: list[list[np.ndarray]], ref_steps: list[list[np.ndarray]]) -> float:
+    """The largest ||got - ref|| / ||ref|| over the float outputs of every step (inf on a shape change)."""
     worst = 0.0
     for g_step, r_step in zip(got, ref_steps):
         for a, b in zip(g_step, r_step):
@@ -533,15 +538,7 @@ def ort_plan_noise(path: Path, names: list[str], steps: list[Feeds], carry: dict
         got = run_steps(lambda f: static.run(None, f), names, steps, carry)
     except Exception:  # noqa: BLE001 - no figure, not a failure of the model
         return 0.0
-    worst = 0.0
-    for g_step, r_step in zip(got, ref_steps):
-        for a, b in zip(g_step, r_step):
-            if a.shape != b.shape:
-                return float("inf")
-            if a.dtype.kind == "f" and a.size:
-                a64, b64 = a.astype(np.float64), b.astype(np.float64)
-                worst = max(worst, float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30)))
-    return worst
+    return worst_rel_l2(got, ref_steps)
 
 
 NOISE_FACTOR = 2.0  #: a row whose rel L2 is within this many times ORT's own 1-ulp noise is "noise"
