@@ -200,9 +200,7 @@ class Session:
             keep_on_device: bool = False, timeout: float | None = None,
             control: RunControl | None = None) -> dict[str, Any]:
         """Run the model.  Returns outputs in graph-output order (or in the
-        order of ``output_names``).
-
-        Feeds are numpy arrays or :class:`Tensor` s (e.g. from
+        order of ``output_names``).  Feeds are numpy arrays or :class:`Tensor` s (e.g. from
         :meth:`allocate_input`: a tensor already in the reading backend's
         memory is used without a copy).  With ``keep_on_device`` outputs a
         device backend produced stay there, returned as ``Tensor`` s.  ``timeout``
@@ -214,6 +212,8 @@ class Session:
         checked = self.validate_feeds(feeds)
         executor = (self._plan_for(checked) if self.specializations is not None else self._plan).executor
         if checked is feeds and not keep_on_device:  # plain host arrays: the fast path
+            if ctl is None and output_names is None and executor.direct is not None:  # see Executor.direct
+                return executor.direct_check(executor.direct(feeds))
             results = executor.run(checked) if ctl is None else executor.run(checked, None, False, ctl)
         else:
             raw, owners = {}, {}

@@ -51,15 +51,25 @@ def _feeds():
 
 @pytest.fixture
 def runs(monkeypatch):
-    """Feeds of every OrtPartition run, in order."""
+    """Feeds of every OrtPartition run, in order (``run_with_options``: warm-up and
+    controlled runs; the ``direct_run`` closure: a session's plain runs)."""
     seen: list[dict] = []
-    real = OrtPartition.run_with_options
+    real, real_direct = OrtPartition.run_with_options, OrtPartition.direct_run
 
     def spy(self, inputs, ro):
         seen.append({k: np.array(v, copy=True) for k, v in inputs.items()})
         return real(self, inputs, ro)
 
+    def spy_direct(self, outputs):
+        run = real_direct(self, outputs)
+
+        def spied(inputs):
+            seen.append({k: np.array(v, copy=True) for k, v in inputs.items()})
+            return run(inputs)
+        return None if run is None else spied
+
     monkeypatch.setattr(OrtPartition, "run_with_options", spy)
+    monkeypatch.setattr(OrtPartition, "direct_run", spy_direct)
     return seen
 
 

@@ -17,7 +17,7 @@ Lifecycle of a partition::
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -167,6 +167,13 @@ class CompiledPartition(abc.ABC):
         except BaseException as e:  # delivered through the future
             fut.set_exception(e)
         return fut
+
+    def direct_run(self, outputs: Sequence[str]) -> Callable[[Mapping[str, Any]], dict[str, Any]] | None:
+        """Optional: ``run(inputs)`` without a control as one callable made at build
+        (a session's single partition is called through it): a fresh dict of
+        ``outputs`` (``output_names`` reordered) every call, errors as ``run``'s, no
+        ``NumericOverflowError``, the thread budget honoured.  ``None``: ``run`` is used."""
+        return None
 
     def prepare_thread_budget(self, threads: int) -> None:
         """Get ready to run requests with a budget of ``threads`` (see

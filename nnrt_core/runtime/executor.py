@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from nnrt_core.backend.base import Backend, CompiledPartition
-from nnrt_core.errors import ExecutionError, NnrtError, NumericOverflowError
+from nnrt_core.errors import NumericOverflowError
 from nnrt_core.ir.types import ValueType
 from nnrt_core.record import Record
 from nnrt_core.control import RunControl, accepts_control
-from nnrt_core.runtime.output_check import DeclaredShapeWatch, OutputCheck, describe_value
+from nnrt_core.runtime.output_check import DeclaredShapeWatch, OutputCheck
 from nnrt_core.runtime.overflow import Refit
 from nnrt_core.runtime.tensor import Tensor
+from nnrt_core.runtime.transfers import submitted, to_device, to_host
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -120,6 +121,12 @@ class Executor:
         #: by a backend that does not declare ``fresh_outputs`` (checked by ``unaliased``)
         self._aliasable = tuple(i for i, n in enumerate(self.graph_outputs) if n not in self.constants
                                 and (n not in made_by or not made_by[n].fresh_outputs))
+        #: ``Session.run``'s path for plain host feeds and no control: the single partition's
+        #: ``direct_run()`` (its outputs are the graph outputs, in order, never views of a feed)
+        #: and its output check; ``None`` otherwise, or once ``run`` is replaced (a wrapper sees every run)
+        self.direct = _direct(self._single, self.steps[0].outputs if only else [], self.graph_outputs,
+                              self._aliasable)
+        self.direct_check = self.checks[0] if self.direct is not None else None
         # dependency graph of the steps, for overlapped (device + host) runs
         producer: dict[str, int] = {}
         self._deps: list[set[int]] = []
@@ -148,6 +155,11 @@ class Executor:
         #: what a run does when a partition reports an fp16 overflow (``step(step, error)`` returns
         #: the outputs to go on with, or raises; :mod:`nnrt_core.runtime.overflow`); ``None``: raise
         self.overflow: Any = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "run":  # a wrapper of run (tests, tools) must see every run: no direct path
+            self.__dict__["direct"] = None
+        object.__setattr__(self, name, value)
 
     def run(self, feeds: Mapping[str, Any], owners: Mapping[str, Backend] | None = None,
             keep_on_device: bool = False, control: RunControl | None = None) -> list[Any]:
@@ -254,7 +266,7 @@ class Executor:
                 elif name in on_host:
                     x = on_host[name]
                 else:
-                    x = _to_host(name, src, x, on_host, observer)
+                    x = to_host(name, src, x, on_host, observer)
                     copies += 1
             results.append(x)
         if copies:
@@ -313,7 +325,7 @@ class Executor:
             while done < len(self.steps):
                 while ready_device:
                     i = ready_device.popleft()
-                    pending[_submitted(self.steps[i], self._call(i, prepare(i), control, asynchronous=True))] = i
+                    pending[submitted(self.steps[i], self._call(i, prepare(i), control, asynchronous=True))] = i
                 if ready_host:
                     i = ready_host.popleft()
                     finish(i, self._call(i, prepare(i), control))
@@ -377,6 +389,19 @@ def unaliased(results: list[Any], feeds: Mapping[str, Any], indices: Sequence[in
     return results
 
 
+def _direct(single: CompiledPartition | None, outputs: list[str], graph_outputs: list[str],
+            aliasable: tuple[int, ...]) -> Callable[[Mapping[str, Any]], dict[str, Any]] | None:
+    """The ``direct_run`` of the plan's single host partition when its outputs
+    are the graph outputs and none may alias a feed, and its ``run`` is not
+    replaced on the instance (a spy or wrapper set before the plan was made)."""
+    if (single is None or aliasable or sorted(outputs) != sorted(graph_outputs)
+            or len(set(graph_outputs)) != len(graph_outputs) or "run" in getattr(single, "__dict__", ())):
+        return None
+    make = getattr(single, "direct_run", None)
+    run = make(list(graph_outputs)) if callable(make) else None
+    return run if callable(run) else None
+
+
 def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Backend | None],
                on_host: dict[str, Any], observer: StepObserver | None = None) -> tuple[dict[str, Any], int]:
     """The inputs of ``st`` in its backend's memory, and how many copies that
@@ -392,57 +417,13 @@ def _step_args(st: ExecutionStep, env: Mapping[str, Any], owner: Mapping[str, Ba
                 if name in on_host:
                     x = on_host[name]
                 else:
-                    x = _to_host(name, src, x, on_host, observer)
+                    x = to_host(name, src, x, on_host, observer)
                     copies += 1
             if not b.host_memory:
                 t0 = time.perf_counter() if observer is not None else 0.0
-                host_x, x = x, _to_device(name, b, x)
+                host_x, x = x, to_device(name, b, x)
                 if observer is not None:
                     observer.transfer(name, "to_device", b, t0, time.perf_counter(), host_x)
                 copies += 1
         args[name] = x
     return args, copies
-
-
-def _submitted(st: ExecutionStep, fut: Any) -> Future:
-    """``fut`` when ``run_async`` returned a future, else :class:`ExecutionError`."""
-    from concurrent.futures import Future
-
-    if not isinstance(fut, Future):
-        raise ExecutionError(f"backend {st.backend.name!r} partition {st.compiled.name!r} run_async returned "
-                             f"{describe_value(fut)} instead of a Future")
-    return fut
-
-
-def _to_host(name: str, src: Backend, x: Any, on_host: dict[str, Any], observer: StepObserver | None) -> Any:
-    """``src.to_host(x)``, remembered in ``on_host`` and reported to ``observer``
-    (:class:`ExecutionError` when the backend fails or returns no host array)."""
-    t0 = time.perf_counter() if observer is not None else 0.0
-    try:
-        y = src.to_host(x)
-    except NnrtError:
-        raise
-    except Exception as e:
-        raise ExecutionError(f"backend {src.name!r} failed to copy {name!r} to the host: "
-                             f"{type(e).__name__}: {e}") from e
-    if not isinstance(y, np.ndarray):
-        raise ExecutionError(f"backend {src.name!r} copied {name!r} to the host as {describe_value(y)}; "
-                             f"expected a numpy array")
-    on_host[name] = y
-    if observer is not None:
-        observer.transfer(name, "to_host", src, t0, time.perf_counter(), y)
-    return y
-
-
-def _to_device(name: str, b: Backend, x: Any) -> Any:
-    """``b.to_device(x)``; :class:`ExecutionError` when the backend fails."""
-    try:
-        y = b.to_device(x)
-    except NnrtError:
-        raise
-    except Exception as e:
-        raise ExecutionError(f"backend {b.name!r} failed to copy {name!r} to its device: "
-                             f"{type(e).__name__}: {e}") from e
-    if y is None:
-        raise ExecutionError(f"backend {b.name!r} copied {name!r} to its device as None")
-    return y

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 import threading
 import time
 import warnings
@@ -32,6 +31,8 @@ from nnrt_core.plugin_api import get_logger
 from nnrt_core.plugin_api import RunControl
 from nnrt_core.plugin_api import CORES, thread_budget
 
+from nnrt_onnxruntime.blob import BLOB_FORMAT, MAGIC, pack_blob, unpack_blob
+from nnrt_onnxruntime.direct import direct_runner
 from nnrt_onnxruntime.messages import first_line
 from nnrt_onnxruntime.dtypes import EXOTIC_BY_ORT_TYPE, from_ortvalue, to_ortvalue
 from nnrt_onnxruntime.offline import (
@@ -47,52 +48,11 @@ from nnrt_onnxruntime.providers import make_session_options, provider_kind, requ
 from nnrt_onnxruntime.terminate import run_terminable
 from nnrt_onnxruntime import warmup
 
-__all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]
+__all__ = ["OrtPartition", "MAGIC", "BLOB_FORMAT", "pack_blob", "unpack_blob"]  # the blob names: see .blob
 
 log = get_logger("nnrt.onnxruntime")
 
-MAGIC = b"NNRTORT\x01"
-#: 1: the partition's ONNX model; 2: adds ``model_length`` and, optionally,
-#: ORT's optimized graph with its weights region (see :mod:`.offline`)
-BLOB_FORMAT = 2
 _NODE_RE = r"running (\S+) node\. Name:'([^']*)'"  # compiled on first use (re caches it): failed runs only
-
-
-def pack_blob(header: Mapping[str, Any], model: bytes, weights: bytes = b"") -> bytes:
-    """``MAGIC | u32 header length | JSON header | ONNX model bytes | weights``.
-
-    ``header["model_length"]`` says where the model ends; the weights region
-    (ORT's optimized graph's external data, see :mod:`.offline`) follows."""
-    h = json.dumps({**header, "model_length": len(model)}, separators=(",", ":")).encode()
-    return MAGIC + struct.pack("<I", len(h)) + h + model + weights
-
-
-def unpack_blob(blob: bytes) -> tuple[dict[str, Any], bytes, memoryview]:
-    """(header, model bytes, weights region as a view of ``blob``)."""
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise CompileError(f"compiled onnxruntime partition must be bytes, got {type(blob).__name__}")
-    blob = memoryview(blob).cast("B")  # the model is copied once, below; the weights not at all
-    if bytes(blob[:len(MAGIC)]) != MAGIC or len(blob) < len(MAGIC) + 4:
-        raise CompileError("not a compiled onnxruntime partition (bad header)")
-    (n,) = struct.unpack_from("<I", blob, len(MAGIC))
-    start = len(MAGIC) + 4
-    try:
-        header = json.loads(bytes(blob[start:start + n]))
-        if not isinstance(header, dict):
-            raise ValueError("header is not an object")
-        for key in ("name", "inputs", "outputs"):
-            if key not in header:
-                raise ValueError(f"header lacks {key!r}")
-        if int(header.get("format", 1)) > BLOB_FORMAT:
-            raise CompileError(f"compiled onnxruntime partition has format {header['format']}, newer than this "
-                               f"plugin reads ({BLOB_FORMAT}); upgrade nnrt-backend-onnxruntime or recompile")
-        body = blob[start + n:]
-        mlen = int(header.get("model_length", len(body)))
-        if not 0 <= mlen <= len(body):
-            raise ValueError(f"model length {mlen} exceeds the {len(body)} bytes stored")
-    except (ValueError, TypeError) as e:
-        raise CompileError(f"compiled onnxruntime partition has a corrupt header: {e}") from e
-    return header, bytes(body[:mlen]), body[mlen:]  # onnxruntime takes bytes only
 
 
 class OrtPartition(CompiledPartition):
@@ -220,6 +180,13 @@ class OrtPartition(CompiledPartition):
                 raise self._error(e) from e
             return dict(zip(self.output_names, outs))
         return self.run_with_options(inputs, None)
+
+    def direct_run(self, outputs: Sequence[str]) -> Any:
+        """``run`` without a control as one closure (:mod:`.direct`) on the host path with no fed weights."""
+        if not self._host or self._fed:
+            return None
+        return direct_runner(self._sess_run, self._run_for_threads if self._adaptive else None, outputs,
+                             self._error)
 
     def run_with_options(self, inputs: Mapping[str, Any], ro: Any) -> dict[str, Any]:
         """A run with ORT ``RunOptions`` ``ro`` (``None``: the defaults)."""

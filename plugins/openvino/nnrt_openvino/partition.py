@@ -126,6 +126,40 @@ class OvPartition(CompiledPartition):
                 self._idle.append(request)
         return result
 
+    def direct_run(self, outputs: Sequence[str]) -> Any:
+        """``run`` without a control as one closure: the binding and the output
+        copies of :meth:`_bind` / :meth:`_results` inline, the ports decided here."""
+        port = dict(zip(self.output_names, self._out))
+        reads = [(n, port[n], self._strings[port[n]]) for n in outputs]
+        binds, tensor, lock, error, ndarray = self._binds, self._tensor, self._lock, self._error, np.ndarray
+
+        def direct(inputs: Mapping[str, Any]) -> dict[str, Any]:
+            with lock:
+                compiled, idle = self.compiled, self._idle
+                request = idle.pop() if idle else None
+            if request is None:
+                request = compiled.create_infer_request()
+            try:
+                set_input = request.set_input_tensor
+                for i, name in binds:
+                    x = inputs[name]
+                    flags = x.flags if type(x) is ndarray else None
+                    if flags is not None and flags.writeable and flags.c_contiguous and x.dtype.kind not in "OUS":
+                        set_input(i, tensor(x, shared_memory=True))
+                    else:  # anything else: _bind's copies
+                        self._bind_one(set_input, i, x)
+                request.infer()
+                get, out = request.get_output_tensor, {}
+                for n, i, strings in reads:
+                    out[n] = np.array(get(i).str_data, copy=True) if strings else get(i).data.copy()
+            except Exception as e:
+                raise error(e) from e
+            with lock:
+                if compiled is self.compiled:
+                    idle.append(request)
+            return out
+        return direct
+
     def _bind(self, request: Any, inputs: Mapping[str, Any]) -> None:
         """Hand our arrays to ``request`` as its input tensors, without a copy
         (``Tensor(array, shared_memory=True)``).  A non-contiguous, read-only
@@ -133,16 +167,19 @@ class OvPartition(CompiledPartition):
         does not keep its array alive, so a contiguous copy shared with it
         would be freed before ``infer`` reads it (garbage inputs, seen with a
         strided feed)."""
-        tensor, set_input = self._tensor, request.set_input_tensor
+        set_input = request.set_input_tensor
         for i, name in self._binds:
-            x = inputs[name]
-            if type(x) is not np.ndarray:
-                x = np.asarray(x)
-            flags = x.flags
-            if flags.writeable and flags.c_contiguous and x.dtype.kind not in "OUS":
-                set_input(i, tensor(x, shared_memory=True))  # the caller's buffer, read in place
-            else:  # OpenVINO shares writable contiguous numeric buffers only
-                set_input(i, tensor(np.ascontiguousarray(x) if x.dtype.kind not in "OUS" else x))
+            self._bind_one(set_input, i, inputs[name])
+
+    def _bind_one(self, set_input: Any, i: int, x: Any) -> None:
+        """Input port ``i`` set to ``x``: shared when OpenVINO can read it in place, else a copy it owns."""
+        if type(x) is not np.ndarray:
+            x = np.asarray(x)
+        flags = x.flags
+        if flags.writeable and flags.c_contiguous and x.dtype.kind not in "OUS":
+            set_input(i, self._tensor(x, shared_memory=True))  # the caller's buffer, read in place
+        else:  # OpenVINO shares writable contiguous numeric buffers only
+            set_input(i, self._tensor(np.ascontiguousarray(x) if x.dtype.kind not in "OUS" else x))
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return self.run(inputs, current_control())
