@@ -203,27 +203,23 @@ class Session:
         order of ``output_names``).  Feeds are numpy arrays or :class:`Tensor` s (e.g. from
         :meth:`allocate_input`: a tensor already in the reading backend's
         memory is used without a copy).  With ``keep_on_device`` outputs a
-        device backend produced stay there, returned as ``Tensor`` s.  ``timeout``
-        (seconds) or ``control`` (a :class:`RunControl` another thread may
-        cancel) stop the run: ``RunTimeoutError`` / ``RunCancelledError``."""
+        device backend produced stay there, returned as ``Tensor`` s.  ``timeout`` (seconds) or ``control``
+        (a :class:`RunControl` another thread may cancel) stop the run: ``RunTimeoutError`` / ``RunCancelledError``."""
+        plain = timeout is None and control is None and output_names is None and not keep_on_device
+        direct = self._plan.executor.direct if plain and self.specializations is None else None
+        out = direct(feeds) if direct is not None and self.default_control.max_tensor_bytes is None else None
+        if out is not None:  # one partition with nothing to convert, plain feeds: see Executor.direct
+            return out
         d = self.default_control  # for_run's common case inline: the session's budget, or no control at all
         no_args = timeout is None and control is None
         ctl = (d if d.max_tensor_bytes is not None else None) if no_args else for_run(d, timeout, control)
         checked = self.validate_feeds(feeds)
         executor = (self._plan_for(checked) if self.specializations is not None else self._plan).executor
         if checked is feeds and not keep_on_device:  # plain host arrays: the fast path
-            if ctl is None and output_names is None and executor.direct is not None:  # see Executor.direct
-                return executor.direct_check(executor.direct(feeds))
             results = executor.run(checked) if ctl is None else executor.run(checked, None, False, ctl)
         else:
-            raw, owners = {}, {}
-            for name, x in checked.items():
-                if type(x) is Tensor:
-                    raw[name] = x.data
-                    if x.on_device:
-                        owners[name] = x.backend
-                else:
-                    raw[name] = x
+            raw = {name: x.data if type(x) is Tensor else x for name, x in checked.items()}
+            owners = {name: x.backend for name, x in checked.items() if type(x) is Tensor and x.on_device}
             results = executor.run(raw, owners, keep_on_device, ctl)
         return dict(zip(executor.graph_outputs, results)) if output_names is None else self._named(results, output_names)
 

@@ -9,6 +9,7 @@ from nnrt_core.compiler.model import CompiledModel
 from nnrt_core.errors import ExecutionError, NumericOverflowError
 from nnrt_core.record import FrozenRecord
 from nnrt_core.runtime.executor import ExecutionStep, Executor
+from nnrt_core.runtime.feeds import feed_specs
 from nnrt_core.runtime.overflow import OverflowGuard
 
 __all__ = ["RunPlan"]
@@ -74,4 +75,5 @@ def _weak_replan(plan: RunPlan) -> Callable[[Sequence[tuple[ExecutionStep, Numer
 
 def _executor(model: CompiledModel) -> Executor:
     g = model.graph
-    return Executor(model.steps, [v.name for v in g.outputs], model.constants, [v.name for v in g.inputs])
+    return Executor(model.steps, [v.name for v in g.outputs], model.constants, [v.name for v in g.inputs],
+                    feed_specs(g.inputs))

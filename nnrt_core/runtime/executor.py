@@ -26,6 +26,8 @@ from nnrt_core.errors import NumericOverflowError
 from nnrt_core.ir.types import ValueType
 from nnrt_core.record import Record
 from nnrt_core.control import RunControl, accepts_control
+from nnrt_core.runtime.direct import direct_call
+from nnrt_core.runtime.feeds import FeedSpec
 from nnrt_core.runtime.output_check import DeclaredShapeWatch, OutputCheck
 from nnrt_core.runtime.overflow import Refit
 from nnrt_core.runtime.tensor import Tensor
@@ -91,7 +93,8 @@ class Executor:
     except the copy counters)."""
 
     def __init__(self, steps: Sequence[ExecutionStep], graph_outputs: Sequence[str],
-                 constants: Mapping[str, np.ndarray], graph_inputs: Sequence[str] = ()) -> None:
+                 constants: Mapping[str, np.ndarray], graph_inputs: Sequence[str] = (),
+                 feed_specs: Sequence[FeedSpec] | None = None) -> None:
         self.steps = list(steps)
         self.graph_outputs = list(graph_outputs)
         self.constants = dict(constants)  # graph outputs that are initializers
@@ -121,12 +124,13 @@ class Executor:
         #: by a backend that does not declare ``fresh_outputs`` (checked by ``unaliased``)
         self._aliasable = tuple(i for i, n in enumerate(self.graph_outputs) if n not in self.constants
                                 and (n not in made_by or not made_by[n].fresh_outputs))
-        #: ``Session.run``'s path for plain host feeds and no control: the single partition's
-        #: ``direct_run()`` (its outputs are the graph outputs, in order, never views of a feed)
-        #: and its output check; ``None`` otherwise, or once ``run`` is replaced (a wrapper sees every run)
-        self.direct = _direct(self._single, self.steps[0].outputs if only else [], self.graph_outputs,
-                              self._aliasable)
-        self.direct_check = self.checks[0] if self.direct is not None else None
+        #: ``Session.run``'s path for plain host feeds and no control (:mod:`nnrt_core.runtime.direct`):
+        #: ``feeds -> outputs`` (``None``: feeds the full check must see) through the single partition's
+        #: ``direct_run`` when its outputs are the graph outputs, none a view of a feed, and ``feed_specs``
+        #: (the graph inputs' tests) are given; ``None`` otherwise, or once ``run`` is replaced
+        run = _direct(self._single, only.outputs if only is not None else [], self.graph_outputs, self._aliasable)
+        self.direct = (direct_call(feed_specs, run, self.checks[0])
+                       if run is not None and feed_specs is not None and len(feed_specs) == len(graph_inputs) else None)
         # dependency graph of the steps, for overlapped (device + host) runs
         producer: dict[str, int] = {}
         self._deps: list[set[int]] = []

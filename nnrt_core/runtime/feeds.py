@@ -15,7 +15,7 @@ from nnrt_core.record import FrozenRecord
 from nnrt_core.runtime.dims import shape_test
 from nnrt_core.runtime.tensor import Tensor
 
-__all__ = ["TensorInfo", "FeedValidator", "allocate_input", "fits", "tensor_info", "random_feeds", "shape_text"]
+__all__ = ["TensorInfo", "FeedValidator", "FeedSpec", "feed_specs", "allocate_input", "fits", "tensor_info", "random_feeds", "shape_text"]
 
 
 class TensorInfo(FrozenRecord):
@@ -41,7 +41,7 @@ class FeedValidator:
 
     def __init__(self, inputs: Sequence[Value]) -> None:
         self.inputs = list(inputs)
-        self._fast = _fast_feed_specs(self.inputs)
+        self._fast = feed_specs(self.inputs)
 
     def validate(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
         """``feeds`` itself when it is a dict of host arrays matching the
@@ -95,7 +95,11 @@ class FeedValidator:
                 raise InputError(f"input {name!r} has shape {shape_text(t.shape)}; cannot plan for {list(shape)}")
 
 
-def _fast_feed_specs(inputs: list[Value]) -> list[tuple[str, np.dtype, int, Any, Any, Any]] | None:
+#: (name, dtype, rank, the shape when static, getter of the fixed dims, their values)
+FeedSpec = tuple[str, np.dtype, int, Any, Any, Any]
+
+
+def feed_specs(inputs: Sequence[Value]) -> list[FeedSpec] | None:
     """(name, dtype, rank, the shape when static, getter of the fixed dims, their values) per input
     (:func:`~nnrt_core.runtime.dims.shape_test`) when every input is a tensor of known dtype and rank;
     None otherwise (then every run takes the slow check)."""

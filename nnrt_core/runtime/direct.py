@@ -1,0 +1,40 @@
+"""The direct run of a plan that is one host partition with nothing to convert
+(``Executor.direct``, ``Session.run``'s path for plain feeds and no control).
+
+One closure made at build: the feed test of :class:`~nnrt_core.runtime.feeds.FeedValidator`'s
+common case inline (a plain dict with one array per input, of the declared
+dtype and shape test), then the partition's ``direct_run`` callable and its
+output check.  Feeds that do not pass the test return ``None``: the caller
+takes the full path, whose check names what is wrong or converts them."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from nnrt_core.runtime.feeds import FeedSpec
+
+__all__ = ["direct_call"]
+
+
+def direct_call(specs: Sequence[FeedSpec], run: Callable[[Mapping[str, Any]], Any],
+                check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``feeds -> check(run(feeds))`` for feeds that pass ``specs``' test, else ``None``."""
+    specs, count, ndarray = tuple(specs), len(specs), np.ndarray
+
+    def direct(feeds: Any) -> Any:
+        if type(feeds) is not dict or len(feeds) != count:
+            return None
+        get = feeds.get
+        for name, dtype, ndim, static, getter, want in specs:
+            x = get(name)
+            if type(x) is not ndarray or (x.dtype is not dtype and x.dtype != dtype):
+                return None
+            shape = x.shape  # a new tuple per access: read once
+            if static is not None:
+                if shape != static:
+                    return None
+            elif len(shape) != ndim or (getter is not None and getter(shape) != want):
+                return None
+        return check(run(feeds))
+    return direct
