@@ -18,9 +18,13 @@ __all__ = ["direct_call"]
 
 
 def direct_call(specs: Sequence[FeedSpec], run: Callable[[Mapping[str, Any]], Any],
-                check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``feeds -> check(run(feeds))`` for feeds that pass ``specs``' test, else ``None``."""
+                tests: Sequence[Any] | None, check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``feeds -> outputs`` through ``run`` for feeds that pass ``specs``' test, else
+    ``None``.  The outputs pass ``tests`` (``OutputCheck.tests``, compared inline)
+    or go through ``check`` (the precise check: an error, or the outputs when right);
+    ``tests=None``: ``check`` sees every run (a model's unconfirmed declarations)."""
     specs, count, ndarray = tuple(specs), len(specs), np.ndarray
+    out_tests = tuple(tests) if tests is not None else ()
 
     def direct(feeds: Any) -> Any:
         if type(feeds) is not dict or len(feeds) != count:
@@ -36,5 +40,19 @@ def direct_call(specs: Sequence[FeedSpec], run: Callable[[Mapping[str, Any]], An
                     return None
             elif len(shape) != ndim or (getter is not None and getter(shape) != want):
                 return None
-        return check(run(feeds))
+        outs = run(feeds)
+        if tests is None or type(outs) is not dict:
+            return check(outs)
+        get = outs.get
+        for name, dtype, ndim, static, getter, want in out_tests:  # OutputCheck's fast test, inline
+            x = get(name)
+            if type(x) is not ndarray or (dtype is not None and x.dtype is not dtype and x.dtype != dtype):
+                return check(outs)
+            shape = x.shape
+            if static is not None:
+                if shape != static:
+                    return check(outs)
+            elif ndim is not None and (len(shape) != ndim or (getter is not None and getter(shape) != want)):
+                return check(outs)
+        return outs
     return direct

@@ -76,6 +76,14 @@ class ExecutionStep(Record):
         self.types = {} if types is None else types
         self.declared = declared
 
+    def direct_checks(self) -> tuple[list[Any] | None, Callable[[Any], Any]]:
+        """(``OutputCheck.tests`` to compare inline, or ``None`` when the model's
+        unconfirmed declarations must see every run; the check to call otherwise)."""
+        if self.declared is not None:
+            return None, self.output_check()
+        check = OutputCheck(self.backend.name, self.compiled.name, self.outputs, self.types, self.backend.host_memory)
+        return check.tests, check.check
+
     def output_check(self) -> Callable[[Any], Any]:
         """The check of what this step's partition returns (``outs`` -> ``outs``
         or :class:`ExecutionError`; see :class:`OutputCheck`), followed by the
@@ -129,7 +137,7 @@ class Executor:
         #: ``direct_run`` when its outputs are the graph outputs, none a view of a feed, and ``feed_specs``
         #: (the graph inputs' tests) are given; ``None`` otherwise, or once ``run`` is replaced
         run = _direct(self._single, only.outputs if only is not None else [], self.graph_outputs, self._aliasable)
-        self.direct = (direct_call(feed_specs, run, self.checks[0])
+        self.direct = (direct_call(feed_specs, run, *only.direct_checks())
                        if run is not None and feed_specs is not None and len(feed_specs) == len(graph_inputs) else None)
         # dependency graph of the steps, for overlapped (device + host) runs
         producer: dict[str, int] = {}

@@ -39,8 +39,12 @@ class OutputCheck:
         self.types = dict(types)
         self.host_memory = host_memory
         self.specs: list[_Spec] = [_spec(n, self.types.get(n)) for n in self.names]
+        #: per output: (name, dtype or None, rank or None, static shape, getter of the fixed dims, their
+        #: values): what the common case compares (a fast path may inline it, then call ``check`` on a miss)
+        self.tests = [(name, dtype, *shape_test(None if ndim is None else _declared(ndim, fixed)))
+                      for name, dtype, ndim, fixed, _ in self.specs]
         #: ``__call__``'s fast test, specialized for what is declared
-        self.fast = _fast_check(self.specs, self.check) if host_memory else self.check
+        self.fast = _fast_check(self.specs, self.tests, self.check) if host_memory else self.check
 
     def __call__(self, outs: Any) -> Any:
         """``outs`` itself when right (checked cheaply in the common case: a
@@ -116,7 +120,7 @@ class DeclaredShapeWatch:
         return outs
 
 
-def _fast_check(specs: list[_Spec], slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _fast_check(specs: list[_Spec], tests: list[Any], slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A closure accepting a dict of numpy arrays matching ``specs`` with a
     few compares decided at build (:func:`~nnrt_core.runtime.dims.shape_test`;
     one output fully static: one probe) and handing anything else
@@ -131,8 +135,6 @@ def _fast_check(specs: list[_Spec], slow: Callable[[Any], Any]) -> Callable[[Any
                     return outs
             return slow(outs)
         return check_one
-    tests = [(name, dtype, *shape_test(None if ndim is None else _declared(ndim, fixed)))
-             for name, dtype, ndim, fixed, _ in specs]
 
     def check(outs: Any) -> Any:
         if type(outs) is dict:
