@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
+from typing import Callable, Iterator
 
 __all__ = ["CORES", "thread_budget", "use_thread_budget", "share_of_cores"]
 
@@ -28,9 +28,9 @@ CORES = os.cpu_count() or 1
 _budget: ContextVar[int | None] = ContextVar("nnrt_thread_budget", default=None)
 
 
-def thread_budget() -> int | None:
-    """Threads the current run may use, or ``None`` when nobody said."""
-    return _budget.get()
+#: ``thread_budget()``: threads the current run may use, or ``None`` when nobody said (the context
+#: variable's own ``get``: a C call, no Python frame, on the per-call path of small models)
+thread_budget: Callable[[], int | None] = _budget.get
 
 
 @contextmanager
