@@ -52,7 +52,9 @@ def test_warm_partition_feeds_its_weights_and_matches_the_cold_one(tmp_path):
     ort_inputs = {i.name for i in part.session.get_inputs()}
     assert "x" in ort_inputs and len(ort_inputs) == 1 + info["weights_fed"]
     want = cold.run(x)["y"]
+    assert warm.executor.direct is not None  # the plain runs' direct path feeds the weights too
     np.testing.assert_allclose(warm.run(x)["y"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(warm.executor.run(x)[0], want, rtol=1e-5, atol=1e-5)
     # a run given a smaller thread budget goes to a second ORT session: it gets the weights too
     adaptive = Session(memoryview(encode(Session(_cnn(), cfg.replace(num_threads=0)).to_image())))
     with use_thread_budget(1):

@@ -18,11 +18,17 @@ Run = Callable[[list[str], Mapping[str, Any], Any], list[Any]]
 
 
 def direct_runner(run: Run, for_threads: Callable[[int], Run] | None, outputs: Sequence[str],
-                  error: Callable[[BaseException], Exception]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+                  error: Callable[[BaseException], Exception],
+                  fed: Mapping[str, Any] | None = None) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """``inputs -> {name: output}`` of ``outputs``, in that order, through
     ``run(outputs, inputs, None)``; ``for_threads(budget)`` gives the run of a
-    budget below the core count (``None``: the threads are fixed)."""
+    budget below the core count (``None``: the threads are fixed); ``fed``:
+    weights fed as inputs on every run (a warm start, see :mod:`.offline`)."""
     out, names = list(outputs), tuple(outputs)
+    if fed:
+        inner = direct_runner(run, for_threads, outputs, error)
+        weights = dict(fed)
+        return lambda inputs: inner({**weights, **inputs})
     if for_threads is None:
         def direct(inputs: Mapping[str, Any]) -> dict[str, Any]:
             try:

@@ -182,11 +182,11 @@ class OrtPartition(CompiledPartition):
         return self.run_with_options(inputs, None)
 
     def direct_run(self, outputs: Sequence[str]) -> Any:
-        """``run`` without a control as one closure (:mod:`.direct`) on the host path with no fed weights."""
-        if not self._host or self._fed:
+        """``run`` without a control as one closure (:mod:`.direct`) on the host path."""
+        if not self._host:
             return None
         return direct_runner(self._sess_run, self._run_for_threads if self._adaptive else None, outputs,
-                             self._error)
+                             self._error, self._fed)
 
     def run_with_options(self, inputs: Mapping[str, Any], ro: Any) -> dict[str, Any]:
         """A run with ORT ``RunOptions`` ``ro`` (``None``: the defaults)."""
