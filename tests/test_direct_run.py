@@ -52,10 +52,10 @@ def _direct_backend(**attrs):
     return Fake
 
 
-def _session(**attrs):
+def _session(dims=(2, 3), **attrs):
     Fake = _direct_backend(**attrs)
     reg = make_registry(fake_plugin(Fake))
-    sess = Session(two_outputs_model(), ScheduleConfig(backends=["fakedirect"], backup=None), registry=reg)
+    sess = Session(two_outputs_model(dims), ScheduleConfig(backends=["fakedirect"], backup=None), registry=reg)
     return sess, reg.backend("fakedirect").backend
 
 
@@ -100,6 +100,19 @@ def test_a_wrong_output_on_the_direct_path_is_an_execution_error():
     with pytest.raises(ExecutionError, match="fakedirect.*float64 for output 'z'"):
         sess.run(feeds())
     assert backend.direct_calls == 1
+
+
+def test_ranks_of_free_shapes_are_checked_on_the_direct_path():
+    """x and its outputs declared [n, m]: only the rank is fixed, and it is still checked both ways."""
+    sess, backend = _session(dims=(2, "m"))
+    x = np.ones((2, 5), np.float32)
+    np.testing.assert_array_equal(sess.run({"x": x, "r": np.array(1, np.int64)})["z"], -x)
+    with pytest.raises(InputError, match="'x' expects rank 2"):
+        sess.run({"x": np.ones(10, np.float32), "r": np.array(1, np.int64)})
+    assert backend.direct_calls == 1
+    bad, _ = _session(dims=(2, "m"), output_fault=lambda outs: {**outs, "y": outs["y"].reshape(-1)})
+    with pytest.raises(ExecutionError, match="returned shape \\[10\\] for output 'y'"):
+        bad.run({"x": x, "r": np.array(1, np.int64)})
 
 
 def test_replacing_executor_run_turns_the_direct_path_off():

@@ -34,12 +34,16 @@ def direct_call(specs: Sequence[FeedSpec], run: Callable[[Mapping[str, Any]], An
             x = get(name)
             if type(x) is not ndarray or (x.dtype is not dtype and x.dtype != dtype):
                 return None
-            shape = x.shape  # a new tuple per access: read once
             if static is not None:
-                if shape != static:
+                if x.shape != static:
                     return None
-            elif len(shape) != ndim or (getter is not None and getter(shape) != want):
-                return None
+            elif getter is None:
+                if x.ndim != ndim:  # free dimensions only: the rank (an int, no shape tuple made)
+                    return None
+            else:
+                shape = x.shape  # a new tuple per access: read once
+                if len(shape) != ndim or getter(shape) != want:
+                    return None
         outs = run(feeds)
         if tests is None or type(outs) is not dict:
             return check(outs)
@@ -48,11 +52,16 @@ def direct_call(specs: Sequence[FeedSpec], run: Callable[[Mapping[str, Any]], An
             x = get(name)
             if type(x) is not ndarray or (dtype is not None and x.dtype is not dtype and x.dtype != dtype):
                 return check(outs)
-            shape = x.shape
             if static is not None:
-                if shape != static:
+                if x.shape != static:
                     return check(outs)
-            elif ndim is not None and (len(shape) != ndim or (getter is not None and getter(shape) != want)):
-                return check(outs)
+            elif ndim is not None:
+                if getter is None:
+                    if x.ndim != ndim:
+                        return check(outs)
+                else:
+                    shape = x.shape
+                    if len(shape) != ndim or getter(shape) != want:
+                        return check(outs)
         return outs
     return direct
