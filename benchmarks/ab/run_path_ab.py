@@ -13,7 +13,7 @@ Per engine, on a silero-vad-like model (a free-shaped [1, 576] signal, a
   outputs copied, as the plugin does);
 * ``partition.run``: the plugin's compiled partition called directly;
 * ``Session.run``: the whole path (feed checks, plan, executor, output check, dict);
-* ``core only``: ``Session.run`` with the partition's ``run`` replaced by a
+* ``core only``: ``Session.run`` with the partition's ``run`` (and its ``direct_run``) replaced by a
   function returning the outputs of a real run: nnrt's own per-call cost,
   without the engine (hot caches: a real run evicts them, so in context the
   same code costs more; compare ``Session.run - raw``).
@@ -135,6 +135,12 @@ def one_partition(engine: str, model: str, calls: int, rounds: int) -> None:
     part, stub_part = sess.executor.steps[0].compiled, core.executor.steps[0].compiled
     cached = stub_part.run(feeds)
     stub_part.run = lambda inputs, control=None: dict(cached)  # type: ignore[method-assign]
+    ex = core.executor
+    if ex.direct is not None:  # the direct path calls the partition's direct_run, made at build: stub it too
+        from nnrt_core.runtime.direct import direct_call
+        from nnrt_core.runtime.feeds import feed_specs
+
+        ex.direct = direct_call(feed_specs(core.graph.inputs), lambda inputs: dict(cached), *ex.steps[0].direct_checks())
     res = interleaved({"raw": raw_runner(engine, data, feeds), "partition.run": lambda: part.run(feeds),
                        "Session.run": lambda: sess.run(feeds), "core only": lambda: core.run(feeds)}, calls, rounds)
     show(f"{engine} {model}", res, "raw")
