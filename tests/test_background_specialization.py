@@ -196,3 +196,17 @@ def test_config_checks_the_flag():
     with pytest.raises(ConfigError, match="specialize_in_background"):
         ScheduleConfig(specialize_in_background="yes")
     assert "specialize_in_background" in ScheduleConfig().to_dict()
+
+
+def test_a_session_whose_background_build_finished_is_freed_when_dropped():
+    import gc
+    import weakref
+
+    sess = _full()
+    for _ in range(2):
+        sess.run({"x": _x(13)})
+    assert sess.wait_for_specializations(timeout=60)
+    ref = weakref.ref(sess)
+    del sess
+    gc.collect()
+    assert ref() is None  # the build thread keeps no reference to a finished job's session

@@ -16,16 +16,18 @@ courteous (:class:`Courtesy`, a profile hook on the worker thread only):
 * between runs it gives the interpreter up for :data:`YIELD_S` after every
   :data:`SLICE_S` of work, so a run that starts waits at most about that long.
 
-The plan is built while runs are idle; at most ``limit`` signatures per
-session are queued or building (one at a time)."""
+One build thread per process builds the plans of every session, one at a
+time; at most ``limit`` signatures per session are queued or building."""
 from __future__ import annotations
 
 import sys
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Generic, Hashable, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
 
+from nnrt_core.logs import get_logger
 from nnrt_core.runtime.activity import in_flight, wait_idle
 
 __all__ = ["BackgroundBuilds", "Courtesy", "MAX_PAUSE_S", "MAX_WAITED_S", "SLICE_S", "YIELD_S"]
@@ -35,22 +37,25 @@ MAX_WAITED_S = 5.0  #: pauses per build in all, after which it no longer pauses
 SLICE_S = 0.001  #: work between two yields while no run is in flight
 YIELD_S = 0.0001  #: how long a yield gives the interpreter up
 _EVERY = 32  #: Python calls and returns between two looks at the clock (the hook's own cost)
+log = get_logger("nnrt.session")
 
 Key = TypeVar("Key", bound=Hashable)
 
 
 class Courtesy:
-    """The worker thread's profile hook (``sys.setprofile``): pauses while runs
-    are in flight, yields between them.  ``waited``: seconds paused so far."""
+    """The worker thread's profile hook (``sys.setprofile``, set for a build
+    only): pauses while runs are in flight, yields between them.  ``waited``:
+    seconds paused in the current build; inside :meth:`holding_locks` it does
+    neither (a run may wait for those locks)."""
 
-    __slots__ = ("count", "mark", "waited")
+    __slots__ = ("count", "mark", "waited", "off")
 
     def __init__(self) -> None:
-        self.count, self.mark, self.waited = 0, time.perf_counter(), 0.0
+        self.count, self.mark, self.waited, self.off = 0, time.perf_counter(), 0.0, False
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
         self.count += 1
-        if self.count % _EVERY and event != "c_call":  # before a C call, which may hold the lock a while
+        if (self.count % _EVERY and event != "c_call") or self.off:  # before a C call, which may hold the GIL a while
             return
         now = time.perf_counter()
         if in_flight() and self.waited < MAX_WAITED_S:
@@ -61,61 +66,98 @@ class Courtesy:
             time.sleep(YIELD_S)
             self.mark = time.perf_counter()
 
+    @contextmanager
+    def holding_locks(self) -> Iterator[None]:
+        """No pause inside (the build stores its plan under a lock that runs take)."""
+        self.off = True
+        try:
+            yield
+        finally:
+            self.off = False
+
+
+class _Worker:
+    """The process's one build thread (a daemon, started with the first
+    session that builds in the background; it sleeps on a condition while no
+    job is queued).  Builds of all sessions run one at a time, in order."""
+
+    def __init__(self) -> None:
+        self._jobs: deque[Callable[[Courtesy], None]] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is None:  # once per process (Thread.start waits for the thread to run)
+                self._thread = threading.Thread(target=self._loop, name="nnrt-specialize", daemon=True)
+                self._thread.start()
+
+    def put(self, job: Callable[[Courtesy], None]) -> None:
+        self.start()
+        with self._cond:
+            self._jobs.append(job)
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        courtesy = Courtesy()
+        while True:
+            with self._cond:
+                while not self._jobs:
+                    self._cond.wait()
+                job = self._jobs.popleft()
+            courtesy.waited, courtesy.mark = 0.0, time.perf_counter()
+            sys.setprofile(courtesy)  # this thread only, for the build only
+            try:
+                job(courtesy)
+            except BaseException:  # noqa: BLE001 - a job reports its own errors; the worker must live on
+                log.exception("background build failed")
+            finally:
+                sys.setprofile(None)
+                job = None  # noqa: F841 - the finished job's session must not live on in this frame
+
+
+_WORKER = _Worker()
+
 
 class BackgroundBuilds(Generic[Key]):
-    """A queue of keys that ``build(key, courtesy)`` turns into plans on one
-    daemon thread, started when a key is queued and ended when the queue is
-    empty.  ``build`` stores its result itself and must not raise."""
+    """The keys of one owner (a session's specializations) that
+    ``build(key, courtesy)`` turns into plans on the process's build thread.
+    At most ``limit`` keys are pending (queued or building).  ``build``
+    stores its result itself and reports its own errors."""
 
     def __init__(self, build: Callable[[Key, Courtesy], None], limit: int) -> None:
         self._build = build
         self.limit = limit
-        self._queue: deque[Key] = deque()
-        self._pending: set[Key] = set()  # queued or building
+        self._pending: list[Key] = []  # queued or building, oldest first
         self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
+        _WORKER.start()  # now (at session build), not in the run that queues the first key
 
     def submit(self, key: Key) -> bool:
-        """Queue ``key`` (``True``; also when it is queued already); ``False``
+        """Queue ``key`` (``True``; also when it is pending already); ``False``
         when ``limit`` keys are pending."""
         with self._cond:
             if key in self._pending:
                 return True
             if len(self._pending) >= self.limit:
                 return False
-            self._pending.add(key)
-            self._queue.append(key)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="nnrt-specialize", daemon=True)
-                self._thread.start()
+            self._pending.append(key)
+        _WORKER.put(lambda courtesy: self._job(key, courtesy))
         return True
 
     def pending(self) -> list[Key]:
-        """Keys queued or building, oldest first (the one building among them)."""
+        """Keys queued or building, oldest first."""
         with self._cond:
-            return sorted(self._pending, key=lambda k: -1 if k not in self._queue else self._queue.index(k))
+            return list(self._pending)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no key is pending (``True``) or ``timeout`` seconds passed (``False``)."""
         with self._cond:
             return self._cond.wait_for(lambda: not self._pending, timeout)
 
-    def _work(self) -> None:
-        courtesy = Courtesy()
-        sys.setprofile(courtesy)  # this thread only
+    def _job(self, key: Key, courtesy: Courtesy) -> None:
         try:
-            while True:
-                with self._cond:
-                    if not self._queue:
-                        self._thread = None
-                        return
-                    key = self._queue.popleft()
-                courtesy.waited = 0.0
-                try:
-                    self._build(key, courtesy)
-                finally:
-                    with self._cond:
-                        self._pending.discard(key)
-                        self._cond.notify_all()
+            self._build(key, courtesy)
         finally:
-            sys.setprofile(None)
+            with courtesy.holding_locks(), self._cond:
+                self._pending.remove(key)
+                self._cond.notify_all()

@@ -179,13 +179,14 @@ class Specializations(Generic[Plan]):
                 self.events.add("specialization_failed", "-",
                                 f"background build for input shapes {_text(shapes)} raised {type(e).__name__}: "
                                 f"{e}; runs with these shapes use the dynamic plan")
-            if plan is not None:
-                self.events.add("specialization_swapped", "-",
-                                f"plan for {_text(shapes)} built in the background in "
-                                f"{(time.perf_counter() - t0) * 1e3:.0f} ms ({courtesy.waited * 1e3:.0f} ms of it "
-                                "paused while runs were in flight); runs with these shapes use it from now on",
-                                level=INFO)
-            self._store(sig, plan)
+            with courtesy.holding_locks():  # runs take _lock: no pause while it is held
+                if plan is not None:
+                    self.events.add("specialization_swapped", "-",
+                                    f"plan for {_text(shapes)} built in the background in "
+                                    f"{(time.perf_counter() - t0) * 1e3:.0f} ms ({courtesy.waited * 1e3:.0f} ms of "
+                                    "it paused while runs were in flight); runs with these shapes use it from now on",
+                                    level=INFO)
+                self._store(sig, plan)
 
     def _build(self, shapes: dict[str, tuple[int, ...]], how: str = "") -> Plan | None:
         config = self.config.replace(input_shapes={**self.config.input_shapes, **shapes})
