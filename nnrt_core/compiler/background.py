@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
@@ -76,13 +77,34 @@ class Courtesy:
             self.off = False
 
 
+class _Pending(Generic[Key]):
+    """The keys of one owner queued or building, and the condition its
+    waiters sleep on.  Holds nothing of the owner: the build thread finishes
+    a job through it after dropping the owner."""
+
+    __slots__ = ("keys", "cond")
+
+    def __init__(self) -> None:
+        self.keys: list[Key] = []
+        self.cond = threading.Condition()
+
+    def done(self, key: Key) -> None:
+        with self.cond:
+            self.keys.remove(key)
+            self.cond.notify_all()
+
+
+#: a queued build: the owner (weakly: a dropped session's build is skipped), its pending keys, the key
+Job = tuple["weakref.ReferenceType[BackgroundBuilds[Any]]", _Pending[Any], Any]
+
+
 class _Worker:
     """The process's one build thread (a daemon, started with the first
     session that builds in the background; it sleeps on a condition while no
     job is queued).  Builds of all sessions run one at a time, in order."""
 
     def __init__(self) -> None:
-        self._jobs: deque[Callable[[Courtesy], None]] = deque()
+        self._jobs: deque[Job] = deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -92,7 +114,7 @@ class _Worker:
                 self._thread = threading.Thread(target=self._loop, name="nnrt-specialize", daemon=True)
                 self._thread.start()
 
-    def put(self, job: Callable[[Courtesy], None]) -> None:
+    def put(self, job: Job) -> None:
         self.start()
         with self._cond:
             self._jobs.append(job)
@@ -104,16 +126,23 @@ class _Worker:
             with self._cond:
                 while not self._jobs:
                     self._cond.wait()
-                job = self._jobs.popleft()
-            courtesy.waited, courtesy.mark = 0.0, time.perf_counter()
-            sys.setprofile(courtesy)  # this thread only, for the build only
-            try:
-                job(courtesy)
-            except BaseException:  # noqa: BLE001 - a job reports its own errors; the worker must live on
-                log.exception("background build failed")
-            finally:
-                sys.setprofile(None)
-                job = None  # noqa: F841 - the finished job's session must not live on in this frame
+                owner, pending, key = self._jobs.popleft()
+            self._run(owner, key, courtesy)  # returns holding nothing of the owner
+            pending.done(key)
+
+    @staticmethod
+    def _run(owner: "weakref.ReferenceType[BackgroundBuilds[Any]]", key: Any, courtesy: Courtesy) -> None:
+        builds = owner()
+        if builds is None:  # the session is gone
+            return
+        courtesy.waited, courtesy.mark = 0.0, time.perf_counter()
+        sys.setprofile(courtesy)  # this thread only, for the build only
+        try:
+            builds.build(key, courtesy)
+        except BaseException:  # noqa: BLE001 - a build reports its own errors; the thread must live on
+            log.exception("background build failed")
+        finally:
+            sys.setprofile(None)
 
 
 _WORKER = _Worker()
@@ -126,38 +155,31 @@ class BackgroundBuilds(Generic[Key]):
     stores its result itself and reports its own errors."""
 
     def __init__(self, build: Callable[[Key, Courtesy], None], limit: int) -> None:
-        self._build = build
+        self.build = build
         self.limit = limit
-        self._pending: list[Key] = []  # queued or building, oldest first
-        self._cond = threading.Condition()
+        self._pending: _Pending[Key] = _Pending()
         _WORKER.start()  # now (at session build), not in the run that queues the first key
 
     def submit(self, key: Key) -> bool:
         """Queue ``key`` (``True``; also when it is pending already); ``False``
         when ``limit`` keys are pending."""
-        with self._cond:
-            if key in self._pending:
+        p = self._pending
+        with p.cond:
+            if key in p.keys:
                 return True
-            if len(self._pending) >= self.limit:
+            if len(p.keys) >= self.limit:
                 return False
-            self._pending.append(key)
-        _WORKER.put(lambda courtesy: self._job(key, courtesy))
+            p.keys.append(key)
+        _WORKER.put((weakref.ref(self), p, key))
         return True
 
     def pending(self) -> list[Key]:
         """Keys queued or building, oldest first."""
-        with self._cond:
-            return list(self._pending)
+        with self._pending.cond:
+            return list(self._pending.keys)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no key is pending (``True``) or ``timeout`` seconds passed (``False``)."""
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._pending, timeout)
-
-    def _job(self, key: Key, courtesy: Courtesy) -> None:
-        try:
-            self._build(key, courtesy)
-        finally:
-            with courtesy.holding_locks(), self._cond:
-                self._pending.remove(key)
-                self._cond.notify_all()
+        p = self._pending
+        with p.cond:
+            return p.cond.wait_for(lambda: not p.keys, timeout)
