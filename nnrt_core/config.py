@@ -29,7 +29,8 @@ SPECIALIZE_SHAPES = ("auto", "always", "never")
 #: what a run does when a reduced-precision partition's stores overflow (``on_overflow``)
 OVERFLOW_POLICIES = ("fallback", "warn", "raise")
 #: options that change how a session runs, not what it compiles (left out of cache keys)
-RUNTIME_OPTIONS = ("specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow")
+RUNTIME_OPTIONS = ("specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow",
+                   "specialize_in_background")
 PERFORMANCE_MODES = ("none", "low", "medium", "high", "extreme")
 PRIORITIES = ("low", "medium", "high")
 OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
@@ -85,6 +86,11 @@ class ScheduleConfig(FrozenRecord):
     max_specializations
         how many specialized plans a session keeps (least recently used
         evicted first).
+    specialize_in_background
+        once ``max_specializations`` plans are held, a signature seen again
+        is planned on a worker thread while its runs take the dynamic plan,
+        and swapped in when built (``True``, default); ``False``: the run
+        that sees it again builds the plan (docs/runtime.md).
     max_tensor_bytes
         the session's memory budget: the largest tensor (bytes) a run may
         compute; a bigger one is refused with ``MemoryBudgetError`` before it
@@ -124,7 +130,7 @@ class ScheduleConfig(FrozenRecord):
     __slots__ = ("backends", "backup", "scheduler", "num_threads", "precision", "performance_mode", "priority",
                  "optimization_level", "cache_dir", "cache_version", "pins", "backend_options", "devices", "strict",
                  "input_shapes", "specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow",
-                 "precision_tolerance", "machine_specific")
+                 "precision_tolerance", "machine_specific", "specialize_in_background")
     backends: tuple[str, ...] | str
     backup: str | None
     scheduler: str
@@ -146,6 +152,7 @@ class ScheduleConfig(FrozenRecord):
     on_overflow: str
     precision_tolerance: float
     machine_specific: bool
+    specialize_in_background: bool
 
     def __init__(self, backends: tuple[str, ...] | str = "auto", backup: str | None = DEFAULT_BACKUP,
                  scheduler: str = AUTO_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
@@ -156,7 +163,8 @@ class ScheduleConfig(FrozenRecord):
                  input_shapes: Mapping[str, tuple[int, ...]] = _NO_ENTRIES, specialize_shapes: str = "auto",
                  max_specializations: int = 8, max_tensor_bytes: int | None = None,
                  on_overflow: str = "fallback",
-                 precision_tolerance: float = DEFAULT_PRECISION_TOLERANCE, machine_specific: bool = False) -> None:
+                 precision_tolerance: float = DEFAULT_PRECISION_TOLERANCE, machine_specific: bool = False,
+                 specialize_in_background: bool = True) -> None:
         values = locals()
         for name in self.__slots__:
             object.__setattr__(self, name, values[name])
@@ -192,8 +200,9 @@ class ScheduleConfig(FrozenRecord):
         object.__setattr__(self, "optimization_level", _optimization_level(self.optimization_level))
         if not isinstance(self.num_threads, int) or isinstance(self.num_threads, bool) or not 0 <= self.num_threads <= 1024:
             raise ConfigError(f"num_threads must be an integer in 0..1024 (0 = backend default), got {self.num_threads!r}")
-        if not isinstance(self.machine_specific, bool):
-            raise ConfigError(f"machine_specific must be true or false, got {self.machine_specific!r}")
+        for flag in ("machine_specific", "specialize_in_background"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if not isinstance(self.cache_version, int) or self.cache_version < 0:
             raise ConfigError(f"cache_version must be a non-negative integer, got {self.cache_version!r}")
         if self.cache_dir is not None:

@@ -18,8 +18,9 @@ from nnrt_core.ir import Graph
 from nnrt_core.placement.context import PlacementEvent
 from nnrt_core.registry import Registry, default_registry
 from nnrt_core.control import RunControl, for_run
+from nnrt_core.runtime import activity
 from nnrt_core.runtime.executor import Executor, StepObserver
-from nnrt_core.runtime.feeds import FeedValidator, TensorInfo, allocate_input, tensor_info
+from nnrt_core.runtime.feeds import FeedValidator, TensorInfo, allocate_input, split_tensors, tensor_info
 from nnrt_core.runtime.memory_plan import MemoryPlan
 from nnrt_core.compiler.plan import RunPlan
 from nnrt_core.runtime.tensor import Tensor
@@ -101,6 +102,10 @@ class Session:
         sig = check_shapes(self.specializations.names, shapes)
         self._validator.check_shapes(dict(zip(self.specializations.names, sig)))
         self._plan = self.specializations.specialize(sig) or self.generic_plan
+
+    def wait_for_specializations(self, timeout: float | None = None) -> bool:
+        """Block until the plans built in the background are swapped in (``True``) or ``timeout`` passed."""
+        return True if self.specializations is None else self.specializations.wait(timeout)
 
     # ---------------------------------------------------------------- views
     @property
@@ -211,32 +216,32 @@ class Session:
         if out is not None:  # one partition with nothing to convert, plain feeds: see Executor.direct
             return out
         d = self.default_control  # for_run's common case inline: the session's budget, or no control at all
-        no_args = timeout is None and control is None
-        ctl = (d if d.max_tensor_bytes is not None else None) if no_args else for_run(d, timeout, control)
+        ctl = (d if d.max_tensor_bytes is not None else None) if timeout is None and control is None \
+            else for_run(d, timeout, control)
         checked = self.validate_feeds(feeds)
-        executor = (self._plan_for(checked) if self.specializations is not None else self._plan).executor
-        if checked is feeds and not keep_on_device:  # plain host arrays: the fast path
-            results = executor.run(checked) if ctl is None else executor.run(checked, None, False, ctl)
-        else:
-            raw = {name: x.data if type(x) is Tensor else x for name, x in checked.items()}
-            owners = {name: x.backend for name, x in checked.items() if type(x) is Tensor and x.on_device}
-            results = executor.run(raw, owners, keep_on_device, ctl)
+        with activity.RUNNING:  # a background build pauses meanwhile (nnrt_core.compiler.background)
+            executor = (self._plan_for(checked) if self.specializations is not None else self._plan).executor
+            if checked is feeds and not keep_on_device:  # plain host arrays: the fast path
+                results = executor.run(checked) if ctl is None else executor.run(checked, None, False, ctl)
+            else:
+                raw, owners = split_tensors(checked)
+                results = executor.run(raw, owners, keep_on_device, ctl)
         return dict(zip(executor.graph_outputs, results)) if output_names is None else self._named(results, output_names)
 
     def run_observed(self, feeds: Mapping[str, Any], observer: StepObserver) -> dict[str, Any]:
         """Run once with ``observer`` seeing every step and transfer (the
         profiler and the accuracy check use it); outputs as :meth:`run`."""
         checked = self.validate_feeds(feeds)
-        if self.specializations is not None:
-            self._plan_for(checked)
-        return self._named(self.executor.run_observed(checked, observer), None)
+        with activity.RUNNING:
+            if self.specializations is not None:
+                self._plan_for(checked)
+            return self._named(self.executor.run_observed(checked, observer), None)
 
     def _named(self, results: list[Any], output_names: Sequence[str] | None) -> dict[str, Any]:
         out = dict(zip(self.executor.graph_outputs, results))
         if output_names is None:
             return out
-        unknown = [n for n in output_names if n not in out]
-        if unknown:
+        if unknown := [n for n in output_names if n not in out]:
             raise InputError(f"unknown output(s) {unknown}; outputs: {list(out)}")
         return {n: out[n] for n in output_names}
 

@@ -73,15 +73,17 @@ def test_cache_of_plans_is_bounded_and_evicts_visibly():
     sess = Session(_model(), ScheduleConfig(**NPU, max_specializations=2))
     for hw in (4, 5, 6, 6, 4, 4):  # full: 6 is planned at its second run, 4 again at its second
         sess.run({"x": _x(1, 3, hw, hw)})
+        assert sess.wait_for_specializations(timeout=60)  # the background build swapped in
     assert len(sess.specializations) == 2
     assert sess.specializations.signatures() == [((1, 3, 6, 6),), ((1, 3, 4, 4),)]
     evicted = [e for e in sess.events if e.kind == "specialization_evicted"]
     assert len(evicted) == 2 and "x=[1, 3, 4, 4]" in evicted[0].message
 
 
-def test_a_full_cache_plans_a_new_signature_on_its_second_run_only():
+@pytest.mark.parametrize("background", [False, True])
+def test_a_full_cache_plans_a_new_signature_on_its_second_run_only(background):
     m = _model()
-    sess = Session(m, ScheduleConfig(**NPU, max_specializations=2))
+    sess = Session(m, ScheduleConfig(**NPU, max_specializations=2, specialize_in_background=background))
     for hw in (4, 5):
         sess.run({"x": _x(1, 3, hw, hw)})
     x = _x(1, 3, 7, 7)
@@ -89,13 +91,20 @@ def test_a_full_cache_plans_a_new_signature_on_its_second_run_only():
     assert sess.compiled_model is sess.generic_plan.model and len(sess.specializations) == 2
     assert not [e for e in sess.events if e.kind == "specialization_evicted"]
     (deferred,) = [e for e in sess.events if e.kind == "specialization_deferred"]
-    assert "planned when it is seen again" in deferred.message
+    assert "when it is seen again" in deferred.message
+    assert ("in the background" in deferred.message) == background
     twice = sess.run({"x": x})["y"]  # seen again: planned (evicting the least recently used)
+    if background:  # this run took the dynamic plan; the plan is built on the worker thread
+        assert sess.compiled_model is sess.generic_plan.model
+        assert sess.wait_for_specializations(timeout=60) and not sess.specializations.pending()
+        assert [e.kind for e in sess.events].count("specialization_swapped") == 1
+        twice = sess.run({"x": x})["y"]
     assert sess.compiled_model is not sess.generic_plan.model and ((1, 3, 7, 7),) in sess.specializations.signatures()
     assert set(sess.placement.values()) == {"npu_emu"}
     ref = _ort(m, x)
     for got in (once, twice):
         np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
+    np.testing.assert_allclose(once, twice, rtol=2e-2, atol=2e-2 * np.abs(ref).max())  # dynamic vs specialized
     sess.run({"x": _x(1, 3, 9, 9)})
     assert len([e for e in sess.events if e.kind == "specialization_deferred"]) == 1  # one event, not one per run
 
@@ -209,6 +218,8 @@ def test_evicted_and_deleted_plans_free_their_device_memory():
     assert one_plan > 0
     for _ in range(2):  # the cache is full: planned at its second run, evicting the first plan
         sess.run({"x": _x(1, 3, 9, 9)})
+    assert sess.wait_for_specializations(timeout=60) and len(sess.specializations) == 1
+    assert sess.specializations.signatures() == [((1, 3, 9, 9),)]
     assert used() - base < 1.5 * one_plan
     del sess
     assert used() == base

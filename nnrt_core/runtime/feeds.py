@@ -15,7 +15,8 @@ from nnrt_core.record import FrozenRecord
 from nnrt_core.runtime.dims import shape_test
 from nnrt_core.runtime.tensor import Tensor
 
-__all__ = ["TensorInfo", "FeedValidator", "FeedSpec", "feed_specs", "allocate_input", "fits", "tensor_info", "random_feeds", "shape_text"]
+__all__ = ["TensorInfo", "FeedValidator", "FeedSpec", "feed_specs", "allocate_input", "fits", "tensor_info",
+           "random_feeds", "shape_text", "split_tensors"]
 
 
 class TensorInfo(FrozenRecord):
@@ -211,6 +212,20 @@ def random_feeds(inputs: Sequence[TensorInfo], seed: int = 0, *, floats: str = "
         else:
             raise InputError(f"input {info.name!r} has dtype {dt}; {hint}")
     return feeds
+
+
+def split_tensors(feeds: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Checked feeds as (name -> array or device buffer, name -> the backend
+    whose memory holds it, for :class:`Tensor` s on a device)."""
+    raw, owners = {}, {}
+    for name, x in feeds.items():
+        if type(x) is Tensor:
+            raw[name] = x.data
+            if x.on_device:
+                owners[name] = x.backend
+        else:
+            raw[name] = x
+    return raw, owners
 
 
 def allocate_input(inputs: Sequence[Value], steps: Sequence[Any], name: str,

@@ -10,7 +10,7 @@ from nnrt_core.frontends.onnx import onnx_api
 from nnrt_core.frontends.onnx.bounded_inference import infer_shapes_bounded
 from nnrt_core.frontends.onnx.export import array_to_tensor, attribute_to_proto, to_onnx, type_to_proto
 from nnrt_core.frontends.onnx.onnx_api import P
-from nnrt_core.frontends.onnx.proto_build import make_node, make_tensor_value_info
+from nnrt_core.frontends.onnx.proto_build import make_node, make_tensor_value_info, np_dtype_to_tensor_dtype
 from nnrt_core.frontends.onnx.protos import first_line
 from nnrt_core.ir import Attribute, DataType, Graph, TensorType, ValueType
 from nnrt_core.logs import get_logger
@@ -39,8 +39,10 @@ def infer_static_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] |
     (graph input name -> concrete dims; names and ranks checked by the
     caller) those inputs take the given shapes and no recorded intermediate
     type is kept.  Initializers above ``DATA_LIMIT`` elements are given as
-    typed inputs without data.  Export and inference errors propagate."""
-    proto = to_onnx(graph)
+    typed inputs without data (their data is never exported: a build of
+    MiniLM spent ~0.1 s serializing weights that inference does not read).
+    Export and inference errors propagate."""
+    proto = to_onnx(graph, external=_TypesOnly())
     g = proto.graph
     if input_shapes is None:
         static = {v.name for n in graph.nodes for v in n.outputs if isinstance(v.type, TensorType) and v.type.is_static}
@@ -66,6 +68,21 @@ def _fix_input_dims(g: P.GraphProto, input_shapes: Mapping[str, Sequence[int]]) 
             for d, n in zip(inp.type.tensor_type.shape.dim, input_shapes[inp.name]):
                 d.ClearField("dim_param")
                 d.dim_value = int(n)
+
+
+class _TypesOnly:
+    """``to_onnx``'s ``external`` collector that writes an initializer above
+    ``DATA_LIMIT`` elements as its name, element type and dims only (for
+    :func:`_drop_large_data`); other initializers are exported with data."""
+
+    def take(self, arr: np.ndarray, name: str) -> Any:
+        if arr.size <= DATA_LIMIT or arr.dtype == object:
+            return None
+        try:
+            dtype = np_dtype_to_tensor_dtype(arr.dtype)
+        except (KeyError, TypeError, ValueError):  # a dtype without an ONNX element type: exported as before
+            return None
+        return P.TensorProto(name=name, data_type=dtype, dims=arr.shape)
 
 
 def _drop_large_data(g: P.GraphProto) -> None:

@@ -10,7 +10,11 @@ fp16 storage is modelled at host speed, with the chip's numbers bit for bit:
   chip's saturating round-to-nearest-even store) unless the kernel only moves
   or selects values (:data:`~nnrt_npu_emu.ops.EXACT`), which are already fp16
   values;
-* fp16 constants (weights, biases) are widened to fp32 once, exactly;
+* fp16 constants (weights, biases) are widened to fp32 once, exactly, and
+  the widened copy is shared by every bound program whose constant has the
+  same bytes (:func:`widened`: the plans of one model specialized per input
+  shape hold one fp32 copy of its weights, and a new plan does not widen
+  them again);
 * partition inputs and outputs stay in device memory in their own types;
 * an exact activation reading an fp16 store is applied in that store's
   clamp (:mod:`~nnrt_npu_emu.hostfuse`), and kernels with a store epilogue
@@ -23,12 +27,14 @@ widened constants are host memory of the emulator.  :meth:`Program.execute`
 (reading and writing device memory only) is the reference this must match."""
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from nnrt_core.plugin_api import RunControl, enter_control, leave_control
+from nnrt_core.plugin_api import RunControl, checksum, enter_control, leave_control
 from nnrt_numpy.host_kernels import parallel  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.hostfuse import STORE_BOUNDS, plan_steps
 from nnrt_npu_emu.memory import DeviceArena
@@ -36,7 +42,26 @@ from nnrt_npu_emu.numerics import store_fp16
 from nnrt_npu_emu.ops import KERNELS, STORE_KERNELS
 from nnrt_npu_emu.program import Operand, Program
 
-__all__ = ["BoundProgram", "IOSlot", "Store", "round_store", "SPLIT_ROUND"]
+__all__ = ["BoundProgram", "IOSlot", "Store", "round_store", "SPLIT_ROUND", "widened"]
+
+#: (digest of the fp16 bytes, shape) -> the read-only fp32 copy, while a bound program holds it
+_WIDENED: "weakref.WeakValueDictionary[tuple[bytes, tuple[int, ...]], np.ndarray]" = weakref.WeakValueDictionary()
+_WIDENED_LOCK = threading.Lock()
+
+
+def widened(a: np.ndarray) -> np.ndarray:
+    """The fp16 constant ``a`` as a read-only fp32 array, shared with every
+    other holder of a constant with the same bytes and shape (exact: fp16 ->
+    fp32 loses nothing).  Hashing costs ~1/10 of the cast it saves."""
+    key = (checksum.digest(memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))), a.shape)
+    with _WIDENED_LOCK:
+        w = _WIDENED.get(key)
+    if w is None:
+        w = a.astype(_F32)
+        w.flags.writeable = False
+        with _WIDENED_LOCK:
+            w = _WIDENED.setdefault(key, w)
+    return w
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
@@ -122,7 +147,7 @@ class BoundProgram:
         self.arena = arena
         self.program = program
         self.ws_off, self.const_off = ws_off, const_off
-        self.widened_bytes = 0  #: host bytes of the widened fp16 constants
+        self.widened_bytes = 0  #: host bytes of the widened fp16 constants (maybe shared: :func:`widened`)
         self._widened: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         self._shadow: np.ndarray | None = None
         plan = plan_steps(program)
@@ -166,8 +191,7 @@ class BoundProgram:
         key = (o.offset, shape)
         w = self._widened.get(key)
         if w is None:
-            w = self._widened[key] = a.astype(_F32)
-            w.flags.writeable = False
+            w = self._widened[key] = widened(a)
             self.widened_bytes += w.nbytes
         return w
 
