@@ -272,8 +272,7 @@ class Session:
         pool = self._async_pool
         if pool is None:
             with Session._async_pool_lock:
-                pool = self._async_pool
-                if pool is None:
+                if (pool := self._async_pool) is None:
                     from nnrt_core.runtime.streams import RunPool, default_workers
                     pool = self._async_pool = RunPool(self.run, default_workers())
         return pool
