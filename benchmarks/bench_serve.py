@@ -2,7 +2,8 @@
 
     python benchmarks/bench_serve.py [--model squeezenet|KEY] [--models-dir DIR] [--download]
                                      [--backends onnxruntime] [--runs 30] [--clients 16] [--seconds 8]
-                                     [--rounds 2] [--instances 2] [--client raw|tritonclient]
+                                     [--rounds 2] [--instances 2] [--max-batch-size 16] [--max-queue-delay-ms 4]
+                                     [--client raw|tritonclient]
                                      [--load-clients 16] [--load-seconds 20]
                                      [--parts latency,throughput,load] [--json]
 
@@ -25,9 +26,12 @@ leaves 127.0.0.1.
    client library tritonclient.http uses).  Reported: medians of ``--runs``,
    and ``serve / (run + transport)``; target <= 1.3 (on SqueezeNet).
 2. **Throughput, ``--clients`` concurrent clients** for ``--seconds``, on the
-   model without dynamic batching and with it (``max_batch_size = 16``,
-   ``max_queue_delay_ms = 4``), both with ``--instances`` executions at once,
-   ``--rounds`` interleaved rounds each.  Each client is a thread with its own
+   model without dynamic batching and with it (``--max-batch-size 16``,
+   ``--max-queue-delay-ms 4``) under the default rule (``fair_share``: each
+   batch is full at its share of the rows in the server) and under the old
+   one (``fair_share = false``: each batch fills up to the maximum or the
+   delay), all with ``--instances`` executions at once, ``--rounds``
+   interleaved rounds each.  Each client is a thread with its own
    keep-alive connection sending, back to back, the bytes tritonclient.http
    sends for the request (made once, as a load generator does:
    ``--client raw``, the default), or calling tritonclient.http itself
