@@ -2,7 +2,8 @@
 
     python benchmarks/bench_serve.py [--model squeezenet|KEY] [--models-dir DIR] [--download]
                                      [--backends onnxruntime] [--runs 30] [--clients 16] [--seconds 8]
-                                     [--rounds 2] [--instances 2] [--client raw|tritonclient]
+                                     [--rounds 2] [--instances 2] [--max-batch-size 16] [--max-queue-delay-ms 4]
+                                     [--client raw|tritonclient]
                                      [--load-clients 16] [--load-seconds 20]
                                      [--parts latency,throughput,load] [--json]
 
@@ -25,9 +26,12 @@ leaves 127.0.0.1.
    client library tritonclient.http uses).  Reported: medians of ``--runs``,
    and ``serve / (run + transport)``; target <= 1.3 (on SqueezeNet).
 2. **Throughput, ``--clients`` concurrent clients** for ``--seconds``, on the
-   model without dynamic batching and with it (``max_batch_size = 16``,
-   ``max_queue_delay_ms = 4``), both with ``--instances`` executions at once,
-   ``--rounds`` interleaved rounds each.  Each client is a thread with its own
+   model without dynamic batching and with it (``--max-batch-size 16``,
+   ``--max-queue-delay-ms 4``) under the default rule (``fair_share``: each
+   batch is full at its share of the rows in the server) and under the old
+   one (``fair_share = false``: each batch fills up to the maximum or the
+   delay), all with ``--instances`` executions at once, ``--rounds``
+   interleaved rounds each.  Each client is a thread with its own
    keep-alive connection sending, back to back, the bytes tritonclient.http
    sends for the request (made once, as a load generator does:
    ``--client raw``, the default), or calling tritonclient.http itself
@@ -183,32 +187,36 @@ def throughput(server, repo: Path, sm: ServeModel, backends: str, clients: int, 
     want = _session(repo, "m_nobatch", backends).run(sm.feeds)
     go = lambda name, secs, limit=100_000: hammer(server, name, sm, want, clients, secs, limit, client)  # noqa: E731
     go("m_batch", 2, 10_000)  # warm-up: batch sizes seen once
+    go("m_fill", 2, 10_000)
     go("m_nobatch", 1, 10_000)
-    before = _batch_counts(server)
-    runs: dict[str, list] = {"nobatch": [], "batch": []}
+    kinds = ("nobatch", "batch", "fill")
+    before = {k: _batch_counts(server, f"m_{k}") for k in kinds[1:]}
+    runs: dict[str, list] = {k: [] for k in kinds}
     for r in range(rounds):
-        for kind in (("nobatch", "batch") if r % 2 == 0 else ("batch", "nobatch")):
+        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
             runs[kind].append(go(f"m_{kind}", seconds))
-    ratios = [b.rps / n.rps for b, n in zip(runs["batch"], runs["nobatch"])]
-    after = _batch_counts(server)
-    executions = after[1] - before[1]
+    ratios = {k: [b.rps / n.rps for b, n in zip(runs[k], runs["nobatch"])] for k in kinds[1:]}
+    after = {k: _batch_counts(server, f"m_{k}") for k in kinds[1:]}
     cpu = {kind: {part: statistics.median(h.per_request_ms()[part] for h in hs) for part in hs[0].per_request_ms()}
            for kind, hs in runs.items()}
     share = {kind: {part: statistics.median(h.machine_share()[part] for h in hs) for part in hs[0].machine_share()}
              for kind, hs in runs.items()}
+    rows = {k: (after[k][0] - before[k][0]) / max(after[k][1] - before[k][1], 1) for k in kinds[1:]}
     return {"clients": clients, "client": client, "seconds": seconds, "rounds": rounds,
-            "rows_per_execution": (after[0] - before[0]) / max(executions, 1),
+            "rows_per_execution": rows["batch"], "fill_rows_per_execution": rows["fill"],
             "nobatch_rps": [h.rps for h in runs["nobatch"]], "batch_rps": [h.rps for h in runs["batch"]],
-            "ratio": statistics.median(ratios), "cpu_ms_per_request": cpu, "machine_share": share,
+            "fill_rps": [h.rps for h in runs["fill"]],
+            "ratio": statistics.median(ratios["batch"]), "fill_ratio": statistics.median(ratios["fill"]),
+            "cpu_ms_per_request": cpu, "machine_share": share,
             # what the ratio tends to where clients and server have every core to themselves (CPU-bound)
             "cpu_ratio": sum(cpu["nobatch"].values()) / sum(cpu["batch"].values())}
 
 
-def _batch_counts(server) -> tuple[float, float]:
-    """(rows, executions) of ``m_batch`` so far, from the server's metrics."""
+def _batch_counts(server, model: str) -> tuple[float, float]:
+    """(rows, executions) of ``model`` so far, from the server's metrics."""
     text = _metrics(server)
-    return (_metric(text, 'nnrt_serve_batch_rows_sum{model="m_batch"}'),
-            _metric(text, 'nnrt_serve_batch_rows_count{model="m_batch"}'))
+    return (_metric(text, f'nnrt_serve_batch_rows_sum{{model="{model}"}}'),
+            _metric(text, f'nnrt_serve_batch_rows_count{{model="{model}"}}'))
 
 
 def batch_gain(repo: Path, sm: ServeModel, backends: str, instances: int, rounds: int = 5,
@@ -402,7 +410,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--load-clients", type=int, default=16)
     ap.add_argument("--load-seconds", type=float, default=20)
-    ap.add_argument("--instances", type=int, default=2, help="instances of both throughput models (default 2)")
+    ap.add_argument("--instances", type=int, default=2, help="instances of the throughput models (default 2)")
+    ap.add_argument("--max-batch-size", type=int, default=16, help="of the batching models (default 16)")
+    ap.add_argument("--max-queue-delay-ms", type=float, default=4, help="of the batching models (default 4)")
     ap.add_argument("--ray-clients", type=int, default=8)
     ap.add_argument("--ray-seconds", type=float, default=30)
     ap.add_argument("--parts", default="latency,throughput,load", help="any of latency,throughput,load,ray")
@@ -418,9 +428,10 @@ def main() -> int:
     if args.download:
         real_models.download(real_models.models_dir(args.models_dir))
     sm = load_model(args.model, real_models.models_dir(args.models_dir))
-    budget = 120 + args.runs + 2 * args.rounds * args.seconds + args.load_seconds * 2 + 60
+    budget = 120 + args.runs + 3 * args.rounds * args.seconds + args.load_seconds * 2 + 60
     with tempfile.TemporaryDirectory(prefix="nnrt-bench-serve-") as d:
-        repo = make_repository(Path(d) / "models", sm, args.backends, args.instances)
+        repo = make_repository(Path(d) / "models", sm, args.backends, args.instances, args.max_batch_size,
+                               args.max_queue_delay_ms)
         with ServerProcess(repo, exit_after=budget, extra_args=["--grpc-port", "off"]) as server:
             report = {"model": sm.key, "load_average": os.getloadavg(), "backends": args.backends,
                       "instances": args.instances}
@@ -462,8 +473,11 @@ def print_report(report: dict, args: argparse.Namespace) -> None:
               f"{[round(v, 1) for v in thr['batch_rps']]} req/s -> {thr['ratio']:.2f}x (target >= 1.5: "
               f"{'met' if thr['ratio'] >= 1.5 else 'NOT met'}); rows per execution {thr['rows_per_execution']:.1f}; "
               f"instances {args.instances}")
-        for kind in ("nobatch", "batch"):
-            print(f"  CPU ms per request {'without' if kind == 'nobatch' else 'with   '} batching: "
+        print(f"  batching without fair_share (each batch fills to max_batch_size or the delay): "
+              f"{[round(v, 1) for v in thr['fill_rps']]} req/s -> {thr['fill_ratio']:.2f}x; rows per execution "
+              f"{thr['fill_rows_per_execution']:.1f}")
+        for kind, label in (("nobatch", "without batching"), ("batch", "with batching   "), ("fill", "fill policy     ")):
+            print(f"  CPU ms per request {label}: "
                   f"{_parts(thr['cpu_ms_per_request'][kind])}; share of the machine: "
                   f"{_parts(thr['machine_share'][kind])}")
         print(f"  CPU per request without / with batching: {thr['cpu_ratio']:.2f}x (the ratio on a machine the "

@@ -112,11 +112,13 @@ def load_model(key: str, models_dir: Path) -> ServeModel:
 
 def make_repository(root: Path, model: ServeModel, backends: str, instances: int,
                     max_batch_size: int = 16, max_queue_delay_ms: float = 4) -> Path:
-    """Three models: ``m`` (as shipped, one instance), ``m_nobatch`` and ``m_batch`` (``instances`` each)."""
+    """Four models: ``m`` (as shipped, one instance), ``m_nobatch``, ``m_batch`` (the default batching policy,
+    ``fair_share``) and ``m_fill`` (``fair_share = false``: each batch fills up to ``max_batch_size`` or the
+    delay), ``instances`` each."""
     config = f"backends = {json.dumps(backends.split(','))}\n"
+    batching = f"max_batch_size = {max_batch_size}\nmax_queue_delay_ms = {max_queue_delay_ms}\ninstances = {instances}\n"
     models = {"m": (model.onnx_model, ""), "m_nobatch": (model.batched, f"instances = {instances}\n"),
-              "m_batch": (model.batched, f"max_batch_size = {max_batch_size}\nmax_queue_delay_ms = "
-                                         f"{max_queue_delay_ms}\ninstances = {instances}\n")}
+              "m_batch": (model.batched, batching), "m_fill": (model.batched, batching + "fair_share = false\n")}
     for name, (m, extra) in models.items():
         (root / name).mkdir(parents=True)
         onnx.save(m, str(root / name / "model.onnx"))

@@ -109,6 +109,9 @@ def test_settings_are_checked():
         ServingSettings(max_batch_size=2.5)
     with pytest.raises(ConfigError, match="max_queue_delay_ms"):
         ServingSettings(max_queue_delay_ms=-1)
+    with pytest.raises(ConfigError, match="fair_share must be true or false"):
+        ServingSettings(fair_share=1)
+    assert ServingSettings().fair_share and not ServingSettings(fair_share=False).fair_share
 
 
 def test_instances_split_the_cores_unless_num_threads_is_set(tmp_path):
@@ -151,11 +154,14 @@ def test_concurrent_requests_stack_into_fewer_executions(mlp_session):
         np.testing.assert_array_equal(o["idx"], want["idx"])
 
 
-def test_one_batch_forms_at_a_time_and_a_full_one_goes_at_once(mlp_session):
-    """Two idle instances do not split requests arriving one by one into two partial batches (each would
-    then wait the whole delay); a batch that is full runs without waiting."""
+@pytest.mark.parametrize("fair_share", [False, True])
+def test_one_batch_forms_at_a_time_and_a_full_one_goes_at_once(mlp_session, fair_share):
+    """Two idle instances do not split requests arriving one by one into two partial batches that each
+    wait the whole delay: without ``fair_share`` one worker forms one batch of them; with it (the default)
+    each arrival is its share of the rows in the server and runs at once.  A full batch runs without
+    waiting."""
     async def main():
-        settings = ServingSettings(max_batch_size=8, max_queue_delay_ms=3000, instances=2)
+        settings = ServingSettings(max_batch_size=8, max_queue_delay_ms=3000, instances=2, fair_share=fair_share)
         runner = ModelRunner("m", mlp_session, settings, True)
         t0 = time.perf_counter()
         tasks = []
@@ -170,7 +176,7 @@ def test_one_batch_forms_at_a_time_and_a_full_one_goes_at_once(mlp_session):
         await runner.close()
         return trickled, burst, outs
     (trickled, trickled_s), (burst, burst_s), outs = run(main())
-    assert trickled == 1 and trickled_s < 2.0  # one full batch of 8, not two halves waiting 3 s
+    assert trickled == (8 if fair_share else 1) and trickled_s < 2.0  # never two halves waiting 3 s
     assert burst == 2 and burst_s < 2.0
     assert all(o["y"].shape == (1, 4) for o in outs)
 

@@ -6,9 +6,17 @@ oldest request and, when the model batches, the requests behind it with the
 same per-row shapes, until ``max_batch_size`` rows or until the first has
 waited ``max_queue_delay_ms``; the stacked feeds run as one
 ``Session.run_async`` and the outputs are split back by rows.  One batch
-forms at a time (the worker forming it holds :attr:`ModelRunner.forming`):
-two idle workers never split the arrivals into two partial batches, and a
-worker that finds a full batch waiting takes it at once.
+forms at a time (the worker forming it holds :attr:`ModelRunner.forming`),
+and a worker that finds a full batch waiting takes it at once.
+
+With several instances and ``fair_share`` (the default) a batch is full at
+its *share* of the rows in the server, ``ceil((queued + forming + running
+rows) / instances)`` (at most ``max_batch_size``), recomputed as requests
+arrive and executions end: it runs as soon as it holds its share, so the
+rows spread over all instances (16 requests and 2 idle instances: two
+batches of 8 at once, not one of 16 and an idle instance), and while a
+batch is below its share it waits for more, at most the delay, in step with
+the other instances' work.
 
 A request whose deadline passes, or whose client goes away (its waiting
 task is cancelled), gets its answer at once; it is dropped from the queue
@@ -17,6 +25,7 @@ run itself is cancelled (``RunFuture.cancel`` stops it)."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -66,6 +75,8 @@ class ModelRunner:
         #: workers never split the arrivals between two partial batches
         self.forming = asyncio.Lock()
         self.executions = 0
+        #: rows of the executions running now (the fair share counts them)
+        self.running_rows = 0
         self._workers = [asyncio.create_task(self._work(), name=f"nnrt-serve:{name}:{i}")
                          for i in range(settings.instances)]
 
@@ -143,7 +154,7 @@ class ModelRunner:
         if not self.batching:
             return batch
         until = first.enqueued + self.settings.max_queue_delay_ms / 1000.0
-        while rows < self.settings.max_batch_size:
+        while rows < self.batch_limit(rows):
             if self.queue:
                 if self._drop_dead_head():
                     continue
@@ -163,7 +174,26 @@ class ModelRunner:
                 break
         return batch
 
+    def batch_limit(self, forming_rows: int) -> int:
+        """The rows at which the batch now forming (``forming_rows`` so far) is full: ``max_batch_size``,
+        or with ``fair_share`` and several instances its share of the rows queued, forming and running."""
+        limit = self.settings.max_batch_size
+        instances = self.settings.instances
+        if not self.settings.fair_share or instances == 1:
+            return limit
+        outstanding = forming_rows + self.running_rows + sum(p.rows for p in self.queue if not p.future.done())
+        return max(1, min(limit, math.ceil(outstanding / instances)))
+
     async def _execute(self, batch: list[_Pending]) -> None:
+        rows = sum(p.rows for p in batch)
+        self.running_rows += rows
+        try:
+            await self._run_batch(batch, rows)
+        finally:
+            self.running_rows -= rows
+            self.arrived.set()  # a forming batch's share changes when an execution ends
+
+    async def _run_batch(self, batch: list[_Pending], rows: int) -> None:
         start = time.perf_counter()
         feeds = batch[0].feeds if len(batch) == 1 else {
             k: np.concatenate([p.feeds[k] for p in batch]) for k in batch[0].feeds}
@@ -181,7 +211,7 @@ class ModelRunner:
         self.executions += 1
         ok = self._deliver(batch, waiting)
         if self.observe is not None:
-            self.observe(self.name, BatchStats(sum(p.rows for p in batch), len(batch),
+            self.observe(self.name, BatchStats(rows, len(batch),
                                                [start - p.enqueued for p in batch], compute, ok))
 
     def _deliver(self, batch: list[_Pending], waiting: asyncio.Future) -> bool:

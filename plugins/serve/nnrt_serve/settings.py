@@ -35,6 +35,14 @@ class ServingSettings:
         ``UNAVAILABLE`` (0: ``64 * instances``).
     default_timeout_ms
         the deadline of a request that names none (0: no deadline).
+    fair_share
+        with several instances, a forming batch stops at its share of the
+        rows in the server, ``ceil((queued + forming + running rows) /
+        instances)``, and runs at once when it holds it (the delay only
+        bounds the wait below the share), so the rows spread over every
+        instance instead of one large batch leaving the others idle
+        (``false``: fill up to ``max_batch_size`` or the delay, the rule
+        of a single instance).
     """
 
     max_batch_size: int = 0
@@ -42,9 +50,14 @@ class ServingSettings:
     instances: int = 1
     max_queue_size: int = 0
     default_timeout_ms: float = 0.0
+    fair_share: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.fair_share, bool):
+            raise ConfigError(f"fair_share must be true or false, got {self.fair_share!r}")
         for f in fields(self):
+            if f.name == "fair_share":
+                continue
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ConfigError(f"{f.name} must be a number >= 0, got {v!r}")
