@@ -136,15 +136,15 @@ class StoredChoice:
     def entry(self, config: ScheduleConfig, registry: Registry) -> str | None:
         """The key of the stored entry when the record holds and the backends
         it names (imported now, no other) have the fingerprints it recorded;
-        their build preparation is started as a build's select stage does."""
+        their build preparation is started as a build's select stage starts it."""
         record = self._record()
         if record is None:
             return None
-        backends = []
         for name, fingerprint in record["backends"].items():
             rec = registry.find_backend(name)
             if rec is None or not rec.available or rec.backend is None:
                 return None
+            prepare_build(rec.backend, config.backend_options.get(name))  # as early as in select (heap prefault...)
             try:
                 now = _normalized(rec.backend.cache_fingerprint())
             except Exception:  # noqa: BLE001 - a buggy plugin: the ordinary path reports it
@@ -152,9 +152,6 @@ class StoredChoice:
             if now != fingerprint:
                 log.info("model cache: choice record %s: backend %r changed; measuring path taken", self.path, name)
                 return None
-            backends.append(rec.backend)
-        for b in backends:
-            prepare_build(b, config.backend_options.get(b.name))
         return record["entry"]
 
     def store(self, built: "CompiledModel", entry_key: str) -> None:
