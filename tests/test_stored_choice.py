@@ -5,6 +5,7 @@ loads the entry; any change it cannot vouch for takes the ordinary path."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -55,7 +56,7 @@ def test_a_second_build_imports_only_the_chosen_engine_and_times_nothing(tmp_pat
     np.testing.assert_allclose(second.run(X)["y"], first.run(X)["y"])
 
 
-@pytest.mark.parametrize("damage", ["garbage", "escape", "fingerprint", "oversized"])
+@pytest.mark.parametrize("damage", ["garbage", "escape", "fingerprint", "oversized", "fifo"])
 def test_a_record_it_cannot_vouch_for_takes_the_ordinary_path(tmp_path, monkeypatch, damage):
     m, cfg, first = _first(tmp_path)
     (path,) = tmp_path.glob("*" + stored_choice.CHOICE_SUFFIX)
@@ -66,6 +67,9 @@ def test_a_record_it_cannot_vouch_for_takes_the_ordinary_path(tmp_path, monkeypa
         path.write_text(json.dumps({**record, "entry": "../../etc/passwd"}))
     elif damage == "fingerprint":  # the engine changed since: its record does not hold
         path.write_text(json.dumps({**record, "backends": {"onnxruntime": {"version": "0.0"}}}))
+    elif damage == "fifo":  # never opened for a blocking read
+        path.unlink()
+        os.mkfifo(path)
     else:
         path.write_bytes(b" " * (stored_choice.MAX_RECORD_BYTES + 1))
     timed = _no_timing(monkeypatch)

@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import re
+import stat
 from typing import TYPE_CHECKING, Any
 
 from nnrt_core.backend.warming import prepare_build
@@ -113,11 +114,19 @@ class StoredChoice:
         return str(self.cache.dir / f"{self.key}{CHOICE_SUFFIX}")
 
     def _record(self) -> dict[str, Any] | None:
-        try:
-            with open(self.path, "rb") as f:  # a plain open: no link to a device can be read far
-                data = f.read(MAX_RECORD_BYTES + 1)
+        try:  # non-blocking: a FIFO planted under the record's name cannot hang the build
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError:
             return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, a device, a directory: never read
+                log.warning("model cache: choice record %s is not a regular file; ignored", self.path)
+                return None
+            data = os.read(fd, MAX_RECORD_BYTES + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         if len(data) > MAX_RECORD_BYTES:
             log.warning("model cache: choice record %s is over %d bytes; ignored", self.path, MAX_RECORD_BYTES)
             return None
