@@ -177,10 +177,8 @@ class Registry:
         return self._schedulers
 
     def discovery_fingerprint(self) -> list[list[str]] | None:
-        """Every plugin found as it was found, before any is imported: group,
-        entry-point name, distribution, version, and whether it is blocked or
-        disabled; ``None`` when a plugin was registered programmatically or
-        an entry point has no distribution version (nothing identifies it unimported)."""
+        """Every plugin as found, unimported: group, name, distribution, version, blocked/disabled or not;
+        ``None`` when one was registered programmatically or has no distribution version."""
         out = []
         for r in self._records:
             if r.group == "<programmatic>" or not r.distribution or not r.version:
