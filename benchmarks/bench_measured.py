@@ -26,7 +26,18 @@ share a process):
 * ``nnrt_cached``: the same config in a new process with the cache ``nnrt``
   filled: it loads the stored choice and measures nothing;
 * ``nnrt_plain``: ``ScheduleConfig(backends=["onnxruntime"], scheduler="priority")``,
-  the plain build the measuring build is compared with.
+  the plain build the measuring build is compared with;
+* ``plan_fill`` then ``plan_cached``: the plan ``nnrt`` chose, named
+  (``backends`` = its engines, ``scheduler="priority"``, its precision), built
+  in a new process with another fresh cache and loaded from it in a third:
+  ``plan_cached`` is the cached build of the same plan that ``nnrt_cached``
+  is compared with (``cached x plan``).
+
+Children run with bytecode caching allowed (``PYTHONDONTWRITEBYTECODE``
+removed from their environment; an untimed child first imports every
+plugin), as in an installed nnrt: with it set, every child compiles nnrt's
+and the plugins' sources again, which costs the measuring side, importing
+more modules, the most.  ``--keep-env`` keeps the environment as it is.
 
 Each child prints its build seconds, the median of at most ``--runs`` runs
 (no more than ~3 s of them, at least 5) and its outputs' digest; the parent
@@ -101,8 +112,13 @@ elif side == "raw_ov":
 else:
     from nnrt_core import ScheduleConfig, Session
     fixed = {"input_shapes": shapes} if spec.get("real") else {}  # measure on the feeds' shapes
-    cfg = (ScheduleConfig(backends=["onnxruntime"], scheduler="priority", **fixed) if side == "nnrt_plain"
-           else ScheduleConfig(cache_dir=cache, **fixed))
+    if side == "nnrt_plain":
+        cfg = ScheduleConfig(backends=["onnxruntime"], scheduler="priority", **fixed)
+    elif side.startswith("plan_"):  # the chosen plan named, in its own cache folder
+        cfg = ScheduleConfig(backends=spec["plan"], scheduler="priority", precision=spec["precision"],
+                             cache_dir=os.path.join(cache, "plan"), **fixed)
+    else:
+        cfg = ScheduleConfig(cache_dir=cache, **fixed)
     s = Session(data, cfg)
     run = lambda: s.run(feeds)
 build = time.perf_counter() - t0
@@ -117,16 +133,25 @@ res = {"build": build, "median": float(np.median(times)),
        "outputs": {k: (lambda a: {"sample": a[::max(1, a.size // 4096)][:4096].tolist(),
                                   "scale": float(np.abs(a).max()) if a.size else 0.0})(np.asarray(v, np.float64).ravel())
                    for k, v in out.items()}}
-if side.startswith("nnrt") and side != "nnrt_plain":
+if side != "nnrt_plain" and not side.startswith("raw"):
     res["chosen"] = ", ".join(sorted({p.backend for p in s.partitions})) + f" ({s.config.precision})"
     res["cache_hit"] = bool(s.compiled_model.cache_hit)
+    res["plan"], res["precision"] = list(s.config.backends), s.config.precision
 print("RESULT " + json.dumps(res))
 """
 
 
+#: the children's environment (main() removes PYTHONDONTWRITEBYTECODE unless --keep-env)
+CHILD_ENV: dict[str, str] | None = None
+
+
+#: untimed: every plugin imported once, so the timed children find their bytecode written
+WARM = "from nnrt_core.registry import default_registry; default_registry().load_all(); import onnxruntime, onnx"
+
+
 def _child(side: str, spec: dict, runs: int, cache: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), side, json.dumps(spec), str(runs), cache],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, env=CHILD_ENV)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -151,17 +176,20 @@ def bench(spec: dict, rounds: int, runs: int, with_ov: bool) -> dict:
     """One model (``spec``: name, path, kind light/real, and for a real model
     its key in real_models.SPECS and the models folder): every side in its own
     process, ``rounds`` interleaved rounds, medians and ratios."""
-    sides = ["raw_ort"] + (["raw_ov"] if with_ov else []) + ["nnrt_plain", "nnrt", "nnrt_cached"]
+    sides = ["raw_ort"] + (["raw_ov"] if with_ov else []) + ["nnrt_plain", "nnrt", "nnrt_cached", "plan_fill",
+                                                                 "plan_cached"]
     got: dict[str, list[dict]] = {s: [] for s in sides}
     failed: dict[str, str] = {}
     for r in range(rounds):
         with tempfile.TemporaryDirectory() as cache:  # a fresh cache per round: nnrt measures, nnrt_cached loads
-            base, pair = sides[:-2], sides[-2:]  # nnrt_cached loads what nnrt stored: always right after it
-            for side in (base + pair if r % 2 == 0 else pair + base[::-1]):
-                if side in failed:
+            base, chain = sides[:-4], sides[-4:]  # each of the chain loads or names what the one before made
+            for side in (base + chain if r % 2 == 0 else chain + base[::-1]):
+                if side in failed or (side.startswith("plan_") and "nnrt" in failed):
                     continue
+                plan = {"plan": got["nnrt"][-1]["plan"], "precision": got["nnrt"][-1]["precision"]} \
+                    if side.startswith("plan_") else {}
                 try:
-                    got[side].append(_child(side, spec, runs, cache))
+                    got[side].append(_child(side, {**spec, **plan}, runs, cache))
                 except RuntimeError as e:
                     failed[side] = str(e).strip().splitlines()[-1][:200]
     if failed.keys() - {"raw_ov"}:  # raw OpenVINO may not read a model (nnrt then places it elsewhere)
@@ -177,10 +205,12 @@ def bench(spec: dict, rounds: int, runs: int, with_ov: bool) -> dict:
             "best_vs_ort": raw_best / med["raw_ort"],
             "build_vs_plain": build["nnrt"] / build["nnrt_plain"],
             "cached_vs_plain": build["nnrt_cached"] / build["nnrt_plain"],
+            "cached_vs_plan": build["nnrt_cached"] / build["plan_cached"],
             "build_s": {s: build[s] for s in sides},
             "rel_err": _rel_err(got["nnrt"][0]["outputs"], got["raw_ort"][0]["outputs"]),
             "chosen": got["nnrt"][-1].get("chosen"),
-            "cache_hits": sum(bool(x.get("cache_hit")) for x in got["nnrt_cached"]), "rounds": rounds}
+            "cache_hits": sum(bool(x.get("cache_hit")) for x in got["nnrt_cached"] + got["plan_cached"]),
+            "rounds": rounds}
 
 
 def light_specs(names: list[str]) -> list[dict]:
@@ -213,20 +243,20 @@ def geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
 
 
-RATIOS = ("vs_ort", "vs_best", "best_vs_ort", "build_vs_plain", "cached_vs_plain")
+RATIOS = ("vs_ort", "vs_best", "best_vs_ort", "build_vs_plain", "cached_vs_plain", "cached_vs_plan")
 
 
 def print_rows(rows: list[dict], rounds: int, runs: int) -> None:
     print(f"load average {os.getloadavg()[0]:.1f}; medians over {rounds} rounds of <= {runs} runs, one process each")
     print(f"{'model':<24}{'raw ORT ms':>11}{'raw OV ms':>10}{'plain ms':>9}{'nnrt ms':>9}{'x ORT':>7}{'x best':>7}"
           f"{'best/ORT':>9}"
-          f"{'build x':>8}{'cached x':>9}{'rel err':>9}  chosen")
+          f"{'build x':>8}{'cached x':>9}{'x plan':>7}{'rel err':>9}  chosen")
     for r in rows:
         ov = r["ms"].get("raw_ov")
         print(f"{r['model']:<24}{r['ms']['raw_ort']:>11.2f}{(f'{ov:.2f}' if ov else '-'):>10}"
               f"{r['ms']['nnrt_plain']:>9.2f}{r['ms']['nnrt']:>9.2f}"
               f"{r['vs_ort']:>7.3f}{r['vs_best']:>7.3f}{r['best_vs_ort']:>9.3f}{r['build_vs_plain']:>8.2f}"
-              f"{r['cached_vs_plain']:>9.2f}{r['rel_err']:>9.1e}  {r['chosen']}")
+              f"{r['cached_vs_plain']:>9.2f}{r['cached_vs_plan']:>7.2f}{r['rel_err']:>9.1e}  {r['chosen']}")
     groups = [("light", [r for r in rows if r["kind"] == "light"]), ("real", [r for r in rows if r["kind"] == "real"])]
     if all(g for _, g in groups):
         groups.append(("all", rows))
@@ -251,7 +281,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=20, help="timed runs per child (at most; ~3 s of them)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep-env", action="store_true", help="children keep PYTHONDONTWRITEBYTECODE if set")
     a = ap.parse_args(argv)
+    global CHILD_ENV
+    if not a.keep_env and "PYTHONDONTWRITEBYTECODE" in os.environ:
+        CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-c", WARM], env=CHILD_ENV, capture_output=True, timeout=300)  # bytecode
     if a.paths:
         specs = [{"name": p.stem, "kind": "file", "path": str(p)} for p in a.paths]
     else:
@@ -281,9 +316,11 @@ def main(argv: list[str]) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     print_rows(rows, a.rounds, a.runs)
-    missed = [r["model"] for r in rows if r["cache_hits"] != r["rounds"]]
+    print("build x = nnrt / plain (ORT-only priority build, no cache); cached x = nnrt_cached / plain; "
+          "x plan = nnrt_cached / plan_cached (a cached build of the plan chosen, named)")
+    missed = [r["model"] for r in rows if r["cache_hits"] != 2 * r["rounds"]]
     if missed:
-        print(f"WARNING: nnrt_cached did not load the cache on {missed}")
+        print(f"WARNING: nnrt_cached or plan_cached did not load the cache on {missed}")
     return 0
 
 

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 from nnrt_core.record import FrozenRecord
 
-__all__ = ["Dist", "EntryPointInfo", "entry_points"]
+__all__ = ["Dist", "EntryPointInfo", "entry_points", "installed_distributions"]
 
 _VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
 
@@ -103,6 +103,36 @@ def entry_points(groups: Iterable[str]) -> list[EntryPointInfo]:
             seen.add(key)
             found += _read_dist(os.path.join(folder, name), groups)
     return found
+
+
+def installed_distributions() -> list[str] | None:
+    """The ``*.dist-info`` / ``*.egg-info`` folder names of ``sys.path`` in
+    order (they carry each distribution's version): what is installed, read
+    without opening a file; ``None`` where :func:`entry_points` would ask
+    ``importlib.metadata`` (a zip or egg on the path, another finder)."""
+    if not _plain_path_finders():
+        return None
+    out: list[str] = []
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            continue
+        folder = entry or "."
+        if not os.path.isdir(folder):
+            if os.path.exists(folder):
+                return None
+            continue
+        try:
+            with os.scandir(folder) as it:
+                names = sorted(e.name for e in it)
+        except OSError:
+            continue
+        for name in names:
+            low = name.lower()
+            if low.endswith(".egg"):
+                return None
+            if low.endswith((".dist-info", ".egg-info")):
+                out.append(name)
+    return out
 
 
 def _plain_path_finders() -> bool:

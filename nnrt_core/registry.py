@@ -176,6 +176,17 @@ class Registry:
         self._load_pending(SCHEDULER_GROUP)
         return self._schedulers
 
+    def discovery_fingerprint(self) -> list[list[str]] | None:
+        """Every plugin as found, unimported: group, name, distribution, version, blocked/disabled or not;
+        ``None`` when one was registered programmatically or has no distribution version."""
+        out = []
+        for r in self._records:
+            if r.group == "<programmatic>" or not r.distribution or not r.version:
+                return None
+            out.append([r.group, r.name, r.distribution, r.version,
+                        "off" if r.status in ("blocked", "disabled") else "on"])
+        return sorted(out)
+
     def loaded_plugins(self) -> list[str]:
         """Names of the plugins imported so far (the others are only found)."""
         return [r.name for r in self._records if r.status in ("loaded", "failed") and r.group != "<programmatic>"]

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from nnrt_core.compiler.image import from_image, stored_config, to_image
 from nnrt_core.compiler.model import CompiledModel, EventLog
+from nnrt_core.compiler.stored_choice import may_measure, open_choice
 from nnrt_core.compiler.timing import BuildTimes, stage
 from nnrt_core.backend.warming import prepare_build, warm_up_partition
 from nnrt_core.config import AUTO_SCHEDULER as AUTO, RUNTIME_OPTIONS, ScheduleConfig
@@ -63,12 +64,21 @@ def _compile_timed(model: Any, config: ScheduleConfig | None, registry: Registry
 
     config = config if config is not None else ScheduleConfig()
     events = EventLog()
+    choice = None
+    if config.cache_dir is not None and may_measure(config):  # a stored measured choice: only its backends imported
+        with stage("cache"):
+            choice = open_choice(model, config, registry)
+            entry = choice.entry(config, registry) if choice is not None else None
+            if entry is not None and choice is not None:
+                cached, _ = _load_cached(choice.cache, entry, config, registry)
+                if cached is not None:
+                    return cached
     with stage("select"):
         selection = select_backends(config, registry, events)
         for b in selection.candidates:  # e.g. warm-up work started on a thread while the model loads
             prepare_build(b, config.backend_options.get(b.name))
     with stage("cache"):
-        cache, key = _open_cache(model, config, selection, events)
+        cache, key = _open_cache(model, config, selection, events, None if choice is None else choice.digest)
         why = "miss"
         if cache is not None:
             cached, why = _load_cached(cache, key, config, registry)
@@ -82,6 +92,8 @@ def _compile_timed(model: Any, config: ScheduleConfig | None, registry: Registry
         built.cache_path = str(cache.path(key))
         with stage("cache"):
             stored = _store_cached(built, cache, key)
+            if stored and choice is not None and any(p.get("source") == "measured" for p in built.considered_plans):
+                choice.store(built, key)
         if why != "miss":  # after storing: the entry does not keep the event
             built.events.add("cache_rebuilt", "-", f"model cache entry {built.cache_path!r} was not used "
                              f"({why}); the session was built from the model and the entry "
@@ -103,13 +115,14 @@ def load_compiled(source: Any, config: ScheduleConfig | None, registry: Registry
 
 # ------------------------------------------------------------------ the cache
 def _open_cache(model: Any, config: ScheduleConfig, selection: BackendSelection,
-                events: EventLog) -> tuple[ModelCache | None, str]:
+                events: EventLog, digest: str | None = None) -> tuple[ModelCache | None, str]:
+    """The cache and the entry's key (``digest``: the model's, when known already)."""
     if config.cache_dir is None:
         return None, ""
     from nnrt_core.frontends import model_digest
     from nnrt_core.storage.model_cache import ModelCache  # only sessions with a cache folder use it
     cache = ModelCache(config.cache_dir, config.cache_version)  # ConfigError if a file; unwritable: not written
-    digest = model_digest(model)
+    digest = digest if digest is not None else model_digest(model)
     if digest is None:
         events.add("cache_disabled", "-", "model cache skipped: this model cannot be keyed")
         return None, ""
