@@ -1,5 +1,5 @@
 """NumPy backend vs raw ONNX Runtime on BERT-style encoders in the forms
-ONNX Runtime's own tools write, interleaved in one process (medians).
+ONNX Runtime's own tools write, in interleaved blocks in one process, each after the other side went idle (medians).
 
     python benchmarks/bench_contrib_transformers.py [--runs N] [--hidden H] [--layers L] [--seq S] [--json]
 
@@ -61,6 +61,11 @@ def variants(hidden: int, layers: int, heads: int, folder: Path) -> dict[str, Pa
     return out
 
 
+#: runs per block; the pause before each block lets ONNX Runtime's intra-op threads stop spinning
+#: (they spin ~0.1 s after a run and would take a core from the NumPy backend's BLAS threads)
+BLOCK, IDLE_SECONDS = 5, 0.2
+
+
 def measure(path: Path, feeds: dict[str, np.ndarray], runs: int) -> dict[str, float]:
     raw = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     sess = Session(str(path), ScheduleConfig(backends=["numpy"]))
@@ -70,15 +75,15 @@ def measure(path: Path, feeds: dict[str, np.ndarray], runs: int) -> dict[str, fl
     for _ in range(3):  # warm both
         sess.run(feeds)
         raw.run(None, feeds)
-    t_nnrt, t_ort = [], []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        sess.run(feeds)
-        t1 = time.perf_counter()
-        raw.run(None, feeds)
-        t2 = time.perf_counter()
-        t_nnrt.append(t1 - t0)
-        t_ort.append(t2 - t1)
+    t_nnrt: list[float] = []
+    t_ort: list[float] = []
+    for _ in range(max(1, runs // BLOCK)):  # interleaved blocks, each after the other side's threads went idle
+        for run, times in ((lambda: sess.run(feeds), t_nnrt), (lambda: raw.run(None, feeds), t_ort)):
+            time.sleep(IDLE_SECONDS)
+            for _ in range(BLOCK):
+                t0 = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - t0)
     n, o = statistics.median(t_nnrt) * 1e3, statistics.median(t_ort) * 1e3
     return {"nnrt_ms": n, "ort_ms": o, "ratio": n / o, "max_err_of_max_ref": err}
 
