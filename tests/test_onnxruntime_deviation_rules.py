@@ -141,3 +141,20 @@ def test_onnx_attention_rules_decline_only_their_combinations():
     assert known_deviation(_attention(1, True, True, False)) is not None
     assert known_deviation(_attention(0, True, False, True)) is not None
     assert known_deviation(_attention(1, False, False, False, TensorProto.FLOAT16)) is not None
+
+
+def test_a_changed_rule_changes_the_model_cache_fingerprint(monkeypatch):
+    """A plan stored in the model cache under other rules placed nodes the rules now decline:
+    the rules are part of the backend's cache fingerprint, so such a plan is not reused."""
+    from nnrt_onnxruntime import deviations
+    from nnrt_onnxruntime.backend import OnnxRuntimeBackend
+
+    backend, rules = OnnxRuntimeBackend(), list(deviations.RULES)
+    before = backend.cache_fingerprint()
+    assert before["deviation_rules"] == deviations.rules_digest()
+    monkeypatch.setattr(deviations, "RULES", rules[1:])  # a rule dropped
+    assert backend.cache_fingerprint()["deviation_rules"] != before["deviation_rules"]
+    monkeypatch.setattr(deviations, "RULES", [rules[0]._replace(cases=(*rules[0].cases, "test_new_case")), *rules[1:]])
+    assert backend.cache_fingerprint()["deviation_rules"] != before["deviation_rules"]  # a rule's cases changed
+    monkeypatch.setattr(deviations, "RULES", rules)
+    assert backend.cache_fingerprint() == before

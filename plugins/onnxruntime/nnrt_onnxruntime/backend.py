@@ -90,9 +90,12 @@ class OnnxRuntimeBackend(Backend):
     device_index = staticmethod(device_index)
 
     def cache_fingerprint(self) -> dict[str, Any]:
-        """The base facts plus the CPU features and ORT version: cached
-        partitions hold ORT's machine-specific optimized graphs."""
-        return {**super().cache_fingerprint(), "machine": machine_fingerprint()}
+        """The base facts plus the CPU features and ORT version (cached
+        partitions hold ORT's machine-specific optimized graphs) and the
+        known-deviation rules (a plan placed under other rules is not reused)."""
+        from nnrt_onnxruntime.deviations import rules_digest
+
+        return {**super().cache_fingerprint(), "machine": machine_fingerprint(), "deviation_rules": rules_digest()}
 
     def prepare_build(self, options: Mapping[str, Any]) -> None:
         """With ``warm_up="heap"`` (the default) on the CPU provider alone:

@@ -20,7 +20,7 @@ import numpy as np
 
 from nnrt_core.ir import DataType, Node, TensorType
 
-__all__ = ["Rule", "RULES", "known_deviation"]
+__all__ = ["Rule", "RULES", "known_deviation", "rules_digest"]
 
 
 class Rule(NamedTuple):
@@ -174,6 +174,15 @@ RULES: list[Rule] = [
          "ORT's fp16 causal Attention differs from the ONNX reference beyond conformance tolerance",
          ("test_attention_4d_causal_fp16",)),
 ]
+
+
+def rules_digest() -> str:
+    """A short digest of the rules (ops, reasons, cases): part of the backend's
+    model-cache fingerprint, so a plan stored before a rule changed is not reused."""
+    import xxhash
+
+    text = "\n".join(f"{r.domain}::{r.op}: {r.reason} {r.cases}" for r in RULES)
+    return xxhash.xxh3_64_hexdigest(text.encode())
 
 
 def known_deviation(node: Node) -> str | None:
