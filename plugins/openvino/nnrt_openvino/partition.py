@@ -66,6 +66,8 @@ class OvPartition(CompiledPartition):
         self._idle: list[Any] = []
         self._lock = threading.Lock()
         self._idle.append(compiled.create_infer_request())
+        #: ``run`` without a watched control: the same closure ``direct_run`` hands out
+        self._plain = self.direct_run(self.output_names)
 
     # ------------------------------------------------------------ requests
     def _take(self) -> tuple[Any, Any]:
@@ -109,26 +111,13 @@ class OvPartition(CompiledPartition):
     def run(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> dict[str, Any]:
         if control is not None and control.watched:
             return self._run_controlled(inputs, control)
-        lock = self._lock  # _take and _give inlined: the per-call path of small models
-        with lock:
-            compiled, idle = self.compiled, self._idle
-            request = idle.pop() if idle else None
-        if request is None:
-            request = compiled.create_infer_request()
-        try:
-            self._bind(request, inputs)
-            request.infer()
-            result = self._results(request)
-        except Exception as e:  # the request is dropped with its compiled model
-            raise self._error(e) from e
-        with lock:
-            if compiled is self.compiled:
-                self._idle.append(request)
-        return result
+        return self._plain(inputs)
 
     def direct_run(self, outputs: Sequence[str]) -> Any:
         """``run`` without a control as one closure: the binding and the output
-        copies of :meth:`_bind` / :meth:`_results` inline, the ports decided here."""
+        copies of :meth:`_bind` / :meth:`_results` inline (``_take`` / ``_give``
+        too: the per-call path of small models), the ports decided here.  A
+        failed run drops its request with the compiled model (:meth:`_error`)."""
         port = dict(zip(self.output_names, self._out))
         reads = [(n, port[n], self._strings[port[n]]) for n in outputs]
         binds, tensor, lock, error, ndarray = self._binds, self._tensor, self._lock, self._error, np.ndarray
