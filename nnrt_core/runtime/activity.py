@@ -21,21 +21,8 @@ _idle = threading.Condition(threading.Lock())  #: wait_idle sleeps on it
 _waiters = [0]  #: threads in wait_idle (changed under ``_idle``)
 
 
-def enter() -> None:
-    """A run starts (pair with :func:`leave` in a ``finally``)."""
-    _runs.append(None)
-
-
-def leave() -> None:
-    """A run ended (normally or with an error); the last one wakes :func:`wait_idle`."""
-    _runs.pop()
-    if not _runs and _waiters[0]:
-        with _idle:
-            _idle.notify_all()
-
-
 class _Running:
-    """``with RUNNING:`` counts the block as a run in flight (:func:`enter` / :func:`leave`)."""
+    """``with RUNNING:`` counts the block as a run in flight (:func:`enter` / :func:`leave` call it)."""
 
     __slots__ = ()
 
@@ -50,6 +37,16 @@ class _Running:
 
 
 RUNNING = _Running()
+
+
+def enter() -> None:
+    """A run starts (pair with :func:`leave` in a ``finally``)."""
+    RUNNING.__enter__()
+
+
+def leave() -> None:
+    """A run ended (normally or with an error); the last one wakes :func:`wait_idle`."""
+    RUNNING.__exit__()
 
 
 def in_flight() -> int:
