@@ -39,6 +39,7 @@ import os
 import platform
 import re
 import stat
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from nnrt_core.backend.warming import prepare_build
@@ -71,6 +72,7 @@ def may_measure(config: ScheduleConfig) -> bool:
     return config.scheduler in (AUTO, "measured") or config.precision == AUTO
 
 
+@lru_cache(maxsize=1)
 def _machine() -> dict[str, Any]:
     model = ""
     try:
@@ -94,7 +96,7 @@ def choice_key(cache: "ModelCache", digest: str, config: ScheduleConfig, registr
     compiled_by = {k: v for k, v in config.to_dict().items() if k not in RUNTIME_OPTIONS}
     env = {k: os.environ.get(k) for k in _ENV} | {k: registry.env.get(k) for k in _ENV[1:]}
     return cache.key(digest, compiled_by, [{"choice_record": RECORD_FORMAT, "plugins": plugins, "dists": dists,
-                                            "env": env, "machine": _machine()}])
+                                            "env": env, "machine": dict(_machine())}])
 
 
 def _normalized(value: Any) -> Any:
