@@ -117,9 +117,10 @@ def test_nodes_after_a_2d_stft_stay_on_openvino():
     sess = Session(m.SerializeToString(), ScheduleConfig(backends=["openvino"]))
     assert not [e for e in sess.events if e.kind == "compile_fallback"], [e.message for e in sess.events]
     assert sess.placement["relu"] == "openvino"
-    x = _f(1, 300)
+    x = np.random.default_rng(17).standard_normal((1, 300)).astype(F)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    np.testing.assert_allclose(sess.run({"x": x})["z"], want, rtol=1e-4, atol=1e-5)
+    # Two FFTs differ by float32 rounding that scales with the spectrum, not with each bin: compare on max|ref|.
+    np.testing.assert_allclose(sess.run({"x": x})["z"], want, rtol=0, atol=1e-5 * np.abs(want).max())
 
 
 def _computed_reshape_model():
