@@ -61,3 +61,29 @@ def test_a_divisor_that_is_not_constant_stops_the_chain() -> None:
     check(m2, {"a": f32(3, 4), "b": f32(4, 5)}, 1)  # a constant per-column divisor fuses
     got, want, _ = run_both(m2, {"a": f32(3, 4), "b": f32(4, 5)})
     np.testing.assert_array_equal(got[0], want[0])  # the same division, bit for bit
+
+
+def test_split_tails_give_the_whole_array_values_bit_for_bit() -> None:
+    """A chain's tails in row pieces on two threads (nnrt_numpy/fusion_split.py): bias, GELU,
+    residual and a scalar, equal to one whole-array pass; tails a row piece cannot take are refused."""
+    from nnrt_numpy import parallel
+    from nnrt_numpy.fusion import apply_ops
+    from nnrt_numpy.fusion_split import split_tails
+
+    rng = np.random.default_rng(3)
+    y = rng.standard_normal((2, 256, 1536)).astype(np.float32)
+    res = rng.standard_normal(y.shape).astype(np.float32)
+    bias = rng.standard_normal(1536).astype(np.float32)
+    ops = [("add", bias), ("gelu",), ("add_in", 1), ("mul", np.float32(0.5))]
+    want = apply_ops(ops, y.copy(), (None, res))
+    prev = parallel.set_threads(2)
+    try:
+        got = y.copy()
+        assert split_tails(ops, got, (None, res), apply_ops)
+        np.testing.assert_array_equal(got, want)
+        per_row = [("add", rng.standard_normal((256, 1536)).astype(np.float32))]  # varies along rows
+        assert not split_tails(per_row, y.copy(), (None,), apply_ops)
+        assert not split_tails([("softmax",)], y.copy(), (None,), apply_ops)
+        assert not split_tails(ops, y[:, :8].copy(), (None, res[:, :8]), apply_ops)  # too small to pay
+    finally:
+        parallel.set_threads(*prev)

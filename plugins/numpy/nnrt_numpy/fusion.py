@@ -52,6 +52,7 @@ from nnrt_core.ir import Graph, Node, Value
 from nnrt_numpy.fusion_gelu import match_gelu
 from nnrt_numpy.fusion_se import SEChain, find_se
 from nnrt_numpy.fusion_rows import ROW_KINDS, apply_row, row_tail
+from nnrt_numpy.fusion_split import split_tails
 from nnrt_numpy.fusion_shapes import channel_vector, fits, known_shape, may_broadcast, renames
 from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish, match_x_hardsigmoid
 from nnrt_numpy.graph_facts import value_dtype, value_readers
@@ -114,7 +115,8 @@ class Chain:
                         raise ValueError(f"output shape {y.shape} differs from the planned {out.shape}")
                     np.copyto(out, y)
                     y = out
-            y = apply_ops(ops, y, args)
+            if not split_tails(ops, y, args, apply_ops):  # (in row pieces on the idle cores when worth it)
+                y = apply_ops(ops, y, args)
             if out is not None and y is not out:
                 np.copyto(out, y)
                 y = out

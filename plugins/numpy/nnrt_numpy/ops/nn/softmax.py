@@ -44,55 +44,57 @@ _UNSHIFTED_MAX = 64.0
 _UNSHIFTED_MIN_SUM = 2.0 ** -64
 
 
-def _rows(x2: np.ndarray, y2: np.ndarray) -> None:
-    """Softmax of every row of the C-contiguous 2-D ``x2`` into ``y2`` (may be ``x2``: then in
-    the classic form only).
-
-    Softmax does not change when a row is shifted by a constant; the shift by the row max only
-    keeps ``exp`` from overflowing.  So when no value exceeds :data:`_UNSHIFTED_MAX` (one
-    whole-array max, ~15x cheaper than the per-row max over short rows) ``exp(x)`` is summed
-    directly, and only when a row sum comes out below :data:`_UNSHIFTED_MIN_SUM` (every value of
-    the row very negative, e.g. a fully masked attention row) or not finite (NaN, inf) is
-    the classic ``exp(x - max)`` form computed.  The unshifted values are as accurate (no
-    rounding of ``x - max``).  Row sums are one BLAS matrix-vector product (float32 accumulation,
-    as ONNX Runtime's MLAS kernel does)."""
-    ones = np.ones((x2.shape[1], 1), x2.dtype)
-    if x2.size and not np.may_share_memory(x2, y2) and x2.max() <= _UNSHIFTED_MAX:
+def _rows(x2: np.ndarray, y2: np.ndarray, unshifted: bool) -> None:
+    """Softmax of every row of the C-contiguous 2-D ``x2`` into ``y2``: ``exp(x) / sum`` when
+    ``unshifted`` (``y2`` not sharing ``x2``'s memory; the rows whose sum comes out too small
+    or not finite are redone shifted), else ``exp(x - max) / sum``.  Row sums are numpy's
+    pairwise sums along each row: a row's values depend on that row alone, whatever piece it
+    is in."""
+    if unshifted:
         np.exp(x2, out=y2)
-        s = np.matmul(y2, ones)
+        s = np.add.reduce(y2, axis=1, keepdims=True)
         if s.min() >= _UNSHIFTED_MIN_SUM:
             np.divide(y2, s, out=y2)
             return
         with np.errstate(all="ignore"):  # (NaN compares False) some rows need the shift
             np.divide(y2, s, out=y2)
             bad = np.flatnonzero(~(s[:, 0] >= _UNSHIFTED_MIN_SUM))
-            y2[bad] = _shifted(x2[bad], ones)
+            y2[bad] = _shifted(x2[bad])
         return
     np.subtract(x2, x2.max(axis=1, keepdims=True), out=y2)
     np.exp(y2, out=y2)
-    np.divide(y2, np.matmul(y2, ones), out=y2)
+    np.divide(y2, np.add.reduce(y2, axis=1, keepdims=True), out=y2)
 
 
-def _shifted(x2: np.ndarray, ones: np.ndarray) -> np.ndarray:
+def _shifted(x2: np.ndarray) -> np.ndarray:
     """``exp(x - max) / sum`` of every row of ``x2`` (a fresh copy of rows: overwritten)."""
     np.subtract(x2, x2.max(axis=1, keepdims=True), out=x2)
     np.exp(x2, out=x2)
-    return np.divide(x2, np.matmul(x2, ones), out=x2)
+    return np.divide(x2, np.add.reduce(x2, axis=1, keepdims=True), out=x2)
 
 
 def softmax_rows(x2: np.ndarray, y2: np.ndarray, k: int = 1) -> None:
     """Softmax of every row of the C-contiguous 2-D ``x2`` into ``y2`` (C-contiguous, may be
-    ``x2``), in ``2 * k`` row pieces on ``k`` threads when ``k > 1``.  Every piece decides the
-    unshifted form on its own rows (see :func:`_rows`): a row's values do not depend on the pieces
-    up to that choice, which changes them by float rounding only."""
+    ``x2``), in ``2 * k`` row pieces on ``k`` threads when ``k > 1`` (bit for bit the one-thread
+    values).
+
+    Softmax does not change when a row is shifted by a constant; the shift by the row max only
+    keeps ``exp`` from overflowing.  So when no value of ``x2`` exceeds :data:`_UNSHIFTED_MAX`
+    (one whole-array max, ~15x cheaper than the per-row max over short rows) ``exp(x)`` is
+    summed directly, and only the rows whose sum comes out below :data:`_UNSHIFTED_MIN_SUM`
+    (every value of the row very negative, e.g. a fully masked attention row) are redone in the
+    classic ``exp(x - max)`` form; NaN or inf anywhere takes the classic form for the whole
+    array, as does writing in place.  The unshifted values are as accurate (no rounding of
+    ``x - max``)."""
+    unshifted = bool(x2.size) and not np.may_share_memory(x2, y2) and x2.max() <= _UNSHIFTED_MAX
     if k <= 1:
-        _rows(x2, y2)
+        _rows(x2, y2, unshifted)
         return
     step = -(-x2.shape[0] // (2 * k))
 
     def piece(i: int) -> None:
         a, b = i * step, min(x2.shape[0], (i + 1) * step)
-        _rows(x2[a:b], y2[a:b])
+        _rows(x2[a:b], y2[a:b], unshifted)
 
     parallel.run_chunks(piece, -(-x2.shape[0] // step), k)
 
