@@ -41,7 +41,7 @@ def conv_model(output_is_view: bool = False):
              helper.make_node("Conv", ["x", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
              helper.make_node("Reshape", ["r", "back"], ["rb"], name="unflatten"),
              helper.make_node("Add", ["rb", "c2"], ["a"], name="add"),  # fused into conv2's chain
-             helper.make_node("Softmax", ["a"], ["y"], name="softmax", axis=-1)]
+             helper.make_node("Softmax", ["a"], ["y"], name="softmax", axis=1)]  # (not last-axis: not fused)
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])]
     if output_is_view:
         outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 2048]))

@@ -307,3 +307,26 @@ def test_softmax_row_pieces_equal_the_whole_array_softmax(two_threads, monkeypat
     rows = x.reshape(-1, shape[-1]) if opset >= 13 else x.reshape(int(np.prod(shape[:axis])), -1)
     ref = np.exp(rows.astype(np.float64) - rows.max(axis=1, keepdims=True))
     np.testing.assert_allclose(got.reshape(rows.shape), ref / ref.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 1), (1, 0), (0, 0)])
+def test_gemm_split_over_threads_equals_numpy(two_threads, monkeypatch, trans_a, trans_b):
+    """The Gemm kernel splits a large float product over the threads as MatMul does (a constant,
+    transposed-once B too): numpy's values up to BLAS rounding, alpha, beta and C as before."""
+    from nnrt_numpy.ops.math.gemm import Gemm
+
+    calls = []
+    real = parallel.matmul
+    monkeypatch.setattr(parallel, "matmul", lambda a, b, **kw: calls.append(a.shape) or real(a, b, **kw))
+    monkeypatch.setattr(parallel, "SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "COLD_SPLIT_US", 0.0)
+    monkeypatch.setattr(parallel, "MIN_MACS", 1)
+    a = RNG.standard_normal((40, 24) if not trans_a else (24, 40)).astype(np.float32)
+    b = RNG.standard_normal((24, 70) if not trans_b else (70, 24)).astype(np.float32)
+    c = RNG.standard_normal(70).astype(np.float32)
+    info = node("Gemm", {"transA": trans_a, "transB": trans_b, "alpha": 0.5, "beta": 2.0},
+                [a.shape, b.shape, c.shape], consts=(None, b))
+    got = Gemm(info)(a, b, c)[0]
+    aa, bb = (a.T if trans_a else a), (b.T if trans_b else b)
+    np.testing.assert_allclose(got, 0.5 * (aa.astype(np.float64) @ bb) + 2.0 * c, rtol=1e-4, atol=1e-4)
+    assert calls, "the product went through parallel.matmul"

@@ -51,7 +51,9 @@ from nnrt_core.ir import Graph, Node, Value
 
 from nnrt_numpy.fusion_gelu import match_gelu
 from nnrt_numpy.fusion_se import SEChain, find_se
-from nnrt_numpy.fusion_shapes import channel_vector, fits, known_shape, may_equal, renames
+from nnrt_numpy.fusion_rows import ROW_KINDS, apply_row, row_tail
+from nnrt_numpy.fusion_split import split_tails
+from nnrt_numpy.fusion_shapes import channel_vector, fits, known_shape, may_broadcast, renames
 from nnrt_numpy.fusion_tails import apply_hard, hard_tail, match_hardswish, match_x_hardsigmoid
 from nnrt_numpy.graph_facts import value_dtype, value_readers
 from nnrt_numpy.kernel import Kernel, NodeInfo
@@ -113,7 +115,8 @@ class Chain:
                         raise ValueError(f"output shape {y.shape} differs from the planned {out.shape}")
                     np.copyto(out, y)
                     y = out
-            y = apply_ops(ops, y, args)
+            if not split_tails(ops, y, args, apply_ops):  # (in row pieces on the idle cores when worth it)
+                y = apply_ops(ops, y, args)
             if out is not None and y is not out:
                 np.copyto(out, y)
                 y = out
@@ -138,9 +141,9 @@ def apply_ops(ops: list[tuple], y: np.ndarray, args: Sequence[Any]) -> np.ndarra
         elif kind in ("add_in", "mul_in"):
             other = args[op[1]]
             fn = np.add if kind == "add_in" else np.multiply
-            if np.shape(other) == y.shape:
-                fn(y, other, out=y)
-            else:  # symbolic shapes said equal; broadcast as the unfused node would
+            if np.shape(other) == y.shape or np.broadcast_shapes(np.shape(other), y.shape) == y.shape:
+                fn(y, other, out=y)  # (a mask broadcasting onto attention scores: in place too)
+            else:  # symbolic shapes said it fits; broadcast as the unfused node would
                 y = fn(y, other)
         elif kind == "leaky":
             np.multiply(y, op[1], out=y, where=y < 0)
@@ -148,6 +151,8 @@ def apply_ops(ops: list[tuple], y: np.ndarray, args: Sequence[Any]) -> np.ndarra
             clip(y, op[1], op[2], out=y)
         elif kind == "sigmoid":
             special.expit(y, out=y)
+        elif kind in ROW_KINDS:
+            y = apply_row(op, y)
         else:
             apply_hard(op, y)
     return y
@@ -239,10 +244,10 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
             if not fits(c.shape, yshape):
                 return None
             return ("mul" if op == "Mul" else "add", np.ascontiguousarray(c, dtype=ydt), "const")
-        if other.shape is None or not may_equal(tuple(other.shape), yshape):
+        if other.shape is None or not may_broadcast(tuple(other.shape), yshape):
             return None
         return ("mul_in" if op == "Mul" else "add_in", other)
-    return None
+    return row_tail(node, y, ydt, yshape)
 
 
 def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel],

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["channel_vector", "known_shape", "fits", "may_equal", "renames"]
+__all__ = ["channel_vector", "known_shape", "fits", "may_equal", "may_broadcast", "renames"]
 
 
 def channel_vector(c: np.ndarray, shape: tuple) -> np.ndarray | None:
@@ -42,6 +42,17 @@ def may_equal(a: Any, b: tuple) -> bool:
     broadcasts as the node would when they are not)."""
     return a is not None and len(a) == len(b) and all(x == y or isinstance(x, str) or isinstance(y, str)
                                                       for x, y in zip(a, b))
+
+
+def may_broadcast(a: Any, b: tuple) -> bool:
+    """A tensor operand's shape ``a`` onto a chain value's ``b``: :func:`may_equal`, or of no
+    higher rank with every dimension 1, equal or symbolic on either side (an attention mask
+    (B, 1, 1, T) onto scores (B, H, S, T)); one that grows ``b`` at run time is broadcast as the
+    unfused node would."""
+    if may_equal(a, b):
+        return True
+    return a is not None and len(a) <= len(b) and all(
+        x == 1 or x == y or isinstance(x, str) or isinstance(y, str) for x, y in zip(a[::-1], b[::-1]))
 
 
 def renames(out: Any, shape: tuple) -> bool:

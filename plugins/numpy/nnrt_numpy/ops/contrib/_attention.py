@@ -6,6 +6,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..nn.softmax import softmax as row_softmax
+
 
 def read_head_attrs(kernel: Any, node: Any) -> None:
     """Set ``num_heads``, ``unidirectional``, ``scale`` (None: 1/sqrt(head size))
@@ -93,10 +95,15 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, masks: lis
            causal: np.ndarray | None = None) -> np.ndarray:
     """softmax(q k^T * scale + sum(masks)) v, all (B, N, ., .); the scores where
     ``causal`` (S, T) is True become the lowest float."""
-    scores = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(scale, dtype=q.dtype)
+    scores = np.matmul(q, np.swapaxes(k, -1, -2))
+    np.multiply(scores, np.asarray(scale, dtype=scores.dtype), out=scores)  # (in place: a fresh array)
     for m in masks:
         if m is not None:
-            scores = scores + m.astype(scores.dtype, copy=False)
+            m = m.astype(scores.dtype, copy=False)
+            if np.broadcast_shapes(m.shape, scores.shape) == scores.shape:
+                np.add(scores, m, out=scores)
+            else:
+                scores = scores + m
     if causal is not None:
-        scores = np.where(causal, np.finfo(scores.dtype).min, scores)
-    return np.matmul(softmax(scores), v)
+        np.copyto(scores, np.finfo(scores.dtype).min, where=causal)
+    return np.matmul(row_softmax(scores, scores.ndim - 1), v)

@@ -11,6 +11,7 @@ import numpy as np
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
 from ._norm import comp_dtype, layer_norm
+from ..nn._norm import normalize_rows
 from ._util import MS
 
 
@@ -41,6 +42,12 @@ class _SkipNormBase(Kernel):
                 raise self.fail(f"{name} must have shape ({h},), got {np.asarray(v).shape}")
         if bias is not None:
             s = s + np.asarray(bias, dtype=comp)
+        if not self._simplified and s.dtype == x.dtype:
+            fast = normalize_rows(s, s.ndim - 1, self.eps, np.asarray(gamma, dtype=comp),
+                                  None if beta is None else np.asarray(beta, dtype=comp))
+            if fast is not None:
+                y, mean, inv = fast
+                return [y, mean.astype(np.float32), inv.astype(np.float32), s]
         y, mean, inv = layer_norm(s, s.ndim - 1, self.eps, self._simplified)
         y = y * np.asarray(gamma, dtype=comp)
         if beta is not None:

@@ -2,11 +2,14 @@
 
 Opsets < 7 broadcast C only with ``broadcast=1``; from 11 C is optional.
 A constant B is transposed once at compile time (:func:`nnrt_numpy.relayout.transposed`).
+A large float product is split over the idle cores as MatMul's
+(:func:`nnrt_numpy.parallel.matmul`).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ... import parallel
 from ...kernel import Kernel, NodeInfo, register
 from ...relayout import transposed
 
@@ -38,7 +41,10 @@ class Gemm(Kernel):
             b = b.T
         if a.shape[1] != b.shape[0]:
             raise self.fail(f"inner dimensions differ: {a.shape} @ {b.shape}")
-        y = np.matmul(a, b)
+        if parallel.worth_splitting(parallel.work_us("gemm", a.shape[0] * a.shape[1] * b.shape[1])):
+            y = parallel.matmul(a, b)  # split when a core is idle
+        else:
+            y = np.matmul(a, b)
         if self.alpha != 1.0:
             y *= y.dtype.type(self.alpha)
         if c is not None and self.beta != 0.0:

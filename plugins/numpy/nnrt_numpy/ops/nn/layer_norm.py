@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernel import Kernel, NodeInfo, register
-from ._norm import normalize, stash_dtype
+from ._norm import normalize, normalize_rows, stash_dtype
 
 
 @register
@@ -25,6 +25,14 @@ class LayerNormalization(Kernel):
             raise self.fail(f"axis {self.axis} out of range for rank {r}")
         axis = self.axis % r
         ct = stash_dtype(x, self.stash_type)
+        if ct == x.dtype:
+            try:
+                fast = normalize_rows(x, axis, self.epsilon, np.asarray(scale),
+                                      None if bias is None else np.asarray(bias))
+            except ValueError:  # scale or bias does not broadcast: the general form says so below
+                fast = None
+            if fast is not None:
+                return fast[: self.num_outputs]
         y, mean, inv = normalize(x.astype(ct, copy=False), tuple(range(axis, r)), self.epsilon)
         y = y.astype(x.dtype, copy=False) * scale
         if bias is not None:
