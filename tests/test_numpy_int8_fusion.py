@@ -173,3 +173,55 @@ def test_dynamic_quantize_linear_is_bit_exact(form):
     for g_, w_ in zip(got, want):
         assert np.asarray(g_).dtype == w_.dtype
         np.testing.assert_array_equal(g_, w_)
+
+
+# -- DynamicQuantizeLSTM with constant weights (converted once at compile to exact float32) ---------
+LSTM_CONSTS = ("w", "r", "w_scale", "w_zp", "r_scale", "r_zp")
+
+
+def _lstm_inputs(rng: np.random.Generator, t: int, i: int, hidden: int, d: int, w_type: type,
+                 extreme: bool) -> list[tuple[str, np.ndarray | None]]:
+    info = np.iinfo(w_type)
+    w = rng.integers(info.min, info.max + 1, (d, i, 4 * hidden)).astype(w_type)
+    zp = np.full(d, 0 if w_type == np.int8 else 128, w_type)
+    x = (np.cumsum(rng.standard_normal((t, 2, i)), axis=0) / 3).astype(np.float32)
+    if extreme:  # |w - zp| = 255 (uint8 255, zero point 0) on every row and large one-signed inputs:
+        w[:, :, :8] = info.max  # partial sums pass 2**24 and the input product is cut along K
+        zp[:] = 0
+        x[:, 0] = np.abs(x[:, 0]) + 5.0
+    return [("x", x), ("w", w), ("r", rng.integers(info.min, info.max + 1, (d, hidden, 4 * hidden)).astype(w_type)),
+            ("b", (rng.standard_normal((d, 8 * hidden)) * 0.1).astype(np.float32)),
+            ("lens", None), ("h0", None), ("c0", None), ("p", None),
+            ("w_scale", np.full(d, 0.5 / i, np.float32)), ("w_zp", zp),
+            ("r_scale", np.full(d, 2.0 / hidden, np.float32)), ("r_zp", zp.copy())]
+
+
+@pytest.mark.parametrize("form", ["int8", "uint8_bidirectional", "extreme_long_input"])
+def test_dynamic_quantize_lstm_with_constant_weights_is_bit_exact(form):
+    from contrib_ort_cases import compare
+
+    rng = np.random.default_rng(len(form))
+    d = 2 if "bidirectional" in form else 1
+    i = 600 if form.startswith("extreme") else 24
+    inputs = _lstm_inputs(rng, 12, i, 40, d, np.int8 if form == "int8" else np.uint8, form.startswith("extreme"))
+    attrs = {"hidden_size": 40, "direction": "bidirectional" if d == 2 else "forward"}
+    assert compare("DynamicQuantizeLSTM", inputs, attrs, 3, initializers=LSTM_CONSTS, threads=1) == [0.0] * 3
+
+
+def test_dynamic_quantize_lstm_converts_constant_weights_at_compile():
+    from nnrt_numpy.kernel import NodeInfo
+    from nnrt_numpy.ops.contrib.dynamic_quantize_lstm import DynamicQuantizeLSTM
+
+    inputs = _lstm_inputs(np.random.default_rng(0), 3, 6, 5, 1, np.int8, False)
+    consts = tuple(v if n in LSTM_CONSTS else None for n, v in inputs)
+    info = NodeInfo("lstm", "DynamicQuantizeLSTM", "com.microsoft", 1, {"hidden_size": 5}, len(inputs), 3,
+                    tuple(v is not None for _, v in inputs), tuple(None if v is None else v.dtype for _, v in inputs),
+                    tuple(None if v is None else v.shape for _, v in inputs), consts, (None,) * 3, (None,) * 3, None)
+    kernel = DynamicQuantizeLSTM(info)
+    weights, _ = kernel._const["R"]
+    np.testing.assert_array_equal(weights[0].f32, inputs[2][1][0].astype(np.float32))
+    # a malformed constant is left to the run, which names it
+    bad = list(consts)
+    bad[10] = np.ones(3, np.float32)
+    kernel = DynamicQuantizeLSTM(info.replace(const_inputs=tuple(bad)))
+    assert "R" not in kernel._const
