@@ -50,6 +50,7 @@ from nnrt_numpy import special
 from nnrt_core.ir import Graph, Node, Value
 
 from nnrt_numpy.fusion_gelu import match_gelu
+from nnrt_numpy.fusion_quant import match_int_head
 from nnrt_numpy.fusion_se import SEChain, find_se
 from nnrt_numpy.fusion_rows import ROW_KINDS, apply_row, row_tail
 from nnrt_numpy.fusion_split import split_tails
@@ -253,7 +254,8 @@ def _tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
 def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[NodeInfo], Kernel],
                 readers: dict[int, list] | None = None) -> list[Chain | SEChain]:
     """Chains of ``graph.nodes`` worth fusing: squeeze-and-excitation blocks
-    (:mod:`nnrt_numpy.fusion_se`) first, then head -> tails chains.  ``kernels[i]``
+    (:mod:`nnrt_numpy.fusion_se`) first, then head -> tails chains (a head may be
+    MatMulInteger -> Cast -> Mul, :mod:`nnrt_numpy.fusion_quant`).  ``kernels[i]``
     is the kernel of ``graph.nodes[i]``; ``make_kernel`` builds a kernel from a
     (modified) NodeInfo; ``readers``: the graph's :func:`value_readers` when the
     caller has them."""
@@ -262,7 +264,17 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
     chains: list[Chain | SEChain] = list(find_se(graph, readers))
     taken: set[int] = {id(n) for c in chains for n in c.nodes}
     for i, head in enumerate(graph.nodes):
-        if id(head) in taken or head.op_type not in _HEADS or head.domain not in ("", "ai.onnx"):
+        if id(head) in taken:
+            continue
+        qhead = match_int_head(head, kernels[i], readers, index)
+        if qhead is not None and not any(id(n) in taken for n in qhead[0]):
+            nodes, inputs, run_head = qhead
+            f32, y = np.dtype(np.float32), nodes[-1].outputs[0]
+            tails = _grow(nodes, y, tuple(y.shape), f32, readers, index, taken, kernels)
+            chains.append(_build(nodes, kernels[i], tails, tuple(y.shape), f32, make_kernel, (inputs, run_head)))
+            taken.update(id(n) for n in nodes)
+            continue
+        if head.op_type not in _HEADS or head.domain not in ("", "ai.onnx"):
             continue
         if len(head.outputs) != 1 or head.subgraphs():
             continue
@@ -276,47 +288,52 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
         if head.op_type in ("Add", "Mul", "Sum") and (head.opset < (8 if head.op_type == "Sum" else 7)):
             continue
         nodes = [head]
-        tails: list[tuple] = []
-        cur, shape = y, yshape  # the chain's current value and its declared shape
-        while True:
-            users = readers.get(id(cur), [])
-            if len(users) != 1 or users[0] is None:
-                def same(v: Value, _dt=ydt, _shape=shape) -> bool:
-                    return value_dtype(v) == _dt and v.shape is not None and tuple(v.shape) == _shape
-
-                hs = match_hardswish(cur, readers, same) or match_x_hardsigmoid(cur, readers, same)
-                if hs is None and ydt == np.float32:
-                    hs = match_gelu(cur, readers, same)
-                if hs is None or any(id(n) in taken or index.get(id(n), -1) <= index[id(nodes[-1])] for n in hs[0]):
-                    break
-                nodes.extend(hs[0])
-                tails.append(hs[1])
-                cur = hs[0][-1].outputs[0]
-                continue
-            nxt = users[0]
-            j = index.get(id(nxt))
-            if j is None or id(nxt) in taken or j <= index[id(nodes[-1])]:
-                break
-            t = _tail(nxt, cur, ydt, shape)
-            if t is None:
-                break
-            if t[0] == "bn":
-                if nxt.inputs[0] is not cur:
-                    break
-                ab = _bn_affine(nxt, kernels[j])
-                if ab is None:
-                    break
-                a, s = ab
-                t = ("affine", a.astype(ydt), s.astype(ydt))
-            nodes.append(nxt)
-            tails.append(t)
-            cur = nxt.outputs[0]
-            shape = tuple(cur.shape)  # a residual Add's output may name its sizes otherwise
+        tails = _grow(nodes, y, yshape, ydt, readers, index, taken, kernels)
         if not tails:
             continue
         chains.append(_build(nodes, kernels[i], tails, yshape, ydt, make_kernel))
         taken.update(id(n) for n in nodes)
     return chains
+
+
+def _grow(nodes: list[Node], cur: Value, shape: tuple, ydt: np.dtype, readers: dict[int, list],
+          index: dict[int, int], taken: set[int], kernels: Sequence[Kernel]) -> list[tuple]:
+    """The tails that follow ``cur`` (the output of ``nodes[-1]``), appending their nodes to ``nodes``."""
+    tails: list[tuple] = []
+    while True:
+        users = readers.get(id(cur), [])
+        if len(users) != 1 or users[0] is None:
+            def same(v: Value, _dt=ydt, _shape=shape) -> bool:
+                return value_dtype(v) == _dt and v.shape is not None and tuple(v.shape) == _shape
+
+            hs = match_hardswish(cur, readers, same) or match_x_hardsigmoid(cur, readers, same)
+            if hs is None and ydt == np.float32:
+                hs = match_gelu(cur, readers, same)
+            if hs is None or any(id(n) in taken or index.get(id(n), -1) <= index[id(nodes[-1])] for n in hs[0]):
+                return tails
+            nodes.extend(hs[0])
+            tails.append(hs[1])
+            cur = hs[0][-1].outputs[0]
+            continue
+        nxt = users[0]
+        j = index.get(id(nxt))
+        if j is None or id(nxt) in taken or j <= index[id(nodes[-1])]:
+            return tails
+        t = _tail(nxt, cur, ydt, shape)
+        if t is None:
+            return tails
+        if t[0] == "bn":
+            if nxt.inputs[0] is not cur:
+                return tails
+            ab = _bn_affine(nxt, kernels[j])
+            if ab is None:
+                return tails
+            a, s = ab
+            t = ("affine", a.astype(ydt), s.astype(ydt))
+        nodes.append(nxt)
+        tails.append(t)
+        cur = nxt.outputs[0]
+        shape = tuple(cur.shape)  # a residual Add's output may name its sizes otherwise
 
 
 def _bn_affine(node: Node, kernel: Kernel) -> tuple[np.ndarray, np.ndarray] | None:
@@ -338,10 +355,11 @@ def _bn_affine(node: Node, kernel: Kernel) -> tuple[np.ndarray, np.ndarray] | No
 
 
 def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: tuple, ydt: np.dtype,
-           make_kernel: Callable[[NodeInfo], Kernel]) -> Chain:
+           make_kernel: Callable[[NodeInfo], Kernel],
+           head_inputs: tuple[list[Value | None], Callable] | None = None) -> Chain:
     head = nodes[0]
-    inputs: list[Value | None] = list(head.inputs)
-    run_head: Callable = head_kernel
+    inputs: list[Value | None] = list(head.inputs) if head_inputs is None else list(head_inputs[0])
+    run_head: Callable = head_kernel if head_inputs is None else head_inputs[1]
     cshape = (-1,) + (1,) * (len(yshape) - 2)
     overrides: dict[int, np.ndarray] = {}
     # fold the per-channel affine tails right after a constant-weight Conv into its weights

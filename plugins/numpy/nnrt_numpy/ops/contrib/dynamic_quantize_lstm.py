@@ -13,27 +13,44 @@ f = 1 - i. Sigmoid and Tanh are ORT's MLAS approximations to the bit
 (``nnrt_numpy.mlas_act``): every step re-quantizes the hidden state, so a
 last-bit difference in a gate flips a uint8 code and grows over the sequence. ORT's kernel splits the batch over its threads when quantizing the
 hidden state (batch > 4, or batch >= 2 with hidden <= 256); this kernel
-quantizes the whole batch at once, ORT's result with one thread."""
+quantizes the whole batch at once, ORT's result with one thread.
+
+Constant weights (the usual case) are converted once, at compile time, to
+exact float32 (:class:`..quant._imatmul.IntWeights`); every product (the input
+rows once, the hidden state at each step) is then one float32 BLAS call,
+exact while no partial sum can reach 2**24 and cut along K (float64 total)
+where it could (:func:`..quant._imatmul.exact_product`), converted to float32
+as ORT converts its int32 accumulator."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import numpy as np
 
+from nnrt_core.errors import OpError
 from nnrt_numpy.kernel import NodeInfo, register
+from nnrt_numpy.ufuncs import clip
 
+from ..quant._imatmul import IntWeights, exact_product
 from ..rnn._common import RecurrentBase
 from ._util import MS
 
+#: per direction: the integer weights minus zero points (exact float32) and the float32 scales
+_Weights = tuple[list[IntWeights], np.ndarray]
 
-def quantize_rows(a: np.ndarray) -> tuple[np.ndarray, np.float32]:
-    """``a`` as exact integers ``q - zero_point`` and its scale (uint8 range incl. 0)."""
+
+def quantize_rows(a: np.ndarray) -> tuple[np.ndarray, np.float32, float]:
+    """``a`` as exact float32 integers ``q - zero_point``, its scale (uint8 range
+    incl. 0) and the bound ``max |q - zero_point|`` (for :func:`exact_product`)."""
     lo = np.float32(min(0.0, float(a.min()))) if a.size else np.float32(0)
     hi = np.float32(max(0.0, float(a.max()))) if a.size else np.float32(0)
     scale = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
-    zp = np.float32(np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)))
-    q = np.clip(np.rint(a / scale) + zp, 0, 255)
-    return (q - zp).astype(np.int64), scale
+    zp = float(np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)))
+    q = np.divide(a, scale, dtype=np.float32)
+    np.rint(q, out=q)
+    # clip(q + zp, 0, 255) - zp in one clip: the same integers, exact in float32
+    clip(q, np.float32(-zp), np.float32(255.0 - zp), out=q)
+    return q, scale, max(zp, 255.0 - zp)
 
 
 @register
@@ -51,9 +68,27 @@ class DynamicQuantizeLSTM(RecurrentBase):
         for k, name in ((8, "W_scale"), (9, "W_zero_point"), (10, "R_scale"), (11, "R_zero_point")):
             if not node.present(k):
                 raise self.fail(f"input {name} is required")
+        self._const: dict[str, _Weights] = {}  # constant W / R, converted once, here
+        r = node.const(2)
+        self.hidden = self.hidden_size if self.hidden_size is not None else (
+            r.shape[1] if r is not None and r.ndim == 3 else 0)
+        for name, at in (("W", (1, 8, 9)), ("R", (2, 10, 11))):
+            arrays = [node.const(j) for j in at]
+            if all(a is not None for a in arrays) and self.hidden and arrays[0].ndim == 3:
+                try:
+                    self._const[name] = self._weights(*arrays, arrays[0].shape[1], name)
+                except OpError:
+                    pass  # malformed: the run raises the same error, naming the input
 
-    def _weights(self, w: Any, scale: Any, zp: Any, rows: int, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """Integer weights minus their zero points (D, rows, 4H) and float32 scales (D, 1 or 4H)."""
+    def _weights_of(self, w: Any, scale: Any, zp: Any, rows: int, name: str) -> _Weights:
+        """The compile-time weights when they fit this call's sizes, else :meth:`_weights` now."""
+        got = self._const.get(name)
+        if got is not None and len(got[0]) == self.num_dirs and got[0][0].f32.shape == (rows, 4 * self.hidden):
+            return got
+        return self._weights(w, scale, zp, rows, name)
+
+    def _weights(self, w: Any, scale: Any, zp: Any, rows: int, name: str) -> _Weights:
+        """Integer weights minus their zero points per direction (rows, 4H) and float32 scales (D, 1 or 4H)."""
         w = np.asarray(w)
         d, h4 = self.num_dirs, 4 * self.hidden
         if w.dtype not in (np.int8, np.uint8) or w.shape != (d, rows, h4):
@@ -65,9 +100,8 @@ class DynamicQuantizeLSTM(RecurrentBase):
                 raise self.fail(f"{name}_{what} must have shape ({d},) or ({d}, {h4}), got {p.shape}")
             params.append(p.reshape(d, 1, -1))
         s, z = params
-        # float64 holds every product sum exactly (|q - zp| <= 255 on both sides: 255^2 K < 2^53 for any K),
-        # converted once per call: BLAS then does the per-step products (the int64 matmul did not)
-        return (w.astype(np.int64) - z.astype(np.int64)).astype(np.float64), s.astype(np.float32).reshape(d, -1)
+        wz = w.astype(np.int64) - z.astype(np.int64)
+        return [IntWeights(wz[k]) for k in range(d)], s.astype(np.float32).reshape(d, -1)
 
     def __call__(self, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,
                  W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None) -> Sequence[Any]:
@@ -78,8 +112,8 @@ class DynamicQuantizeLSTM(RecurrentBase):
         r_arr = np.asarray(R)
         self.hidden = self.hidden_size if self.hidden_size is not None else (r_arr.shape[1] if r_arr.ndim == 3 else 0)
         hs, d = self.hidden, self.num_dirs
-        w, w_s = self._weights(W, W_scale, W_zero_point, i, "W")
-        r, r_s = self._weights(R, R_scale, R_zero_point, hs, "R")
+        w, w_s = self._weights_of(W, W_scale, W_zero_point, i, "W")
+        r, r_s = self._weights_of(R, R_scale, R_zero_point, hs, "R")
         b = np.zeros((d, 8 * hs), np.float32) if B is None else np.asarray(B, dtype=np.float32)
         p = np.zeros((d, 3 * hs), np.float32) if P is None else np.asarray(P, dtype=np.float32)
         if b.shape != (d, 8 * hs) or p.shape != (d, 3 * hs):
@@ -115,15 +149,15 @@ class DynamicQuantizeLSTM(RecurrentBase):
         final_c = np.zeros((n, hs), np.float32)
         if steps == 0:
             return out, final_h, final_c
-        xq, x_scale = quantize_rows(x.reshape(steps * n, -1))
-        xw = (_exact_product(xq, w) * (x_scale * w_s)).reshape(steps, n, 4 * hs)
+        xq, x_scale, x_max = quantize_rows(x.reshape(steps * n, -1))
+        xw = (_as_f32(exact_product(xq, x_max, w)) * (x_scale * w_s)).reshape(steps, n, 4 * hs)
         bias = b[:4 * hs] + b[4 * hs:]
         bi, bo, bf, bc = (bias[j * hs:(j + 1) * hs] for j in range(4))
         pi, po, pf = p[:hs], p[hs:2 * hs], p[2 * hs:]
         h_prev = h
         for step in range(steps):
-            hq, h_scale = quantize_rows(h_prev)
-            gates = xw[step] + _exact_product(hq, r) * (h_scale * r_s)
+            hq, h_scale, h_max = quantize_rows(h_prev)
+            gates = xw[step] + _as_f32(exact_product(hq, h_max, r)) * (h_scale * r_s)
             gi = f(self.clipped(gates[:, :hs] + c * pi + bi))
             gf = 1 - gi if self.input_forget else f(self.clipped(gates[:, 2 * hs:3 * hs] + c * pf + bf))
             gc = g(self.clipped(gates[:, 3 * hs:] + bc))
@@ -139,10 +173,11 @@ class DynamicQuantizeLSTM(RecurrentBase):
         return out, final_h, final_c
 
 
-def _exact_product(q: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``q @ w`` of integer-valued operands (``w`` float64 from ``_weights``),
-    exact in float64, as the float32 of ORT's int32 accumulator."""
-    return np.matmul(q.astype(np.float64), w).astype(np.float32)
+def _as_f32(acc: np.ndarray) -> np.ndarray:
+    """Exact integer sums (float32 or float64) as the float32 of ORT's int32
+    accumulator (the same rounding: every sum is below 2**31 in magnitude for
+    K < 33,000 rows; beyond that int32 would wrap)."""
+    return acc if acc.dtype == np.float32 else acc.astype(np.float32)
 
 
 def _reverse_within(a: np.ndarray, lens: np.ndarray) -> np.ndarray:

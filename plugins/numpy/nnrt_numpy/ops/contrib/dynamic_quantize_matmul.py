@@ -12,7 +12,9 @@ import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
-from ..quant._imatmul import col_param, const_weights, exact_product, int_matmul
+from nnrt_numpy.ufuncs import clip
+
+from ..quant._imatmul import col_param, const_weights, dequantized, exact_product, int_matmul
 from ._util import MS
 
 
@@ -27,9 +29,9 @@ def quantize_uint8(a: np.ndarray) -> tuple[np.ndarray, np.float32, float]:
     zp = float(np.rint(np.clip(np.float32(0) - np.float32(lo) / scale, 0, 255)))
     q = np.divide(a, scale, dtype=np.float32)
     np.rint(q, out=q)
-    q += np.float32(zp)
-    np.clip(q, 0, 255, out=q)
-    q -= np.float32(zp)
+    # clip(q + zp, 0, 255) - zp as one clip: the same integers (exact in float32, see
+    # ..quant.dynamic_quantize_linear)
+    clip(q, np.float32(-zp), np.float32(255.0 - zp), out=q)
     return q, scale, zp
 
 
@@ -54,7 +56,4 @@ class DynamicQuantizeMatMul(Kernel):
                 bi = bi - col_param(b_zp, b, self.fail, "b_zero_point").astype(np.int64)
             acc = int_matmul(aq.astype(np.int64), bi, self.fail)
         scale = a_scale * col_param(np.asarray(b_scale, dtype=np.float32), b, self.fail, "b_scale")
-        y = acc.astype(np.float32) * scale
-        if bias is not None:
-            y = y + np.asarray(bias, dtype=np.float32)
-        return (y.astype(np.float32, copy=False),)
+        return (dequantized(acc, scale, bias),)

@@ -11,7 +11,7 @@ import numpy as np
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
 from ..quant._common import arith_float
-from ..quant._imatmul import col_param, const_weights, exact_product, int_matmul, range_absmax
+from ..quant._imatmul import col_param, const_weights, dequantized, exact_product, int_matmul, range_absmax
 from ._util import MS, scalar
 
 
@@ -29,9 +29,7 @@ class MatMulIntegerToFloat(Kernel):
         b = np.asarray(b)
         zp = 0 if a_zp is None else int(scalar(a_zp, self.fail, "a_zero_point"))
         if self.weights is not None and a.ndim >= 2 and a.shape[-1] == self.weights.k:
-            af = a.astype(np.float32)
-            if zp:
-                af -= np.float32(zp)
+            af = np.subtract(a, np.float32(zp), dtype=np.float32) if zp else a.astype(np.float32)
             acc = exact_product(af, range_absmax(a.dtype, zp), self.weights)
         else:
             bi = b.astype(np.int64)
@@ -43,7 +41,4 @@ class MatMulIntegerToFloat(Kernel):
         if sa.size != 1:
             raise self.fail("a_scale must be a scalar")
         scale = sa.reshape(()) * col_param(np.asarray(b_scale, dtype=np.float32), b, self.fail, "b_scale")
-        y = acc.astype(np.float32) * scale
-        if bias is not None:
-            y = y + np.asarray(bias, dtype=np.float32)
-        return (y.astype(out_dt),)
+        return (dequantized(acc, scale, bias).astype(out_dt, copy=False),)

@@ -149,8 +149,34 @@ def const_weights(b: np.ndarray | None, zp: np.ndarray | None, zp_given: bool,
     return IntWeights(bi)
 
 
+_RANGES: dict[np.dtype, tuple[float, float]] = {}
+
+
 def range_absmax(dtype: np.dtype, zp: np.ndarray | float | None) -> float:
     """The largest ``|q - zp|`` over the integer range of ``dtype`` (zp scalar or per-row)."""
-    info = np.iinfo(dtype)
-    z = np.asarray(0.0 if zp is None else zp, dtype=np.float64)
-    return float(max(np.max(np.abs(info.min - z)), np.max(np.abs(info.max - z))))
+    bounds = _RANGES.get(dtype)
+    if bounds is None:
+        info = np.iinfo(dtype)
+        bounds = _RANGES[np.dtype(dtype)] = (float(info.min), float(info.max))
+    lo, hi = bounds
+    if zp is None or np.size(zp) == 1:  # (the usual scalar: no array arithmetic)
+        z = 0.0 if zp is None else float(np.asarray(zp).reshape(()))
+        return max(abs(lo - z), abs(hi - z))
+    z = np.asarray(zp, dtype=np.float64)
+    return float(max(np.max(np.abs(lo - z)), np.max(np.abs(hi - z))))
+
+
+def dequantized(acc: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """``float32(acc) * scale (+ bias)``, in place on ``acc`` when it is a float32
+    result the caller owns and the shapes allow (the same roundings either way)."""
+    y = acc if acc.dtype == np.float32 else acc.astype(np.float32)
+    y = _in_place(np.multiply, y, np.asarray(scale, dtype=np.float32))
+    if bias is not None:
+        y = _in_place(np.add, y, np.asarray(bias, dtype=np.float32))
+    return y
+
+
+def _in_place(ufunc: np.ufunc, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if np.broadcast_shapes(y.shape, x.shape) == y.shape:
+        return ufunc(y, x, out=y)
+    return ufunc(y, x)

@@ -34,6 +34,17 @@ class MatMulInteger(Kernel):
         a_zero_point: np.ndarray | None = None,
         b_zero_point: np.ndarray | None = None,
     ) -> Sequence[Any]:
+        return (self.accumulate(a, b, a_zero_point, b_zero_point).astype(np.int32),)
+
+    def accumulate(
+        self,
+        a: np.ndarray,
+        b: np.ndarray,
+        a_zero_point: np.ndarray | None = None,
+        b_zero_point: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The exact products ``(A - a_zp) @ (B - b_zp)``: integer-valued float32
+        or float64 (constant ``B``, :func:`exact_product`) or int64."""
         a = np.asarray(a)
         b = np.asarray(b)
         if a.ndim == 0 or b.ndim == 0:
@@ -44,14 +55,15 @@ class MatMulInteger(Kernel):
             raise self.fail("b_zero_point must have the type of B")
         a_zp = None if a_zero_point is None else row_param(a_zero_point, a, self.fail, "a_zero_point")
         if self.weights is not None and a.ndim >= 2 and a.shape[-1] == self.weights.k:
-            af = a.astype(np.float32)
-            if a_zp is not None:
-                af -= a_zp.astype(np.float32)
-            return (exact_product(af, range_absmax(a.dtype, a_zp), self.weights).astype(np.int32),)
+            if a_zp is None:
+                af = a.astype(np.float32)
+            else:  # one pass: (A - a_zp) straight into float32 (exact: both are 8-bit integers)
+                af = np.subtract(a, a_zp.astype(np.float32), dtype=np.float32)
+            return exact_product(af, range_absmax(a.dtype, a_zp), self.weights)
         ai = a.astype(np.int64)
         bi = b.astype(np.int64)
         if a_zp is not None:
             ai = ai - a_zp.astype(np.int64)
         if b_zero_point is not None:
             bi = bi - col_param(b_zero_point, b, self.fail, "b_zero_point").astype(np.int64)
-        return (int_matmul(ai, bi, self.fail).astype(np.int32),)
+        return int_matmul(ai, bi, self.fail)
