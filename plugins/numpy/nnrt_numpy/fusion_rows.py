@@ -15,7 +15,6 @@ from nnrt_core.ir import Node, Value
 
 from nnrt_numpy.fusion_shapes import fits
 from nnrt_numpy.graph_facts import value_dtype
-from nnrt_numpy.ops.nn.softmax import softmax
 
 __all__ = ["row_tail", "apply_row", "ROW_KINDS"]
 
@@ -26,7 +25,7 @@ ROW_KINDS = frozenset({"div", "softmax"})
 def row_tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None:
     """The tail op of ``node`` reading the chain value ``y`` (float ``ydt``, declared ``yshape``):
     ``("div", constant)`` for ``Div(y, c)`` with a constant ``c`` that broadcasts onto ``yshape``
-    without growing it, ``("softmax",)`` for a Softmax over the last axis; otherwise None."""
+    without growing it, ``("softmax", fn)`` for a Softmax over the last axis; otherwise None."""
     if node.op_type == "Div" and node.opset >= 7 and len(node.inputs) == 2 and node.inputs[0] is y:
         c = node.inputs[1]
         if c is None or c is y or c.const is None or value_dtype(c) != ydt or not fits(c.const.shape, yshape):
@@ -37,7 +36,10 @@ def row_tail(node: Node, y: Value, ydt: np.dtype, yshape: tuple) -> tuple | None
         axis = int(a.value) if a is not None else (-1 if node.opset >= 13 else 1)
         r = len(yshape)
         # before opset 13 the input is flattened to 2-D at ``axis``: the last axis alone when axis = r - 1
-        return ("softmax",) if r >= 1 and axis in (-1, r - 1) else None
+        if r < 1 or axis not in (-1, r - 1):
+            return None
+        from nnrt_numpy.ops.nn.softmax import softmax  # (at compile: kernel modules load with their ops)
+        return ("softmax", softmax)
     return None
 
 
@@ -47,4 +49,4 @@ def apply_row(op: tuple, y: np.ndarray) -> np.ndarray:
     if op[0] == "div":
         np.divide(y, op[1], out=y)
         return y
-    return softmax(y, y.ndim - 1)
+    return op[1](y, y.ndim - 1)

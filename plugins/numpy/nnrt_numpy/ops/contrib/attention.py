@@ -23,6 +23,7 @@ class Attention(Kernel):
 
     def _setup(self, node: NodeInfo) -> None:
         read_head_attrs(self, node)
+        self.wants_present = node.num_outputs > 1
         sizes = node.attr("qkv_hidden_sizes")
         self.qkv_sizes = None if sizes is None else [int(v) for v in sizes]
         if self.qkv_sizes is not None and (len(self.qkv_sizes) != 3 or self.qkv_sizes[0] != self.qkv_sizes[1]):
@@ -58,7 +59,7 @@ class Attention(Kernel):
             bias = np.asarray(bias)
             if bias.shape != (w.shape[1],):
                 raise self.fail(f"bias must have shape ({w.shape[1]},), got {bias.shape}")
-            proj = proj + bias.astype(comp)
+            np.add(proj, bias.astype(comp, copy=False), out=proj)  # (a fresh product: in place)
         b, s = x.shape[:2]
         q = split_heads(proj[..., :hq], n)
         k = split_heads(proj[..., hq:hq + hk], n)
@@ -77,6 +78,8 @@ class Attention(Kernel):
         causal = causal_mask(s, t, p) if self.unidirectional else None
         if attention_bias is not None:
             masks.append(np.asarray(attention_bias, dtype=comp))
-        out = merge_heads(attend(q, k, v, scale, masks, causal)).astype(x.dtype)
-        present = np.stack([k, v]).astype(x.dtype) if k.shape == v.shape else None
+        out = merge_heads(attend(q, k, v, scale, masks, causal)).astype(x.dtype, copy=False)
+        present = None
+        if self.wants_present and k.shape == v.shape:  # (not built when the node has no present output)
+            present = np.stack([k, v]).astype(x.dtype, copy=False)
         return [out, present]
