@@ -312,3 +312,19 @@ def test_metrics_and_placement(server, client, repo):
     served = sess.config.replace(num_threads=max(1, (os.cpu_count() or 1) // 2))
     assert doc["version"] == "2" and doc["batching"] is True and doc["config"] == served.to_dict()
     assert f'backends="{"+".join(sorted({p.backend for p in sess.partitions}))}"' in text
+
+
+def test_the_server_on_asyncios_own_loop_answers_the_same(tmp_path, repo, client):
+    """``--loop asyncio`` (the default is uvloop's when installed): the same answers over HTTP."""
+    small = make_repository(tmp_path / "models", squeeze=False)
+    s = start_server(small, "--loop", "asyncio", "--grpc-port", "off", exit_after=120)
+    try:
+        feeds = mlp_feeds(2)
+        c = httpclient.InferenceServerClient(s.http_address, network_timeout=60)
+        got = c.infer("mlp", triton_inputs(feeds)).as_numpy("y")
+        c.close()
+        want = client.infer("mlp", triton_inputs(feeds)).as_numpy("y")  # the module's server, default loop
+    finally:
+        s.stop()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(got, reference(small / "mlp" / "2" / "model.onnx", feeds)["y"], rtol=1e-5, atol=1e-6)

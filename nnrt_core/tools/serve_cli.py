@@ -60,6 +60,8 @@ def add_serve_parser(sub: "argparse._SubParsersAction", add_config_flags: Callab
     p.add_argument("--max-request-bytes", type=int, default=256 << 20,
                    help="the largest request body (default 256 MiB); each tensor is also held to its model's "
                         "memory budget (max_tensor_bytes)")
+    p.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
+                   help="the server's event loop (default auto: uvloop when installed, else asyncio's)")
     p.add_argument("--exit-after", type=float, metavar="SECONDS", help="stop by itself after SECONDS")
     p.add_argument("--ray", action="store_true", help="serve through Ray Serve replicas (nnrt_serve.ray_serve)")
     p.add_argument("--replicas", type=int, default=2, help="with --ray: replicas per model (default 2)")

@@ -7,14 +7,35 @@ import asyncio
 import json
 import signal
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from nnrt_core import ScheduleConfig
+from nnrt_core.errors import ConfigError
 from nnrt_serve.process import LISTENING
 from nnrt_serve.repository import ModelRepository
 from nnrt_serve.server import InferenceServer, ServerOptions
 
-__all__ = ["run_command", "main"]
+__all__ = ["run_command", "main", "event_loop_factory", "LOOPS"]
+
+#: the event loops ``--loop`` names ("auto": uvloop when it is installed, else asyncio's own)
+LOOPS = ("auto", "uvloop", "asyncio")
+
+
+def event_loop_factory(name: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
+    """The factory of the server's event loop ``name`` (one of :data:`LOOPS`).  uvloop (libuv) does the
+    loop's own work (polling, callbacks, socket reads and writes) in C; it is what uvicorn picks by itself
+    when it is installed (``uvicorn[standard]``)."""
+    if name not in LOOPS:
+        raise ConfigError(f"--loop must be one of {', '.join(LOOPS)}, got {name!r}")
+    if name != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if name == "uvloop":
+                raise ConfigError("--loop uvloop: uvloop is not installed (pip install uvloop)") from None
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
 
 
 def _announce(addresses: dict[str, Any]) -> None:
@@ -42,7 +63,9 @@ def run_command(args: argparse.Namespace, config: ScheduleConfig) -> int:
         return run_ray_serve(repository, args)
     options = ServerOptions(args.host, args.http_port, args.grpc_port, args.token, args.max_request_bytes,
                             args.exit_after, on_listening=_announce)
-    asyncio.run(_serve(InferenceServer(repository, options)))
+    factory = event_loop_factory(getattr(args, "loop", "auto"))
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve(InferenceServer(repository, options)))
     return 0
 
 

@@ -196,15 +196,14 @@ def timeout_parameter(parameters: dict[str, Any]) -> float | None:
 
 def check_inputs(model: ServedModel, inputs: list[InferInput]) -> dict[str, np.ndarray]:
     """The feeds of ``inputs``, checked against the model: names, datatypes, shapes."""
-    infos = {i.name: i for i in model.session.inputs}
+    infos = model.input_infos()
     given: dict[str, np.ndarray] = {}
     for t in inputs:
-        info = infos.get(t.name)
+        info, want = infos.get(t.name, (None, None))
         if info is None:
             raise BadRequest(f"unexpected input {t.name!r}; model {model.name!r} takes {list(infos)}")
         if t.name in given:
             raise BadRequest(f"input {t.name!r} is given twice")
-        want = datatype_of(info.dtype)
         if t.datatype != want:
             raise BadRequest(f"input {t.name!r}: datatype {t.datatype} but model {model.name!r} expects {want}")
         shape = list(info.shape or ())

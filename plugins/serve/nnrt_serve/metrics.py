@@ -41,6 +41,10 @@ class ServerMetrics:
         self.load_seconds = Gauge("nnrt_serve_model_load_seconds", "Time to compile or load the model",
                                   ["model"], registry=r)
         self._backends: dict[str, str] = {}
+        #: (model, protocol) -> (requests counter, request_seconds histogram) children, and the
+        #: per-model children of the execution metrics: ``labels()`` looked up once, not at every request
+        self._answer_children: dict[tuple[str, str], tuple] = {}
+        self._execution_children: dict[str, tuple] = {}
 
     def model_loaded(self, model: ServedModel) -> None:
         self.ready.labels(model.name).set(1 if model.ready else 0)
@@ -55,15 +59,25 @@ class ServerMetrics:
 
     def executed(self, model: str, stats: BatchStats) -> None:
         """One execution of ``model`` (the batcher's observer)."""
+        children = self._execution_children.get(model)
+        if children is None:
+            children = self._execution_children[model] = (
+                self.queue_seconds.labels(model), self.compute_seconds.labels(model, self._backends.get(model, "none")),
+                self.batch_rows.labels(model), self.batch_requests.labels(model))
+        queue, compute, rows, requests = children
         for q in stats.queue_seconds:
-            self.queue_seconds.labels(model).observe(q)
-        self.compute_seconds.labels(model, self._backends.get(model, "none")).observe(stats.compute_seconds)
-        self.batch_rows.labels(model).observe(stats.rows)
-        self.batch_requests.labels(model).observe(stats.requests)
+            queue.observe(q)
+        compute.observe(stats.compute_seconds)
+        rows.observe(stats.rows)
+        requests.observe(stats.requests)
 
     def answered(self, model: str, protocol: str, status: int, seconds: float) -> None:
-        self.requests.labels(model, protocol).inc()
-        self.request_seconds.labels(model, protocol).observe(seconds)
+        children = self._answer_children.get((model, protocol))
+        if children is None:
+            children = self._answer_children[(model, protocol)] = (self.requests.labels(model, protocol),
+                                                                    self.request_seconds.labels(model, protocol))
+        children[0].inc()
+        children[1].observe(seconds)
         if status >= 400:
             self.failures.labels(model, protocol, str(status)).inc()
 

@@ -25,6 +25,7 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError, NnrtError
 from nnrt_serve.errors import ModelNotFound, Unavailable
 from nnrt_serve.settings import ServingSettings, load_model_config
+from nnrt_serve.tensors import datatype_of
 
 __all__ = ["ModelRepository", "ServedModel", "MODEL_SUFFIXES", "valid_model_name"]
 
@@ -54,6 +55,15 @@ class ServedModel:
     batch_dim: bool = False  #: every input and output has a free leading dimension
     #: makes the session instead of ``Session(path, config)`` (a Ray Serve replica loads a shipped file)
     loader: Callable[[], Session] | None = field(default=None, repr=False)
+    _inputs: tuple | None = field(default=None, repr=False, compare=False)
+
+    def input_infos(self) -> dict[str, tuple[Any, str]]:
+        """name -> (TensorInfo, protocol datatype) of the session's inputs, made once per session (every
+        request checks against them)."""
+        cached = self._inputs
+        if cached is None or cached[0] is not self.session:
+            cached = self._inputs = (self.session, {i.name: (i, datatype_of(i.dtype)) for i in self.session.inputs})
+        return cached[1]
 
     @property
     def ready(self) -> bool:

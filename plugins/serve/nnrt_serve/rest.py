@@ -1,10 +1,10 @@
-"""The protocol over REST: a Starlette app (served by uvicorn).
+"""The protocol over REST: a Starlette app (served by uvicorn), with the
+infer route answered in front of it (:mod:`nnrt_serve.rest_infer`).
 
 Every error is the protocol's ``{"error": message}`` with its HTTP status;
 no route lets an exception reach the framework (no 500 with a traceback)."""
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 from dataclasses import dataclass
@@ -16,10 +16,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nnrt_serve.errors import ClientGone, PayloadTooLarge, ServeError, Unauthorized, as_serve_error
+from nnrt_serve.errors import ServeError, Unauthorized, as_serve_error
 from nnrt_serve.handlers import Handlers
 from nnrt_serve.metrics import CONTENT_TYPE_LATEST
-from nnrt_serve.rest_codec import HEADER_LENGTH, decode_request, decompress, encode_result
+from nnrt_serve.rest_infer import InferRoute
 
 __all__ = ["create_app", "RestOptions"]
 
@@ -53,40 +53,22 @@ def _guarded(fn: Callable[[Request], Awaitable[Response]], token: str | None, pu
     return endpoint
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"the request body of {declared} bytes is over the limit of {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+class _InferEndpoint:
+    """The infer route inside the Starlette app (reached when :class:`InferRoute` is not in front of it)."""
+
+    def __init__(self, route: InferRoute) -> None:
+        self.route = route
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        params = scope["path_params"]
+        await self.route.infer(scope, receive, send, params["name"], params.get("version"))
 
 
-async def _until_disconnect(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _watching_client(request: Request, work: Awaitable[Any]) -> Any:
-    """``work``'s result; cancelled (and :class:`ClientGone`) when the client goes away first."""
-    task = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(_until_disconnect(request))
-    try:
-        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-    if not task.done():
-        task.cancel()
-        raise ClientGone("the client went away")
-    return task.result()
-
-
-def create_app(handlers: Handlers, options: RestOptions | None = None) -> Starlette:
+def create_app(handlers: Handlers, options: RestOptions | None = None) -> InferRoute:
+    """The REST app: :class:`~nnrt_serve.rest_infer.InferRoute` answering the infer route, in front of the
+    Starlette app of every route (``.app``)."""
     opts = options or RestOptions()
+    route = InferRoute(handlers, None, opts.max_request_bytes, opts.token, _error)
     v = lambda request: request.path_params.get("version")  # noqa: E731
 
     async def live(request: Request) -> Response:
@@ -116,23 +98,6 @@ def create_app(handlers: Handlers, options: RestOptions | None = None) -> Starle
     async def metrics(request: Request) -> Response:
         return Response(handlers.metrics.text(), media_type=CONTENT_TYPE_LATEST)
 
-    async def infer(request: Request) -> Response:
-        name = request.path_params["name"]
-        handlers.repository.get(name, v(request))  # 404 before reading a body for nobody
-        limit = opts.max_request_bytes
-        try:
-            body = decompress(await _read_body(request, limit), request.headers.get("content-encoding"), limit)
-            req = decode_request(body, request.headers.get(HEADER_LENGTH), name, v(request),
-                                 handlers.tensor_limit(name))
-        except Exception as e:
-            raise handlers.refused(name, "http", e) from None
-        result = await _watching_client(request, handlers.infer(req, "http"))
-        payload, header_len = encode_result(result, req.parameters)
-        if header_len is None:
-            return Response(payload, media_type="application/json")
-        return Response(payload, media_type="application/octet-stream",
-                        headers={"Inference-Header-Content-Length": str(header_len)})
-
     g = lambda fn, public=False: _guarded(fn, opts.token, public)  # noqa: E731
     routes = [
         Route("/v2/health/live", g(live, True)), Route("/v2/health/ready", g(ready, True)),
@@ -141,8 +106,9 @@ def create_app(handlers: Handlers, options: RestOptions | None = None) -> Starle
     for base in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
         routes += [Route(base, g(model_meta)), Route(base + "/ready", g(model_ready)),
                    Route(base + "/config", g(model_config)), Route(base + "/placement", g(placement)),
-                   Route(base + "/infer", g(infer), methods=["POST"])]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _no_route})
+                   Route(base + "/infer", _InferEndpoint(route), methods=["POST"])]
+    route.app = Starlette(routes=routes, exception_handlers={HTTPException: _no_route})
+    return route
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:
