@@ -28,7 +28,6 @@ from nnrt_core.ir import Node, Value
 from nnrt_numpy.fusion_shapes import known_shape
 from nnrt_numpy.graph_facts import value_dtype
 from nnrt_numpy.kernel import Kernel
-from nnrt_numpy.ops.quant._imatmul import dequantized
 
 __all__ = ["match_int_head", "ScaledIntProduct"]
 
@@ -40,10 +39,13 @@ _INT32_LIMIT = float(2**31)
 class ScaledIntProduct:
     """``float32((A - a_zp) @ (B - b_zp)) * scale``: MatMulInteger, Cast and Mul in one."""
 
-    __slots__ = ("kernel",)
+    __slots__ = ("kernel", "_dequantized")
 
     def __init__(self, kernel: Kernel) -> None:
+        from nnrt_numpy.ops.quant._imatmul import dequantized  # (kernel modules load on use)
+
         self.kernel = kernel
+        self._dequantized = dequantized
 
     def __call__(self, a: Any, b: Any, a_zp: Any, b_zp: Any, scale: Any) -> tuple[np.ndarray]:
         acc = self.kernel.accumulate(a, b, a_zp, b_zp)  # type: ignore[attr-defined]
@@ -53,7 +55,7 @@ class ScaledIntProduct:
             y = acc.astype(np.float32)
         else:  # int64, or sums int32 wraps: the unfused nodes' conversions
             y = acc.astype(np.int32).astype(np.float32)
-        return (dequantized(y, scale),)
+        return (self._dequantized(y, scale),)
 
 
 def _only_reader(v: Value, readers: dict[int, list], index: dict[int, int], after: Node) -> Node | None:

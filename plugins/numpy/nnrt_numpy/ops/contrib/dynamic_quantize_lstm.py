@@ -29,7 +29,6 @@ import numpy as np
 
 from nnrt_core.errors import OpError
 from nnrt_numpy.kernel import NodeInfo, register
-from nnrt_numpy.ufuncs import clip
 
 from ..quant._imatmul import IntWeights, exact_product
 from ..rnn._common import RecurrentBase
@@ -49,7 +48,7 @@ def quantize_rows(a: np.ndarray) -> tuple[np.ndarray, np.float32, float]:
     q = np.divide(a, scale, dtype=np.float32)
     np.rint(q, out=q)
     # clip(q + zp, 0, 255) - zp in one clip: the same integers, exact in float32
-    clip(q, np.float32(-zp), np.float32(255.0 - zp), out=q)
+    np.clip(q, np.float32(-zp), np.float32(255.0 - zp), out=q)
     return q, scale, max(zp, 255.0 - zp)
 
 

@@ -12,7 +12,6 @@ import numpy as np
 
 from nnrt_numpy.kernel import Kernel, NodeInfo, register
 
-from nnrt_numpy.ufuncs import clip
 
 from ..quant._imatmul import col_param, const_weights, dequantized, exact_product, int_matmul
 from ._util import MS
@@ -29,9 +28,9 @@ def quantize_uint8(a: np.ndarray) -> tuple[np.ndarray, np.float32, float]:
     zp = float(np.rint(np.clip(np.float32(0) - np.float32(lo) / scale, 0, 255)))
     q = np.divide(a, scale, dtype=np.float32)
     np.rint(q, out=q)
-    # clip(q + zp, 0, 255) - zp as one clip: the same integers (exact in float32, see
-    # ..quant.dynamic_quantize_linear)
-    clip(q, np.float32(-zp), np.float32(255.0 - zp), out=q)
+    # clip(q + zp, 0, 255) - zp as one clip: the same integers (exact: integers
+    # of magnitude <= 256 in float32; numpy's one-pass clip ufunc)
+    np.clip(q, np.float32(-zp), np.float32(255.0 - zp), out=q)
     return q, scale, zp
 
 
