@@ -15,6 +15,7 @@ from nnrt_core.passes.constant_folding import ConstantFolding, ShapeFolding
 from nnrt_core.passes.cse import CommonSubexpressionElimination
 from nnrt_core.passes.fusion import ActivationFusion
 from nnrt_core.passes.layout import TransposeReshapeCancellation
+from nnrt_core.passes.layernorm import LayerNormFusion
 from nnrt_core.passes.qdq import QdqCleanup
 from nnrt_core.passes.report import PassReport, PassSummary
 
@@ -27,6 +28,7 @@ ALL_PASSES: tuple[type[Pass], ...] = (
     ConstantFolding,
     AffineFolding,
     QdqCleanup,
+    LayerNormFusion,
     TransposeReshapeCancellation,
     CommonSubexpressionElimination,
     DeadNodeElimination,
