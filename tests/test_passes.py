@@ -133,7 +133,7 @@ def test_levels_select_passes():
     names = {lvl: [p.name for p in default_passes(lvl)] for lvl in LEVELS}
     assert names["none"] == []
     assert {"dead_node_elimination", "identity_elimination", "constant_folding", "shape_folding",
-            "conv_bn_folding", "common_subexpression_elimination"} == set(names["basic"])
+            "conv_bn_folding", "common_subexpression_elimination", "qdq_cleanup", "layernorm_fusion"} == set(names["basic"])
     assert set(names["extended"]) - set(names["basic"]) == {"transpose_reshape_cancellation"}
     assert set(names["all"]) - set(names["extended"]) == {"activation_fusion"}
     with pytest.raises(ConfigError, match="optimization level"):

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from nnrt_core.passes.cse import CommonSubexpressionElimination
     from nnrt_core.passes.fusion import ActivationFusion, BackendSupport
     from nnrt_core.passes.layout import TransposeReshapeCancellation
+    from nnrt_core.passes.layernorm import LayerNormFusion
+    from nnrt_core.passes.qdq import QdqCleanup
     from nnrt_core.passes.shapes import StaticShapeRefinement
     from nnrt_core.passes.manager import ALL_PASSES, PassManager, PassReport, PassSummary, default_passes
 
@@ -31,12 +33,14 @@ __all__ = [
     "ConstantFolding",
     "DeadNodeElimination",
     "IdentityElimination",
+    "LayerNormFusion",
     "Pass",
     "PassContext",
     "PassManager",
     "PassReport",
     "PassResult",
     "PassSummary",
+    "QdqCleanup",
     "ShapeFolding",
     "StaticShapeRefinement",
     "TransposeReshapeCancellation",
@@ -63,6 +67,8 @@ _HOME = {
     'ActivationFusion': 'nnrt_core.passes.fusion',
     'BackendSupport': 'nnrt_core.passes.fusion',
     'TransposeReshapeCancellation': 'nnrt_core.passes.layout',
+    'QdqCleanup': 'nnrt_core.passes.qdq',
+    'LayerNormFusion': 'nnrt_core.passes.layernorm',
     'StaticShapeRefinement': 'nnrt_core.passes.shapes',
     'ALL_PASSES': 'nnrt_core.passes.manager',
     'PassManager': 'nnrt_core.passes.manager',

@@ -59,6 +59,14 @@ class PassContext(Record):
     def backend_supports(self, fused: Node, replaced: Sequence[Node]) -> bool:
         return self.supports is None or self.supports(fused, replaced)
 
+    def backend_supports_chain(self, fused: Node, chain: Sequence[Node]) -> bool:
+        """As :meth:`backend_supports`, with the replaced nodes (a connected chain in graph order) probed
+        together where the check can (``supports.chain``), one by one otherwise."""
+        if self.supports is None:
+            return True
+        together = getattr(self.supports, "chain", None)
+        return bool(together(fused, chain)) if callable(together) else self.supports(fused, chain)
+
 
 class PassResult(Record):
     """What one run of a pass changed.

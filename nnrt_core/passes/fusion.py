@@ -137,10 +137,23 @@ class BackendSupport:
             hit = self._cache[key] = self._check(graph, fused, replaced)
         return hit
 
-    def _check(self, graph: Graph, fused: Node, replaced: Sequence[Node]) -> bool:
+    def chain(self, fused: Node, chain: Sequence[Node]) -> bool:
+        """Like a call, but the replaced nodes (in graph order, the last one writing what ``fused`` writes)
+        are probed together as one sub-graph: a backend that runs them only as a group (an int8 NPU runs
+        ``DequantizeLinear -> op -> QuantizeLinear`` groups whose middle op it declines alone) counts too."""
+        graph = chain[0].graph if chain else None
+        if graph is None:
+            return False
+        key = ("chain", _signature(fused), tuple(_signature(n) for n in chain))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._check(graph, fused, chain, together=True)
+        return hit
+
+    def _check(self, graph: Graph, fused: Node, replaced: Sequence[Node], together: bool = False) -> bool:
         try:
             probe_fused = _probe(graph, fused)
-            probes = [_probe(graph, n) for n in replaced]
+            probes = [_chain_probe(graph, replaced)] if together else [_probe(graph, n) for n in replaced]
         except (NnrtError, KeyError) as e:
             log.info("fusion probe for %s failed: %s", fused.name, e)
             return False
@@ -163,6 +176,19 @@ def _signature(node: Node) -> tuple:
     attrs = tuple(sorted((k, repr(a.value)) for k, a in node.attributes.items()))
     ins = tuple(None if v is None else (str(v.type), is_constant(v)) for v in node.inputs)
     return (node.domain, node.op_type, node.opset, attrs, ins)
+
+
+def _chain_probe(graph: Graph, nodes: Sequence[Node]) -> Graph:
+    """A graph running copies of ``nodes`` (in order): what they read from outside (constants aside) are its
+    inputs, the last node's outputs its outputs."""
+    inside = {id(v) for n in nodes for v in n.outputs}
+    inputs: list[Value] = []
+    for n in nodes:
+        for v in n.inputs:
+            if v is not None and id(v) not in inside and not is_constant(v) and all(v is not x for x in inputs):
+                inputs.append(v)
+    outputs = [v for v in nodes[-1].outputs if v.name]
+    return extract_subgraph(graph, nodes, inputs, outputs, name=f"probe_{nodes[-1].name}")
 
 
 def _probe(graph: Graph, node: Node) -> Graph:

@@ -15,6 +15,8 @@ from nnrt_core.passes.constant_folding import ConstantFolding, ShapeFolding
 from nnrt_core.passes.cse import CommonSubexpressionElimination
 from nnrt_core.passes.fusion import ActivationFusion
 from nnrt_core.passes.layout import TransposeReshapeCancellation
+from nnrt_core.passes.layernorm import LayerNormFusion
+from nnrt_core.passes.qdq import QdqCleanup
 from nnrt_core.passes.report import PassReport, PassSummary
 
 __all__ = ["PassManager", "PassReport", "PassSummary", "default_passes", "ALL_PASSES"]
@@ -25,6 +27,8 @@ ALL_PASSES: tuple[type[Pass], ...] = (
     ShapeFolding,
     ConstantFolding,
     AffineFolding,
+    QdqCleanup,
+    LayerNormFusion,
     TransposeReshapeCancellation,
     CommonSubexpressionElimination,
     DeadNodeElimination,
