@@ -1,22 +1,22 @@
 """Backend-local fusion of elementwise tails into the node that feeds them.
 
 At compile time :class:`~nnrt_numpy.program.GraphProgram` looks for chains
-
-    head -> tail -> tail -> ...
-
-where every intermediate value has exactly one reader (the next node of the
-chain) and is not a graph output, and runs the chain as one step:
+``head -> tail -> tail -> ...`` where every intermediate value has exactly one
+reader (the next node of the chain) and is not a graph output, and runs the
+chain as one step:
 
 * the **head** (Conv, ConvTranspose, Gemm, MatMul, BatchNormalization, Concat,
-  Sum, Add, Mul: kernels that always return a fresh array) runs its own
-  kernel;
+  Sum, Add, Mul: kernels that always return a fresh array; or quantize_dynamic's
+  MatMulInteger -> Cast -> Mul, :mod:`nnrt_numpy.fusion_quant`) runs its own kernel;
 * every **tail** is applied in place on that array (``out=``): per-channel
   affine (inference BatchNormalization, Mul/Add by a constant that broadcasts
-  along the channel axis), Add/Sum/Mul with another tensor of the same shape
-  (residual connections), Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid,
-  HardSwish, hard-swish spelled out as Add/Clip/Mul/Div (see
-  :mod:`nnrt_numpy.fusion_tails`), and exact GELU (the Gelu op, or spelled out
-  as Div/Erf/Add/Mul/Mul: :mod:`nnrt_numpy.fusion_gelu`, float32 only).
+  along the channel axis), Add/Sum/Mul with another tensor that broadcasts
+  onto the chain value (residual connections, attention masks), Relu,
+  LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, hard-swish spelled out as
+  Add/Clip/Mul/Div (:mod:`nnrt_numpy.fusion_tails`), exact GELU (the Gelu op,
+  or spelled out as Div/Erf/Add/Mul/Mul: :mod:`nnrt_numpy.fusion_gelu`,
+  float32 only) and last-axis Softmax (:mod:`nnrt_numpy.fusion_rows`); large
+  tails run in row pieces on the idle cores (:mod:`nnrt_numpy.fusion_split`).
 
 Squeeze-and-excitation blocks (GlobalAveragePool, two 1x1 Convs, Relu,
 HardSigmoid, Mul) are found first and run as one step
@@ -27,14 +27,14 @@ Shapes may be symbolic (a free batch or image size): equal symbols stand for
 equal sizes; per-channel tails need a static channel axis (axis 1), the other
 tails do not (MatMul + bias over (N, T, C) with a symbolic T).  A tail's
 declared output may name the head's sizes with other symbols
-(:func:`nnrt_numpy.fusion_shapes.renames`) and a tensor operand's shape need
-only be possibly equal (:func:`nnrt_numpy.fusion_shapes.may_equal`); one of
-another size at run time is broadcast as the unfused node would.
+(:func:`nnrt_numpy.fusion_shapes.renames`) and a tensor operand need only
+possibly broadcast without growing the value
+(:func:`nnrt_numpy.fusion_shapes.may_broadcast`); one that does not at run
+time is broadcast as the unfused node would.
 
-When the head is a Conv (or ConvTranspose) with constant weights, the
-per-channel affine tails that directly follow it are folded into its weights
-and bias at compile time (``W' = W * a``, ``B' = B * a + s``), so BatchNorm
-and the Mul/Add pairs after it cost nothing at run time.
+Conv (or ConvTranspose) heads with constant weights fold the per-channel
+affine tails that directly follow into their weights and bias at compile time
+(``W' = W * a``, ``B' = B * a + s``): BatchNorm and such Mul/Add pairs cost nothing.
 
 The results equal those of the unfused nodes up to float32 rounding (only
 the folded affine changes the order of the roundings).  The IR graph is not
@@ -49,6 +49,7 @@ from nnrt_numpy import special
 
 from nnrt_core.ir import Graph, Node, Value
 
+from nnrt_numpy.fusion_affine import bn_affine, compose_channel_affine, fold_into_conv
 from nnrt_numpy.fusion_gelu import match_gelu
 from nnrt_numpy.fusion_quant import match_int_head
 from nnrt_numpy.fusion_se import SEChain, find_se
@@ -283,7 +284,7 @@ def find_chains(graph: Graph, kernels: Sequence[Kernel], make_kernel: Callable[[
         if ydt is None or ydt not in _FLOATS or not known_shape(y.shape):
             continue
         yshape = tuple(y.shape)
-        if head.op_type == "BatchNormalization" and _bn_affine(head, kernels[i]) is None:
+        if head.op_type == "BatchNormalization" and bn_affine(head, kernels[i]) is None:
             continue
         if head.op_type in ("Add", "Mul", "Sum") and (head.opset < (8 if head.op_type == "Sum" else 7)):
             continue
@@ -325,7 +326,7 @@ def _grow(nodes: list[Node], cur: Value, shape: tuple, ydt: np.dtype, readers: d
         if t[0] == "bn":
             if nxt.inputs[0] is not cur:
                 return tails
-            ab = _bn_affine(nxt, kernels[j])
+            ab = bn_affine(nxt, kernels[j])
             if ab is None:
                 return tails
             a, s = ab
@@ -336,24 +337,6 @@ def _grow(nodes: list[Node], cur: Value, shape: tuple, ydt: np.dtype, readers: d
         shape = tuple(cur.shape)  # a residual Add's output may name its sizes otherwise
 
 
-def _bn_affine(node: Node, kernel: Kernel) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(a, s)`` with BN(x) = x * a + s per channel, for an inference-mode BN with constants."""
-    if len(node.outputs) != 1 or node.attributes.get("training_mode") and node.attributes["training_mode"].value:
-        return None
-    if "spatial" in node.attributes and not node.attributes["spatial"].value:
-        return None
-    affine = getattr(kernel, "_affine", None)
-    if affine is None:
-        return None
-    a, s = affine
-    if a.ndim != 1 or s.ndim != 1 or a.shape != s.shape:
-        return None
-    x = node.inputs[0]
-    if x is None or x.shape is None or len(x.shape) < 2 or x.shape[1] != a.shape[0]:
-        return None
-    return a, s
-
-
 def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: tuple, ydt: np.dtype,
            make_kernel: Callable[[NodeInfo], Kernel],
            head_inputs: tuple[list[Value | None], Callable] | None = None) -> Chain:
@@ -362,53 +345,20 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
     run_head: Callable = head_kernel if head_inputs is None else head_inputs[1]
     cshape = (-1,) + (1,) * (len(yshape) - 2)
     overrides: dict[int, np.ndarray] = {}
-    # fold the per-channel affine tails right after a constant-weight Conv into its weights
-    k = 0
-    if head.op_type in ("Conv", "ConvTranspose") and len(yshape) >= 3 and isinstance(yshape[1], int):
-        w = head.inputs[1].const if len(head.inputs) > 1 and head.inputs[1] is not None else None
-        bv = head.inputs[2] if len(head.inputs) > 2 else None
-        b = bv.const if bv is not None and bv.name else None
-        has_b = bv is not None and bool(bv.name)
-        if w is not None and w.dtype == ydt and (not has_b or (b is not None and b.dtype == ydt)) \
-                and _folds(tails[0]):  # (a Relu or Clip first: nothing to fold, no vectors to make)
-            a, s, k = _compose_channel_affine(tails, np.ones(yshape[1], np.float64), np.zeros(yshape[1], np.float64))
-            if k:
-                group = int(head.attributes["group"].value) if "group" in head.attributes else 1
-                w64 = w.astype(np.float64)
-                if head.op_type == "Conv":
-                    wf = w64 * a.reshape((-1,) + (1,) * (w.ndim - 1))
-                else:  # ConvTranspose: weight (C_in, C_out / group, *k), output channel = g * (C_out/group) + j
-                    cpg = w.shape[1]
-                    wg = w64.reshape((group, w.shape[0] // group, cpg) + w.shape[2:])
-                    wf = (wg * a.reshape((group, 1, cpg) + (1,) * (w.ndim - 2))).reshape(w.shape)
-                bf = (b.astype(np.float64) * a if b is not None else 0) + s
-                wf = wf.astype(ydt)
-                bf = np.ascontiguousarray(np.broadcast_to(bf, (yshape[1],)), dtype=ydt)
-                info = head_kernel.node
-                consts = list(info.const_inputs) + [None] * (3 - len(info.const_inputs))
-                present = list(info.input_present) + [False] * (3 - len(info.input_present))
-                dts = list(info.input_dtypes) + [None] * (3 - len(info.input_dtypes))
-                shapes = list(info.input_shapes) + [None] * (3 - len(info.input_shapes))
-                consts[1], consts[2] = wf, bf
-                present[2] = True
-                dts[2] = ydt
-                shapes[2] = (yshape[1],)
-                info = info.replace(const_inputs=tuple(consts), input_present=tuple(present),
-                                    input_dtypes=tuple(dts), input_shapes=tuple(shapes),
-                                    num_inputs=max(info.num_inputs, 3))
-                run_head = make_kernel(info)
-                overrides = {1: wf, 2: bf}
-                if len(inputs) < 3:
-                    inputs += [None] * (3 - len(inputs))
+    k = 0  # fold the per-channel affine tails right after a constant-weight Conv into its weights
+    folded = fold_into_conv(head, head_kernel, tails, yshape, ydt, make_kernel)
+    if folded is not None:
+        run_head, overrides, k = folded
+        inputs += [None] * (3 - len(inputs))  # (a no-op when the head has its 3 inputs)
     if head.op_type == "BatchNormalization":
         # fold the per-channel affine tails that follow into the head's own affine
-        a, s = _bn_affine(head, head_kernel)
-        a, s, k = _compose_channel_affine(tails, a.astype(np.float64), s.astype(np.float64))
+        a, s = bn_affine(head, head_kernel)
+        a, s, k = compose_channel_affine(tails, a.astype(np.float64), s.astype(np.float64))
         if k:
             av = a.astype(ydt).reshape(cshape)
             sv = s.astype(ydt).reshape(cshape)
         else:  # same arithmetic as the BatchNormalization kernel
-            av, sv = (v.astype(ydt).reshape(cshape) for v in _bn_affine(head, head_kernel))
+            av, sv = (v.astype(ydt).reshape(cshape) for v in bn_affine(head, head_kernel))
 
         def run_head(x: np.ndarray, *_: Any, _a=av) -> tuple[np.ndarray]:
             return (np.multiply(x, _a),)
@@ -430,24 +380,3 @@ def _build(nodes: list[Node], head_kernel: Kernel, tails: list[tuple], yshape: t
         else:
             ops.append(t)
     return Chain(nodes, inputs, nhead, run_head, overrides, ops)
-
-
-def _folds(tail: tuple) -> bool:
-    """Whether a tail is a per-channel affine, Mul or Add (:func:`_compose_channel_affine` folds it)."""
-    return tail[0] == "affine" or (tail[0] in ("mul", "add") and tail[2] == "channel")
-
-
-def _compose_channel_affine(tails: list, a: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Fold the leading per-channel affine / Mul / Add tails into ``y*a + s``;
-    returns the new (a, s) and how many tails were folded."""
-    k = 0
-    while k < len(tails) and _folds(tails[k]):
-        t = tails[k]
-        if t[0] == "affine":
-            a, s = a * t[1], s * t[1] + t[2]
-        elif t[0] == "mul":
-            a, s = a * t[1], s * t[1]
-        else:
-            s = s + t[1]
-        k += 1
-    return a, s, k
