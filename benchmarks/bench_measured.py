@@ -234,7 +234,8 @@ def print_stages(rows: list[dict]) -> None:
     ``timing`` = measure minus the candidates' optimize, place, compile and explain (first runs + timed runs)."""
     print("build stages, median seconds (Session.stats()['build']); timing = measure - the candidates' "
           "optimize/place/compile/explain")
-    print(f"{'model':<24}{'side':<7}{'total':>7}" + "".join(f"{n.replace('compile:', 'c:'):>9}" for n in STAGES)
+    short = {"compile:onnxruntime": "c:ort", "compile:openvino": "c:ov"}
+    print(f"{'model':<24}{'side':<7}{'total':>7}" + "".join(f"{short.get(n, n):>10}" for n in STAGES)
           + f"{'timing':>8}")
     for r in rows:
         for side, label in (("nnrt", "meas"), ("nnrt_plain", "plain")):
@@ -242,7 +243,7 @@ def print_stages(rows: list[dict]) -> None:
             inner = sum(v for k, v in st.items() if k in ("optimize", "place", "explain") or k.startswith("compile:"))
             timing = st.get("measure", 0.0) - inner if "measure" in st else 0.0
             print(f"{r['model']:<24}{label:<7}{r['build_s'][side]:>7.3f}"
-                  + "".join(f"{st.get(n, 0.0):>9.3f}" for n in STAGES) + f"{timing:>8.3f}")
+                  + "".join(f"{st.get(n, 0.0):>10.3f}" for n in STAGES) + f"{timing:>8.3f}")
 
 
 def light_specs(names: list[str]) -> list[dict]:

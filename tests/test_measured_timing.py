@@ -87,7 +87,7 @@ def test_timing_stops_at_a_clear_lead_after_the_minimum_rounds():
     ahead = [[1.0, 1.02, 0.99, 1.0], [1.2, 1.25, 1.3, 1.21]]  # every run of the second over 1.1x the first's median
     assert stop(ahead, timing.MIN_ROUNDS - 1) == ""  # never before the minimum rounds
     assert stop(ahead, timing.MIN_ROUNDS) == "clear lead"
-    overlapping = [[1.0, 1.02, 0.99, 1.0], [1.2, 1.05, 1.3, 1.21]]  # one run of the second within 1.1x
+    overlapping = [[1.0, 1.02, 0.99, 1.0], [1.05, 1.06, 1.3, 1.08]]  # runs within 1.1x, median 1.07x
     assert stop(overlapping, timing.MIN_ROUNDS) == "" and stop(overlapping, timing.MIN_ROUNDS, spent=True) == "budget"
     assert stop(overlapping, timing.MAX_ROUNDS) == "max rounds"
     assert stop([[1.0]], 1) == "one plan left"
@@ -182,7 +182,7 @@ def test_plans_within_the_tie_factor_in_every_round_stop_as_a_tie():
 
 def test_a_round_that_disagrees_is_no_tie():
     # the second plan's median is within 1 % but its runs of round 1 were 15 % slower: timed on
-    burst = lambda k: 0.0115 if k in (2, 3) else 0.0101  # noqa: E731 - runs 2 and 3 are its block of round 1
+    burst = lambda k: 0.0115 if k in (2, 3, 4) else 0.0101  # noqa: E731 - its block of round 1 (untimed + 2)
     result, _ = _timed([0.010, burst], first_runs=[0.03, 0.03], max_rounds=timing.TIE_ROUNDS + 1)
     assert result.stopped == "max rounds" and result.rounds == timing.TIE_ROUNDS + 1
 
@@ -202,3 +202,19 @@ def test_the_first_round_starts_with_the_plan_that_ran_last_and_each_round_switc
     assert result.rounds == 1 and result.stopped == "decisive lead"
     assert clock.calls == [1, 1, 0, 0]  # plan 1 ran last before the timing: it goes first, no switch
     assert waits == [0, 2]  # once before the timing (the first runs' pools), once at the one switch
+
+
+def test_a_lead_in_every_round_is_clear_despite_one_lucky_run_of_the_other():
+    # the second plan is 15 % slower in every round, but one of its runs came within 1.1x of the leader
+    lucky = lambda k: 0.0104 if k == 1 else 0.0115  # noqa: E731
+    result, _ = _timed([0.010, lucky], first_runs=[0.03, 0.03])
+    assert result.stopped == "clear lead" and result.rounds == timing.MIN_ROUNDS
+
+
+def test_a_lead_that_one_round_contradicts_is_not_clear():
+    # medians 15 % apart, but in round 1 the second plan was the faster one: timed on (to the budget)
+    flip = lambda k: 0.0095 if k in (2, 3, 4) else 0.0115  # noqa: E731 - its block of round 1 (untimed + 2)
+    result, _ = _timed([0.010, flip], first_runs=[0.03, 0.03], budget=0.2)
+    assert result.rounds > timing.MIN_ROUNDS and result.stopped in ("budget", "clear lead")
+    ratios = timing._round_ratios(result, 1, 0)
+    assert ratios[1] < 1.0  # the round that kept it going

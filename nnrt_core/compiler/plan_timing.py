@@ -25,8 +25,10 @@ The timing stops (sequential comparison; the reason is in the report):
   ``DROP_FACTOR`` times the best median is timed no further;
 * after the first round, on a *decisive lead*: every run of every other plan
   slower than ``DECISIVE_FACTOR`` times the leader's slowest run;
-* after ``min_rounds`` rounds, on a *clear lead*: every run of every other
-  plan slower than ``CLEAR_FACTOR`` times the leader's median;
+* after ``min_rounds`` rounds, on a *clear lead*: every other plan either
+  slower than ``CLEAR_FACTOR`` times the leader's median in every run, or
+  with its median over ``CLEAR_FACTOR`` times the leader's and slower than
+  the leader in every round (one lucky short run no longer keeps the timing going);
 * after ``TIE_ROUNDS`` rounds, on a *tie*: every other plan's median within
   ``TIE_FACTOR`` of the leader's and, in every round, its mean within
   ``TIE_ROUND_FACTOR`` of the leader's (whichever is kept costs at most ~2 %);
@@ -169,11 +171,30 @@ def _stop_reason(live: list[int], result: TimingResult, spent: bool, min_rounds:
         return "decisive lead"
     if result.rounds < min_rounds:
         return ""
-    if all(min(result.runs[i]) > CLEAR_FACTOR * medians[lead] for i in others):
+    if all(min(result.runs[i]) > CLEAR_FACTOR * medians[lead] or _lost_every_round(result, i, lead, medians)
+           for i in others):
         return "clear lead"
     if result.rounds >= TIE_ROUNDS and all(_tied(result, i, lead, medians) for i in others):
         return "tie"
     return "budget" if spent else ""
+
+
+def _round_ratios(result: TimingResult, i: int, lead: int) -> list[float]:
+    """Per round both plans were timed in: plan ``i``'s mean run over the leader's
+    (neighbouring blocks, so a change of the machine's load between rounds cancels out)."""
+    out = []
+    for r in range(result.rounds):
+        a = [t for t, k in zip(result.runs[i], result.rounds_of[i]) if k == r]
+        b = [t for t, k in zip(result.runs[lead], result.rounds_of[lead]) if k == r]
+        if a and b:
+            out.append(statistics.fmean(a) / max(statistics.fmean(b), 1e-12))
+    return out
+
+
+def _lost_every_round(result: TimingResult, i: int, lead: int, medians: dict[int, float]) -> bool:
+    """Plan ``i``'s median over CLEAR_FACTOR times the leader's, and slower than the leader in every round."""
+    ratios = _round_ratios(result, i, lead)
+    return medians[i] > CLEAR_FACTOR * medians[lead] and bool(ratios) and all(x > 1.0 for x in ratios)
 
 
 def _tied(result: TimingResult, i: int, lead: int, medians: dict[int, float]) -> bool:
@@ -181,11 +202,4 @@ def _tied(result: TimingResult, i: int, lead: int, medians: dict[int, float]) ->
     TIE_ROUND_FACTOR of the leader's mean in every round both were timed in."""
     if medians[i] > TIE_FACTOR * medians[lead]:
         return False
-    for r in range(result.rounds):
-        a = [t for t, k in zip(result.runs[i], result.rounds_of[i]) if k == r]
-        b = [t for t, k in zip(result.runs[lead], result.rounds_of[lead]) if k == r]
-        if a and b:
-            ratio = statistics.fmean(a) / max(statistics.fmean(b), 1e-12)
-            if not 1 / TIE_ROUND_FACTOR <= ratio <= TIE_ROUND_FACTOR:
-                return False
-    return True
+    return all(1 / TIE_ROUND_FACTOR <= x <= TIE_ROUND_FACTOR for x in _round_ratios(result, i, lead))
