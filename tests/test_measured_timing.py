@@ -218,3 +218,10 @@ def test_a_lead_that_one_round_contradicts_is_not_clear():
     assert result.rounds > timing.MIN_ROUNDS and result.stopped in ("budget", "clear lead")
     ratios = timing._round_ratios(result, 1, 0)
     assert ratios[1] < 1.0  # the round that kept it going
+
+
+def test_close_medians_that_the_rounds_do_not_agree_on_are_a_tie():
+    # 1 % apart in the median; round 1 swaps the order by 10 % (a loaded machine): no consistent leader
+    swap = lambda k: 0.0090 if k in (2, 3, 4) else 0.0101  # noqa: E731 - its block of round 1 (untimed + 2)
+    result, _ = _timed([0.010, swap], first_runs=[0.03, 0.03])
+    assert result.stopped == "tie" and result.rounds == timing.TIE_ROUNDS
