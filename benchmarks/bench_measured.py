@@ -1,7 +1,7 @@
 """Measured selection against the raw engines, each side in its own process.
 
     python benchmarks/bench_measured.py [--rounds 3] [--runs 20] [--models squeezenet,resnet50]
-                                        [--real [KEYS]] [--models-dir DIR] [--all] [PATH.onnx ...]
+                                        [--real [KEYS]] [--models-dir DIR] [--all] [--stages] [PATH.onnx ...]
 
 Models: the onnx wheel's light models with He-initialized weights
 (``--models``, random-normal feeds), the real models of
@@ -46,7 +46,9 @@ the best raw engine (``plain ms``: nnrt's ORT-only plan, in a process
 with no other engine), best raw engine / raw ORT (``best/ORT``: what picking a
 whole-model engine can reach), build nnrt / plain and cached / plain, and the
 largest relative difference of nnrt's outputs from raw ORT's.  Geometric means
-close the table, over the light models, the real ones and both.
+close the table, over the light models, the real ones and both.  ``--stages``
+adds where the measuring and the plain builds spent their time, stage by stage
+(``Session.stats()["build"]``, medians over the rounds).
 """
 from __future__ import annotations
 
@@ -133,6 +135,8 @@ res = {"build": build, "median": float(np.median(times)),
        "outputs": {k: (lambda a: {"sample": a[::max(1, a.size // 4096)][:4096].tolist(),
                                   "scale": float(np.abs(a).max()) if a.size else 0.0})(np.asarray(v, np.float64).ravel())
                    for k, v in out.items()}}
+if not side.startswith("raw"):  # where the build's time went (Session.stats()["build"], seconds per stage)
+    res["stages"] = {k: float(v) for k, v in s.stats()["build"].items()}
 if side != "nnrt_plain" and not side.startswith("raw"):
     res["chosen"] = ", ".join(sorted({p.backend for p in s.partitions})) + f" ({s.config.precision})"
     res["cache_hit"] = bool(s.compiled_model.cache_hit)
@@ -207,10 +211,39 @@ def bench(spec: dict, rounds: int, runs: int, with_ov: bool) -> dict:
             "cached_vs_plain": build["nnrt_cached"] / build["nnrt_plain"],
             "cached_vs_plan": build["nnrt_cached"] / build["plan_cached"],
             "build_s": {s: build[s] for s in sides},
+            "stages": {s: _median_stages(got[s]) for s in ("nnrt", "nnrt_plain")},
             "rel_err": _rel_err(got["nnrt"][0]["outputs"], got["raw_ort"][0]["outputs"]),
             "chosen": got["nnrt"][-1].get("chosen"),
             "cache_hits": sum(bool(x.get("cache_hit")) for x in got["nnrt_cached"] + got["plan_cached"]),
             "rounds": rounds}
+
+
+def _median_stages(results: list[dict]) -> dict[str, float]:
+    """Per build stage, the median seconds over the rounds (0 where a round lacks the stage)."""
+    names = sorted({k for r in results for k in r.get("stages", {})})
+    return {k: statistics.median(r.get("stages", {}).get(k, 0.0) for r in results) for k in names}
+
+
+#: the stages printed by --stages, in build order ("measure" holds the candidates' optimize, place and compiles)
+STAGES = ("select", "load", "cache", "measure", "optimize", "place", "compile:onnxruntime", "compile:openvino",
+          "explain", "warmup")
+
+
+def print_stages(rows: list[dict]) -> None:
+    """Per model, the median seconds of each build stage of the measuring build and of the plain one;
+    ``timing`` = measure minus the candidates' optimize, place, compile and explain (first runs + timed runs)."""
+    print("build stages, median seconds (Session.stats()['build']); timing = measure - the candidates' "
+          "optimize/place/compile/explain")
+    short = {"compile:onnxruntime": "c:ort", "compile:openvino": "c:ov"}
+    print(f"{'model':<24}{'side':<7}{'total':>7}" + "".join(f"{short.get(n, n):>10}" for n in STAGES)
+          + f"{'timing':>8}")
+    for r in rows:
+        for side, label in (("nnrt", "meas"), ("nnrt_plain", "plain")):
+            st = r["stages"][side]
+            inner = sum(v for k, v in st.items() if k in ("optimize", "place", "explain") or k.startswith("compile:"))
+            timing = st.get("measure", 0.0) - inner if "measure" in st else 0.0
+            print(f"{r['model']:<24}{label:<7}{r['build_s'][side]:>7.3f}"
+                  + "".join(f"{st.get(n, 0.0):>10.3f}" for n in STAGES) + f"{timing:>8.3f}")
 
 
 def light_specs(names: list[str]) -> list[dict]:
@@ -281,6 +314,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=20, help="timed runs per child (at most; ~3 s of them)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--stages", action="store_true", help="also print each build stage's median seconds")
     ap.add_argument("--keep-env", action="store_true", help="children keep PYTHONDONTWRITEBYTECODE if set")
     a = ap.parse_args(argv)
     global CHILD_ENV
@@ -316,6 +350,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     print_rows(rows, a.rounds, a.runs)
+    if a.stages:
+        print_stages(rows)
     print("build x = nnrt / plain (ORT-only priority build, no cache); cached x = nnrt_cached / plain; "
           "x plan = nnrt_cached / plan_cached (a cached build of the plan chosen, named)")
     missed = [r["model"] for r in rows if r["cache_hits"] != 2 * r["rounds"]]

@@ -87,7 +87,7 @@ def test_timing_stops_at_a_clear_lead_after_the_minimum_rounds():
     ahead = [[1.0, 1.02, 0.99, 1.0], [1.2, 1.25, 1.3, 1.21]]  # every run of the second over 1.1x the first's median
     assert stop(ahead, timing.MIN_ROUNDS - 1) == ""  # never before the minimum rounds
     assert stop(ahead, timing.MIN_ROUNDS) == "clear lead"
-    overlapping = [[1.0, 1.02, 0.99, 1.0], [1.2, 1.05, 1.3, 1.21]]  # one run of the second within 1.1x
+    overlapping = [[1.0, 1.02, 0.99, 1.0], [1.05, 1.06, 1.3, 1.08]]  # runs within 1.1x, median 1.07x
     assert stop(overlapping, timing.MIN_ROUNDS) == "" and stop(overlapping, timing.MIN_ROUNDS, spent=True) == "budget"
     assert stop(overlapping, timing.MAX_ROUNDS) == "max rounds"
     assert stop([[1.0]], 1) == "one plan left"
@@ -117,6 +117,7 @@ def test_the_measured_report_says_how_the_timing_went():
                                                        scheduler="measured"), registry=registry(slow, fast))
     (event,) = [e for e in sess.events if e.kind == "plan_measured"]
     assert "timed in " in event.message and "stopped: " in event.message and "idle thread pools" in event.message
+    assert " runs)" in event.message and " timed and " in event.message  # how many runs each plan got
 
 
 def test_a_process_that_stays_busy_is_waited_for_once(monkeypatch):
@@ -125,3 +126,102 @@ def test_a_process_that_stays_busy_is_waited_for_once(monkeypatch):
     a, b = (lambda: time.sleep(0.001)), (lambda: time.sleep(0.001))
     result = timing.time_blocks([a, b], budget=0.0, min_rounds=3)
     assert len(waits) == 1 and result.never_quiet and "no further waits" in result.summary()
+
+
+class FakeClock:
+    """A clock only the plans' runs move: each runner adds its plan's seconds (no real time is measured)."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.calls: list[int] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def plan(self, i: int, seconds):
+        """Plan ``i``'s runner: its run takes ``seconds`` (a float, or a function of the run's index)."""
+        def run():
+            k = self.calls.count(i)
+            self.calls.append(i)
+            self.now += seconds(k) if callable(seconds) else seconds
+        return run
+
+
+def _timed(durations, *, first_runs=None, budget=100.0, **kw):
+    clock = FakeClock()
+    runners = [clock.plan(i, d) for i, d in enumerate(durations)]
+    result = timing.time_blocks(runners, budget, clock=clock, wait=lambda: 0.0, first_runs=first_runs, **kw)
+    return result, clock
+
+
+def test_a_plan_whose_first_run_was_long_gets_no_untimed_run_before_its_first_block():
+    result, clock = _timed([0.05, 0.0505], first_runs=[0.06, 0.06], max_rounds=1)
+    assert clock.calls == [0, 0, 1, 1] and result.untimed == 0  # two timed runs each, nothing untimed
+    assert [len(r) for r in result.runs] == [2, 2]
+    result, clock = _timed([0.005, 0.00505], first_runs=[0.006, 0.006], max_rounds=1)
+    assert clock.calls == [0, 0, 0, 1, 1, 1] and result.untimed == 2  # short runs: the block's caches first
+    assert [len(r) for r in result.runs] == [2, 2]
+    assert "4 timed and 2 untimed run(s)" in result.summary()
+
+
+def test_a_decisive_lead_stops_the_timing_after_one_round():
+    result, _ = _timed([0.010, 0.013], first_runs=[0.03, 0.03])  # every run of the second 1.3x the first's
+    assert result.stopped == "decisive lead" and result.rounds == 1
+    assert [len(r) for r in result.runs] == [2, 2]
+
+
+def test_a_lead_under_the_decisive_factor_needs_the_minimum_rounds():
+    result, _ = _timed([0.010, 0.0115], first_runs=[0.03, 0.03])  # 1.15x: clear, not decisive
+    assert result.stopped == "clear lead" and result.rounds == timing.MIN_ROUNDS
+
+
+def test_plans_within_the_tie_factor_in_every_round_stop_as_a_tie():
+    result, _ = _timed([0.010, 0.0101], first_runs=[0.03, 0.03])  # 1 % apart, every round
+    assert result.stopped == "tie" and result.rounds == timing.TIE_ROUNDS
+
+
+def test_a_round_that_disagrees_is_no_tie():
+    # the second plan's median is within 1 % but its runs of round 1 were 15 % slower: timed on
+    burst = lambda k: 0.0115 if k in (2, 3, 4) else 0.0101  # noqa: E731 - its block of round 1 (untimed + 2)
+    result, _ = _timed([0.010, burst], first_runs=[0.03, 0.03], max_rounds=timing.TIE_ROUNDS + 1)
+    assert result.stopped == "max rounds" and result.rounds == timing.TIE_ROUNDS + 1
+
+
+def test_close_plans_stop_at_the_budget_of_the_clock():
+    result, clock = _timed([0.010, 0.0104], first_runs=[0.03, 0.03], budget=0.2)  # 4 % apart: neither rule
+    assert result.stopped == "budget" and clock.now >= 0.2
+    assert clock.now < 0.2 + 2 * 3 * 0.0104 + 1e-9  # one round past the budget at most (2 blocks of 3 runs)
+
+
+def test_the_first_round_starts_with_the_plan_that_ran_last_and_each_round_switches_once():
+    clock = FakeClock()
+    waits = []
+    runners = [clock.plan(0, 0.010), clock.plan(1, 0.013)]
+    result = timing.time_blocks(runners, 100.0, clock=clock, wait=lambda: waits.append(len(clock.calls)) or 0.0,
+                                previous=1, first_runs=[0.03, 0.03], min_rounds=2, max_rounds=2)
+    assert result.rounds == 1 and result.stopped == "decisive lead"
+    assert clock.calls == [1, 1, 0, 0]  # plan 1 ran last before the timing: it goes first, no switch
+    assert waits == [0, 2]  # once before the timing (the first runs' pools), once at the one switch
+
+
+def test_a_lead_in_every_round_is_clear_despite_one_lucky_run_of_the_other():
+    # the second plan is 15 % slower in every round, but one of its runs came within 1.1x of the leader
+    lucky = lambda k: 0.0104 if k == 1 else 0.0115  # noqa: E731
+    result, _ = _timed([0.010, lucky], first_runs=[0.03, 0.03])
+    assert result.stopped == "clear lead" and result.rounds == timing.MIN_ROUNDS
+
+
+def test_a_lead_that_one_round_contradicts_is_not_clear():
+    # medians 15 % apart, but in round 1 the second plan was the faster one: timed on (to the budget)
+    flip = lambda k: 0.0095 if k in (2, 3, 4) else 0.0115  # noqa: E731 - its block of round 1 (untimed + 2)
+    result, _ = _timed([0.010, flip], first_runs=[0.03, 0.03], budget=0.2)
+    assert result.rounds > timing.MIN_ROUNDS and result.stopped in ("budget", "clear lead")
+    ratios = timing._round_ratios(result, 1, 0)
+    assert ratios[1] < 1.0  # the round that kept it going
+
+
+def test_close_medians_that_the_rounds_do_not_agree_on_are_a_tie():
+    # 1 % apart in the median; round 1 swaps the order by 10 % (a loaded machine): no consistent leader
+    swap = lambda k: 0.0090 if k in (2, 3, 4) else 0.0101  # noqa: E731 - its block of round 1 (untimed + 2)
+    result, _ = _timed([0.010, swap], first_runs=[0.03, 0.03])
+    assert result.stopped == "tie" and result.rounds == timing.TIE_ROUNDS

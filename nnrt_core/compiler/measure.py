@@ -272,20 +272,24 @@ def _time_plans(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str |
     (and ``"outputs"`` of its first run), timed by :func:`.plan_timing.time_blocks`."""
     results = [{"runs": [], "problem": problem} for _, _, problem in built]
     live: list[tuple[Executor, dict]] = []
+    first: list[float] = []  # the first runs' seconds: a long one warmed its plan (no untimed run before timing)
     for (cand, model, _), res in zip(built, results):
         if model is None:
             continue
         g = model.graph
         ex = Executor(model.steps, [v.name for v in g.outputs], model.constants, [v.name for v in g.inputs])
+        t = time.perf_counter()
         try:
             res["outputs"] = ex.run(dict(feeds))  # the first run: one-time costs, whether it runs at all
         except Exception as e:  # noqa: BLE001 - a plan that cannot run loses, with the reason
             res["problem"] = f"run failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
             continue
+        first.append(time.perf_counter() - t)
         live.append((ex, res))
     if not live:
         return results
-    timing = time_blocks([lambda ex=ex: ex.run(dict(feeds)) for ex, _ in live], budget, previous=len(live) - 1)
+    timing = time_blocks([lambda ex=ex: ex.run(dict(feeds)) for ex, _ in live], budget, previous=len(live) - 1,
+                         first_runs=first)
     for (_, res), runs in zip(live, timing.runs):
         res["runs"] = runs
         res["timing"] = timing.summary()
@@ -334,7 +338,8 @@ def _chosen(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | Non
             "chosen": i == win, "end_to_end": True, "problem": results[i]["problem"],
             "precision": c.precision or config.precision, "max_rel_err": errors[i]})
     if unmeasured is None:
-        why = _why(cand, medians[win], built, medians, [r["problem"] for r in results])
+        why = _why(cand, medians[win], built, medians, [r["problem"] for r in results],
+                   [len(r["runs"]) for r in results])
         timing = next((r["timing"] for r in results if "timing" in r), None)
         if timing:
             why += f"; timed in {timing}"
@@ -410,9 +415,9 @@ def _emulated(model: CompiledModel | None) -> bool:
 
 
 def _why(cand: PlanCandidate, median: float, built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | None]],
-         medians: list[float | None], problems: list[str | None]) -> str:
-    figures = ", ".join(f"{c.label} {m * 1e3:.3g} ms" if m is not None else f"{c.label} ({problem})"
-                        for (c, _, _), m, problem in zip(built, medians, problems))
+         medians: list[float | None], problems: list[str | None], runs: list[int]) -> str:
+    figures = ", ".join(f"{c.label} {m * 1e3:.3g} ms ({n} runs)" if m is not None else f"{c.label} ({problem})"
+                        for (c, _, _), m, n, problem in zip(built, medians, runs, problems))
     text = f"measured plans on the session's input shapes (median per run): {figures}; chose {cand.label!r}"
     if not cand.split and any(c.split and m is not None and m < median for (c, _, _), m in zip(built, medians)):
         text += f" (a split plan is kept only when under {SPLIT_MARGIN:g}x the best whole-model plan)"

@@ -1,8 +1,10 @@
 """Timing candidate plans in one process, fairly and within a budget.
 
 Plans are timed in interleaved blocks (the order flips every round, so no
-plan always follows the same one).  Two things make one process unfair to
-the plan that runs second, and both are handled here:
+plan always follows the same one; the first round starts with the plan whose
+first run came last, so a round has one switch between plans, not two).  Two
+things make one process unfair to the plan that runs second, and both are
+handled here:
 
 * **Idle thread pools that keep spinning.**  An engine's worker threads may
   busy-wait after a run (ONNX Runtime's intra-op pool spins for ~40 ms on an
@@ -13,12 +15,25 @@ the plan that runs second, and both are handled here:
   knowledge of the engines), at most ``MAX_QUIET_WAIT`` seconds (a wait that
   runs out means other threads of the process are busy, e.g. a server's:
   the timing then waits no more).
-* **Cold caches.**  A short plan's block starts with an untimed run.
+* **Cold caches.**  A short plan's block starts with an untimed run.  A plan
+  whose first run (made before the timing, for its outputs and one-time
+  costs) took ``SHORT_RUN`` or more gets none: its first block times two runs.
 
-The timing stops after ``min_rounds`` rounds once the budget is spent, once
-one plan is clearly ahead (every run of every other plan slower than
-``CLEAR_FACTOR`` times its median), or once one plan is left (a plan whose
-fastest run is ``DROP_FACTOR`` times the best median is timed no further).
+The timing stops (sequential comparison; the reason is in the report):
+
+* after any round, once one plan is left: a plan whose fastest run is
+  ``DROP_FACTOR`` times the best median is timed no further;
+* after the first round, on a *decisive lead*: every run of every other plan
+  slower than ``DECISIVE_FACTOR`` times the leader's slowest run;
+* after ``min_rounds`` rounds, on a *clear lead*: every other plan either
+  slower than ``CLEAR_FACTOR`` times the leader's median in every run, or
+  with its median over ``CLEAR_FACTOR`` times the leader's and slower than
+  the leader in every round (one lucky short run no longer keeps the timing going);
+* after ``TIE_ROUNDS`` rounds, on a *tie*: every other plan's median within
+  ``TIE_FACTOR`` of the leader's and, in every round, its mean within
+  ``TIE_ROUND_FACTOR`` of the leader's, or faster than the leader in some
+  round (whichever is kept costs at most ~2 %);
+* once the budget is spent (after ``min_rounds``), or after ``max_rounds``.
 """
 from __future__ import annotations
 
@@ -26,16 +41,20 @@ import statistics
 import time
 from typing import Any, Callable, Sequence
 
-__all__ = ["CLEAR_FACTOR", "DROP_FACTOR", "MAX_QUIET_WAIT", "MIN_ROUNDS", "MAX_ROUNDS", "TimingResult",
-           "time_blocks", "wait_quiet"]
+__all__ = ["CLEAR_FACTOR", "DECISIVE_FACTOR", "DROP_FACTOR", "MAX_QUIET_WAIT", "MIN_ROUNDS", "MAX_ROUNDS",
+           "TIE_FACTOR", "TIE_ROUNDS", "TIE_ROUND_FACTOR", "TimingResult", "time_blocks", "wait_quiet"]
 
 MIN_ROUNDS, MAX_ROUNDS = 2, 25
 #: timed runs per block: runs shorter than SHORT_RUN seconds get SHORT_BLOCK, longer ones LONG_BLOCK
 SHORT_RUN, SHORT_BLOCK, LONG_BLOCK = 0.02, 2, 1
 #: a plan whose fastest run is this many times the best plan's median is timed no further
 DROP_FACTOR = 1.5
+#: timing stops after one round when every run of every other plan is over this many times the leader's slowest
+DECISIVE_FACTOR = 1.2
 #: timing stops when every run of every other plan is over this many times the best plan's median
 CLEAR_FACTOR = 1.1
+#: timing stops as a tie after TIE_ROUNDS rounds: medians within TIE_FACTOR, every round's means within TIE_ROUND_FACTOR
+TIE_FACTOR, TIE_ROUND_FACTOR, TIE_ROUNDS = 1.02, 1.06, 3
 #: wait_quiet: sleep slices (s), CPU/wall under which a slice is quiet, quiet slices needed, longest wait (s)
 QUIET_SLICE, QUIET_BUSY, QUIET_SLICES, MAX_QUIET_WAIT = 0.002, 0.1, 4, 0.25
 
@@ -55,53 +74,80 @@ def wait_quiet(max_wait: float = MAX_QUIET_WAIT) -> float:
 
 
 class TimingResult:
-    """Per plan the timed runs (seconds); how the timing went."""
+    """Per plan the timed runs (seconds) and the round of each; how the timing went."""
 
-    __slots__ = ("runs", "rounds", "stopped", "quiet_wait_s", "dropped", "never_quiet")
+    __slots__ = ("runs", "rounds_of", "rounds", "stopped", "quiet_wait_s", "dropped", "never_quiet", "untimed")
 
     def __init__(self, runs: list[list[float]]) -> None:
         self.runs = runs
+        self.rounds_of: list[list[int]] = [[0] * len(r) for r in runs]  #: the round of each timed run
         self.rounds = 0
-        self.stopped = ""  #: "budget", "clear lead", "one plan left", "max rounds"
+        self.stopped = ""  #: "budget", "decisive lead", "clear lead", "tie", "one plan left", "max rounds"
         self.quiet_wait_s = 0.0
         self.dropped: list[int] = []
         self.never_quiet = False  #: a wait ran out: other threads of the process are busy, later waits skipped
+        self.untimed = 0  #: untimed runs made at the start of blocks (cold caches)
 
     def summary(self) -> str:
         busy = " (the process stayed busy: no further waits)" if self.never_quiet else ""
-        return (f"{self.rounds} round(s), stopped: {self.stopped}; {self.quiet_wait_s * 1e3:.0f} ms waited for "
-                f"idle thread pools between plans{busy}")
+        timed = sum(len(r) for r in self.runs)
+        return (f"{self.rounds} round(s), stopped: {self.stopped}; {timed} timed and {self.untimed} untimed "
+                f"run(s); {self.quiet_wait_s * 1e3:.0f} ms waited for idle thread pools between plans{busy}")
 
 
 def time_blocks(runners: Sequence[Callable[[], Any]], budget: float, *, min_rounds: int = MIN_ROUNDS,
-                max_rounds: int = MAX_ROUNDS, previous: int | None = None) -> TimingResult:
-    """Time ``runners`` (one run of each plan, already run once) in
-    interleaved blocks within ``budget`` seconds (see the module docstring);
-    ``previous``: the index of the plan that ran last."""
+                max_rounds: int = MAX_ROUNDS, previous: int | None = None,
+                first_runs: Sequence[float] | None = None,
+                clock: Callable[[], float] = time.perf_counter,
+                wait: Callable[[], float] | None = None) -> TimingResult:
+    """Time ``runners`` (one run of each plan, already run once; ``first_runs``:
+    the seconds those first runs took) in interleaved blocks within ``budget``
+    seconds (see the module docstring); ``previous``: the index of the plan
+    that ran last.  ``clock`` and ``wait`` (default :func:`wait_quiet`) are
+    the timer and the wait between plans."""
     result = TimingResult([[] for _ in runners])
     live = list(range(len(runners)))
-    start = time.perf_counter()
+    start = clock()
+    reverse = previous is not None and previous == live[-1]  # the first round starts with the plan that ran last
+    if previous is not None:  # the first runs ran back to back: every pool they left spinning stops first
+        _wait(result, wait)
     while live:
-        for i in live if result.rounds % 2 == 0 else live[::-1]:  # alternate the order
+        for i in live[::-1] if (result.rounds % 2 == 0) == reverse else live:  # alternate the order
             if previous is not None and previous != i and not result.never_quiet:
-                waited = wait_quiet()
-                result.quiet_wait_s += waited
-                result.never_quiet = waited >= MAX_QUIET_WAIT  # busy for other reasons: wait no more
-            times = result.runs[i]
-            short = not times or statistics.median(times) < SHORT_RUN
-            if short:
-                runners[i]()  # untimed: the block's caches
-            for _ in range(SHORT_BLOCK if short else LONG_BLOCK):
-                t = time.perf_counter()
-                runners[i]()
-                times.append(time.perf_counter() - t)
+                _wait(result, wait)
+            _block(runners[i], i, result, None if first_runs is None else first_runs[i], clock)
             previous = i
         result.rounds += 1
         live = _close_enough(live, result)
-        result.stopped = _stop_reason(live, result, time.perf_counter() - start >= budget, min_rounds, max_rounds)
+        result.stopped = _stop_reason(live, result, clock() - start >= budget, min_rounds, max_rounds)
         if result.stopped:
             return result
     return result
+
+
+def _wait(result: TimingResult, wait: Callable[[], float] | None) -> None:
+    waited = (wait or wait_quiet)()
+    result.quiet_wait_s += waited
+    result.never_quiet = waited >= MAX_QUIET_WAIT  # busy for other reasons: wait no more
+
+
+def _block(run: Callable[[], Any], i: int, result: TimingResult, first: float | None,
+           clock: Callable[[], float]) -> None:
+    """One block of plan ``i``: an untimed run when its runs are short, then its timed runs."""
+    times = result.runs[i]
+    if times:
+        short = statistics.median(times) < SHORT_RUN
+        warm, timed = short, SHORT_BLOCK if short else LONG_BLOCK
+    else:  # the first block: two timed runs; untimed first unless the first run was long
+        warm, timed = first is None or first < SHORT_RUN, SHORT_BLOCK
+    if warm:
+        run()  # untimed: the block's caches
+        result.untimed += 1
+    for _ in range(timed):
+        t = clock()
+        run()
+        times.append(clock() - t)
+        result.rounds_of[i].append(result.rounds)
 
 
 def _close_enough(live: list[int], result: TimingResult) -> list[int]:
@@ -119,10 +165,47 @@ def _stop_reason(live: list[int], result: TimingResult, spent: bool, min_rounds:
         return "one plan left"
     if result.rounds >= max_rounds:
         return "max rounds"
-    if result.rounds < min_rounds:
-        return ""
     medians = {i: statistics.median(result.runs[i]) for i in live}
     lead = min(medians, key=medians.__getitem__)
-    if all(min(result.runs[i]) > CLEAR_FACTOR * medians[lead] for i in live if i != lead):
+    others = [i for i in live if i != lead]
+    if all(min(result.runs[i]) > DECISIVE_FACTOR * max(result.runs[lead]) for i in others):
+        return "decisive lead"
+    if result.rounds < min_rounds:
+        return ""
+    if all(min(result.runs[i]) > CLEAR_FACTOR * medians[lead] or _lost_every_round(result, i, lead, medians)
+           for i in others):
         return "clear lead"
+    if result.rounds >= TIE_ROUNDS and all(_tied(result, i, lead, medians) for i in others):
+        return "tie"
     return "budget" if spent else ""
+
+
+def _round_ratios(result: TimingResult, i: int, lead: int) -> list[float]:
+    """Per round both plans were timed in: plan ``i``'s mean run over the leader's
+    (neighbouring blocks, so a change of the machine's load between rounds cancels out)."""
+    out = []
+    for r in range(result.rounds):
+        a = [t for t, k in zip(result.runs[i], result.rounds_of[i]) if k == r]
+        b = [t for t, k in zip(result.runs[lead], result.rounds_of[lead]) if k == r]
+        if a and b:
+            out.append(statistics.fmean(a) / max(statistics.fmean(b), 1e-12))
+    return out
+
+
+def _lost_every_round(result: TimingResult, i: int, lead: int, medians: dict[int, float]) -> bool:
+    """Plan ``i``'s median over CLEAR_FACTOR times the leader's, and slower than the leader in every round."""
+    ratios = _round_ratios(result, i, lead)
+    return medians[i] > CLEAR_FACTOR * medians[lead] and bool(ratios) and all(x > 1.0 for x in ratios)
+
+
+def _tied(result: TimingResult, i: int, lead: int, medians: dict[int, float]) -> bool:
+    """Plan ``i`` within TIE_FACTOR of the leader's median, and within
+    TIE_ROUND_FACTOR of the leader's mean in every round both were timed in
+    or faster than the leader in some round (on a loaded machine the rounds
+    scatter more than TIE_ROUND_FACTOR, and then a leader they do not agree on
+    is noise too)."""
+    if medians[i] > TIE_FACTOR * medians[lead]:
+        return False
+    ratios = _round_ratios(result, i, lead)
+    disagree = any(x < 1.0 for x in ratios) and any(x > 1.0 for x in ratios)  # the rounds do not agree on a leader
+    return disagree or all(1 / TIE_ROUND_FACTOR <= x <= TIE_ROUND_FACTOR for x in ratios)
