@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import numpy as np
-
 from nnrt_core.backend.base import Backend, CompileOptions
 from nnrt_core.errors import NnrtError
 from nnrt_core.ir import Attribute, AttrKind, Graph, Node, Value
@@ -21,7 +19,7 @@ from nnrt_core.ir.clone import extract_subgraph
 from nnrt_core.ir.dtypes import DataType
 from nnrt_core.logs import get_logger
 from nnrt_core.passes.base import Pass, PassContext, PassResult
-from nnrt_core.passes.rewrite import GraphEditor, is_constant
+from nnrt_core.passes.rewrite import GraphEditor, clip_bounds, is_constant
 
 __all__ = ["ActivationFusion", "BackendSupport", "MS_DOMAIN", "FUSABLE_ACTIVATIONS"]
 
@@ -41,19 +39,12 @@ def _activation_params(act: Node) -> list[float] | None:
     if op == "HardSigmoid":
         return [float(act.attr("alpha", 0.2)), float(act.attr("beta", 0.5))]
     if op == "Clip":
-        if (act.opset or 1) < 11:
-            return [float(act.attr("min", -3.4028234663852886e38)), float(act.attr("max", 3.4028234663852886e38))]
-        bounds = []
-        for i, default in ((1, -np.inf), (2, np.inf)):
-            v = act.inputs[i] if len(act.inputs) > i else None
-            if v is None:
-                bounds.append(default)
-            elif is_constant(v) and v.const.size == 1:  # type: ignore[union-attr]
-                bounds.append(float(np.asarray(v.const).reshape(())))
-            else:
-                return None
+        flt_max = 3.4028234663852886e38
+        bounds = clip_bounds(act, (-flt_max, flt_max))
+        if bounds is None:
+            return None
         lo, hi = bounds
-        return [max(lo, -3.4028234663852886e38), min(hi, 3.4028234663852886e38)]
+        return [lo, hi] if (act.opset or 1) < 11 else [max(lo, -flt_max), min(hi, flt_max)]
     return []
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from nnrt_core.ir import Graph, Node, Value
 from nnrt_core.ir.dtypes import DataType
 from nnrt_core.passes.base import Pass, PassContext, PassResult
-from nnrt_core.passes.rewrite import GraphEditor, is_constant
+from nnrt_core.passes.rewrite import GraphEditor, clip_bounds, is_constant
 
 __all__ = ["QdqCleanup", "MOVEMENT_OPS"]
 
@@ -165,20 +165,7 @@ class QdqCleanup(Pass):
 
 def _clamp_bounds(act: Node) -> tuple[float, float] | None:
     """(lo, hi) of a Relu or a Clip with constant (or absent) bounds."""
-    if act.op_type == "Relu":
-        return 0.0, np.inf
-    if (act.opset or 1) < 11:
-        return float(act.attr("min", -np.inf)), float(act.attr("max", np.inf))
-    bounds = []
-    for i, default in ((1, -np.inf), (2, np.inf)):
-        v = act.inputs[i] if len(act.inputs) > i else None
-        if v is None:
-            bounds.append(default)
-        elif is_constant(v) and v.const.size == 1:  # type: ignore[union-attr]
-            bounds.append(float(v.const.reshape(())))  # type: ignore[union-attr]
-        else:
-            return None
-    return bounds[0], bounds[1]
+    return (0.0, np.inf) if act.op_type == "Relu" else clip_bounds(act)
 
 
 def _clamp_is_free(bounds: tuple[float, float], p: QParams) -> bool:

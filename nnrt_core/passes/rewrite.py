@@ -14,12 +14,30 @@ import numpy as np
 
 from nnrt_core.ir import Graph, Node, TensorType, Value
 
-__all__ = ["GraphEditor", "is_constant", "static_shape"]
+__all__ = ["GraphEditor", "is_constant", "static_shape", "clip_bounds"]
 
 
 def is_constant(v: Value | None) -> bool:
     """An initializer (data known, no producer)."""
     return v is not None and v.const is not None and v.producer is None
+
+
+def clip_bounds(clip: Node, legacy: tuple[float, float] = (-np.inf, np.inf)) -> tuple[float, float] | None:
+    """(lo, hi) of a Clip: its ``min`` / ``max`` attributes before opset 11
+    (``legacy``: their defaults), else its constant (or absent: +-inf) bound
+    inputs; ``None`` when a bound input is not a one-value constant."""
+    if (clip.opset or 1) < 11:
+        return float(clip.attr("min", legacy[0])), float(clip.attr("max", legacy[1]))
+    bounds = []
+    for i, default in ((1, -np.inf), (2, np.inf)):
+        v = clip.inputs[i] if len(clip.inputs) > i else None
+        if v is None:
+            bounds.append(default)
+        elif is_constant(v) and v.const.size == 1:  # type: ignore[union-attr]
+            bounds.append(float(np.asarray(v.const).reshape(())))
+        else:
+            return None
+    return bounds[0], bounds[1]
 
 
 def static_shape(v: Value | None) -> tuple[int, ...] | None:
