@@ -46,7 +46,6 @@ import argparse
 import http.client
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -59,7 +58,7 @@ import numpy as np
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_load import CORES, ServeModel, load_model, server_cpu  # noqa: E402
+from serve_load import CORES, ServeModel, load_model, own_cpu, server_cpu  # noqa: E402
 
 TRIVIAL = """
 import sys, uvicorn
@@ -74,11 +73,6 @@ async def infer(request):
 uvicorn.run(Starlette(routes=[Route("/v2/models/m/infer", infer, methods=["POST"])]), host="127.0.0.1",
             port=int(sys.argv[3]), log_level="warning", access_log=False, lifespan="off")
 """
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 # ----------------------------------------------------------------------------- 1. stacking
@@ -105,14 +99,14 @@ def _window(sess, feeds: dict[str, np.ndarray], rows: int, instances: int, secon
             done[i] += 1
 
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(instances)]
-    c0, t0 = _cpu(), time.perf_counter()
+    c0, t0 = own_cpu(), time.perf_counter()
     for t in threads:
         t.start()
     time.sleep(seconds)
     stop.set()
     for t in threads:
         t.join()
-    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    wall, cpu = time.perf_counter() - t0, own_cpu() - c0
     total = sum(done) * rows
     return total / wall, cpu / max(total, 1)
 
@@ -180,7 +174,7 @@ def client_cpu(sm: ServeModel, response_bytes: int, clients: int, seconds: float
             conn.close()
 
         threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(clients)]
-        c0, s0, t0 = _cpu(), sum(server_cpu(proc.pid)), time.monotonic()
+        c0, s0, t0 = own_cpu(), sum(server_cpu(proc.pid)), time.monotonic()
         for t in threads:
             t.start()
         stop.wait(seconds)
@@ -188,7 +182,7 @@ def client_cpu(sm: ServeModel, response_bytes: int, clients: int, seconds: float
         for t in threads:
             t.join(60)
         wall, n = time.monotonic() - t0, max(sum(count), 1)
-        c1, s1 = _cpu(), sum(server_cpu(proc.pid))
+        c1, s1 = own_cpu(), sum(server_cpu(proc.pid))
     finally:
         proc.terminate()
         proc.wait(10)

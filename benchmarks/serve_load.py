@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from light_weights import he_initialized  # noqa: E402
 
 __all__ = ["ServeModel", "squeezenet", "real_model", "load_model", "make_repository", "hammer", "HammerResult",
-           "server_cpu", "CORES"]
+           "server_cpu", "own_cpu", "CORES"]
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
 CORES = os.cpu_count() or 1
@@ -144,7 +144,8 @@ def server_cpu(pid: int) -> tuple[float, float]:
     return main, other
 
 
-def _own_cpu() -> float:
+def own_cpu() -> float:
+    """CPU seconds (user + system) this process has used so far."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
@@ -248,7 +249,7 @@ def hammer(server: Any, model_name: str, sm: ServeModel, want: dict[str, np.ndar
             errors.append(f"{type(e).__name__}: {e}"[:300])
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(clients)]
-    c0, (l0, r0), t0 = _own_cpu(), server_cpu(server.pid), time.monotonic()
+    c0, (l0, r0), t0 = own_cpu(), server_cpu(server.pid), time.monotonic()
     for t in threads:
         t.start()
     stop.wait(seconds)
@@ -256,7 +257,7 @@ def hammer(server: Any, model_name: str, sm: ServeModel, want: dict[str, np.ndar
     for t in threads:
         t.join(120)
     wall = time.monotonic() - t0
-    c1, (l1, r1) = _own_cpu(), server_cpu(server.pid)
+    c1, (l1, r1) = own_cpu(), server_cpu(server.pid)
     if errors or any(t.is_alive() for t in threads):
         raise RuntimeError(f"{model_name}: {len(errors)} client errors, {sum(t.is_alive() for t in threads)} "
                            f"stuck clients, e.g. {errors[:1]}")
