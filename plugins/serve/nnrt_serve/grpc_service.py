@@ -3,14 +3,14 @@ from the stubs generated from ``protocol/grpc_predict_v2.proto``.  Errors
 are the gRPC status of :class:`~nnrt_serve.errors.ServeError` with its message."""
 from __future__ import annotations
 
-import hmac
 import math
 from typing import Any
 
 import grpc
 import numpy as np
 
-from nnrt_serve.errors import BadRequest, PayloadTooLarge, Unauthorized, as_serve_error
+from nnrt_serve.auth import expected_bearer, require_bearer
+from nnrt_serve.errors import BadRequest, PayloadTooLarge, as_serve_error
 from nnrt_serve.handlers import Handlers, InferInput, InferRequest, InferResult
 from nnrt_serve.protocol import grpc_predict_v2_pb2 as pb
 from nnrt_serve.protocol import grpc_predict_v2_pb2_grpc as pb_grpc
@@ -75,13 +75,13 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     def __init__(self, handlers: Handlers, token: str | None = None) -> None:
         self.handlers, self.token = handlers, token
+        self._bearer = expected_bearer(token)
 
     async def _call(self, context: grpc.aio.ServicerContext, fn: Any, *args: Any) -> Any:
         try:
-            if self.token is not None:
+            if self._bearer is not None:
                 given = dict(context.invocation_metadata() or ()).get("authorization", "")
-                if not hmac.compare_digest(str(given).encode(), f"Bearer {self.token}".encode()):
-                    raise Unauthorized("this server needs the metadata 'authorization: Bearer <token>'")
+                require_bearer(str(given), self._bearer, "the metadata 'authorization: Bearer <token>'")
             out = fn(*args)
             return await out if hasattr(out, "__await__") else out
         except Exception as e:

@@ -5,7 +5,6 @@ Every error is the protocol's ``{"error": message}`` with its HTTP status;
 no route lets an exception reach the framework (no 500 with a traceback)."""
 from __future__ import annotations
 
-import hmac
 import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
@@ -16,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from nnrt_serve.auth import expected_bearer, require_bearer
 from nnrt_serve.errors import ServeError, Unauthorized, as_serve_error
 from nnrt_serve.handlers import Handlers
 from nnrt_serve.metrics import CONTENT_TYPE_LATEST
@@ -41,12 +41,11 @@ def _error(e: BaseException) -> JSONResponse:
 
 
 def _guarded(fn: Callable[[Request], Awaitable[Response]], token: str | None, public: bool = False):
+    bearer = None if public else expected_bearer(token)
+
     async def endpoint(request: Request) -> Response:
         try:
-            if token is not None and not public:
-                given = request.headers.get("authorization", "")
-                if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                    raise Unauthorized("this server needs 'Authorization: Bearer <token>'")
+            require_bearer(request.headers.get("authorization", ""), bearer)
             return await fn(request)
         except Exception as e:  # every failure becomes the protocol's error answer
             return _error(e)

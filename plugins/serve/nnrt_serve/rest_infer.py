@@ -11,13 +11,13 @@ goes through the Starlette app as before."""
 from __future__ import annotations
 
 import asyncio
-import hmac
 import re
 from typing import Any, Awaitable, Callable
 
 from starlette.datastructures import Headers
 
-from nnrt_serve.errors import ClientGone, PayloadTooLarge, Unauthorized
+from nnrt_serve.auth import expected_bearer, require_bearer
+from nnrt_serve.errors import ClientGone, PayloadTooLarge
 from nnrt_serve.handlers import Handlers
 from nnrt_serve.rest_codec import HEADER_LENGTH, decode_request, decompress, encode_result
 
@@ -91,7 +91,7 @@ class InferRoute:
                  error_app: Callable[[BaseException], ASGIApp]) -> None:
         self.handlers, self.app, self.limit, self.token = handlers, app, max_request_bytes, token
         self.error_app = error_app  #: the protocol's error answer of an exception, as an ASGI app
-        self._bearer = None if token is None else f"Bearer {token}".encode()
+        self._bearer = expected_bearer(token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
@@ -114,9 +114,7 @@ class InferRoute:
 
     async def _answer(self, headers: Headers, receive: Receive, name: str, version: str | None
                       ) -> tuple[bytes, int | None]:
-        if self._bearer is not None and not hmac.compare_digest(headers.get("authorization", "").encode(),
-                                                                self._bearer):
-            raise Unauthorized("this server needs 'Authorization: Bearer <token>'")
+        require_bearer(headers.get("authorization", ""), self._bearer)
         self.handlers.repository.get(name, version)  # 404 before reading a body for nobody
         try:
             body = decompress(await read_body(receive, headers, self.limit), headers.get("content-encoding"),
