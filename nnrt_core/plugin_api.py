@@ -63,7 +63,9 @@ weights region of an export), :func:`load_onnx`, :func:`validate_graph`,
 at the top of a module that the path loading a compiled ``.nnrt`` file
 needs.  That path reads ONNX bytes with :func:`read_initializers` (an
 initializer's name, type, dims and external data: :data:`EXTERNAL`, without
-``onnx``) and :func:`tensor_dtype_to_np_dtype`.
+``onnx``), :func:`nested_external_tensors` (external tensors a weights region
+cannot be handed over for: in sub-graphs, attributes, sparse initializers)
+and :func:`tensor_dtype_to_np_dtype`.
 
 **Value types and logging**: :class:`Record` / :class:`FrozenRecord` (slotted
 value classes, picklable), :func:`get_logger` (a logger that imports
@@ -84,7 +86,8 @@ if TYPE_CHECKING:  # the names below are imported on first use, see _LAZY
     from nnrt_core.frontends.onnx.external_weights import ExternalWeights
     from nnrt_core.frontends.onnx.onnx_api import P
     from nnrt_core.frontends.onnx.proto_build import make_tensor_value_info
-    from nnrt_core.frontends.onnx.wire import EXTERNAL, read_initializers, tensor_dtype_to_np_dtype
+    from nnrt_core.frontends.onnx.wire import (EXTERNAL, nested_external_tensors, read_initializers,
+                                               tensor_dtype_to_np_dtype)
     from nnrt_core.hookspec import hookimpl
     from nnrt_core.logs import get_logger
     from nnrt_core.placement import (DEFAULT_POWER_W, PARTITION_OVERHEAD_SECONDS, CostModel, PartitionKey,
@@ -131,7 +134,8 @@ _LAZY: dict[str, str] = {
     "proto_build": "nnrt_core.frontends.onnx.proto_build",
     "make_tensor_value_info": "nnrt_core.frontends.onnx.proto_build",
     "P": "nnrt_core.frontends.onnx.onnx_api",
-    **dict.fromkeys(["EXTERNAL", "read_initializers", "tensor_dtype_to_np_dtype"], "nnrt_core.frontends.onnx.wire"),
+    **dict.fromkeys(["EXTERNAL", "nested_external_tensors", "read_initializers", "tensor_dtype_to_np_dtype"],
+                    "nnrt_core.frontends.onnx.wire"),
     **dict.fromkeys(["FrozenRecord", "Record"], "nnrt_core.record"),
     "get_logger": "nnrt_core.logs",
 }

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import LIGHT_DIR
-from nnrt_core.frontends.onnx.wire import EXTERNAL, read_initializers, tensor_dtype_to_np_dtype
+from nnrt_core.frontends.onnx.wire import EXTERNAL, nested_external_tensors, read_initializers, tensor_dtype_to_np_dtype
 
 
 def _fields(t):
@@ -59,3 +59,32 @@ def test_element_types_map_like_onnx_helper():
         assert tensor_dtype_to_np_dtype(elem) == helper.tensor_dtype_to_np_dtype(elem)
     with pytest.raises(ValueError):
         tensor_dtype_to_np_dtype(999)
+
+
+def _external(name: str) -> TensorProto:
+    t = numpy_helper.from_array(np.zeros(4, np.float32), name)
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "w.bin"), ("offset", "0"), ("length", "16")):
+        t.external_data.add(key=k, value=v)
+    return t
+
+
+def test_nested_external_tensors_finds_sub_graph_attribute_and_sparse_weights_only():
+    vi = helper.make_tensor_value_info
+    branch = helper.make_graph([helper.make_node("Identity", ["b_w"], ["o"])], "b", [],
+                               [vi("o", TensorProto.FLOAT, [4])], [_external("b_w")])
+    loop_body = helper.make_graph([helper.make_node("Constant", [], ["c"], value=_external("attr_w"))], "lb", [],
+                                  [vi("c", TensorProto.FLOAT, [4])])
+    sparse = helper.make_sparse_tensor(_external("sp_values"), numpy_helper.from_array(np.arange(4), "sp_idx"), [8])
+    g = helper.make_graph([helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=loop_body)], "g",
+                          [vi("cond", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, [4])],
+                          [_external("top_w")], sparse_initializer=[sparse])
+    model = helper.make_model(g)
+    assert sorted(nested_external_tensors(model.SerializeToString())) == ["attr_w", "b_w", "sp_values"]
+    assert nested_external_tensors(_external_model().SerializeToString()) == []  # top-level weights only
+
+
+def test_nested_external_tensors_refuses_malformed_bytes():
+    with pytest.raises(ValueError):
+        nested_external_tensors(b"\x3a\x05\x0a\x01")

@@ -135,3 +135,40 @@ def test_fed_weight_dtypes_run(tmp_path, dtype):
     feeds = {"i": np.array([0, 5, 2], np.int64)}
     assert _ort_partition(warm).describe()["weights_fed"] == 1
     np.testing.assert_array_equal(warm.run(feeds)["y"], table[[0, 5, 2]])
+
+
+def _if_with_branch_weights() -> bytes:
+    """If(cond): x + a (1024 floats) else x * b: ORT writes the branch weights external in its optimized graph."""
+    rng = np.random.default_rng(1)
+    vi = helper.make_tensor_value_info
+    branches = []
+    for op, w in (("Add", "a"), ("Mul", "b")):
+        arr = rng.standard_normal(1024).astype(np.float32)
+        branches.append(helper.make_graph([helper.make_node(op, ["x", w], [f"{w}_out"])], f"{op}_branch", [],
+                                          [vi(f"{w}_out", TensorProto.FLOAT, [1024])],
+                                          [numpy_helper.from_array(arr, w)]))
+    g = helper.make_graph([helper.make_node("If", ["cond"], ["y"], then_branch=branches[0], else_branch=branches[1],
+                                            name="if")], "if_weights",
+                          [vi("cond", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [1024])],
+                          [vi("y", TensorProto.FLOAT, [1024])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_a_cache_entry_with_weights_in_if_branches_loads_and_matches_onnxruntime(tmp_path, cond):
+    """ORT's optimized graph keeps sub-graph weights external, which a warm start cannot hand over: the entry
+    stores the portable partition, and the second build loads it (it was refused and rebuilt before)."""
+    import onnxruntime as ort
+
+    data = _if_with_branch_weights()
+    feeds = {"cond": np.array(cond), "x": np.random.default_rng(2).standard_normal(1024).astype(np.float32)}
+    cfg = ScheduleConfig(backends=["onnxruntime"], cache_dir=str(tmp_path))
+    first = Session(data, cfg)
+    assert _ort_partition(first).describe()["stored_form"] == "onnx"
+    second = Session(data, cfg)
+    assert second.compiled_model.cache_hit
+    assert not [e for e in second.events if e.kind == "cache_rebuilt"]
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_array_equal(second.run(feeds)["y"], ref)

@@ -19,11 +19,15 @@ import numpy as np
 
 from nnrt_core.ir.dtypes import DataType
 
-__all__ = ["EXTERNAL", "Entry", "WireTensor", "read_initializers", "tensor_dtype_to_np_dtype"]
+__all__ = ["EXTERNAL", "Entry", "WireTensor", "nested_external_tensors", "read_initializers", "tensor_dtype_to_np_dtype"]
 
 #: ``TensorProto.DataLocation.EXTERNAL``
 EXTERNAL = 1
 _MODEL_GRAPH, _GRAPH_INITIALIZER = 7, 5
+_GRAPH_NODE, _GRAPH_SPARSE_INITIALIZER, _NODE_ATTRIBUTE = 1, 15, 5
+#: AttributeProto fields holding tensors (t, tensors), graphs (g, graphs) and sparse tensors
+_A_TENSOR, _A_GRAPH, _A_TENSORS, _A_GRAPHS, _A_SPARSE, _A_SPARSES = 5, 6, 10, 11, 22, 23
+_SPARSE_VALUES, _SPARSE_INDICES = 1, 2
 _T_DIMS, _T_DATA_TYPE, _T_NAME, _T_EXTERNAL_DATA, _T_DATA_LOCATION = 1, 2, 8, 13, 14
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
@@ -150,6 +154,61 @@ def read_initializers(model: bytes | memoryview) -> list[WireTensor]:
                 _tensor(tensor, t)
                 out.append(t)
     return out
+
+
+def nested_external_tensors(model: bytes | memoryview) -> list[str]:
+    """The names of the tensors of serialized ``ModelProto`` bytes that hold
+    external data anywhere but in the main graph's ``initializer`` list: in
+    sub-graphs (``If`` / ``Loop`` / ``Scan`` bodies), node attributes or sparse
+    initializers.  :func:`read_initializers` does not see those, so a weights
+    region cannot be handed over for them."""
+    buf = memoryview(model).cast("B")
+    out: list[str] = []
+    for number, _, graph in _fields(buf):
+        if number == _MODEL_GRAPH:
+            if not isinstance(graph, memoryview):
+                raise ValueError("graph is not a message")
+            _graph_externals(graph, out, top=True)
+    return out
+
+
+def _graph_externals(graph: memoryview, out: list[str], top: bool) -> None:
+    for number, _, value in _fields(graph):
+        if not isinstance(value, memoryview):
+            continue
+        if number == _GRAPH_INITIALIZER and not top:
+            _tensor_external(value, out)
+        elif number == _GRAPH_SPARSE_INITIALIZER:
+            _sparse_externals(value, out)
+        elif number == _GRAPH_NODE:
+            for n2, _, attr in _fields(value):
+                if n2 == _NODE_ATTRIBUTE and isinstance(attr, memoryview):
+                    _attribute_externals(attr, out)
+
+
+def _attribute_externals(attr: memoryview, out: list[str]) -> None:
+    for number, _, value in _fields(attr):
+        if not isinstance(value, memoryview):
+            continue
+        if number in (_A_TENSOR, _A_TENSORS):
+            _tensor_external(value, out)
+        elif number in (_A_GRAPH, _A_GRAPHS):
+            _graph_externals(value, out, top=False)
+        elif number in (_A_SPARSE, _A_SPARSES):
+            _sparse_externals(value, out)
+
+
+def _sparse_externals(sparse: memoryview, out: list[str]) -> None:
+    for number, _, value in _fields(sparse):
+        if number in (_SPARSE_VALUES, _SPARSE_INDICES) and isinstance(value, memoryview):
+            _tensor_external(value, out)
+
+
+def _tensor_external(buf: memoryview, out: list[str]) -> None:
+    t = WireTensor()
+    _tensor(buf, t)
+    if t.data_location == EXTERNAL:
+        out.append(t.name)
 
 
 def tensor_dtype_to_np_dtype(elem: int) -> np.dtype:

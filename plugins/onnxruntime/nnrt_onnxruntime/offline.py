@@ -42,6 +42,7 @@ from nnrt_core.errors import CompileError
 from nnrt_core.plugin_api import ExternalWeights
 from nnrt_core.plugin_api import P
 from nnrt_core.plugin_api import EXTERNAL, make_tensor_value_info, read_initializers, tensor_dtype_to_np_dtype
+from nnrt_core.plugin_api import get_logger, nested_external_tensors
 
 __all__ = ["OptimizedModel", "machine_fingerprint", "optimize_and_save", "external_arrays", "feed_as_inputs",
            "FEED_MIN_BYTES", "OPTIMIZED_WEIGHTS", "PARTITION_WEIGHTS"]
@@ -69,6 +70,8 @@ FEED_MIN_BYTES = 64 << 10
 #: otherwise copy at least this much (~40 ms of fresh pages, about what
 #: importing onnx costs)
 FEED_IMPORT_BYTES = 96 << 20
+
+log = get_logger("nnrt.onnxruntime")
 
 _OPT_NAME, _BIN_NAME = "optimized.onnx", "optimized.bin"
 #: external-data locations: ORT's optimized graph's weights, and a plain
@@ -104,7 +107,9 @@ class OptimizedModel:
 def optimize_and_save(create_session: Any, so: Any) -> tuple[Any, OptimizedModel | None]:
     """Run ``create_session(so)`` with ORT writing its optimized graph to a
     temporary folder, and return (session, the optimized model or ``None``
-    when ORT wrote nothing usable)."""
+    when ORT wrote nothing usable: also when a weight it wrote external sits
+    in a sub-graph, e.g. an ``If`` branch, which a warm start cannot hand over
+    with ``add_external_initializers``; the portable form is stored then)."""
     import tempfile  # with shutil, random, bz2, lzma: only builds that store ORT's optimized graph
 
     with tempfile.TemporaryDirectory(prefix="nnrt-ort-") as d:
@@ -117,6 +122,14 @@ def optimize_and_save(create_session: Any, so: Any) -> tuple[Any, OptimizedModel
             weights = Path(d, _BIN_NAME).read_bytes() if Path(d, _BIN_NAME).exists() else b""
         except OSError:
             return sess, None
+    try:
+        nested = nested_external_tensors(model)
+    except ValueError:
+        return sess, None
+    if nested:
+        log.info("onnxruntime: optimized graph not kept: %d weight(s) in sub-graphs are external (%s)",
+                 len(nested), nested[0])
+        return sess, None
     return sess, OptimizedModel(model, weights)
 
 
