@@ -39,8 +39,10 @@ plugin), as in an installed nnrt: with it set, every child compiles nnrt's
 and the plugins' sources again, which costs the measuring side, importing
 more modules, the most.  ``--keep-env`` keeps the environment as it is.
 
-Each child prints its build seconds, the median of at most ``--runs`` runs
-(no more than ~3 s of them, at least 5) and its outputs' digest; the parent
+Each child prints its build seconds, the median of ``--runs`` runs and at
+least ``--min-time`` seconds of them (no more than ~3 s, at least 5 runs: a
+sub-millisecond model's first runs after its build are up to 2x its steady
+run in either side) and its outputs' digest; the parent
 prints medians over the rounds and the ratios: latency nnrt / raw ORT, nnrt /
 the best raw engine (``plain ms``: nnrt's ORT-only plan, in a process
 with no other engine), best raw engine / raw ORT (``best/ORT``: what picking a
@@ -70,6 +72,7 @@ CHILD = r"""
 import json, os, sys, time
 import numpy as np
 root, side, spec, runs, cache = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+MIN_TIME = float(sys.argv[6])
 sys.path.insert(0, os.path.join(root, "examples"))
 sys.path.insert(0, os.path.join(root, "benchmarks"))
 import onnx
@@ -126,9 +129,11 @@ else:
 build = time.perf_counter() - t0
 out = run()
 times, spent = [], time.perf_counter()
-for k in range(runs):  # at most `runs` runs, and no more than ~3 s of them (at least 5)
+k = 0  # `runs` runs and at least MIN_TIME s of them (sub-millisecond models: the steady state, not the
+while True:  # first runs after the build), but no more than ~3 s of them (at least 5 runs)
     t = time.perf_counter(); run(); times.append(time.perf_counter() - t)
-    if k >= 4 and time.perf_counter() - spent > 3.0:
+    k, elapsed = k + 1, time.perf_counter() - spent
+    if (k >= runs and elapsed >= MIN_TIME) or (k >= 5 and elapsed > 3.0) or k >= 100000:
         break
 res = {"build": build, "median": float(np.median(times)),
        # a strided sample of each output (<= 4096 values over the whole array) and its max|.|
@@ -147,14 +152,22 @@ print("RESULT " + json.dumps(res))
 
 #: the children's environment (main() removes PYTHONDONTWRITEBYTECODE unless --keep-env)
 CHILD_ENV: dict[str, str] | None = None
+#: the least seconds of timed runs per child (``--min-time``)
+MIN_TIME = 0.5
 
 
 #: untimed: every plugin imported once, so the timed children find their bytecode written
 WARM = "from nnrt_core.registry import default_registry; default_registry().load_all(); import onnxruntime, onnx"
 
 
+def _set_min_time(seconds: float) -> None:
+    global MIN_TIME
+    MIN_TIME = seconds
+
+
 def _child(side: str, spec: dict, runs: int, cache: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), side, json.dumps(spec), str(runs), cache],
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), side, json.dumps(spec), str(runs), cache,
+                           str(MIN_TIME)],
                           capture_output=True, text=True, timeout=900, env=CHILD_ENV)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -280,7 +293,8 @@ RATIOS = ("vs_ort", "vs_best", "best_vs_ort", "build_vs_plain", "cached_vs_plain
 
 
 def print_rows(rows: list[dict], rounds: int, runs: int) -> None:
-    print(f"load average {os.getloadavg()[0]:.1f}; medians over {rounds} rounds of <= {runs} runs, one process each")
+    print(f"load average {os.getloadavg()[0]:.1f}; medians over {rounds} rounds of >= {runs} runs and >= {MIN_TIME:g} s "
+          "(<= 3 s), one process each")
     print(f"{'model':<24}{'raw ORT ms':>11}{'raw OV ms':>10}{'plain ms':>9}{'nnrt ms':>9}{'x ORT':>7}{'x best':>7}"
           f"{'best/ORT':>9}"
           f"{'build x':>8}{'cached x':>9}{'x plan':>7}{'rel err':>9}  chosen")
@@ -312,12 +326,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--models-dir", default=None, help="where real_models.py put them (default /tmp/pypi_models)")
     ap.add_argument("--all", action="store_true", help="every light model and every real model found")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--runs", type=int, default=20, help="timed runs per child (at most; ~3 s of them)")
+    ap.add_argument("--runs", type=int, default=20, help="timed runs per child (at least; ~3 s of them at most)")
+    ap.add_argument("--min-time", type=float, default=MIN_TIME,
+                    help="and at least this many seconds of them (default %(default)s: sub-millisecond models are "
+                    "timed in their steady state, not on the first runs after the build)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--stages", action="store_true", help="also print each build stage's median seconds")
     ap.add_argument("--keep-env", action="store_true", help="children keep PYTHONDONTWRITEBYTECODE if set")
     a = ap.parse_args(argv)
     global CHILD_ENV
+    _set_min_time(a.min_time)
     if not a.keep_env and "PYTHONDONTWRITEBYTECODE" in os.environ:
         CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run([sys.executable, "-c", WARM], env=CHILD_ENV, capture_output=True, timeout=300)  # bytecode
