@@ -199,12 +199,28 @@ def test_fp32_matches_onnxruntime_and_never_computes_in_bf16(name):
     assert float(np.abs(got - ref).max()) <= 1e-4 * float(np.abs(ref).max())
 
 
-def test_reduced_precision_only_when_asked_for():
-    fp16 = Session(chain_model(), ScheduleConfig(backends=["openvino"], backup=None, precision="fp16"))
-    assert fp16.partitions[0].details["config"]["INFERENCE_PRECISION_HINT"] == "f16"
-    bf16 = Session(chain_model(), ScheduleConfig(backends=["openvino"], backup=None, backend_options={
-        "openvino": {"INFERENCE_PRECISION_HINT": "bf16"}}))
-    assert "bfloat16" in bf16.partitions[0].details["inference_precision"]
+def _cpu_capabilities() -> list[str]:
+    import openvino
+    return list(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+
+
+@pytest.mark.parametrize("hint,capability,shown", [("f16", "FP16", "float16"), ("bf16", "BF16", "bfloat16")])
+def test_reduced_precision_only_when_asked_for_and_only_where_the_device_has_it(hint, capability, shown):
+    """A reduced-precision hint compiles only on a device that lists the capability; a CPU
+    without it declines every node with a reason naming the hint (never silently fp32)."""
+    opts = ({"precision": "fp16"} if hint == "f16"
+            else {"backend_options": {"openvino": {"INFERENCE_PRECISION_HINT": hint}}})
+    config = ScheduleConfig(backends=["openvino"], backup=None, **opts)
+    if capability in _cpu_capabilities():
+        sess = Session(chain_model(), config)
+        assert sess.partitions[0].details["config"]["INFERENCE_PRECISION_HINT"] == hint
+        assert shown in sess.partitions[0].details["inference_precision"]
+    else:
+        with pytest.raises(UnsupportedNodeError, match=f"cannot compute in {hint}"):
+            Session(chain_model(), config)
+
+
+def test_int8_is_no_openvino_compute_hint():
     int8 = Session(chain_model(), ScheduleConfig(backends=["openvino"], precision="int8"))
     assert all(r.backend == "numpy" and "QDQ" in r.rejected["openvino"] for r in int8.placement_report)
 
