@@ -8,15 +8,13 @@ import numpy as np
 import pytest
 
 import nnrt_core.compiler.measure as measure
-from conftest import make_registry
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError, ExecutionError
 from nnrt_core.placement import PlanCandidate
 from test_partitioning import X, chain, reference
 from test_schedulers import ELEMENTWISE, registry, timed_backend
 
-import nnrt_schedulers.priority as priority_plugin
-from fakes import fake_plugin, make_fake_backend
+from fakes import make_fake_backend
 
 
 def _engines(slow_delay: float = 0.004, **slow_attrs):
@@ -192,12 +190,13 @@ def test_auto_leaves_the_emulated_npu_out_visibly():
 
 
 # --------------------------------------------------------- precision="auto"
-def _reduced_engine(error: float, fp32_delay: float = 0.003):
+def _reduced_engine(error: float, fp32_delay: float = 0.003, ops=ELEMENTWISE):
     """A real engine whose device offers fp16: its fp16 plans run fast but
-    move every output by ``error`` x max|output|; its fp32 plans are exact, slower."""
+    move every finite output value by ``error`` x max|finite output|; its fp32
+    plans are exact, slower."""
     from nnrt_core.backend import DeviceInfo
 
-    base = timed_backend("chip", ELEMENTWISE, delay=fp32_delay, device_type="cpu")
+    base = timed_backend("chip", ops, delay=fp32_delay, device_type="cpu")
 
     class Chip(base):
         emulated = False
@@ -213,7 +212,8 @@ def _reduced_engine(error: float, fp32_delay: float = 0.003):
 
                 def perturbed(inputs):  # no sleep: the fast plan
                     out = _FakePartition._run(part, inputs)
-                    return {k: v + error * float(np.max(np.abs(v))) for k, v in out.items()}
+                    return {k: np.where(np.isfinite(v), v + error * float(np.max(np.abs(v[np.isfinite(v)]))), v)
+                            .astype(v.dtype) for k, v in out.items()}
                 part._run = perturbed
             return part
 
@@ -244,6 +244,30 @@ def test_precision_auto_never_keeps_a_plan_over_the_tolerance():
     assert loose.config.precision == "fp16"
 
 
+def test_precision_auto_measures_the_error_over_the_finite_values_of_an_output_with_minus_inf():
+    """Log of a Relu is -inf wherever the input is <= 0 (an attention mask's
+    -inf is the same): max|ref| is then inf, which made every error 0, and a
+    plan 5e-2 off was chosen."""
+    chip = _reduced_engine(error=5e-2, ops=ELEMENTWISE + ["Log"])
+    sess = Session(chain("Relu", "Log"), ScheduleConfig(backends=["chip"], backup=None, precision="auto"),
+                   registry=registry(chip))
+    fp16 = next(p for p in sess.considered_plans if p["precision"] == "fp16")
+    assert 4e-2 < fp16["max_rel_err"] < 6e-2 and not fp16["chosen"]
+    assert sess.config.precision == "fp32"
+
+
+@pytest.mark.parametrize("got,ref,expected", [
+    ([1.0, -np.inf, 2.0], [1.0, -np.inf, 4.0], 0.5),  # the -inf matches: 2 off a finite max of 4
+    ([1.0, np.inf, 4.0], [1.0, -np.inf, 4.0], np.inf),  # a non-finite that does not match
+    ([1.0, np.nan, 4.0], [1.0, 2.0, 4.0], np.inf),  # NaN where the reference is finite
+    ([1.0, np.nan, 4.0], [1.0, np.nan, 4.0], 0.0),
+    ([np.inf], [np.inf], 0.0),
+    ([[1.0, 2.0]], [1.0, 2.0], np.inf),  # another shape
+])
+def test_output_error_is_over_the_finite_reference_values(got, ref, expected):
+    assert measure.output_error(np.array(got, np.float32), np.array(ref, np.float32)) == expected
+
+
 def test_precision_auto_with_no_reduced_precision_builds_the_fp32_plan_without_measuring():
     slow, _ = _engines()
     sess = Session(chain("Relu"), ScheduleConfig(backends=["slow"], backup=None, precision="auto"),
@@ -261,7 +285,7 @@ def test_precision_tolerance_is_checked():
 def _framed_audio_model(window: int = 16):
     """``[1, samples]`` audio (free length) -> Conv with a ``window``-sample kernel, no padding
     (a spectrogram front end): length 1 cannot run on any engine."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from onnx_models import make_model, vi
 
     w = numpy_helper.from_array(np.hanning(window).astype(np.float32).reshape(1, 1, window), "w")

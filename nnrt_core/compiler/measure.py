@@ -56,7 +56,7 @@ from nnrt_core.logs import INFO
 from nnrt_core.placement import PlanCandidate, Scheduler
 from nnrt_core.runtime.executor import Executor
 
-__all__ = ["AUTO", "MEASURE_ENV", "MIN_ROUNDS", "SPLIT_MARGIN", "build_measured", "engines_of",
+__all__ = ["AUTO", "MEASURE_ENV", "MIN_ROUNDS", "SPLIT_MARGIN", "build_measured", "engines_of", "output_error",
            "measurement_feeds", "resolve_scheduler"]
 
 AUTO = AUTO_SCHEDULER
@@ -394,20 +394,30 @@ def _errors(built: Sequence[tuple[PlanCandidate, CompiledModel | None, str | Non
             continue
         worst = 0.0
         for a, b in zip(got, ref):
-            a, b = np.asarray(a), np.asarray(b)
-            if a.shape != b.shape:
-                worst = float("inf")
-                break
-            if a.dtype.kind not in "biuf" or not a.size:
-                worst = max(worst, 0.0 if np.array_equal(a, b) else float("inf"))
-                continue
-            a64, b64 = a.astype(np.float64), b.astype(np.float64)
-            scale = float(np.max(np.abs(b64))) or 1.0
-            diff = np.abs(a64 - b64)
-            worst = max(worst, float("inf") if np.isnan(diff).any() and not np.array_equal(
-                np.isnan(a64), np.isnan(b64)) else float(np.nanmax(diff)) / scale)
+            worst = max(worst, output_error(np.asarray(a), np.asarray(b)))
         out.append(worst)
     return out
+
+
+def output_error(got: np.ndarray, ref: np.ndarray) -> float:
+    """``max|got - ref| / max|ref|`` over the reference's finite values; the
+    non-finite ones (an attention mask's -inf, a NaN) must come out the same.
+    ``inf`` when the error cannot be measured (another shape, a NaN or inf
+    where the reference is finite), so such a plan is never chosen."""
+    if got.shape != ref.shape:
+        return float("inf")
+    if got.dtype.kind not in "biuf" or not got.size:
+        return 0.0 if np.array_equal(got, ref) else float("inf")
+    a64, b64 = got.astype(np.float64), ref.astype(np.float64)
+    finite = np.isfinite(b64)
+    if not np.array_equal(a64[~finite], b64[~finite], equal_nan=True):
+        return float("inf")
+    if not finite.any():
+        return 0.0
+    ref_finite = b64[finite]
+    scale = float(np.max(np.abs(ref_finite))) or 1.0
+    err = float(np.max(np.abs(a64[finite] - ref_finite))) / scale
+    return err if np.isfinite(err) else float("inf")
 
 
 def _emulated(model: CompiledModel | None) -> bool:
