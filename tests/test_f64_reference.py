@@ -64,3 +64,23 @@ def test_a_model_the_numpy_backend_cannot_widen_gets_no_reference(tmp_path):
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("example.invalid", 1)]
     onnx.save(helper.make_model(g, opset_imports=opsets), path)
     assert float64_steps(path, ["y"], [{"x": np.ones(1, np.float32)}], {}, lambda *a: None) is None
+
+
+def test_resize_scales_stay_float32(tmp_path):
+    """The spec types Resize's scales as float whatever the data's type: the widened copy casts them back
+    (a double scales tensor made the copy invalid, so the model had no reference)."""
+    g = helper.make_graph([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 6])],
+                          [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
+    path = tmp_path / "resize.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    wide = float64_copy(onnx.load(path))
+    onnx.checker.check_model(wide, full_check=True)
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3) / 7
+    run = lambda fn, names, steps, carry: [fn(f) for f in steps]  # noqa: E731
+    got = float64_steps(path, ["y"], [{"x": x}], {}, run)
+    assert got is not None and got[0][0].dtype == np.float64 and got[0][0].shape == (1, 1, 4, 6)
+    import onnxruntime as ort
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got[0][0], ref, rtol=1e-6)

@@ -361,3 +361,66 @@ def test_an_executor_outliving_its_session_cannot_fall_back_and_says_so():
     del sess
     with pytest.raises(ExecutionError, match="the session of this run is gone"):
         executor.overflow.replan([])
+
+
+# ------------------------------------------------- additive masks at fp16's limit
+def masked_softmax_model(mask: np.ndarray | None) -> Any:
+    """``softmax(x @ w + mask)``: an additive attention mask, a constant (``mask`` given) or an input."""
+    w = RNG.normal(0, 1, (8, 8)).astype(np.float32)
+    inits = [h.make_tensor("w", T.FLOAT, [8, 8], w.ravel())]
+    ins = [h.make_tensor_value_info("x", T.FLOAT, [4, 8])]
+    if mask is None:
+        ins.append(h.make_tensor_value_info("mask", T.FLOAT, [1, 8]))
+    else:
+        inits.append(h.make_tensor("mask", T.FLOAT, [1, 8], mask.ravel()))
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["s"], name="scores"),
+                      h.make_node("Add", ["s", "mask"], ["m"], name="mask"),
+                      h.make_node("Softmax", ["m"], ["y"], name="softmax", axis=-1)],
+                     "masked", ins, [h.make_tensor_value_info("y", T.FLOAT, [4, 8])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), w
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("where", ["constant", "input"])
+def test_a_sum_saturating_only_on_a_mask_sentinel_is_no_overflow(where):
+    """A mask of finfo.min (clipped to -65504 when stored in fp16) or of -65504
+    itself: ``score - 65504`` saturates only where the mask says "minus infinity";
+    the softmax then matches fp32 and the partition stays on the NPU."""
+    mask = np.zeros((1, 8), np.float32)
+    mask[0, 5:] = np.finfo(np.float32).min if where == "constant" else -FP16_MAX
+    model, w = masked_softmax_model(mask if where == "constant" else None)
+    x = RNG.normal(0, 3, (4, 8)).astype(np.float32)
+    sess = Session(model, ScheduleConfig(**NPU, on_overflow="raise"))
+    y = sess.run({"x": x} if where == "constant" else {"x": x, "mask": mask})["y"]
+    np.testing.assert_allclose(y, _softmax(x @ w + mask), atol=5e-3)
+    assert set(sess.placement.values()) == {"npu_emu"}
+    assert not [e for e in sess.events if "overflow" in e.kind]
+
+
+def test_a_sum_saturating_beside_a_sentinel_still_overflows():
+    """The same mask, and scores beyond fp16 in an unmasked column: a real overflow, named."""
+    mask = np.zeros((1, 8), np.float32)
+    mask[0, 5:] = -FP16_MAX
+    model, w = masked_softmax_model(None)
+    x = RNG.normal(0, 3, (4, 8)).astype(np.float32)
+    x[0] = 2e4 * np.sign(w[:, 0])  # column 0 of row 0 reaches ~1e5: unmasked
+    sess = Session(model, ScheduleConfig(**NPU, on_overflow="raise"))
+    with pytest.raises(ExecutionError, match="overflowed"):
+        sess.run({"x": x, "mask": mask})
+
+
+def test_sentinel_saturation_by_sign_and_operand():
+    from nnrt_npu_emu.binding import sentinel_saturation
+    out = np.array([-FP16_MAX, 3.0, FP16_MAX], np.float32)
+    sentinel = np.array([-FP16_MAX, 0.0, 0.0], np.float32)
+    assert not sentinel_saturation("add", [np.array([-5.0, 3.0, 7e4], np.float32), sentinel], out)
+    assert sentinel_saturation("add", [np.array([-5.0, 3.0, 0.0], np.float32), np.array([-FP16_MAX, 0, FP16_MAX],
+                                                                                       np.float32)], out)
+    # a - b: b = +65504 drives the result to -65504; b = -65504 to +65504
+    assert sentinel_saturation("sub", [np.zeros(3, np.float32), np.array([FP16_MAX, 0, -FP16_MAX], np.float32)], out)
+    assert not sentinel_saturation("sub", [np.zeros(3, np.float32), np.array([-FP16_MAX, 0, FP16_MAX], np.float32)],
+                                   out)

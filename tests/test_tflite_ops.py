@@ -391,3 +391,38 @@ def test_a_mobilenet_shaped_model_runs_in_nchw_with_one_transpose(fp16):
     model = mobilenet_like(size=64, width=8, blocks=6, classes=50, fp16=fp16)
     sess = check(model, {"input": _rand(1, 64, 64, 3, lo=0, hi=1)})
     assert [n.op_type for n in sess.graph.nodes].count("Transpose") == 1
+
+
+@pytest.mark.parametrize("mode", [0, 1])  # MirrorPadMode REFLECT, SYMMETRIC
+@pytest.mark.parametrize("after_conv", [False, True])
+def test_mirror_pad(mode, after_conv):
+    """MIRROR_PAD on a plain 3-D tensor (basic-pitch pads its frames so) and in NCHW after a conv;
+    SYMMETRIC pads reach the whole dimension (3 on a side of 3), REFLECT one less."""
+    w = TFLiteWriter()
+    if after_conv:
+        x = w.input("x", [1, 3, 4, 2])
+        c = w.tensor("c", [1, 3, 4, 3])
+        w.op("CONV_2D", [x, w.const("w", _rand(3, 1, 1, 2, seed=21)), w.const("b", _rand(3, seed=21))], [c],
+             "Conv2DOptions", Padding=0, StrideW=1, StrideH=1)
+        pads, shape = [[0, 0], [2 + mode, 1], [0, 3], [0, 0]], [1, 3, 4, 3]
+    else:
+        c = x = w.input("x", [2, 3, 5])
+        pads, shape = [[1, 0], [2 + mode, 1], [0, 4 - (1 - mode)]], [2, 3, 5]
+    y = w.tensor("y", [d + a + b for d, (a, b) in zip(shape, pads)])
+    w.op("MIRROR_PAD", [c, w.const("pads", np.array(pads, np.int32))], [y], "MirrorPadOptions", Mode=mode)
+    w.outputs = [y]
+    sess = check(w.build(), {"x": _rand(*w.tensors[x]["shape"])})
+    ops = [n.op_type for n in sess.graph.nodes]
+    assert ("Pad" in ops) == (mode == 0) and ("Slice" in ops) == (mode == 1), ops
+
+
+def test_mirror_pad_beyond_the_dimension_is_declined_naming_the_operator():
+    from nnrt_core.errors import UnsupportedNodeError
+    w = TFLiteWriter()
+    x = w.input("x", [1, 3, 4])
+    y = w.tensor("y", [1, 9, 4])
+    w.op("MIRROR_PAD", [x, w.const("pads", np.array([[0, 0], [3, 3], [0, 0]], np.int32))], [y],
+         "MirrorPadOptions", Mode=0)  # REFLECT needs pads < 3 here
+    w.outputs = [y]
+    with pytest.raises(UnsupportedNodeError, match=r"MIRROR_PAD.*REFLECT paddings \[3, 3\] on axis 1"):
+        Session(w.build(), ScheduleConfig(backends=["numpy"]))

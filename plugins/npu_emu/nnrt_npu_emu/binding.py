@@ -38,11 +38,11 @@ from nnrt_core.plugin_api import RunControl, checksum, enter_control, leave_cont
 from nnrt_numpy.host_kernels import parallel  # the process's one pool of helper threads (public API)
 from nnrt_npu_emu.hostfuse import STORE_BOUNDS, plan_steps
 from nnrt_npu_emu.memory import DeviceArena
-from nnrt_npu_emu.numerics import store_fp16
+from nnrt_npu_emu.numerics import FP16_MAX, store_fp16
 from nnrt_npu_emu.ops import KERNELS, STORE_KERNELS
 from nnrt_npu_emu.program import Operand, Program
 
-__all__ = ["BoundProgram", "IOSlot", "Store", "round_store", "SPLIT_ROUND", "widened"]
+__all__ = ["BoundProgram", "IOSlot", "Store", "round_store", "SPLIT_ROUND", "widened", "sentinel_saturation"]
 
 #: (digest of the fp16 bytes, shape) -> the read-only fp32 copy, while a bound program holds it
 _WIDENED: "weakref.WeakValueDictionary[tuple[bytes, tuple[int, ...]], np.ndarray]" = weakref.WeakValueDictionary()
@@ -65,6 +65,7 @@ def widened(a: np.ndarray) -> np.ndarray:
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
+_F32_MAX = float(np.finfo(np.float32).max)
 #: stores of at least this many elements are rounded in pieces on the idle host threads.
 #: Waking an idle helper costs tens to hundreds of microseconds (more in a VM),
 #: rounding 32K values about 20: at 1 << 15, ShuffleNet fp16 took 32-34 ms per
@@ -97,6 +98,26 @@ def round_store(a: np.ndarray, scratch: np.ndarray, lo: np.float32 = STORE_BOUND
 
     parallel.run_chunks(piece, len(bad), k)
     return next((b for b in bad if b is not None), None)
+
+
+def sentinel_saturation(fn: str, ins: Sequence[np.ndarray], out: np.ndarray) -> bool:
+    """Whether every saturated element of the stored fp16 sum/difference
+    ``out`` (``fn`` "add" or "sub" of ``ins``) is one where an operand already
+    holds a mask sentinel of the result's sign: exactly +-FP16_MAX ("minus
+    infinity" or ``finfo.min`` clipped to fp16, as an fp16 chip holds an
+    additive attention mask), or in an fp32 operand float32's own extremes or
+    an infinity (what :func:`~nnrt_npu_emu.numerics.fp16_unsafe_value` calls a
+    sentinel, not a weight).  ``-65504 + score`` saturating there keeps the
+    mask's meaning, as the fp32 sum does after a softmax; a saturated element
+    with no sentinel under it (or under a value such as 7e4) is a real overflow."""
+    saturated = np.abs(out) >= FP16_MAX
+    covered = np.zeros(out.shape, bool)
+    for i, x in enumerate(ins):
+        x = np.broadcast_to(x, out.shape)
+        mag = np.abs(x)
+        sign = -1.0 if fn == "sub" and i else 1.0  # a - b: b's sentinel pushes the result the other way
+        covered |= ((mag == FP16_MAX) | (mag >= _F32_MAX)) & (np.sign(x) * sign == np.sign(out))
+    return bool(np.all(covered | ~saturated))
 
 
 class Store:
@@ -158,7 +179,11 @@ class BoundProgram:
         #: (first instruction, instructions covered, kernel, inputs, outputs, attrs, stores after the kernel,
         #: the store passed to the kernel as its epilogue)
         self.steps: list[tuple[int, int, Callable, list[Any], list[Any], dict, list[Store], Store | None]] = []
+        #: first instructions of fp16 sums/differences, whose saturation may be a mask sentinel's
+        self.sentinel_steps: dict[int, str] = {}
         for st in plan:
+            if st.kernel == "nary" and st.attrs.get("fn") in ("add", "sub") and st.count == 1:
+                self.sentinel_steps[st.index] = st.attrs["fn"]
             args = [None if o is None else self._bind(o, program.ws_size) for o in st.ins]
             outs = [self._bind(o, program.ws_size) for o in st.outs]
             stores = [Store(a, self._scratch, st.bounds if i == 0 else STORE_BOUNDS)
@@ -228,11 +253,14 @@ class BoundProgram:
                 raise watch.error(f"instruction {k} ({instr.kernel}) of node {instr.node!r} on the NPU")
             t0 = time.perf_counter() if trace is not None else 0.0
             if epilogue is None:
-                fn([None if x is None else resolve(x) for x in args], [resolve(x) for x in res], attrs)
+                operands = [None if x is None else resolve(x) for x in args]
+                outputs = [resolve(x) for x in res]
+                fn(operands, outputs, attrs)
                 for store in stores:
                     store()
                     if store.bad is not None:
-                        overflow = overflow or (k, store.bad)
+                        if not self._sentinel_only(k, store.bad, operands, outputs[0]):
+                            overflow = overflow or (k, store.bad)
                         store.bad = None
             else:
                 fn([None if x is None else resolve(x) for x in args], res, attrs, epilogue)
@@ -243,3 +271,11 @@ class BoundProgram:
                 trace.append(time.perf_counter() - t0)
                 trace.extend([0.0] * (count - 1))  # a fused activation costs no pass of its own
         return overflow
+
+    def _sentinel_only(self, k: int, bad: float, operands: list[Any], out: np.ndarray) -> bool:
+        """Whether the saturation that instruction ``k`` flagged is only a mask
+        sentinel carried through a sum (:func:`sentinel_saturation`)."""
+        fn = self.sentinel_steps.get(k)
+        if fn is None or bad != bad or any(x is None for x in operands):  # NaN: never a sentinel's
+            return False
+        return sentinel_saturation(fn, operands, out)
