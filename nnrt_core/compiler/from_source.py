@@ -35,6 +35,8 @@ def build_from_source(model: Any, config: ScheduleConfig, registry: Registry, se
         graph = load_model(model, config.input_shapes, registry.tflite_custom_ops).graph
         graph.topological_sort()
         report_declared_outputs(graph, events)
+        if config.measure_feeds is not None:  # ConfigError naming a feed that does not fit the model
+            config.measure_feeds.check(graph.inputs)
     with stage("select"):
         scheduler = _scheduler(registry, resolve_scheduler(config, selection))
         engines = [b.name for b in engines_of(selection)]
@@ -42,7 +44,11 @@ def build_from_source(model: Any, config: ScheduleConfig, registry: Registry, se
         if config.precision == AUTO and not candidates:
             raise ConfigError(f"precision='auto' needs a scheduler that measures; {scheduler.name!r} offered no "
                               f"plan to measure for backends {engines}")
-    if len(candidates) > 1 or (candidates and config.precision == AUTO):  # time the plans, keep the fastest
+    measuring = len(candidates) > 1 or (candidates and config.precision == AUTO)
+    if config.measure_feeds is not None and not measuring:
+        events.add("plan_measured", "measurement inputs", f"measure_feeds given, but scheduler {scheduler.name!r} "
+                   f"has no plans to measure for backends {engines}: the feeds are not used", level=INFO)
+    if measuring:  # time the plans, keep the fastest
         with stage("measure"):
             return build_measured(graph, config, selection, events, candidates,
                                   lambda name: _scheduler(registry, name),
