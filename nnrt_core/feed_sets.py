@@ -122,7 +122,13 @@ def _expected(t: Any) -> str:
     shape = getattr(t, "shape", None)
     dtype = getattr(t, "dtype", None)
     dims = "any shape" if shape is None else "[" + ", ".join(str(d) if d is not None else "?" for d in shape) + "]"
-    return f"{getattr(dtype, 'name', dtype)} {dims}" if dtype is not None else str(t)
+    if dtype is None:
+        return str(t)
+    try:
+        name = str(dtype.numpy)
+    except (AttributeError, TypeError):  # no numpy equivalent
+        name = getattr(dtype, "name", str(dtype))
+    return f"{name} {dims}"
 
 
 def _feed_set(feeds: Any, index: int | None) -> dict[str, np.ndarray]:
