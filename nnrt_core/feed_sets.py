@@ -24,7 +24,6 @@ static dimensions equal.
 from __future__ import annotations
 
 import os
-import zipfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -155,6 +154,8 @@ def _feed_set(feeds: Any, index: int | None) -> dict[str, np.ndarray]:
 def _load_npz(path: str) -> list[dict[str, np.ndarray]]:
     """The one feed set of an ``.npz`` file (``allow_pickle=False``), its
     declared sizes checked before anything is read."""
+    import zipfile  # only for a config naming a file (zipfile brings bz2, lzma)
+
     p = Path(path)
     if p.suffix.lower() != ".npz":
         raise ConfigError(f"measure_feeds: {path!r} is not an .npz file (np.savez(path, name=array, ...))")

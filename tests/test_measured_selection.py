@@ -85,11 +85,11 @@ def test_a_split_must_beat_every_whole_model_plan_by_the_margin():
     near = [{"runs": [1.0], "problem": None}, {"runs": [0.98], "problem": None}]
     from nnrt_core.compiler.model import EventLog
 
-    chosen = measure._chosen(plans, near, ScheduleConfig(), EventLog())
+    chosen = measure.chosen(plans, near, ScheduleConfig(), EventLog())
     assert chosen is plans[0][1]  # 2 % faster is within the margin: the whole-model plan stays
     plans = [built("a alone", False), built("a+b", True)]
     clear = [{"runs": [1.0], "problem": None}, {"runs": [0.9], "problem": None}]
-    assert measure._chosen(plans, clear, ScheduleConfig(), EventLog()) is plans[1][1]
+    assert measure.chosen(plans, clear, ScheduleConfig(), EventLog()) is plans[1][1]
 
 
 def test_a_plan_that_fails_to_run_is_dropped_with_its_reason():

@@ -77,7 +77,6 @@ BUDGET_FRACTION, MIN_BUDGET, MAX_BUDGET = 0.5, 0.15, 3.0
 
 #: (graph, config, selection, events, scheduler) -> CompiledModel: the build of one plan
 BuildPlan = Callable[[Graph, ScheduleConfig, BackendSelection, EventLog, Scheduler], CompiledModel]
-_chosen = chosen  # the name tests/test_measured_selection.py calls
 
 
 def engines_of(selection: BackendSelection) -> list[Backend]:
