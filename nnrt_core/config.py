@@ -130,7 +130,7 @@ class ScheduleConfig(FrozenRecord):
         real inputs for measured selection to time the candidate plans (and
         check ``precision="auto"``'s errors) on, instead of synthetic ones: a
         ``{input name: array}`` mapping, a list of at most 16, or the path of
-        an ``.npz`` file; checked against the model when it loads
+        an ``.npz`` file; checked against the model by a build that measures
         (:mod:`nnrt_core.feed_sets`).  Their xxh3 digest stands for them in
         ``to_dict()`` and so in the model-cache key: other feeds measure again.
     """

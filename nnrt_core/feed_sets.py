@@ -17,7 +17,7 @@ sample rate of 0), and the build then falls back to the static priority order.
 digest stands for the feeds in ``ScheduleConfig.to_dict()``, so the
 model-cache key and the stored measured choice change with them: another
 feed set measures again, the same one loads what was measured.  The feeds are
-checked against the graph when the model loads (:meth:`MeasureFeeds.check`):
+checked against the graph by a build that measures (:meth:`MeasureFeeds.check`):
 every name an input, every input given, the dtype and rank the model's,
 static dimensions equal.
 """

@@ -96,9 +96,8 @@ def test_a_missing_input_is_named_with_what_the_model_expects():
                    [vi("y", shape=(2, "n"))])
     with pytest.raises(ConfigError, match=r"measure_feeds\[1\]: input 'b' is missing; the model expects float32 "
                                           r"\[2, n\]"):
-        Session(m, ScheduleConfig(backends=["numpy"], measure_feeds=[
-            {"a": np.ones((2, 5), np.float32), "b": np.ones((2, 5), np.float32)},
-            {"a": np.ones((2, 4), np.float32)}]))
+        Session(m, _config(measure_feeds=[{"a": np.ones((2, 5), np.float32), "b": np.ones((2, 5), np.float32)},
+                                          {"a": np.ones((2, 4), np.float32)}]), registry=registry(*_engines()))
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -213,3 +212,67 @@ def test_the_chosen_plans_warnings_are_the_sessions_and_logged(caplog):
     chosen = [p for p in sess.considered_plans if p["chosen"]][0]
     assert chosen["label"] == "fast alone"  # relu on fast, neg on the backup (µs) against 2 x 4 ms
     assert [e for e in sess.events if e.kind == "node_fallback"] and "fall back to backup" in caplog.text
+
+
+def _clipping_chip():
+    """A real engine offering fp16 whose fp16 plans are fast and exact on
+    small values but clip at +-100 (a reduced format's range): only inputs of
+    the real size show the error."""
+    from nnrt_core.backend import DeviceInfo
+    from fakes import _FakePartition
+
+    base = timed_backend("chip", ELEMENTWISE, delay=0.003, device_type="cpu")
+
+    class Chip(base):
+        emulated = False
+        supported_options = frozenset({"num_threads", "precision"})
+
+        def devices(self):
+            return [DeviceInfo("chip:0", "chip", "cpu", {}, ("fp32", "fp16"))]
+
+        def _compile(self, graph, options):
+            part = base._compile(self, graph, options)
+            if options.precision == "fp16":
+                part._run = lambda inputs: {k: np.clip(v, -100, 100) for k, v in
+                                            _FakePartition._run(part, inputs).items()}
+            return part
+
+    return Chip
+
+
+def test_precision_auto_checks_the_error_on_the_measure_feeds():
+    m = chain("Relu", "Neg")
+    synthetic = Session(m, ScheduleConfig(backends=["chip"], backup=None, precision="auto"),
+                        registry=registry(_clipping_chip()))
+    assert synthetic.config.precision == "fp16"  # standard-normal inputs never reach the clip
+    big = {"x": np.full((2, 3), 1000.0, np.float32)}
+    fed = Session(m, ScheduleConfig(backends=["chip"], backup=None, precision="auto", measure_feeds=big),
+                  registry=registry(_clipping_chip()))
+    assert fed.config.precision == "fp32"
+    fp16 = next(p for p in fed.considered_plans if p["precision"] == "fp16")
+    assert not fp16["chosen"] and fp16["max_rel_err"] > 0.5 and "over precision_tolerance" in fp16["problem"]
+    np.testing.assert_array_equal(fed.run(big)["y"], -big["x"])
+
+
+def test_a_measured_session_on_feeds_specializes_for_other_shapes():
+    """The chosen plan's config keeps the feeds (their digest in its key) but
+    does not measure again: a specialization for another input shape builds
+    that plan, the feeds' shape never checked against it."""
+    pytest.importorskip("nnrt_onnxruntime")
+    from onnx import helper
+    from onnx_models import make_model, vi
+
+    m = make_model([helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Neg", ["t"], ["y"])],
+                   [vi("x", shape=("n", 3))], [vi("y", shape=("n", 3))])
+    sess = Session(m, ScheduleConfig(backends=["onnxruntime", "numpy"], backup=None, scheduler="measured",
+                                     specialize_shapes="always", measure_feeds={"x": np.ones((4, 3), np.float32)}))
+    assert sess.config.scheduler == "priority" and sess.config.measure_feeds is not None
+    x = np.arange(15, dtype=np.float32).reshape(5, 3) - 7
+    np.testing.assert_array_equal(sess.run({"x": x})["y"], -np.maximum(x, 0))
+    assert not [e for e in sess.events if "feeds are not used" in e.message]
+
+
+def test_feeds_a_build_does_not_measure_with_are_said_unused():
+    sess = Session(chain("Relu"), ScheduleConfig(backends=["numpy"], measure_feeds={"z": np.ones(1, np.float32)}))
+    (note,) = [e.message for e in sess.events if "feeds are not used" in e.message]
+    assert "scheduler 'priority'" in note

@@ -35,8 +35,6 @@ def build_from_source(model: Any, config: ScheduleConfig, registry: Registry, se
         graph = load_model(model, config.input_shapes, registry.tflite_custom_ops).graph
         graph.topological_sort()
         report_declared_outputs(graph, events)
-        if config.measure_feeds is not None:  # ConfigError naming a feed that does not fit the model
-            config.measure_feeds.check(graph.inputs)
     with stage("select"):
         scheduler = _scheduler(registry, resolve_scheduler(config, selection))
         engines = [b.name for b in engines_of(selection)]
@@ -45,7 +43,9 @@ def build_from_source(model: Any, config: ScheduleConfig, registry: Registry, se
             raise ConfigError(f"precision='auto' needs a scheduler that measures; {scheduler.name!r} offered no "
                               f"plan to measure for backends {engines}")
     measuring = len(candidates) > 1 or (candidates and config.precision == AUTO)
-    if config.measure_feeds is not None and not measuring:
+    if config.measure_feeds is not None and measuring:  # ConfigError naming a feed that does not fit the model
+        config.measure_feeds.check(graph.inputs)
+    elif config.measure_feeds is not None and (config.scheduler in (AUTO, "measured") or config.precision == AUTO):
         events.add("plan_measured", "measurement inputs", f"measure_feeds given, but scheduler {scheduler.name!r} "
                    f"has no plans to measure for backends {engines}: the feeds are not used", level=INFO)
     if measuring:  # time the plans, keep the fastest
