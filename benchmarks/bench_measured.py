@@ -1,7 +1,8 @@
 """Measured selection against the raw engines, each side in its own process.
 
     python benchmarks/bench_measured.py [--rounds 3] [--runs 20] [--models squeezenet,resnet50]
-                                        [--real [KEYS]] [--models-dir DIR] [--all] [--stages] [PATH.onnx ...]
+                                        [--real [KEYS]] [--models-dir DIR] [--all] [--stages] [--measure-feeds]
+                                        [PATH.onnx ...]
 
 Models: the onnx wheel's light models with He-initialized weights
 (``--models``, random-normal feeds), the real models of
@@ -22,7 +23,8 @@ share a process):
 * ``nnrt``: ``Session(model, ScheduleConfig(cache_dir=fresh))``: no backend or
   scheduler named, so nnrt measures when two or more real engines are
   installed (real models: with ``input_shapes`` = the feeds' shapes, so the
-  plans are timed on them);
+  plans are timed on them; with ``--measure-feeds`` also ``measure_feeds`` =
+  the feeds, so the plans are timed on them, not on synthetic inputs);
 * ``nnrt_cached``: the same config in a new process with the cache ``nnrt``
   filled: it loads the stored choice and measures nothing;
 * ``nnrt_plain``: ``ScheduleConfig(backends=["onnxruntime"], scheduler="priority")``,
@@ -122,8 +124,9 @@ else:
     elif side.startswith("plan_"):  # the chosen plan named, in its own cache folder
         cfg = ScheduleConfig(backends=spec["plan"], scheduler="priority", precision=spec["precision"],
                              cache_dir=os.path.join(cache, "plan"), **fixed)
-    else:
-        cfg = ScheduleConfig(cache_dir=cache, **fixed)
+    else:  # --measure-feeds: the plans timed on the feeds themselves (ScheduleConfig.measure_feeds)
+        given = {"measure_feeds": feeds} if spec.get("measure_feeds") else {}
+        cfg = ScheduleConfig(cache_dir=cache, **fixed, **given)
     s = Session(data, cfg)
     run = lambda: s.run(feeds)
 build = time.perf_counter() - t0
@@ -146,6 +149,7 @@ if side != "nnrt_plain" and not side.startswith("raw"):
     res["chosen"] = ", ".join(sorted({p.backend for p in s.partitions})) + f" ({s.config.precision})"
     res["cache_hit"] = bool(s.compiled_model.cache_hit)
     res["plan"], res["precision"] = list(s.config.backends), s.config.precision
+    res["measured"] = not any("without measuring" in e.message for e in s.events if e.kind == "plan_measured")
 print("RESULT " + json.dumps(res))
 """
 
@@ -226,7 +230,8 @@ def bench(spec: dict, rounds: int, runs: int, with_ov: bool) -> dict:
             "build_s": {s: build[s] for s in sides},
             "stages": {s: _median_stages(got[s]) for s in ("nnrt", "nnrt_plain")},
             "rel_err": _rel_err(got["nnrt"][0]["outputs"], got["raw_ort"][0]["outputs"]),
-            "chosen": got["nnrt"][-1].get("chosen"),
+            "chosen": got["nnrt"][-1].get("chosen") + ("" if got["nnrt"][-1].get("measured", True) else
+                                                       " [unmeasured]"),
             "cache_hits": sum(bool(x.get("cache_hit")) for x in got["nnrt_cached"] + got["plan_cached"]),
             "rounds": rounds}
 
@@ -333,6 +338,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--stages", action="store_true", help="also print each build stage's median seconds")
     ap.add_argument("--keep-env", action="store_true", help="children keep PYTHONDONTWRITEBYTECODE if set")
+    ap.add_argument("--measure-feeds", action="store_true",
+                    help="the measuring side times its plans on the models' feeds (ScheduleConfig.measure_feeds)")
     a = ap.parse_args(argv)
     global CHILD_ENV
     _set_min_time(a.min_time)
@@ -352,6 +359,8 @@ def main(argv: list[str]) -> int:
         with_ov = True
     except ImportError:
         with_ov = False
+    if a.measure_feeds:
+        specs = [{**spec, "measure_feeds": True} for spec in specs]
     rows = []
     for spec in specs:
         try:

@@ -17,6 +17,7 @@ from nnrt_core.record import FrozenRecord
 
 if TYPE_CHECKING:
     from nnrt_core.backend.base import CompileOptions
+    from nnrt_core.feed_sets import MeasureFeeds
 
 __all__ = ["ScheduleConfig", "PRECISIONS", "PERFORMANCE_MODES", "PRIORITIES", "OPTIMIZATION_LEVELS",
            "SPECIALIZE_SHAPES", "OVERFLOW_POLICIES", "RUNTIME_OPTIONS", "DEFAULT_BACKUP", "DEFAULT_SCHEDULER",
@@ -125,12 +126,19 @@ class ScheduleConfig(FrozenRecord):
         refused, with the reason, on another machine (``nnrt compile
         --machine-specific``).  Default ``False``: session files are portable.
         The model cache always stores such forms (it is keyed by machine).
+    measure_feeds
+        real inputs for measured selection to time the candidate plans (and
+        check ``precision="auto"``'s errors) on, instead of synthetic ones: a
+        ``{input name: array}`` mapping, a list of at most 16, or the path of
+        an ``.npz`` file; checked against the model by a build that measures
+        (:mod:`nnrt_core.feed_sets`).  Their xxh3 digest stands for them in
+        ``to_dict()`` and so in the model-cache key: other feeds measure again.
     """
 
     __slots__ = ("backends", "backup", "scheduler", "num_threads", "precision", "performance_mode", "priority",
                  "optimization_level", "cache_dir", "cache_version", "pins", "backend_options", "devices", "strict",
                  "input_shapes", "specialize_shapes", "max_specializations", "max_tensor_bytes", "on_overflow",
-                 "precision_tolerance", "machine_specific", "specialize_in_background")
+                 "precision_tolerance", "machine_specific", "specialize_in_background", "measure_feeds")
     backends: tuple[str, ...] | str
     backup: str | None
     scheduler: str
@@ -153,6 +161,7 @@ class ScheduleConfig(FrozenRecord):
     precision_tolerance: float
     machine_specific: bool
     specialize_in_background: bool
+    measure_feeds: MeasureFeeds | None
 
     def __init__(self, backends: tuple[str, ...] | str = "auto", backup: str | None = DEFAULT_BACKUP,
                  scheduler: str = AUTO_SCHEDULER, num_threads: int = 0, precision: str = "fp32",
@@ -164,7 +173,7 @@ class ScheduleConfig(FrozenRecord):
                  max_specializations: int = 8, max_tensor_bytes: int | None = None,
                  on_overflow: str = "fallback",
                  precision_tolerance: float = DEFAULT_PRECISION_TOLERANCE, machine_specific: bool = False,
-                 specialize_in_background: bool = True) -> None:
+                 specialize_in_background: bool = True, measure_feeds: Any = None) -> None:
         values = locals()
         for name in self.__slots__:
             object.__setattr__(self, name, values[name])
@@ -228,6 +237,10 @@ class ScheduleConfig(FrozenRecord):
                 self.max_tensor_bytes, bool) or self.max_tensor_bytes < 1):
             raise ConfigError(f"max_tensor_bytes must be a positive integer (bytes) or None, "
                               f"got {self.max_tensor_bytes!r}")
+        if self.measure_feeds is not None:
+            from nnrt_core.feed_sets import MeasureFeeds  # numpy: only for a config that gives feeds
+
+            object.__setattr__(self, "measure_feeds", MeasureFeeds.coerce(self.measure_feeds))
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -265,8 +278,9 @@ class ScheduleConfig(FrozenRecord):
     def to_dict(self) -> dict[str, Any]:
         import copy  # like dataclasses.asdict: nothing shared with the config
 
-        d = {k: copy.deepcopy(v) for k, v in self.as_dict().items()}
+        d = {k: copy.deepcopy(v) for k, v in self.as_dict().items() if k != "measure_feeds"}
         d["backends"] = self.backends if self.backends == "auto" else list(self.backends)
+        d["measure_feeds"] = None if self.measure_feeds is None else self.measure_feeds.digest  # the arrays' stand-in
         return d
 
     def compile_options(self, backend: str) -> CompileOptions:

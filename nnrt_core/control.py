@@ -43,18 +43,25 @@ class RunControl:
 
     ``timeout`` (seconds from now) sets the deadline; ``max_tensor_bytes``
     caps every tensor the run computes (``None``: the session's budget).
-    ``cancel()`` may be called from any thread."""
+    ``quiet``: a run expected to fail now and then (measured selection runs
+    candidate plans on synthetic inputs): backends keep their engines' own
+    error logging off for it (ONNX Runtime: ``RunOptions.log_severity_level``
+    4); the failure is still raised.  ``cancel()`` may be called from any thread."""
 
-    __slots__ = ("timeout", "deadline", "max_tensor_bytes", "watched", "_stop", "_callbacks", "_lock")
+    __slots__ = ("timeout", "deadline", "max_tensor_bytes", "quiet", "watched", "_stop", "_callbacks", "_lock")
 
-    def __init__(self, timeout: float | None = None, max_tensor_bytes: int | None = None) -> None:
+    def __init__(self, timeout: float | None = None, max_tensor_bytes: int | None = None,
+                 quiet: bool = False) -> None:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not timeout >= 0):
             raise ConfigError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
         if max_tensor_bytes is not None and (isinstance(max_tensor_bytes, bool) or not isinstance(
                 max_tensor_bytes, int) or max_tensor_bytes < 1):
             raise ConfigError(f"max_tensor_bytes must be a positive integer or None, got {max_tensor_bytes!r}")
+        if not isinstance(quiet, bool):
+            raise ConfigError(f"quiet must be true or false, got {quiet!r}")
         self.timeout = timeout
+        self.quiet = quiet
         self.deadline = None if timeout is None else _monotonic() + timeout
         self.max_tensor_bytes = max_tensor_bytes
         #: False for a control that can never stop (no deadline, never cancelled): not checked per node

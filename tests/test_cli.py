@@ -120,3 +120,22 @@ def test_input_shape_flag(capsys, tmp_path):
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert "argument --input-shape: expected NAME=D1,D2,..." in err and repr(bad) in err
+
+
+def test_measure_feeds_flag(capsys, tmp_path):
+    """``--measure-feeds FILE.npz`` is ``ScheduleConfig.measure_feeds``: the
+    feeds' digest is in the config shown, a bad file is a usage error naming it."""
+    from onnx import TensorProto, helper, save
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "m",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    path = tmp_path / "m.onnx"
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.ones((2, 3), np.float32))
+    code, out, _ = run_cli(capsys, "partition", str(path), "--backends", "numpy", "--measure-feeds", str(feeds),
+                           "--json")
+    assert code == 0 and json.loads(out)["config"]["measure_feeds"].startswith("xxh3_128:")
+    code, _, err = run_cli(capsys, "run", str(path), "--measure-feeds", str(tmp_path / "none.npz"))
+    assert code == 2 and "does not exist" in err and "none.npz" in err

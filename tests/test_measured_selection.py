@@ -85,11 +85,11 @@ def test_a_split_must_beat_every_whole_model_plan_by_the_margin():
     near = [{"runs": [1.0], "problem": None}, {"runs": [0.98], "problem": None}]
     from nnrt_core.compiler.model import EventLog
 
-    chosen = measure._chosen(plans, near, ScheduleConfig(), EventLog())
+    chosen = measure.chosen(plans, near, ScheduleConfig(), EventLog())
     assert chosen is plans[0][1]  # 2 % faster is within the margin: the whole-model plan stays
     plans = [built("a alone", False), built("a+b", True)]
     clear = [{"runs": [1.0], "problem": None}, {"runs": [0.9], "problem": None}]
-    assert measure._chosen(plans, clear, ScheduleConfig(), EventLog()) is plans[1][1]
+    assert measure.chosen(plans, clear, ScheduleConfig(), EventLog()) is plans[1][1]
 
 
 def test_a_plan_that_fails_to_run_is_dropped_with_its_reason():
@@ -312,3 +312,42 @@ def test_a_model_that_needs_longer_free_dimensions_is_measured_on_longer_inputs(
     audio = np.sin(np.arange(400, dtype=np.float32) / 7)[None]
     want = np.maximum(np.convolve(audio[0], np.hanning(16)[::-1].astype(np.float32), "valid")[::4], 0)
     np.testing.assert_allclose(sess.run({"audio": audio})["y"].ravel(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_model_that_runs_on_no_synthetic_input_is_measured_on_the_measure_feeds():
+    """The model above (rows of 480 samples) on real engines: with
+    ``measure_feeds`` giving 960 samples every plan runs and is timed (no
+    "without measuring"), and no engine's error line reaches stderr."""
+    pytest.importorskip("nnrt_onnxruntime")
+    pytest.importorskip("nnrt_openvino")
+    from onnx import helper, numpy_helper
+    from onnx_models import make_model, vi
+
+    shape = numpy_helper.from_array(np.array([-1, 480], np.int64), "shape")
+    m = make_model([helper.make_node("Reshape", ["audio", "shape"], ["rows"]), helper.make_node("Relu", ["rows"], ["y"])],
+                   [vi("audio", shape=(1, "samples"))], [vi("y", shape=("r", 480))], inits=[shape])
+    audio = np.linspace(-1, 1, 960, dtype=np.float32)[None]
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["onnxruntime", "openvino"], backup=None,
+                                                         scheduler="measured", measure_feeds={"audio": audio}))
+    notes = [e.message for e in sess.events if e.kind == "plan_measured"]
+    assert not any("without measuring" in n for n in notes) and any("measure_feeds given" in n for n in notes)
+    timed = [p for p in sess.considered_plans if p["estimated_ms"] is not None]
+    assert {p["label"] for p in timed} >= {"onnxruntime alone", "openvino alone"}
+    np.testing.assert_array_equal(sess.run({"audio": audio})["y"], np.maximum(audio.reshape(2, 480), 0))
+
+
+def test_candidate_runs_on_synthetic_inputs_are_quiet(capfd):
+    """Every plan of the model fails on the synthetic inputs: ORT's error
+    lines for those runs stay off stderr (``RunControl(quiet=True)``)."""
+    pytest.importorskip("nnrt_onnxruntime")
+    from onnx import helper, numpy_helper
+    from onnx_models import make_model, vi
+
+    shape = numpy_helper.from_array(np.array([-1, 480], np.int64), "shape")
+    m = make_model([helper.make_node("Reshape", ["audio", "shape"], ["rows"], name="rows480")],
+                   [vi("audio", shape=(1, "samples"))], [vi("rows", shape=("r", 480))], inits=[shape])
+    capfd.readouterr()
+    sess = Session(m.SerializeToString(), ScheduleConfig(backends=["onnxruntime", "numpy"], backup=None,
+                                                         scheduler="measured"))
+    assert any("without measuring" in e.message for e in sess.events if e.kind == "plan_measured")
+    assert "rows480" not in capfd.readouterr().err

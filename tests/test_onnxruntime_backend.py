@@ -389,6 +389,31 @@ def test_ort_failure_is_execution_error_and_session_stays_usable():
     np.testing.assert_array_equal(out, a.reshape(3, 2))
 
 
+def test_a_quiet_control_keeps_ort_from_logging_a_failed_run(capfd, monkeypatch):
+    """``RunControl(quiet=True)`` (measured selection's runs of candidate
+    plans on synthetic inputs) reaches ORT as ``RunOptions.log_severity_level``
+    4: a failing run raises as ever, without ORT's error line on stderr."""
+    from nnrt_core.control import RunControl
+
+    m = make_model([helper.make_node("Reshape", ["a", "s"], ["y"], name="bad_reshape")],
+                   [vi("a"), vi("s", TensorProto.INT64, (2,))], [vi("y", shape=("n", "m"))])
+    part = ort_backend().compile(load_model(m).graph, CompileOptions())
+    seen = []
+    real = part.run_with_options
+    monkeypatch.setattr(part, "run_with_options", lambda inputs, ro: seen.append(ro) or real(inputs, ro))
+    bad = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "s": np.array([4, 4], np.int64)}
+    capfd.readouterr()
+    with pytest.raises(ExecutionError, match="bad_reshape"):
+        part.run(bad, RunControl(quiet=True))
+    assert isinstance(seen[-1], ort.RunOptions) and seen[-1].log_severity_level == 4
+    assert "bad_reshape" not in capfd.readouterr().err
+    with pytest.raises(ExecutionError):
+        part.run(bad)  # without a control: ORT's own error line (what quiet keeps off)
+    assert "bad_reshape" in capfd.readouterr().err
+    ok = {**bad, "s": np.array([3, 2], np.int64)}
+    np.testing.assert_array_equal(part.run(ok, RunControl(quiet=True))["y"], bad["a"].reshape(3, 2))
+
+
 # ---------------------------------------------------------------- options
 def test_options_map_to_session_options():
     b = ort_backend()

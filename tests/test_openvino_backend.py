@@ -286,6 +286,25 @@ def test_a_non_contiguous_input_is_read_while_alive():
         np.testing.assert_array_equal(got, x * x)
 
 
+def test_a_read_only_scalar_input_stays_0_d():
+    """A read-only 0-d feed is copied into a tensor OpenVINO owns; the copy was
+    ``np.ascontiguousarray``'s, which makes a 0-d array 1-d: OpenVINO then got
+    a ``[1]`` tensor for a ``[]`` input (a scale or a sample rate fed as
+    ``np.array(3.0)`` with ``writeable=False``)."""
+    m = make_model([helper.make_node("Mul", ["a", "s"], ["y"]), helper.make_node("Identity", ["s"], ["t"])],
+                   [vi("a", shape=(2, 3)), vi("s", shape=())], [vi("y", shape=(2, 3)), vi("t", shape=())])
+    s = np.array(3.0, np.float32)
+    s.flags.writeable = False
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    part = backend().compile(load_model(m).graph, CompileOptions())
+    for run in (part.run, part.direct_run(["y", "t"])):
+        got = run({"a": a, "s": s})
+        assert got["t"].shape == () and got["y"].shape == (2, 3)
+        np.testing.assert_array_equal(got["y"], a * 3)
+    got = Session(m, OV_ONLY).run({"a": a, "s": s})
+    assert got["t"].shape == () and float(got["t"]) == 3.0
+
+
 def test_concurrent_and_asynchronous_runs():
     m, feeds = light("squeezenet")
     sess = Session(m, OV_ONLY)

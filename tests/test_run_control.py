@@ -83,6 +83,10 @@ def test_timeout_and_control_are_validated():
         sess.run(X1, timeout=1, control=RunControl(1))
     with pytest.raises(ConfigError, match="RunControl"):
         sess.run(X1, control=object())  # type: ignore[arg-type]
+    for bad in (1, "yes", None):
+        with pytest.raises(ConfigError, match="quiet"):
+            RunControl(quiet=bad)  # type: ignore[arg-type]
+    assert RunControl(quiet=True).quiet and not RunControl().quiet
 
 
 def test_run_cancelled_from_another_thread_through_its_control():

@@ -42,7 +42,13 @@ def build_from_source(model: Any, config: ScheduleConfig, registry: Registry, se
         if config.precision == AUTO and not candidates:
             raise ConfigError(f"precision='auto' needs a scheduler that measures; {scheduler.name!r} offered no "
                               f"plan to measure for backends {engines}")
-    if len(candidates) > 1 or (candidates and config.precision == AUTO):  # time the plans, keep the fastest
+    measuring = len(candidates) > 1 or (candidates and config.precision == AUTO)
+    if config.measure_feeds is not None and measuring:  # ConfigError naming a feed that does not fit the model
+        config.measure_feeds.check(graph.inputs)
+    elif config.measure_feeds is not None and (config.scheduler in (AUTO, "measured") or config.precision == AUTO):
+        events.add("plan_measured", "measurement inputs", f"measure_feeds given, but scheduler {scheduler.name!r} "
+                   f"has no plans to measure for backends {engines}: the feeds are not used", level=INFO)
+    if measuring:  # time the plans, keep the fastest
         with stage("measure"):
             return build_measured(graph, config, selection, events, candidates,
                                   lambda name: _scheduler(registry, name),

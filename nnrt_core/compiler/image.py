@@ -78,10 +78,11 @@ def _loaded(backend: Backend, blob: bytes, options: CompileOptions, index: int) 
 
 
 def stored_config(image: SessionImage, what: str = "session file") -> ScheduleConfig:
-    """The config ``image`` was built with (without a cache directory);
+    """The config ``image`` was built with (without a cache directory, and
+    without the measurement feeds: only their digest is stored);
     :class:`SessionFileError` naming the field when it is not a valid one."""
     try:
-        return ScheduleConfig.from_dict({**image.config, "cache_dir": None})
+        return ScheduleConfig.from_dict({**image.config, "cache_dir": None, "measure_feeds": None})
     except (ConfigError, TypeError, ValueError) as e:
         raise SessionFileError(f"{what}: field 'config' is not a valid config: {e}") from None
 

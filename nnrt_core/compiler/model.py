@@ -40,6 +40,38 @@ class EventLog(list[PlacementEvent]):
         log.log(level, "%s", message)
 
 
+class HeldEventLog(EventLog):
+    """The events of a candidate plan being measured: kept, logged only by
+    :meth:`release` (the plan chosen; nnrt_core/compiler/measure_choice.py),
+    so a plan not chosen does not warn as if its events were the session's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.levels: list[int] = []
+        self.released = False
+
+    def add(self, kind: str, backend: str, message: str, nodes: Sequence[str] = (), *,
+            level: int = WARNING) -> None:
+        self.append(PlacementEvent(kind, backend, message, list(nodes)))
+        self.levels.append(level)
+        if self.released:  # the plan chosen: later events (at run time) are logged as they come
+            log.log(level, "%s", message)
+
+    def _levels(self) -> list[int]:  # an event appended without add() counts as a warning
+        return self.levels + [WARNING] * (len(self) - len(self.levels))
+
+    def warnings(self) -> list[str]:
+        """The messages of the events added at WARNING or above."""
+        return [e.message for e, lvl in zip(self, self._levels()) if lvl >= WARNING]
+
+    def release(self) -> None:
+        """Log the events held (once)."""
+        if not self.released:
+            self.released = True
+            for e, lvl in zip(self, self._levels()):
+                log.log(lvl, "%s", e.message)
+
+
 class PartitionInfo(FrozenRecord):
     """One compiled partition as the user sees it."""
 

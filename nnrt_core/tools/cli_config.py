@@ -32,6 +32,9 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--machine-specific", action="store_true",
                    help="keep compiled forms that load faster on this machine only (e.g. ONNX Runtime's optimized "
                         "graph); a session file so compiled is refused elsewhere")
+    p.add_argument("--measure-feeds", metavar="FILE.npz",
+                   help="real inputs (np.savez: one array per model input) to time the candidate plans of measured "
+                        "selection on, instead of synthetic ones (ScheduleConfig.measure_feeds)")
     p.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME=D1,D2,...",
                    help="fix the shape of a model input with free dimensions at load time, e.g. "
                         "x=1,3,224,224 (repeatable; ScheduleConfig.input_shapes)")
@@ -75,6 +78,8 @@ def config_from_args(args: argparse.Namespace) -> ScheduleConfig:
         changes["strict"] = True
     if getattr(args, "machine_specific", False):
         changes["machine_specific"] = True
+    if getattr(args, "measure_feeds", None):
+        changes["measure_feeds"] = args.measure_feeds
     if getattr(args, "input_shape", None):
         changes["input_shapes"] = {**cfg.input_shapes, **dict(args.input_shape)}  # the flags win over --config
     return cfg.replace(**changes) if changes else cfg

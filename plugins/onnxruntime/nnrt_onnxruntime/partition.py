@@ -171,7 +171,7 @@ class OrtPartition(CompiledPartition):
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any], control: RunControl | None = None) -> dict[str, Any]:
-        if control is not None and control.watched:  # deadline / cancel: ORT's RunOptions.terminate
+        if control is not None and (control.watched or control.quiet):  # deadline, cancel, quiet: ORT's RunOptions
             return run_terminable(self, inputs, control)
         if self._host and not self._fed and not self._adaptive:  # run_with_options' common case, inline
             try:

@@ -1,7 +1,9 @@
 """Deadlines and cancellation for ORT partitions: a run under a watched
 :class:`~nnrt_core.control.RunControl` gets its own ``RunOptions``
 whose ``terminate`` flag is set from another thread (the control's watchdog
-at the deadline, or the canceller), so ORT stops before its next node."""
+at the deadline, or the canceller), so ORT stops before its next node.  Its
+``log_severity_level`` is 4 (fatal only): ORT logs no error line for a run
+stopped so, nor for a run under a ``quiet`` control."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
@@ -27,7 +29,9 @@ def run_terminable(part: _Terminable, inputs: Mapping[str, Any], control: RunCon
     where = f"partition {part.name!r} on backend {part.backend.name!r}"
     control.check(lambda: f"{where} (before it started)")
     options = ort.RunOptions()
-    options.log_severity_level = 4  # a terminated run is reported by our error, not ORT's log line
+    # a terminated run is reported by our error, not ORT's log line; a quiet one (RunControl(quiet=True):
+    # a candidate plan on synthetic inputs) fails without a line on stderr, its error raised as ever
+    options.log_severity_level = 4
     remove = control.on_stop(lambda: setattr(options, "terminate", True))
     try:
         return part.run_with_options(inputs, options)

@@ -167,8 +167,8 @@ class OvPartition(CompiledPartition):
         flags = x.flags
         if flags.writeable and flags.c_contiguous and x.dtype.kind not in "OUS":
             set_input(i, self._tensor(x, shared_memory=True))  # the caller's buffer, read in place
-        else:  # OpenVINO shares writable contiguous numeric buffers only
-            set_input(i, self._tensor(np.ascontiguousarray(x) if x.dtype.kind not in "OUS" else x))
+        else:  # OpenVINO shares writable contiguous numeric buffers only; a copy keeps a 0-d array 0-d
+            set_input(i, self._tensor(x if flags.c_contiguous or x.dtype.kind in "OUS" else x.copy(order="C")))
 
     def _run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return self.run(inputs, current_control())
