@@ -83,8 +83,9 @@ class Registry:
     only when one of its backends or schedulers is asked for by name
     (:meth:`backend`, :meth:`scheduler`, :meth:`find_backend`) or when the
     lists are read (:attr:`backends`, :attr:`schedulers`,
-    :attr:`plugin_records`, :meth:`available_backends`): a session on one
-    backend imports that plugin, the backup's and the scheduler's only.
+    :attr:`plugin_records`, :meth:`available_backends`; ``backends="auto"``
+    skips the plugins declared emulated): a session on one backend imports
+    that plugin, the backup's and the scheduler's only.
 
     ``entry_points`` and ``env`` are injectable for tests; ``plugins`` are
     extra plugin objects registered as if found by entry point (name, object),
