@@ -24,8 +24,8 @@ figures (its first run and this block's run, or the runs of two blocks;
 untimed runs are timed for this) are each over ``LOSER_FACTOR`` times every
 figure of another live plan.  That run counts as timed, so the plan has a
 median, and the round's drop (below) then times it no further: the budget is
-not spent on an obvious loser (the NumPy plan of a real model, 10-100x
-slower than ONNX Runtime's, took two or three runs of ~0.1-1 s each).
+not spent on an obvious loser (OpenVINO's plan of speaker_dvector_int8, ~7x
+ONNX Runtime's, took two or three runs of ~60 ms before).
 
 The timing stops (sequential comparison; the reason is in the report):
 
