@@ -3,6 +3,10 @@
 Backends come from the ``nnrt.backends`` entry-point group and schedulers from
 ``nnrt.schedulers``.  The built-in ones (the NumPy backend, the priority
 scheduler) are ordinary distributions registered through the same groups.
+A distribution names its emulated backends in ``nnrt.emulated_backends``
+(entry-point name = backend name): ``backends="auto"`` leaves them out
+without importing their plugin (:meth:`Registry.emulated_backends`); the
+backend class's ``emulated`` must agree (:func:`emulated_problem`).
 
 A plugin that fails to import (anything raised, ``SystemExit`` included) or
 whose backend fails to initialize or declares attributes of the wrong types
@@ -39,11 +43,14 @@ from nnrt_core.errors import ConfigError
 from nnrt_core.gc_pause import paused_gc
 from nnrt_core.hookspec import PROJECT, BackendSpec, FrontendSpec, SchedulerSpec
 from nnrt_core.logs import get_logger
-from nnrt_core.registry_records import BackendRecord, PluginRecord, SchedulerRecord
+from nnrt_core.registry_records import (EMULATED_GROUP, BackendRecord, PluginRecord, SchedulerRecord,
+                                       custom_ops_problem, declared_emulated, emulated_problem, trait_problem,
+                                       is_plain_int, text_or_empty)
 
 __all__ = [
     "BACKEND_GROUP",
     "SCHEDULER_GROUP",
+    "EMULATED_GROUP",
     "EMBEDDED_PLUGINS",
     "PluginRecord",
     "BackendRecord",
@@ -52,6 +59,7 @@ __all__ = [
     "default_registry",
     "trait_problem",
     "custom_ops_problem",
+    "emulated_problem",
     "precedence",
 ]
 
@@ -75,8 +83,9 @@ class Registry:
     only when one of its backends or schedulers is asked for by name
     (:meth:`backend`, :meth:`scheduler`, :meth:`find_backend`) or when the
     lists are read (:attr:`backends`, :attr:`schedulers`,
-    :attr:`plugin_records`, :meth:`available_backends`): a session on one
-    backend imports that plugin, the backup's and the scheduler's only.
+    :attr:`plugin_records`, :meth:`available_backends`; ``backends="auto"``
+    skips the plugins declared emulated): a session on one backend imports
+    that plugin, the backup's and the scheduler's only.
 
     ``entry_points`` and ``env`` are injectable for tests; ``plugins`` are
     extra plugin objects registered as if found by entry point (name, object),
@@ -109,8 +118,10 @@ class Registry:
         if self.entry_points is not None:
             source = self.entry_points
         else:  # one scan of the installed distributions for both groups (see nnrt_core.entry_points)
-            found: list[EntryPointInfo] = installed_entry_points((BACKEND_GROUP, SCHEDULER_GROUP))
+            found: list[EntryPointInfo] = installed_entry_points((BACKEND_GROUP, SCHEDULER_GROUP, EMULATED_GROUP))
             source = lambda group: [ep for ep in found if ep.group == group]  # noqa: E731
+        #: distribution -> the backends it declares emulated (metadata: nothing imported)
+        self._emulated = declared_emulated(source(EMULATED_GROUP))
         blocked = _split(self.env.get(ENV_BLOCK, ""))
         autoload = self.env.get(ENV_DISABLE_AUTOLOAD, "") in ("", "0", "false", "False")
         wanted = _split(self.env.get(ENV_PLUGINS, "")) | EMBEDDED_PLUGINS
@@ -137,11 +148,12 @@ class Registry:
                 continue
             self._register(rec, obj)
 
-    def _load_pending(self, group: str, name: str | None = None) -> None:
+    def _load_pending(self, group: str, name: str | None = None, *, emulated: bool = True) -> None:
         """Import the pending plugins of ``group`` (only the entry point called
-        ``name`` when given)."""
+        ``name`` when given; not those declared emulated unless ``emulated``)."""
         with self._lock, paused_gc(promote=True):  # plugin imports make no garbage (nnrt_core/gc_pause.py)
-            todo = [(r, ep) for r, ep in self._pending[group] if name is None or ep.name == name]
+            todo = [(r, ep) for r, ep in self._pending[group] if (name is None or ep.name == name)
+                    and (emulated or not self._declared_emulated(r))]
             for rec, ep in todo:
                 self._pending[group].remove((rec, ep))
                 rec.status = "loaded"
@@ -225,9 +237,9 @@ class Registry:
             rec.status, rec.reason = "failed", f"backend {cls!r} has no name"
             return
         priority = getattr(cls, "default_priority", 0)
-        br = BackendRecord(name, rec.name, priority=priority if _is_int(priority) else 0,
-                           version=_text(getattr(cls, "version", "")),
-                           device_type=_text(getattr(cls, "device_type", "")))
+        br = BackendRecord(name, rec.name, priority=priority if is_plain_int(priority) else 0,
+                           version=text_or_empty(getattr(cls, "version", "")),
+                           device_type=text_or_empty(getattr(cls, "device_type", "")))
         if name in self._backends and not self._displaces(rec, name):
             self._conflict(br, self._backends[name].plugin)
             return
@@ -244,7 +256,7 @@ class Registry:
             br.reason = f"failed to initialize: {type(e).__name__}: {e}"
             log.warning("backend %s (plugin %s) %s", name, rec.name, br.reason)
             return
-        br.reason = trait_problem(backend)
+        br.reason = trait_problem(backend) or emulated_problem(backend, rec, self._declared_emulated(rec, name))
         if br.reason is not None:
             log.warning("backend %s (plugin %s) is unusable: %s", name, rec.name, br.reason)
             return
@@ -253,6 +265,11 @@ class Registry:
         br.reason = backend.availability()
         if br.reason is not None:
             log.info("backend %s is unavailable: %s", name, br.reason)
+
+    def _declared_emulated(self, rec: PluginRecord, backend: str | None = None) -> bool:
+        """Whether ``rec``'s distribution declares its entry point (or ``backend``) emulated."""
+        names = self._emulated.get(rec.distribution, frozenset()) if rec.group == BACKEND_GROUP else frozenset()
+        return rec.name in names or backend in names
 
     def _displaces(self, rec: PluginRecord, name: str) -> bool:
         """Whether ``rec``'s backend ``name`` goes before the one registered
@@ -312,10 +329,28 @@ class Registry:
             raise ConfigError(f"unknown backend {name!r}; installed backends: {installed}")
         return rec
 
-    def available_backends(self) -> list[BackendRecord]:
-        """Available backends, highest default priority first."""
-        recs = [r for r in self.backends.values() if r.available]  # imports every backend plugin
+    def available_backends(self, *, emulated: bool = True) -> list[BackendRecord]:
+        """Available backends, highest default priority first (imports every
+        backend plugin); without the emulated ones when not ``emulated``
+        (then the plugins declared emulated are not imported)."""
+        self._load_pending(BACKEND_GROUP, emulated=emulated)
+        recs = [r for r in self._backends.values() if r.available and (emulated or not _is_emulated(r))]
         return sorted(recs, key=lambda r: (-r.priority, r.name))
+
+    def loaded_backends(self) -> dict[str, BackendRecord]:
+        """The backends of the plugins imported so far, by name (imports nothing)."""
+        return dict(self._backends)
+
+    def emulated_backends(self) -> list[str]:
+        """The names of the emulated backends, what ``backends="auto"`` leaves
+        out: the pending plugins whose entry point their distribution declares
+        emulated (not imported for this) and the imported available backends
+        whose class says ``emulated`` (every backend plugin not declared
+        emulated is imported to tell)."""
+        self._load_pending(BACKEND_GROUP, emulated=False)
+        names = {n for n, r in self._backends.items() if r.available and _is_emulated(r)}
+        names |= {rec.name for rec, _ in self._pending[BACKEND_GROUP] if self._declared_emulated(rec)}
+        return sorted(names)
 
     def host_evaluator(self) -> Backend | None:
         """The first available backend (by priority) that declares
@@ -365,21 +400,6 @@ class Registry:
             raise ConfigError(f"unknown scheduler {name!r}; installed schedulers: {installed}") from None
 
 
-#: class attributes every backend declares: name -> (accepted types, what is expected)
-_TRAITS: dict[str, tuple[tuple[type, ...], str]] = {
-    "version": ((str, int, float), "a version string"),
-    "device_type": ((str,), "a string such as 'cpu' or 'npu'"),
-    "default_priority": ((int,), "an int"),
-    "supported_options": ((frozenset, set), "a frozenset of option names"),
-    "host_memory": ((bool,), "a bool"),
-    "evaluates_constants": ((bool,), "a bool"),
-    "needs_static_shapes": ((bool,), "a bool"),
-    "compiles_read_only": ((bool,), "a bool"),
-    "fresh_outputs": ((bool,), "a bool"),
-    "emulated": ((bool,), "a bool"),
-}
-
-
 def precedence(rec: PluginRecord, backend: str) -> tuple[bool, bool, str, str]:
     """The order in which plugins offering the same backend name are kept
     (lowest first, whatever the import order): the built-in plugins, then the
@@ -388,40 +408,8 @@ def precedence(rec: PluginRecord, backend: str) -> tuple[bool, bool, str, str]:
     return rec.name not in EMBEDDED_PLUGINS, rec.name != backend, rec.distribution, rec.name
 
 
-def trait_problem(backend: Backend) -> str | None:
-    """Why ``backend``'s declared attributes are unusable (wrong types), or ``None``."""
-    for attr, (types, expected) in _TRAITS.items():
-        try:
-            value = getattr(backend, attr)
-        except Exception as e:
-            return f"reading {attr} raised {type(e).__name__}: {e}"
-        if not isinstance(value, types) or (attr == "default_priority" and isinstance(value, bool)):
-            return f"{attr} must be {expected}, got {value!r} ({type(value).__name__})"
-        if attr == "supported_options" and not all(isinstance(o, str) for o in value):
-            return f"supported_options must hold option names (strings), got {sorted(map(repr, value))}"
-    return None
-
-
-def custom_ops_problem(answer: object, owners: Mapping[str, str], plugin: str) -> str | None:
-    """What is wrong with a plugin's ``nnrt_tflite_custom_ops()`` answer (``None``: nothing)."""
-    if not isinstance(answer, Mapping):
-        return f"returned a {type(answer).__name__}, expected a dict {{custom operator name: mapper}}"
-    for key, fn in answer.items():
-        if not isinstance(key, str) or not key:
-            return f"returned the operator name {key!r}, expected a non-empty str"
-        if not callable(fn):
-            return f"returned a {type(fn).__name__} for {key!r}, expected a callable mapper"
-        if key in owners:
-            return f"claims {key!r}, which plugin {owners[key]!r} claims already"
-    return None
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
+def _is_emulated(rec: BackendRecord) -> bool:
+    return rec.backend is not None and bool(rec.backend.emulated)
 
 
 def _split(text: str) -> set[str]:

@@ -11,9 +11,9 @@ import pytest
 
 from nnrt_core import entry_points as ep_mod
 from nnrt_core.entry_points import entry_points
-from nnrt_core.registry import BACKEND_GROUP, SCHEDULER_GROUP
+from nnrt_core.registry import BACKEND_GROUP, EMULATED_GROUP, SCHEDULER_GROUP
 
-GROUPS = (BACKEND_GROUP, SCHEDULER_GROUP)
+GROUPS = (BACKEND_GROUP, SCHEDULER_GROUP, EMULATED_GROUP)
 
 
 def _ours(groups=GROUPS) -> dict[str, list[tuple]]:

@@ -158,10 +158,13 @@ plain = [m for m in lazy if m in sys.modules]
 cached = Session(path, ScheduleConfig(backends=["onnxruntime"], cache_dir=cache))
 out = cached.run(feeds(cached))
 same = list(out) == list(y) and all(np.array_equal(out[k], y[k]) for k in y)
-print(json.dumps({"plain": plain, "cached": [m for m in lazy if m in sys.modules], "same": same}))
+hit = Session(path, ScheduleConfig(backends=["onnxruntime"], cache_dir=cache))
+print(json.dumps({"plain": plain, "cached": [m for m in lazy if m in sys.modules], "same": same,
+                  "hit": hit.compiled_model.cache_hit, "logging": "logging" in sys.modules}))
 """ % (str(light_dir / "light_squeezenet.onnx"), LAZY_NNRT, str(tmp_path / "cache")))
     assert out["plain"] == [], out
     assert out["cached"] == ["nnrt_core.storage.model_cache"] and out["same"], out
+    assert out["hit"] and not out["logging"], "the model cache logs through nnrt_core.logs (logging: first record)"
 
 
 def test_exotic_element_types_import_ml_dtypes_on_first_use():

@@ -225,3 +225,37 @@ def test_close_medians_that_the_rounds_do_not_agree_on_are_a_tie():
     swap = lambda k: 0.0090 if k in (2, 3, 4) else 0.0101  # noqa: E731 - its block of round 1 (untimed + 2)
     result, _ = _timed([0.010, swap], first_runs=[0.03, 0.03])
     assert result.stopped == "tie" and result.rounds == timing.TIE_ROUNDS
+
+
+# ------------------------------------------------------ a clear loser's blocks
+def test_a_plan_over_the_loser_factor_twice_ends_its_block_after_one_run():
+    """Its first run and its block's first run both over 5x the other plan's: one run, timed, then dropped."""
+    result, clock = _timed([0.001, 0.02], first_runs=[0.0012, 0.025])
+    assert clock.calls == [0, 0, 0, 1]  # plan 0: untimed + 2 timed; plan 1: one run (was untimed + 2 timed)
+    assert result.runs[1] == [0.02] and result.untimed == 1 and result.cut == [1]
+    assert result.stopped == "one plan left" and result.dropped == [1]
+    assert "1 block(s) ended after one run" in result.summary()
+
+
+def test_a_clear_loser_timed_first_in_the_round_is_cut_against_the_others_first_runs():
+    result, clock = _timed([0.001, 0.02], first_runs=[0.0012, 0.025], previous=1)
+    assert clock.calls == [1, 0, 0, 0] and result.cut == [1]
+
+
+def test_a_long_loser_gets_one_run_not_two():
+    """A plan of long runs (no untimed run) 25x behind: one run of it instead of two."""
+    result, clock = _timed([0.01, 0.25], first_runs=[0.012, 0.3])
+    assert clock.calls.count(1) == 1 and result.runs[1] == [0.25]
+    assert result.stopped == "one plan left"
+
+
+def test_a_plan_under_the_loser_factor_gets_its_whole_block():
+    result, clock = _timed([0.001, 0.0045], first_runs=[0.0012, 0.005])  # 4.5x: not a clear loser
+    assert clock.calls.count(1) == 3 and result.cut == []  # untimed + 2 timed, then dropped (DROP_FACTOR)
+    assert result.dropped == [1]
+
+
+def test_one_slow_figure_does_not_make_a_loser():
+    """A plan whose first run was slow (cold) but whose block runs are close is timed in full."""
+    result, clock = _timed([0.001, 0.0011], first_runs=[0.0012, 0.015], max_rounds=2)  # 12x, then 1.1x
+    assert clock.calls.count(1) == 6 and result.cut == []  # two rounds of untimed + 2 timed

@@ -54,15 +54,16 @@ def select_backends(config: ScheduleConfig, registry: Registry, events: EventLog
         if not rec.available:
             raise ConfigError(f"backup backend {config.backup!r} is unavailable: {rec.reason}")
         backup = rec.backend
-    if config.backends == "auto":
-        records = []
-        for r in registry.available_backends():
-            if r.backend is not None and r.backend.emulated and r.name != config.backup:
-                events.add("backend_skipped", r.name, f"backend {r.name!r} left out of backends='auto': it emulates "
-                           f"a device on the host; name it in backends to use it", level=INFO)
-            else:
-                records.append(r)
-        for r in registry.backends.values():
+    if config.backends == "auto":  # the plugins their distributions declare emulated are not imported
+        records = registry.available_backends(emulated=False)
+        for name in registry.emulated_backends():
+            if name == config.backup:  # the emulated backup stays a backend of its own priority, as named
+                rec = registry.backend(name)
+                records = sorted([*records, rec], key=lambda r: (-r.priority, r.name))
+                continue
+            events.add("backend_skipped", name, f"backend {name!r} left out of backends='auto': it emulates "
+                       f"a device on the host; name it in backends to use it", level=INFO)
+        for r in registry.loaded_backends().values():
             if not r.available:
                 events.add("backend_unavailable", r.name, f"backend {r.name!r} skipped (auto): {r.reason}")
     else:

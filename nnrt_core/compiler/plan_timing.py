@@ -19,6 +19,14 @@ handled here:
   whose first run (made before the timing, for its outputs and one-time
   costs) took ``SHORT_RUN`` or more gets none: its first block times two runs.
 
+A block ends after one run on a *clear loser*: a plan whose last two
+figures (its first run and this block's run, or the runs of two blocks;
+untimed runs are timed for this) are each over ``LOSER_FACTOR`` times every
+figure of another live plan.  That run counts as timed, so the plan has a
+median, and the round's drop (below) then times it no further: the budget is
+not spent on an obvious loser (OpenVINO's plan of speaker_dvector_int8, ~7x
+ONNX Runtime's, took two or three runs of ~60 ms before).
+
 The timing stops (sequential comparison; the reason is in the report):
 
 * after any round, once one plan is left: a plan whose fastest run is
@@ -41,7 +49,7 @@ import statistics
 import time
 from typing import Any, Callable, Sequence
 
-__all__ = ["CLEAR_FACTOR", "DECISIVE_FACTOR", "DROP_FACTOR", "MAX_QUIET_WAIT", "MIN_ROUNDS", "MAX_ROUNDS",
+__all__ = ["CLEAR_FACTOR", "DECISIVE_FACTOR", "DROP_FACTOR", "LOSER_FACTOR", "MAX_QUIET_WAIT", "MIN_ROUNDS", "MAX_ROUNDS",
            "TIE_FACTOR", "TIE_ROUNDS", "TIE_ROUND_FACTOR", "TimingResult", "time_blocks", "wait_quiet"]
 
 MIN_ROUNDS, MAX_ROUNDS = 2, 25
@@ -49,6 +57,8 @@ MIN_ROUNDS, MAX_ROUNDS = 2, 25
 SHORT_RUN, SHORT_BLOCK, LONG_BLOCK = 0.02, 2, 1
 #: a plan whose fastest run is this many times the best plan's median is timed no further
 DROP_FACTOR = 1.5
+#: a block ends after one run when the plan's last two figures are each over this many times another's every figure
+LOSER_FACTOR = 5.0
 #: timing stops after one round when every run of every other plan is over this many times the leader's slowest
 DECISIVE_FACTOR = 1.2
 #: timing stops when every run of every other plan is over this many times the best plan's median
@@ -76,10 +86,14 @@ def wait_quiet(max_wait: float = MAX_QUIET_WAIT) -> float:
 class TimingResult:
     """Per plan the timed runs (seconds) and the round of each; how the timing went."""
 
-    __slots__ = ("runs", "rounds_of", "rounds", "stopped", "quiet_wait_s", "dropped", "never_quiet", "untimed")
+    __slots__ = ("runs", "rounds_of", "rounds", "stopped", "quiet_wait_s", "dropped", "never_quiet", "untimed",
+                 "figures", "cut")
 
-    def __init__(self, runs: list[list[float]]) -> None:
+    def __init__(self, runs: list[list[float]], first_runs: Sequence[float] | None = None) -> None:
         self.runs = runs
+        #: per plan, the seconds of every run seen: its first run (when given), then each timing run, untimed too
+        self.figures: list[list[float]] = [[] if first_runs is None else [first_runs[i]] for i in range(len(runs))]
+        self.cut: list[int] = []  #: the plans whose block ended after one run (a clear loser), once per block
         self.rounds_of: list[list[int]] = [[0] * len(r) for r in runs]  #: the round of each timed run
         self.rounds = 0
         self.stopped = ""  #: "budget", "decisive lead", "clear lead", "tie", "one plan left", "max rounds"
@@ -91,8 +105,10 @@ class TimingResult:
     def summary(self) -> str:
         busy = " (the process stayed busy: no further waits)" if self.never_quiet else ""
         timed = sum(len(r) for r in self.runs)
+        cut = (f"; {len(self.cut)} block(s) ended after one run (a plan over {LOSER_FACTOR:g}x slower than "
+               f"another twice)" if self.cut else "")
         return (f"{self.rounds} round(s), stopped: {self.stopped}; {timed} timed and {self.untimed} untimed "
-                f"run(s); {self.quiet_wait_s * 1e3:.0f} ms waited for idle thread pools between plans{busy}")
+                f"run(s){cut}; {self.quiet_wait_s * 1e3:.0f} ms waited for idle thread pools between plans{busy}")
 
 
 def time_blocks(runners: Sequence[Callable[[], Any]], budget: float, *, min_rounds: int = MIN_ROUNDS,
@@ -105,7 +121,7 @@ def time_blocks(runners: Sequence[Callable[[], Any]], budget: float, *, min_roun
     seconds (see the module docstring); ``previous``: the index of the plan
     that ran last.  ``clock`` and ``wait`` (default :func:`wait_quiet`) are
     the timer and the wait between plans."""
-    result = TimingResult([[] for _ in runners])
+    result = TimingResult([[] for _ in runners], first_runs)
     live = list(range(len(runners)))
     start = clock()
     reverse = previous is not None and previous == live[-1]  # the first round starts with the plan that ran last
@@ -115,7 +131,8 @@ def time_blocks(runners: Sequence[Callable[[], Any]], budget: float, *, min_roun
         for i in live[::-1] if (result.rounds % 2 == 0) == reverse else live:  # alternate the order
             if previous is not None and previous != i and not result.never_quiet:
                 _wait(result, wait)
-            _block(runners[i], i, result, None if first_runs is None else first_runs[i], clock)
+            _block(runners[i], i, result, None if first_runs is None else first_runs[i], clock,
+                   [j for j in live if j != i])
             previous = i
         result.rounds += 1
         live = _close_enough(live, result)
@@ -132,22 +149,39 @@ def _wait(result: TimingResult, wait: Callable[[], float] | None) -> None:
 
 
 def _block(run: Callable[[], Any], i: int, result: TimingResult, first: float | None,
-           clock: Callable[[], float]) -> None:
-    """One block of plan ``i``: an untimed run when its runs are short, then its timed runs."""
+           clock: Callable[[], float], others: Sequence[int] = ()) -> None:
+    """One block of plan ``i``: an untimed run when its runs are short, then
+    its timed runs; only one run, counted as timed, once the plan is a clear
+    loser against one of ``others`` (:func:`_clear_loser`)."""
     times = result.runs[i]
     if times:
         short = statistics.median(times) < SHORT_RUN
         warm, timed = short, SHORT_BLOCK if short else LONG_BLOCK
     else:  # the first block: two timed runs; untimed first unless the first run was long
         warm, timed = first is None or first < SHORT_RUN, SHORT_BLOCK
-    if warm:
-        run()  # untimed: the block's caches
-        result.untimed += 1
-    for _ in range(timed):
+    for k in range(int(warm) + timed):
         t = clock()
-        run()
-        times.append(clock() - t)
+        run()  # the first one untimed when warm: the block's caches (timed all the same, for _clear_loser)
+        took = clock() - t
+        result.figures[i].append(took)
+        loser = _clear_loser(i, others, result)
+        if k < int(warm) and not loser:
+            result.untimed += 1
+            continue
+        times.append(took)
         result.rounds_of[i].append(result.rounds)
+        if loser:
+            result.cut.append(i)
+            return
+
+
+def _clear_loser(i: int, others: Sequence[int], result: TimingResult) -> bool:
+    """Plan ``i``'s last two figures each over LOSER_FACTOR times every figure of one of ``others``."""
+    mine = result.figures[i][-2:]
+    if len(mine) < 2:
+        return False
+    slowest = min(mine)
+    return any(result.figures[j] and slowest > LOSER_FACTOR * max(result.figures[j]) for j in others)
 
 
 def _close_enough(live: list[int], result: TimingResult) -> list[int]:

@@ -41,7 +41,7 @@ def wants_specialization(config: ScheduleConfig, registry: Registry) -> bool:
     "always", or "auto" with a selectable backend that ``needs_static_shapes``."""
     if config.specialize_shapes != "auto":
         return config.specialize_shapes == "always"
-    names = ([r.name for r in registry.available_backends() if r.backend is not None and not r.backend.emulated]
+    names = ([r.name for r in registry.available_backends(emulated=False)]
              if config.backends == "auto" else list(config.backends))
     records = [registry.find_backend(n) for n in names]
     return any(r is not None and r.available and r.backend is not None and r.backend.needs_static_shapes

@@ -35,18 +35,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from nnrt_core.errors import ConfigError, SessionFileError
+from nnrt_core.logs import get_logger
 from nnrt_core.storage.files import remove_stale_temporaries, write_atomic
 from nnrt_core.storage.session_file import FORMAT_VERSION, NewerFormatError, SessionImage, decode, encode, read_bytes
 
 __all__ = ["STALE_TMP_SECONDS", "ModelCache"]
 
-log = logging.getLogger("nnrt.cache")
+log = get_logger("nnrt.cache")  # logging is imported by the first record that can be emitted
 
 SUFFIX = ".nnrtc"
 #: a temporary entry file older than this (seconds) is a dead writer's: removed on open
