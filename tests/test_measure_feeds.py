@@ -16,7 +16,7 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError
 from nnrt_core.feed_sets import MAX_SETS, MeasureFeeds
 from test_partitioning import X, chain, reference
-from test_schedulers import ELEMENTWISE, registry, timed_backend
+from test_schedulers import ELEMENTWISE, fp16_engine, registry, timed_backend
 
 from fakes import make_fake_backend
 
@@ -218,26 +218,7 @@ def _clipping_chip():
     """A real engine offering fp16 whose fp16 plans are fast and exact on
     small values but clip at +-100 (a reduced format's range): only inputs of
     the real size show the error."""
-    from nnrt_core.backend import DeviceInfo
-    from fakes import _FakePartition
-
-    base = timed_backend("chip", ELEMENTWISE, delay=0.003, device_type="cpu")
-
-    class Chip(base):
-        emulated = False
-        supported_options = frozenset({"num_threads", "precision"})
-
-        def devices(self):
-            return [DeviceInfo("chip:0", "chip", "cpu", {}, ("fp32", "fp16"))]
-
-        def _compile(self, graph, options):
-            part = base._compile(self, graph, options)
-            if options.precision == "fp16":
-                part._run = lambda inputs: {k: np.clip(v, -100, 100) for k, v in
-                                            _FakePartition._run(part, inputs).items()}
-            return part
-
-    return Chip
+    return fp16_engine(lambda out: {k: np.clip(v, -100, 100) for k, v in out.items()})
 
 
 def test_precision_auto_checks_the_error_on_the_measure_feeds():

@@ -12,7 +12,7 @@ from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError, ExecutionError
 from nnrt_core.placement import PlanCandidate
 from test_partitioning import X, chain, reference
-from test_schedulers import ELEMENTWISE, registry, timed_backend
+from test_schedulers import ELEMENTWISE, fp16_engine, registry, timed_backend
 
 from fakes import make_fake_backend
 
@@ -191,33 +191,12 @@ def test_auto_leaves_the_emulated_npu_out_visibly():
 
 # --------------------------------------------------------- precision="auto"
 def _reduced_engine(error: float, fp32_delay: float = 0.003, ops=ELEMENTWISE):
-    """A real engine whose device offers fp16: its fp16 plans run fast but
-    move every finite output value by ``error`` x max|finite output|; its fp32
-    plans are exact, slower."""
-    from nnrt_core.backend import DeviceInfo
-
-    base = timed_backend("chip", ops, delay=fp32_delay, device_type="cpu")
-
-    class Chip(base):
-        emulated = False
-        supported_options = frozenset({"num_threads", "precision"})
-
-        def devices(self):
-            return [DeviceInfo("chip:0", "chip", "cpu", {}, ("fp32", "fp16"))]
-
-        def _compile(self, graph, options):
-            part = base._compile(self, graph, options)
-            if options.precision == "fp16":
-                from fakes import _FakePartition
-
-                def perturbed(inputs):  # no sleep: the fast plan
-                    out = _FakePartition._run(part, inputs)
-                    return {k: np.where(np.isfinite(v), v + error * float(np.max(np.abs(v[np.isfinite(v)]))), v)
-                            .astype(v.dtype) for k, v in out.items()}
-                part._run = perturbed
-            return part
-
-    return Chip
+    """:func:`fp16_engine` whose fp16 plans move every finite output value by
+    ``error`` x max|finite output|."""
+    def perturbed(out):
+        return {k: np.where(np.isfinite(v), v + error * float(np.max(np.abs(v[np.isfinite(v)]))), v).astype(v.dtype)
+                for k, v in out.items()}
+    return fp16_engine(perturbed, fp32_delay=fp32_delay, ops=ops)
 
 
 def test_precision_auto_keeps_the_fastest_plan_within_the_tolerance():

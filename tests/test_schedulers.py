@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 import nnrt_schedulers.cost as cost_plugin
 import nnrt_schedulers.policies as policy_plugin
 from conftest import make_registry
-from fakes import DeviceArray, FakeBackend, _FakePartition, fake_plugin, make_fake_backend
+from fakes import FakeBackend, _FakePartition, fake_plugin, make_fake_backend
 from nnrt_core import ScheduleConfig, Session
 from nnrt_core.errors import ConfigError, UnsupportedNodeError
 from nnrt_core.registry import Registry
@@ -61,6 +61,30 @@ def timed_backend(name: str, ops, *, delay: float, device_memory: bool = False, 
     if estimate is not None:
         attrs["_estimate_cost"] = lambda self, graph, options: {n.name: estimate for n in graph.nodes}
     return type(f"Timed_{name}", (base,), attrs)
+
+
+def fp16_engine(fp16_outputs, *, fp32_delay: float = 0.003, ops=None):
+    """A real engine (class) whose device offers fp16: its fp32 plans are exact and
+    take ``fp32_delay`` per node (``ops``: those it runs, default ELEMENTWISE); its fp16 plans run without delay and return
+    ``fp16_outputs(exact outputs)`` (the reduced format's error)."""
+    from nnrt_core.backend import DeviceInfo
+
+    base = timed_backend("chip", ELEMENTWISE if ops is None else ops, delay=fp32_delay, device_type="cpu")
+
+    class Chip(base):
+        emulated = False
+        supported_options = frozenset({"num_threads", "precision"})
+
+        def devices(self):
+            return [DeviceInfo("chip:0", "chip", "cpu", {}, ("fp32", "fp16"))]
+
+        def _compile(self, graph, options):
+            part = base._compile(self, graph, options)
+            if options.precision == "fp16":
+                part._run = lambda inputs: fp16_outputs(_FakePartition._run(part, inputs))
+            return part
+
+    return Chip
 
 
 def registry(*backends) -> Registry:
