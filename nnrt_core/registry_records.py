@@ -107,7 +107,7 @@ def trait_problem(backend: Backend) -> str | None:
             value = getattr(backend, attr)
         except Exception as e:
             return f"reading {attr} raised {type(e).__name__}: {e}"
-        if not isinstance(value, types) or (attr == "default_priority" and isinstance(value, bool)):
+        if not isinstance(value, types) or (attr == "default_priority" and not is_plain_int(value)):
             return f"{attr} must be {expected}, got {value!r} ({type(value).__name__})"
         if attr == "supported_options" and not all(isinstance(o, str) for o in value):
             return f"supported_options must hold option names (strings), got {sorted(map(repr, value))}"

@@ -180,8 +180,8 @@ def _clear_loser(i: int, others: Sequence[int], result: TimingResult) -> bool:
     mine = result.figures[i][-2:]
     if len(mine) < 2:
         return False
-    slowest = min(mine)
-    return any(result.figures[j] and slowest > LOSER_FACTOR * max(result.figures[j]) for j in others)
+    fastest = min(mine)  # both over the factor: the faster of the two is
+    return any(result.figures[j] and fastest > LOSER_FACTOR * max(result.figures[j]) for j in others)
 
 
 def _close_enough(live: list[int], result: TimingResult) -> list[int]:
