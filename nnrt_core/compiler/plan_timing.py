@@ -180,7 +180,7 @@ def _clear_loser(i: int, others: Sequence[int], result: TimingResult) -> bool:
     mine = result.figures[i][-2:]
     if len(mine) < 2:
         return False
-    fastest = min(mine)  # both over the factor: the faster of the two is
+    fastest = min(mine)  # both figures over the factor means the faster of the two is over it
     return any(result.figures[j] and fastest > LOSER_FACTOR * max(result.figures[j]) for j in others)
 
 
